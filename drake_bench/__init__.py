@@ -1,0 +1,45 @@
+"""drake_bench: benchmarks, streams, method plugins and a standard evaluator for personalized FL."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .errors import (  # noqa: E402
+    DataNotBuiltError,
+    DrakeBenchError,
+    IntegrityError,
+    LeakageError,
+    ManifestError,
+    PluginError,
+    ScenarioError,
+    UnknownNameError,
+)
+from .manifest import available_benchmarks, load_benchmark  # noqa: E402
+from .sample import AnswerType, MethodSample, Sample  # noqa: E402
+from .scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario  # noqa: E402
+from .spec import BenchmarkSpec, ClientSpec, TaskSpec  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "AnswerType",
+    "Asynchronous",
+    "BenchmarkSpec",
+    "ClientSpec",
+    "DataNotBuiltError",
+    "Dirichlet",
+    "DrakeBenchError",
+    "Dynamic",
+    "IntegrityError",
+    "LeakageError",
+    "ManifestError",
+    "MethodSample",
+    "PluginError",
+    "Sample",
+    "ScenarioError",
+    "Static",
+    "TaskSpec",
+    "UnknownNameError",
+    "available_benchmarks",
+    "load_benchmark",
+    "parse_scenario",
+]

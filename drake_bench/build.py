@@ -1,0 +1,113 @@
+"""Build a benchmark from its sources into the shared on-disk layout (see :mod:`drake_bench.store`).
+
+Real and embedded benchmarks take the same path: the manifest names a source loader
+per task, the loader yields candidate items, this module applies the seeded
+subsampling rule (10k/1k when large, else 8:2) and writes Parquet shards.
+Builds are resumable (finished tasks are skipped) and a failing task does not
+lose the others: they stay on disk and the error lists every failed task.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .errors import DrakeBenchError, SourceError
+from .manifest import load_benchmark
+from .progress import progress
+from .sample import Sample
+from .spec import BenchmarkSpec, SubsamplingRule, TaskSpec
+from .store import BUILD_INFO, built_root, finalize_build, shard_path, write_split
+
+DONE_MARK = ".done"
+
+
+def split_sizes(n: int, rule: SubsamplingRule) -> tuple[int, int]:
+    """(train, test) sizes for a pool of ``n`` items: 10k/1k when large, else 8:2 (spec A2)."""
+    if n >= rule.large_threshold:
+        return rule.train, rule.test
+    n_train = int(round(n * rule.train_ratio))
+    return n_train, n - n_train
+
+
+def subsample(pool: Sequence[Sample], rule: SubsamplingRule, task_id: str) -> tuple[list[Sample], list[Sample]]:
+    """Disjoint seeded train/test draws. Pools are first sorted by id so that loader order never matters."""
+    items = sorted(pool, key=lambda s: s.id)
+    ids = [s.id for s in items]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise SourceError(f"task {task_id!r}: duplicate item ids from the source, e.g. {dup}")
+    n_train, n_test = split_sizes(len(items), rule)
+    seed = np.frombuffer(task_id.encode().ljust(8, b"\0")[:8], dtype=np.uint64)[0]
+    perm = np.random.default_rng([rule.seed, int(seed) % (2**63)]).permutation(len(items))
+    train = [items[i] for i in perm[:n_train]]
+    test = [items[i] for i in perm[n_train : n_train + n_test]]
+    return train, test
+
+
+def _task_done(root: Path, task_id: str) -> bool:
+    return (root / "data" / task_id / DONE_MARK).is_file() and all(
+        shard_path(root, task_id, s).is_file() for s in ("train", "test")
+    )
+
+
+def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, root: Path) -> dict[str, int]:
+    from .loaders import get_loader
+
+    loader = get_loader(task.source.loader)
+    pool = list(loader.load(task, source_dir))
+    if not pool:
+        where = f" in {source_dir}" if source_dir else ""
+        raise SourceError(f"task {task.id!r}: source loader {loader.name!r} found no items{where}")
+    for s in pool:
+        if s.task_id != task.id:
+            raise SourceError(f"task {task.id!r}: loader {loader.name!r} yielded an item of task {s.task_id!r}")
+    train, test = subsample(pool, spec.subsampling, task.id)
+    write_split(root, task.id, "train", train)
+    write_split(root, task.id, "test", test)
+    sizes = {"pool": len(pool), "train": len(train), "test": len(test)}
+    (root / "data" / task.id / DONE_MARK).write_text(json.dumps(sizes))
+    return sizes
+
+
+def build_benchmark(
+    benchmark: str | BenchmarkSpec,
+    source_dir: str | Path | None = None,
+    out: str | Path | None = None,
+    tasks: Sequence[str] | None = None,
+    resume: bool = True,
+    show_progress: bool = True,
+) -> Path:
+    """Build every task of ``benchmark`` (or the given ``tasks``) under ``out``; returns the built root."""
+    spec = load_benchmark(benchmark)
+    root = Path(out) if out is not None else built_root(spec.name)
+    root.mkdir(parents=True, exist_ok=True)
+    wanted = [t for t in spec.tasks if tasks is None or t.id in set(tasks)]
+    if tasks is not None:
+        for t in tasks:
+            spec.task(t)  # clear error on an unknown task name
+    failures: dict[str, str] = {}
+    src = Path(source_dir) if source_dir is not None else None
+    for task in progress(wanted, description=f"building {spec.name}", enabled=show_progress):
+        if resume and _task_done(root, task.id):
+            continue
+        try:
+            build_task(spec, task, src, root)
+        except DrakeBenchError as exc:
+            failures[task.id] = str(exc)
+    info = finalize_build(root, spec.name, spec.content_hash or "", {"version": spec.version, "failed_tasks": sorted(failures)})
+    if failures:
+        lines = "\n".join(f"  - {t}: {msg}" for t, msg in failures.items())
+        raise SourceError(
+            f"{len(failures)} of {len(wanted)} tasks of {spec.name!r} failed to build (the other "
+            f"{len(wanted) - len(failures)} are kept in {root}; fix the sources and run again to resume):\n{lines}"
+        )
+    del info
+    return root
+
+
+def is_built(root: Path) -> bool:
+    return (root / BUILD_INFO).is_file()

@@ -1,0 +1,55 @@
+"""One exception family, so callers can catch drake_bench problems without catching library internals.
+
+Every error names what is wrong and where (file, field, benchmark, client, task, plugin),
+because a benchmark user's first question is always "which input is at fault?".
+"""
+
+from __future__ import annotations
+
+
+class DrakeBenchError(Exception):
+    """Base of every error drake_bench raises on purpose."""
+
+
+class ManifestError(DrakeBenchError):
+    """A benchmark manifest is missing, malformed or fails its JSON Schema."""
+
+
+class UnknownNameError(DrakeBenchError, KeyError):
+    """An unknown benchmark, client, task, scenario, model or method name."""
+
+    def __init__(self, kind: str, name: object, known: list[str] | None = None, where: str | None = None):
+        self.kind, self.name, self.known = kind, name, known or []
+        hint = ""
+        if self.known:
+            shown = ", ".join(map(str, self.known[:20])) + (" ..." if len(self.known) > 20 else "")
+            hint = f"; known {kind}s: {shown}"
+        place = f" in {where}" if where else ""
+        super().__init__(f"unknown {kind} {name!r}{place}{hint}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return self.args[0]
+
+
+class DataNotBuiltError(DrakeBenchError):
+    """The benchmark's data is not on disk (not built, not downloaded)."""
+
+
+class IntegrityError(DrakeBenchError):
+    """A file's content hash does not match the hash recorded for it."""
+
+
+class LeakageError(DrakeBenchError, AttributeError):
+    """A method tried to reach data the protocol hides from it (future samples, test splits, unseen tasks, task ids)."""
+
+
+class ScenarioError(DrakeBenchError, ValueError):
+    """A scenario is malformed or does not fit the benchmark (e.g. an async pattern that does not sum to the rounds)."""
+
+
+class SourceError(DrakeBenchError):
+    """A source file for a benchmark build is missing or malformed."""
+
+
+class PluginError(DrakeBenchError):
+    """A method plugin failed: names the method, client and round at fault."""

@@ -1,0 +1,198 @@
+"""Typed definition of a benchmark: tasks, clients, FL configuration, model allocations.
+
+These models are the single source of the manifest format: ``splits/*.json`` are
+instances of :class:`BenchmarkSpec`, and ``drake_bench/schemas/manifest.schema.json``
+is generated from it (``python scripts/make_manifests.py``). Every field that the
+papers do not state carries its provenance, so users see what was inferred.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .errors import UnknownNameError
+from .sample import AnswerType
+
+Provenance = Literal["P", "I", "R"]
+"""[P] the paper states it, [I] inferred, [R] drake_bench's recommended choice where the paper is silent."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SourceSpec(_Strict):
+    """Where a task's raw items come from and which loader (``drake_bench.loaders``) reads them."""
+
+    dataset: str
+    variant: str | None = None
+    loader: str = Field(description="Name of the source loader in drake_bench.loaders.")
+    hub_repo: str | None = Field(default=None, description="Hub dataset repo id of the source, when there is one.")
+    revision: str | None = None
+    subset: str | None = Field(default=None, description="Sub-folder / config of the source holding this task.")
+    rule: dict[str, Any] = Field(default_factory=dict, description="Partition rule parameters (filters, keywords, levels).")
+    license: str = "unknown"
+    redistributable: bool = Field(default=True, description="False: published as an index, rebuilt from the user's copy.")
+    citation: str | None = None
+
+
+class TaskSizes(_Strict):
+    train: int | None = None
+    test: int | None = None
+
+
+class TaskSpec(_Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.\-]*$")
+    name: str
+    group: str
+    split: str = Field(description="Sub-group within the group (e.g. 'dual-image relation').")
+    source: SourceSpec
+    images: Literal["none", "single", "multi"]
+    num_images: tuple[int, int] = Field(default=(0, 0), description="Min and max images per item.")
+    answer_type: AnswerType
+    metric: Literal["accuracy", "token_accuracy", "rouge_l"] = "accuracy"
+    sizes: TaskSizes = Field(default_factory=TaskSizes)
+    description: str = ""
+    provenance: dict[str, Provenance] = Field(default_factory=dict, description="Provenance of individual fields.")
+
+
+class ClientSpec(_Strict):
+    id: int = Field(ge=1)
+    group: str
+    tasks: list[str] = Field(min_length=1, description="Task ids in the order a Dynamic stream introduces them.")
+
+
+class FLConfig(_Strict):
+    rounds: int = Field(ge=1)
+    local_steps: int = Field(ge=1)
+    batch_size: int = Field(ge=1)
+    eval_every_rounds: int = Field(ge=1)
+    participation: float = Field(default=1.0, gt=0, le=1)
+    others_subsample: int | None = Field(default=None, description="Seeded per-task cap on Others test items (spec A16).")
+    fast_adaptation_iters: int = 200
+    fast_adaptation_eval_every: int = 20
+
+
+class AsyncDefaults(_Strict):
+    patterns: list[list[int]]
+
+
+class DirichletDefaults(_Strict):
+    tasks: list[str]
+    alphas: list[float]
+
+
+class ScenarioDefaults(_Strict):
+    default: Literal["static", "dynamic", "async", "dirichlet"] = "dynamic"
+    asynchronous: AsyncDefaults | None = None
+    dirichlet: DirichletDefaults | None = None
+
+
+class ModelAllocation(_Strict):
+    description: str
+    source: str = Field(description="Where the allocation comes from (e.g. 'Table 14, Tab. 2 row').")
+    clients: dict[str, str] = Field(description="Client id (as string) -> model zoo name.")
+
+
+class SubsamplingRule(_Strict):
+    large_threshold: int = 11000
+    train: int = 10000
+    test: int = 1000
+    train_ratio: float = 0.8
+    seed: int = 0
+
+
+class Choice(_Strict):
+    """A decision the source papers leave open, recorded so results can cite it."""
+
+    key: str
+    tag: Provenance
+    decision: str
+    reason: str = ""
+
+
+class BenchmarkSpec(_Strict):
+    schema_version: Literal["1.0"] = "1.0"
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9\-]*$")
+    version: str
+    title: str
+    description: str
+    modality: Literal["multimodal", "text"]
+    embedded: bool = Field(default=False, description="True for procedurally generated mirrors built on the fly.")
+    mirrors: str | None = Field(default=None, description="For embedded benchmarks: the real benchmark mirrored.")
+    hub_repo: str | None = Field(default=None, description="Hub dataset repo where built splits are published.")
+    tasks: list[TaskSpec]
+    clients: list[ClientSpec]
+    unseen_tasks: list[str] = Field(default_factory=list)
+    fl: FLConfig
+    scenarios: ScenarioDefaults
+    model_allocations: dict[str, ModelAllocation] = Field(default_factory=dict)
+    default_allocation: str | None = None
+    subsampling: SubsamplingRule = Field(default_factory=SubsamplingRule)
+    choices: list[Choice] = Field(default_factory=list)
+    citation: str = ""
+    content_hash: str | None = Field(default=None, description="sha256 of the canonical manifest without this field.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "BenchmarkSpec":
+        ids = [t.id for t in self.tasks]
+        dup = {i for i in ids if ids.count(i) > 1}
+        if dup:
+            raise ValueError(f"duplicate task ids: {sorted(dup)}")
+        known = set(ids)
+        for c in self.clients:
+            missing = [t for t in c.tasks if t not in known]
+            if missing:
+                raise ValueError(f"client {c.id} names unknown tasks {missing}")
+        bad = [t for t in self.unseen_tasks if t not in known]
+        if bad:
+            raise ValueError(f"unseen_tasks names unknown tasks {bad}")
+        client_tasks = {t for c in self.clients for t in c.tasks}
+        overlap = client_tasks & set(self.unseen_tasks)
+        if overlap:
+            raise ValueError(f"unseen tasks must be disjoint from client tasks: {sorted(overlap)}")
+        cids = [c.id for c in self.clients]
+        if len(set(cids)) != len(cids):
+            raise ValueError("duplicate client ids")
+        for name, alloc in self.model_allocations.items():
+            extra = set(alloc.clients) - {str(c) for c in cids}
+            if extra:
+                raise ValueError(f"model allocation {name!r} names unknown clients {sorted(extra)}")
+        if self.default_allocation and self.default_allocation not in self.model_allocations:
+            raise ValueError(f"default_allocation {self.default_allocation!r} is not in model_allocations")
+        if self.scenarios.asynchronous:
+            for p in self.scenarios.asynchronous.patterns:
+                if sum(p) != self.fl.rounds:
+                    raise ValueError(f"async pattern {p} does not sum to fl.rounds={self.fl.rounds}")
+        if self.scenarios.dirichlet:
+            bad = [t for t in self.scenarios.dirichlet.tasks if t not in known]
+            if bad:
+                raise ValueError(f"scenarios.dirichlet.tasks names unknown tasks {bad}")
+        return self
+
+    # -- lookups with clear errors ------------------------------------------------
+    def task(self, task_id: str) -> TaskSpec:
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise UnknownNameError("task", task_id, [t.id for t in self.tasks], where=f"benchmark {self.name!r}")
+
+    def client(self, client_id: int) -> ClientSpec:
+        for c in self.clients:
+            if c.id == client_id:
+                return c
+        raise UnknownNameError("client", client_id, [str(c.id) for c in self.clients], where=f"benchmark {self.name!r}")
+
+    @property
+    def client_ids(self) -> list[int]:
+        return [c.id for c in self.clients]
+
+    def allocation(self, name: str | None = None) -> dict[int, str]:
+        key = name or self.default_allocation
+        if key is None:
+            raise UnknownNameError("model allocation", name, list(self.model_allocations), where=f"benchmark {self.name!r}")
+        if key not in self.model_allocations:
+            raise UnknownNameError("model allocation", key, list(self.model_allocations), where=f"benchmark {self.name!r}")
+        return {int(k): v for k, v in self.model_allocations[key].clients.items()}

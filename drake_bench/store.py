@@ -1,0 +1,219 @@
+"""On-disk layout of a built benchmark, shared by real, downloaded and embedded benchmarks.
+
+::
+
+    <root>/build_info.json                      # manifest hash, per-file sha256, sizes
+    <root>/README.md                            # Hub dataset card
+    <root>/data/<task_id>/train-00000-of-00001.parquet
+    <root>/data/<task_id>/test-00000-of-00001.parquet
+
+Parquet shards embed the images (``datasets.Image`` feature), so the folder is
+exactly what is pushed to / pulled from a Hub dataset repo, with one config per
+task. Reading goes through ``datasets`` (Arrow, memory-mapped, images decoded
+lazily on row access), so clients share one table per task and hold only indices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import DataNotBuiltError, IntegrityError, UnknownNameError
+from .sample import AnswerType, Sample
+
+BUILD_INFO = "build_info.json"
+SPLITS = ("train", "test")
+
+
+def data_home() -> Path:
+    """Root of drake_bench's local data (``$DRAKE_BENCH_HOME``, default ``~/.cache/drake_bench``)."""
+    return Path(os.environ.get("DRAKE_BENCH_HOME", Path.home() / ".cache" / "drake_bench")).expanduser()
+
+
+def built_root(benchmark: str, home: Path | None = None) -> Path:
+    return (home or data_home()) / "built" / benchmark
+
+
+def shard_path(root: Path, task_id: str, split: str) -> Path:
+    return root / "data" / task_id / f"{split}-00000-of-00001.parquet"
+
+
+def features():
+    """Arrow schema of every built split (one place, so writer and Hub card agree)."""
+    from datasets import Features, Image, List, Value
+
+    return Features(
+        {
+            "id": Value("string"),
+            "images": List(Image()),
+            "question": Value("string"),
+            "choices": List(Value("string")),
+            "answer": Value("string"),
+            "answer_type": Value("string"),
+            "task_id": Value("string"),
+            "source": Value("string"),
+            "meta": Value("string"),
+        }
+    )
+
+
+def sample_to_row(s: Sample) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "images": list(s.images),
+        "question": s.question,
+        "choices": list(s.choices),
+        "answer": s.answer,
+        "answer_type": s.answer_type.value,
+        "task_id": s.task_id,
+        "source": s.source,
+        "meta": json.dumps(s.meta, sort_keys=True),
+    }
+
+
+def row_to_sample(row: dict[str, Any]) -> Sample:
+    return Sample(
+        id=row["id"],
+        images=list(row["images"] or []),
+        question=row["question"],
+        choices=list(row["choices"] or []),
+        answer=row["answer"],
+        answer_type=AnswerType(row["answer_type"]),
+        task_id=row["task_id"],
+        source=row["source"],
+        meta=json.loads(row["meta"]) if row.get("meta") else {},
+    )
+
+
+def write_split(root: Path, task_id: str, split: str, samples: Iterable[Sample]) -> Path:
+    """Write one task split as a Parquet shard with embedded images; returns its path."""
+    from datasets import Dataset
+
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    rows = [sample_to_row(s) for s in samples]
+    path = shard_path(Path(root), task_id, split)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".parquet.tmp")
+    ds = Dataset.from_list(rows, features=features()) if rows else Dataset.from_dict(
+        {k: [] for k in features()}, features=features()
+    )
+    ds.to_parquet(str(tmp))
+    tmp.replace(path)  # atomic: an interrupted build never leaves a half-written shard
+    return path
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def data_hash(files: dict[str, str]) -> str:
+    """One hash over all shard hashes: what a result file cites as the data it ran on."""
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(f"{rel}:{files[rel]}\n".encode())
+    return "sha256:" + h.hexdigest()
+
+
+def finalize_build(root: Path, benchmark: str, manifest_hash: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Hash every shard and write ``build_info.json``; returns its content."""
+    import pyarrow.parquet as pq
+
+    root = Path(root)
+    files: dict[str, str] = {}
+    sizes: dict[str, dict[str, int]] = {}
+    for path in sorted((root / "data").glob("*/*.parquet")):
+        rel = path.relative_to(root).as_posix()
+        files[rel] = file_sha256(path)
+        task, split = path.parent.name, path.name.split("-")[0]
+        sizes.setdefault(task, {})[split] = pq.ParquetFile(path).metadata.num_rows
+    info = {
+        "benchmark": benchmark,
+        "manifest_hash": manifest_hash,
+        "data_hash": data_hash(files),
+        "files": files,
+        "sizes": sizes,
+        **(extra or {}),
+    }
+    (root / BUILD_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    return info
+
+
+@dataclass
+class BuiltBenchmark:
+    """Read access to a built benchmark folder. Tables are opened once and shared."""
+
+    root: Path
+    info: dict[str, Any]
+    _tables: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def open(cls, root: Path, benchmark: str | None = None, hint: str = "") -> "BuiltBenchmark":
+        root = Path(root)
+        info_path = root / BUILD_INFO
+        if not info_path.is_file():
+            name = benchmark or root.name
+            raise DataNotBuiltError(
+                f"benchmark {name!r} has no built data at {root} (missing {BUILD_INFO}). {hint}".strip()
+            )
+        try:
+            info = json.loads(info_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise DataNotBuiltError(f"{info_path} is not valid JSON ({exc.msg}); rebuild or re-download") from None
+        return cls(root=root, info=info)
+
+    @property
+    def data_hash(self) -> str:
+        return self.info["data_hash"]
+
+    def verify(self, files: Iterable[str] | None = None) -> None:
+        """Check shard hashes against build_info.json (all, or the given relative paths)."""
+        recorded: dict[str, str] = self.info["files"]
+        for rel in sorted(files if files is not None else recorded):
+            if rel not in recorded:
+                raise IntegrityError(f"{self.root / rel}: not listed in {BUILD_INFO}")
+            path = self.root / rel
+            if not path.is_file():
+                raise DataNotBuiltError(f"{path}: listed in {BUILD_INFO} but missing on disk")
+            actual = file_sha256(path)
+            if actual != recorded[rel]:
+                raise IntegrityError(
+                    f"{path}: sha256 {actual} does not match {recorded[rel]} recorded in {BUILD_INFO}; "
+                    "the file was modified or corrupted (delete it and download or build again)"
+                )
+
+    def table(self, task_id: str, split: str):
+        """The ``datasets.Dataset`` of one task split (images decode lazily on access)."""
+        key = (task_id, split)
+        if key not in self._tables:
+            path = shard_path(self.root, task_id, split)
+            if not path.is_file():
+                if task_id not in self.info.get("sizes", {}):
+                    raise UnknownNameError("built task", task_id, sorted(self.info.get("sizes", {})), where=str(self.root))
+                raise DataNotBuiltError(f"{path}: shard missing; rebuild or re-download the benchmark")
+            from datasets import Dataset
+
+            self._tables[key] = Dataset.from_parquet(
+                str(path), cache_dir=str(self.root / ".arrow_cache"), keep_in_memory=False
+            )
+        return self._tables[key]
+
+    def size(self, task_id: str, split: str) -> int:
+        return int(self.info["sizes"][task_id][split])
+
+    def samples(self, task_id: str, split: str, indices: Iterable[int]) -> list[Sample]:
+        idx = list(indices)
+        if not idx:
+            return []
+        tab = self.table(task_id, split)
+        batch = tab[idx]
+        return [row_to_sample({k: batch[k][i] for k in batch}) for i in range(len(idx))]

@@ -1,0 +1,67 @@
+"""Source loaders: read a benchmark source as its publisher distributes it into drake_bench samples.
+
+A loader is any object with a ``name`` and a ``load(task, source_dir)`` method (see
+:class:`SourceLoader`). Register with :func:`register_loader`; the manifest's
+``task.source.loader`` names which loader builds a task. Name clashes are errors.
+Third-party loaders register through the ``drake_bench.loaders`` entry-point group.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from ..errors import DrakeBenchError, UnknownNameError
+from ..sample import Sample
+from ..spec import TaskSpec
+
+
+@runtime_checkable
+class SourceLoader(Protocol):
+    """Reads one task's candidate items (after the task's partition rule) from a source."""
+
+    name: str
+
+    def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
+        """Yield every item of ``task`` found in ``source_dir``; raise SourceError naming the file at fault."""
+        ...
+
+
+_LOADERS: dict[str, SourceLoader | Callable[[], SourceLoader]] = {}
+# Built-in loaders live in sibling modules; importing them registers them lazily.
+_BUILTIN_MODULES: list[str] = []
+_discovered = False
+
+
+def register_loader(loader: SourceLoader) -> SourceLoader:
+    if loader.name in _LOADERS and _LOADERS[loader.name] is not loader:
+        raise DrakeBenchError(f"source loader name clash: {loader.name!r} is already registered")
+    _LOADERS[loader.name] = loader
+    return loader
+
+
+def _discover() -> None:
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    for mod in _BUILTIN_MODULES:
+        importlib.import_module(f"{__name__}.{mod}")
+    for ep in entry_points(group="drake_bench.loaders"):
+        obj = ep.load()
+        register_loader(obj() if isinstance(obj, type) else obj)
+
+
+def get_loader(name: str) -> SourceLoader:
+    _discover()
+    if name not in _LOADERS:
+        raise UnknownNameError("source loader", name, sorted(_LOADERS))
+    return _LOADERS[name]  # type: ignore[return-value]
+
+
+def available_loaders() -> list[str]:
+    _discover()
+    return sorted(_LOADERS)
