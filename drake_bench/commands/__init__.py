@@ -1,0 +1,6 @@
+"""CLI command groups. Each module defines ``register(app)`` and owns its commands.
+
+``run``: run / list (evaluation); ``data``: build / publish / download; ``cards``: task cards.
+"""
+
+MODULES = ["run", "data", "cards"]
