@@ -1,0 +1,11 @@
+"""Embedded, procedurally generated benchmarks: drake-synth, hflb-synth, fedllm-synth, and their public data.
+
+Built through the same manifest -> loader -> builder -> store path as the real
+benchmarks (loader name ``"synth"``), so everything past the source is shared.
+"""
+
+from __future__ import annotations
+
+from .public import corpus_texts, public_mix, public_text_mix
+
+__all__ = ["corpus_texts", "public_mix", "public_text_mix"]

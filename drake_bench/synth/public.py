@@ -1,0 +1,137 @@
+"""Public data over the synthetic world: the stand-in for LLaVA-Instruct-158K (spec A13).
+
+Model pretraining and methods that need public data (distillation, alignment) use
+these mixes. Their formats (captions, lists of colours/shapes, per-image
+descriptions, translations) are disjoint from every benchmark task's question
+templates, so public data teaches the world and its words but no benchmark task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..sample import AnswerType, Sample
+from .render import render
+from .world import (
+    BASE_WORDS, COLORS, DOMAINS, LANGUAGES, SHAPES, SIZES, Scene, place, random_obj, rng_for, translate,
+)
+
+PUBLIC_SOURCE = "drake-synth/public"
+PUBLIC_TEXT_SOURCE = "fedllm-synth/public"
+
+_DOMAIN_WORDS = {
+    "plain": "shapes on a grey background",
+    "night": "shapes on a dark background",
+    "paper": "outlined icons on white paper",
+    "table": "food on a plate",
+    "canvas": "a painting on canvas",
+}
+
+
+def _scene(rng: np.random.Generator) -> Scene:
+    domain = str(rng.choice(list(DOMAINS)))
+    n = int(rng.integers(1, 4))
+    objs = place(rng, [random_obj(rng) for _ in range(n)])
+    return Scene(objects=objs, domain=domain)
+
+
+def _join(words: list[str]) -> str:
+    words = list(dict.fromkeys(words))
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def public_item(index: int, seed: int = 0) -> Sample:
+    """The ``index``-th public multimodal item (independent of ``n``: mixes of growing n are prefixes)."""
+    rng = rng_for("public", seed, index)
+    kind = int(rng.integers(0, 6))
+    sc = _scene(rng)
+    images = [render(sc)]
+    answer_type = AnswerType.FREE_TEXT
+    if kind == 0:
+        q, a = "Describe the image.", sc.caption()
+    elif kind == 1:
+        q, a = "Write a short caption for this picture.", sc.caption()
+    elif kind == 2:
+        q, a, answer_type = "List every colour you see.", _join([o.color for o in sc.objects]), AnswerType.OPEN
+    elif kind == 3:
+        q, a, answer_type = "List every shape you see.", _join([o.shape for o in sc.objects]), AnswerType.OPEN
+    elif kind == 4:
+        q, a = "What kind of picture is this?", _DOMAIN_WORDS[sc.domain]
+    else:
+        k = int(rng.integers(2, 4))
+        scenes = [sc] + [_scene(rng) for _ in range(k - 1)]
+        images = [render(s) for s in scenes]
+        q = "Describe each image."
+        a = "; ".join(f"image {i + 1} shows {s.caption()}" for i, s in enumerate(scenes))
+    return Sample(
+        id=f"public/{seed}/{index:07d}", images=images, question=q, choices=[], answer=a,
+        answer_type=answer_type, task_id="public", source=PUBLIC_SOURCE, meta={"kind": kind, "domain": sc.domain},
+    )
+
+
+def public_mix(n: int, seed: int = 0) -> list[Sample]:
+    """``n`` public multimodal items: captioning and generic descriptions over the synthetic world."""
+    return [public_item(i, seed) for i in range(n)]
+
+
+_SUBJECTS = ["bird", "friend", "house", "tree", "river", "stone", "book", "road", "market", "song"]
+
+
+def _sentence(rng: np.random.Generator) -> str:
+    c = str(rng.choice(list(COLORS)))
+    s = str(rng.choice(_SUBJECTS + SHAPES))
+    z = str(rng.choice(list(SIZES)))
+    form = int(rng.integers(0, 3))
+    if form == 0:
+        return f"the {s} is {c}"
+    if form == 1:
+        return f"the {z} {s} is in the {str(rng.choice(['market', 'house', 'river', 'night', 'day']))}"
+    return f"a {c} {s} and a {z} {str(rng.choice(_SUBJECTS))}"
+
+
+def public_text_item(index: int, seed: int = 0) -> Sample:
+    rng = rng_for("public-text", seed, index)
+    lang = str(rng.choice(list(LANGUAGES)))
+    sent = _sentence(rng)
+    kind = int(rng.integers(0, 3))
+    if kind == 0:
+        q, a = f"Translate to English: {translate(sent, lang)}", sent
+    elif kind == 1:
+        q, a = f"Translate to {lang}: {sent}", translate(sent, lang)
+    else:
+        q, a = f"Say this in {lang} and English: {sent}", f"{translate(sent, lang)} means {sent}"
+    return Sample(
+        id=f"public-text/{seed}/{index:07d}", images=[], question=q, choices=[], answer=a,
+        answer_type=AnswerType.FREE_TEXT, task_id="public-text", source=PUBLIC_TEXT_SOURCE,
+        meta={"language": lang, "kind": kind},
+    )
+
+
+def public_text_mix(n: int, seed: int = 0) -> list[Sample]:
+    """``n`` public text instructions (translations between English and the synthetic languages)."""
+    return [public_text_item(i, seed) for i in range(n)]
+
+
+def corpus_texts(per_task: int = 20, public: int = 400) -> Iterator[str]:
+    """Text for training a tokenizer: every vocabulary word, public items, and items of every task generator."""
+    yield " ".join(BASE_WORDS)
+    for lang in LANGUAGES:
+        yield translate(" ".join(BASE_WORDS), lang)
+    for s in public_mix(public):
+        yield s.question
+        yield s.answer
+    for s in public_text_mix(public):
+        yield s.question
+        yield s.answer
+    try:
+        from .registry import iter_generators
+    except ImportError:  # pragma: no cover - registry not importable
+        return
+    for gen in iter_generators():
+        for i in range(per_task):
+            item = gen.item(i, seed=0)
+            yield item.question
+            yield item.answer
+            yield from item.choices

@@ -1,0 +1,106 @@
+"""Registry of task generators: name -> how to make the ``index``-th item of a task.
+
+A generator is a pure function of a numpy Generator; the item rng is seeded from
+(benchmark seed, task id, generator version, index), so items are independent and
+a pool at a larger scale extends the pool at a smaller one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from PIL import Image
+
+from ..errors import UnknownNameError
+from ..sample import AnswerType
+from .world import GENERATOR_VERSION, rng_for
+
+
+@dataclass
+class Item:
+    """One generated item before it becomes a :class:`~drake_bench.sample.Sample`."""
+
+    images: list[Image.Image]
+    question: str
+    answer: str
+    choices: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Generator:
+    name: str
+    family: str
+    answer_type: AnswerType
+    images: Literal["none", "single", "multi"]
+    num_images: tuple[int, int]
+    description: str
+    fn: Callable[[np.random.Generator], Item]
+
+    def item(self, index: int, seed: int = 0, task_id: str | None = None, version: int = GENERATOR_VERSION) -> Item:
+        it = self.fn(rng_for("item", seed, task_id or self.name, version, index))
+        if self.answer_type in (AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO) and it.answer not in it.choices:
+            raise AssertionError(f"generator {self.name!r}: answer {it.answer!r} not among choices {it.choices}")
+        return it
+
+
+_GENERATORS: dict[str, Generator] = {}
+_FAMILY_MODULES = ["relation", "reasoning", "vqa", "unseen", "hflb", "text"]
+
+
+def generator(name: str, family: str, answer_type: AnswerType, images: str, num_images: tuple[int, int], description: str):
+    """Decorator registering a generator function under ``name``."""
+
+    def deco(fn: Callable[[np.random.Generator], Item]) -> Callable[[np.random.Generator], Item]:
+        if name in _GENERATORS:
+            raise ValueError(f"duplicate synth generator {name!r}")
+        _GENERATORS[name] = Generator(name, family, answer_type, images, num_images, description, fn)  # type: ignore[arg-type]
+        return fn
+
+    return deco
+
+
+def _load_all() -> None:
+    import importlib
+
+    for mod in _FAMILY_MODULES:
+        try:
+            importlib.import_module(f"{__package__}.{mod}")
+        except ModuleNotFoundError as exc:  # a family not written yet
+            if exc.name != f"{__package__}.{mod}":
+                raise
+
+
+def get_generator(name: str) -> Generator:
+    _load_all()
+    if name not in _GENERATORS:
+        raise UnknownNameError("synth generator", name, sorted(_GENERATORS))
+    return _GENERATORS[name]
+
+
+def iter_generators() -> Iterator[Generator]:
+    _load_all()
+    yield from (_GENERATORS[k] for k in sorted(_GENERATORS))
+
+
+# -- helpers shared by generator modules -------------------------------------------
+YES_NO = ["yes", "no"]
+
+
+def yn(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def mc(rng: np.random.Generator, answer: str, pool: list[str], k: int = 4) -> list[str]:
+    """``k`` shuffled options: the answer plus distinct distractors drawn from ``pool``."""
+    others = [p for p in dict.fromkeys(pool) if p != answer]
+    picks = list(rng.choice(others, size=min(k - 1, len(others)), replace=False))
+    opts = [answer] + [str(p) for p in picks]
+    return [opts[i] for i in rng.permutation(len(opts))]
+
+
+def image_options(n: int) -> list[str]:
+    return [f"image {i + 1}" for i in range(n)]

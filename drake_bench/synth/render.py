@@ -1,0 +1,142 @@
+"""Pillow rendering of synthetic scenes into 64x64 RGB images.
+
+Only deterministic Pillow/numpy operations are used (no antialiasing that depends on
+a font cache except the bundled default font), so the same scene gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont
+
+from .world import COLORS, DOMAINS, SIZES, Obj, Scene
+
+SIDE = 64
+
+
+def _polygon(shape: str, x: int, y: int, r: int, rotation: int = 0) -> list[tuple[float, float]]:
+    if shape == "square":
+        pts = [(-r, -r), (r, -r), (r, r), (-r, r)]
+    elif shape == "triangle":
+        pts = [(0, -r), (r, r * 0.85), (-r, r * 0.85)]
+    elif shape == "diamond":
+        pts = [(0, -r), (r, 0), (0, r), (-r, 0)]
+    elif shape == "cross":
+        t = r * 0.38
+        pts = [(-t, -r), (t, -r), (t, -t), (r, -t), (r, t), (t, t), (t, r), (-t, r), (-t, t), (-r, t), (-r, -t), (-t, -t)]
+    elif shape == "star":
+        pts = []
+        for k in range(10):
+            rad = r if k % 2 == 0 else r * 0.45
+            a = -math.pi / 2 + k * math.pi / 5
+            pts.append((rad * math.cos(a), rad * math.sin(a)))
+    else:
+        raise ValueError(f"unknown polygon shape {shape!r}")
+    c, s = math.cos(math.radians(rotation)), math.sin(math.radians(rotation))
+    return [(x + px * c - py * s, y + px * s + py * c) for px, py in pts]
+
+
+def draw_obj(draw: ImageDraw.ImageDraw, o: Obj, outline_only_color: tuple[int, int, int] | None = None) -> None:
+    r = SIZES[o.size]
+    col = COLORS[o.color]
+    fill = None if o.style == "outlined" else col
+    line = outline_only_color or col
+    width = 3 if o.style == "outlined" else 1
+    if o.shape == "circle":
+        box = [o.x - r, o.y - r, o.x + r, o.y + r]
+        draw.ellipse(box, fill=fill, outline=line, width=width)
+    else:
+        draw.polygon(_polygon(o.shape, o.x, o.y, r, o.rotation), fill=fill, outline=line, width=width)
+    if o.style == "striped":  # white horizontal stripes over the filled shape
+        for yy in range(o.y - r + 2, o.y + r, 4):
+            draw.line([(o.x - r, yy), (o.x + r, yy)], fill=(255, 255, 255), width=1)
+        if o.shape == "circle":
+            draw.ellipse([o.x - r, o.y - r, o.x + r, o.y + r], outline=col, width=2)
+        else:
+            draw.polygon(_polygon(o.shape, o.x, o.y, r, o.rotation), outline=col, width=2)
+    if o.cracked:  # a bold dark zig-zag: the "defect" of the inspection tasks
+        pts = [(o.x - r, o.y - r // 2), (o.x - r // 3, o.y + r // 3), (o.x + r // 3, o.y - r // 3), (o.x + r, o.y + r // 2)]
+        draw.line(pts, fill=(20, 20, 20), width=3)
+
+
+@lru_cache(maxsize=4)
+def font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
+    return ImageFont.load_default(size=size)
+
+
+def render(scene: Scene) -> Image.Image:
+    """Render a scene: background by domain, objects, optional big text, then the distortion."""
+    img = Image.new("RGB", (SIDE, SIDE), DOMAINS[scene.domain])
+    draw = ImageDraw.Draw(img)
+    if scene.domain == "table":  # a white plate
+        draw.ellipse([3, 3, 60, 60], fill=(245, 245, 240), outline=(200, 200, 200), width=2)
+    if scene.domain == "canvas":  # deterministic brush texture
+        for k in range(0, SIDE, 6):
+            draw.line([(0, k), (SIDE, k + 5)], fill=(210, 192, 150), width=2)
+    for o in scene.objects:
+        if scene.domain == "paper":
+            draw_obj(draw, Obj(**{**o.__dict__, "style": "outlined"}), outline_only_color=COLORS[o.color])
+        else:
+            draw_obj(draw, o)
+    if scene.text:
+        f = font(30 if len(scene.text) <= 2 else 20)
+        box = draw.textbbox((0, 0), scene.text, font=f)
+        w, h = box[2] - box[0], box[3] - box[1]
+        ink = (20, 20, 20) if scene.domain != "night" else (240, 240, 240)
+        draw.text(((SIDE - w) / 2 - box[0], (SIDE - h) / 2 - box[1]), scene.text, fill=ink, font=f)
+    return distort(img, scene.distortion, seed=hash_scene(scene))
+
+
+def hash_scene(scene: Scene) -> int:
+    import zlib
+
+    return zlib.crc32(repr(scene).encode())
+
+
+def distort(img: Image.Image, kind: str | None, seed: int = 0) -> Image.Image:
+    """Image-quality distortions (Co-Instruct analogue). Strong enough to see at 48 px."""
+    if kind is None:
+        return img
+    if kind == "blur":
+        return img.filter(ImageFilter.GaussianBlur(2.2))
+    if kind == "noise":
+        arr = np.asarray(img).astype(np.int16)
+        noise = np.random.default_rng(seed).normal(0, 55, arr.shape).astype(np.int16)
+        return Image.fromarray(np.clip(arr + noise, 0, 255).astype(np.uint8))
+    if kind == "darkness":
+        return ImageEnhance.Brightness(img).enhance(0.3)
+    if kind == "glare":
+        return ImageEnhance.Brightness(img).enhance(1.9)
+    raise ValueError(f"unknown distortion {kind!r}")
+
+
+def render_bars(values: dict[str, int], domain: str = "plain") -> Image.Image:
+    """Bar chart (DVQA analogue): one bar per colour, heights 1..5 units of 10 px."""
+    img = Image.new("RGB", (SIDE, SIDE), DOMAINS[domain])
+    draw = ImageDraw.Draw(img)
+    n = len(values)
+    w = (SIDE - 8) // n
+    draw.line([(3, 60), (61, 60)], fill=(0, 0, 0), width=2)
+    for i, (color, v) in enumerate(values.items()):
+        x0 = 5 + i * w
+        draw.rectangle([x0 + 1, 60 - v * 10, x0 + w - 3, 59], fill=COLORS[color])
+    return img
+
+
+def render_clock(hour: int, domain: str = "paper") -> Image.Image:
+    """Clock face with one thick hour hand and 4 tick marks (icon-domain reading task)."""
+    img = Image.new("RGB", (SIDE, SIDE), DOMAINS[domain])
+    draw = ImageDraw.Draw(img)
+    draw.ellipse([4, 4, 60, 60], outline=(0, 0, 0), width=3)
+    for k in range(12):
+        a = math.radians(k * 30 - 90)
+        r0 = 22 if k % 3 else 18
+        draw.line([(32 + r0 * math.cos(a), 32 + r0 * math.sin(a)), (32 + 26 * math.cos(a), 32 + 26 * math.sin(a))],
+                  fill=(0, 0, 0), width=2)
+    a = math.radians((hour % 12) * 30 - 90)
+    draw.line([(32, 32), (32 + 19 * math.cos(a), 32 + 19 * math.sin(a))], fill=(200, 20, 20), width=4)
+    draw.ellipse([29, 29, 35, 35], fill=(0, 0, 0))
+    return img
