@@ -43,6 +43,13 @@ def shard_path(root: Path, task_id: str, split: str) -> Path:
     return root / "data" / task_id / f"{split}-00000-of-00001.parquet"
 
 
+def _quiet() -> None:
+    """datasets prints a progress bar per shard; drake_bench shows its own progress instead."""
+    import datasets
+
+    datasets.disable_progress_bars()
+
+
 def features():
     """Arrow schema of every built split (one place, so writer and Hub card agree)."""
     from datasets import Features, Image, List, Value
@@ -96,6 +103,7 @@ def write_split(root: Path, task_id: str, split: str, samples: Iterable[Sample])
 
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    _quiet()
     rows = [sample_to_row(s) for s in samples]
     path = shard_path(Path(root), task_id, split)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -202,6 +210,7 @@ class BuiltBenchmark:
                 raise DataNotBuiltError(f"{path}: shard missing; rebuild or re-download the benchmark")
             from datasets import Dataset
 
+            _quiet()
             self._tables[key] = Dataset.from_parquet(
                 str(path), cache_dir=str(self.root / ".arrow_cache"), keep_in_memory=False
             )

@@ -1,0 +1,395 @@
+"""Per-client data streams and the evaluator's view of a federated benchmark.
+
+Two views over the same built data, in the Avalanche spirit of streams that hide the future:
+
+* :class:`ClientStream` is what a method (or a researcher's own training loop) gets from
+  :func:`load_client_stream`: round by round, batches drawn from the client's episodic
+  memory. It cannot reach future items, test splits, unseen tasks or task identities; asking
+  raises :class:`~drake_bench.errors.LeakageError`.
+* :class:`FederatedData` is the evaluator's view: every client's schedule, the tasks seen so
+  far, test items for Self / Others / unseen tasks.
+
+Nothing is copied per client: each task split is one memory-mapped Arrow table shared by all
+clients, and streams hold only (task, row) indices. Everything is a pure function of
+(manifest, scenario, seed): same seed, same batches, bit for bit, and any round can be
+regenerated on its own (which is what makes resuming a killed run exact).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import DataNotBuiltError, LeakageError, ScenarioError
+from .manifest import load_benchmark
+from .partition import DirichletPartitioner
+from .sample import MethodSample, Sample
+from .scenarios import Asynchronous, Dirichlet, Dynamic, Scenario, Static, parse_scenario
+from .schedule import IngestionSchedule, Segment, split_rounds
+from .spec import BenchmarkSpec
+from .store import BuiltBenchmark, built_root
+
+
+def _key(text: str) -> int:
+    """Stable small integer from a string, for seeding per-task generators (hash() is salted)."""
+    return zlib.crc32(text.encode())
+
+
+# --------------------------------------------------------------------------- data resolution
+def open_built(
+    spec: BenchmarkSpec,
+    data_dir: str | Path | None = None,
+    revision: str | None = None,
+    tasks: Sequence[str] | None = None,
+) -> BuiltBenchmark:
+    """Locate the built data of ``spec``: an explicit folder, a Hub revision, the local build, or an embedded build."""
+    if data_dir is not None:
+        store = BuiltBenchmark.open(Path(data_dir), spec.name)
+    elif revision is not None:
+        from .hub import fetch_benchmark
+
+        store = BuiltBenchmark.open(fetch_benchmark(spec, revision=revision, tasks=list(tasks) if tasks else None), spec.name)
+    else:
+        root = built_root(spec.name)
+        if spec.embedded and not (root / "build_info.json").is_file():
+            from .synth import ensure_built
+
+            ensure_built(spec.name)
+        hint = (
+            f"Build it with `drake-bench build {spec.name} --source-dir DIR`"
+            + (f" or download it with `drake-bench download {spec.name} --revision REV`" if spec.hub_repo else "")
+            + ", or pass data_dir=... to a built copy."
+        )
+        store = BuiltBenchmark.open(root, spec.name, hint=hint)
+    recorded = store.info.get("manifest_hash")
+    if recorded and spec.content_hash and recorded != spec.content_hash:
+        if spec.embedded and data_dir is None and revision is None:
+            from .synth import ensure_built
+
+            ensure_built(spec.name, force=True)
+            store = BuiltBenchmark.open(built_root(spec.name), spec.name)
+        else:
+            raise DataNotBuiltError(
+                f"data at {store.root} was built from manifest {recorded}, but benchmark {spec.name!r} "
+                f"is now {spec.content_hash}; rebuild or download the matching revision"
+            )
+    return store
+
+
+# --------------------------------------------------------------------------- method view
+@dataclass(frozen=True)
+class StreamConfig:
+    rounds: int
+    local_steps: int
+    batch_size: int
+
+
+_FORBIDDEN = {
+    "test": "test splits",
+    "test_samples": "test splits",
+    "tests": "test splits",
+    "unseen": "unseen tasks",
+    "unseen_tasks": "unseen tasks",
+    "tasks": "task identities",
+    "task_ids": "task identities",
+    "task_id": "task identities",
+    "future": "future samples",
+    "schedule": "future samples (the ingestion schedule)",
+    "store": "the raw data store",
+    "dataset": "the raw data store",
+    "data": "the raw data store",
+}
+
+
+class RoundBatches:
+    """The batches of one round, decoded lazily; ``len()`` is the number of local steps."""
+
+    def __init__(self, fed: "FederatedData", client: int, round_idx: int, cfg: StreamConfig):
+        self._fed, self._client, self.round_idx, self._cfg = fed, client, round_idx, cfg
+
+    def __len__(self) -> int:
+        return self._cfg.local_steps
+
+    def __iter__(self) -> Iterator[list[MethodSample]]:
+        for batch in self._fed._round_samples(self._client, self.round_idx, self._cfg):
+            yield [s.for_method() for s in batch]
+
+    def __repr__(self) -> str:
+        return f"RoundBatches(client={self._client}, round={self.round_idx}, steps={len(self)})"
+
+
+class ClientStream:
+    """One client's training stream as a method sees it (rounds of memory-replay batches)."""
+
+    __slots__ = ("_fed", "client", "scenario", "seed", "num_rounds", "local_steps", "batch_size")
+
+    def __init__(self, fed: "FederatedData", client: int, cfg: StreamConfig):
+        object.__setattr__(self, "_fed", fed)
+        self.client = client
+        self.scenario = fed.scenario.tag()
+        self.seed = fed.seed
+        self.num_rounds, self.local_steps, self.batch_size = cfg.rounds, cfg.local_steps, cfg.batch_size
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _FORBIDDEN:
+            raise LeakageError(
+                f"ClientStream.{name}: {_FORBIDDEN[name]} are hidden from methods and training code "
+                "(only the evaluator's FederatedData can reach them)"
+            )
+        raise AttributeError(f"ClientStream has no attribute {name!r}")
+
+    def round(self, round_idx: int, local_steps: int | None = None, batch_size: int | None = None) -> RoundBatches:
+        """Batches of round ``round_idx`` (0-based). Independent of earlier rounds: resumable anywhere."""
+        if not 0 <= round_idx < self.num_rounds:
+            raise IndexError(f"round {round_idx} outside 0..{self.num_rounds - 1} for client {self.client}")
+        cfg = StreamConfig(self.num_rounds, local_steps or self.local_steps, batch_size or self.batch_size)
+        return RoundBatches(self._fed, self.client, round_idx, cfg)
+
+    def rounds(self, local_steps: int | None = None, batch_size: int | None = None, start: int = 0) -> Iterator[tuple[int, RoundBatches]]:
+        """Yield ``(round_idx, batches)`` for every round from ``start``."""
+        for r in range(start, self.num_rounds):
+            yield r, self.round(r, local_steps, batch_size)
+
+    def __repr__(self) -> str:
+        return (
+            f"ClientStream(benchmark={self._fed.spec.name!r}, client={self.client}, scenario={self.scenario!r}, "
+            f"seed={self.seed}, rounds={self.num_rounds}, local_steps={self.local_steps}, batch_size={self.batch_size})"
+        )
+
+
+# --------------------------------------------------------------------------- evaluator view
+class FederatedData:
+    """The evaluator's full view of a benchmark under one scenario and seed."""
+
+    def __init__(
+        self,
+        spec: BenchmarkSpec,
+        scenario: Scenario,
+        seed: int,
+        store: BuiltBenchmark,
+        rounds: int | None = None,
+        local_steps: int | None = None,
+        batch_size: int | None = None,
+    ):
+        self.spec, self.scenario, self.seed, self.store = spec, scenario, seed, store
+        self.config = StreamConfig(rounds or spec.fl.rounds, local_steps or spec.fl.local_steps, batch_size or spec.fl.batch_size)
+        self._schedules: dict[tuple[int, int], IngestionSchedule] = {}
+        self._check_scenario()
+
+    # -- structure ------------------------------------------------------------
+    @property
+    def clients(self) -> list[int]:
+        return self.spec.client_ids
+
+    @property
+    def unseen_tasks(self) -> list[str]:
+        return list(self.spec.unseen_tasks)
+
+    def client_tasks(self, client: int) -> list[str]:
+        """The tasks a client's stream draws from, in introduction order."""
+        self.spec.client(client)
+        if isinstance(self.scenario, Dirichlet):
+            return [t for t, rows in zip(self._dirichlet_tasks, self._dirichlet_train[self._cidx(client)]) if len(rows)]
+        return list(self.spec.client(client).tasks)
+
+    def _cidx(self, client: int) -> int:
+        return self.clients.index(client)
+
+    def _check_scenario(self) -> None:
+        sc = self.scenario
+        if isinstance(sc, Asynchronous):
+            if len({len(self.spec.client(c).tasks) for c in self.clients}) != 1 and sc.pattern is not None:
+                raise ScenarioError("a single async pattern needs every client to have the same number of tasks")
+            for c in self.clients:
+                p = self.async_pattern(c)
+                if sum(p) != self.config.rounds or len(p) != len(self.spec.client(c).tasks):
+                    raise ScenarioError(
+                        f"async pattern {list(p)} for client {c} must have one entry per task "
+                        f"({len(self.spec.client(c).tasks)}) summing to the rounds ({self.config.rounds})"
+                    )
+        if isinstance(sc, Dirichlet) and self.spec.scenarios.dirichlet is None:
+            raise ScenarioError(f"benchmark {self.spec.name!r} defines no Dirichlet task set (scenarios.dirichlet)")
+        if isinstance(sc, Dynamic):
+            for c in self.clients:
+                if len(self.spec.client(c).tasks) > self.config.rounds:
+                    raise ScenarioError(f"client {c} has more tasks than rounds ({self.config.rounds})")
+
+    def async_pattern(self, client: int) -> tuple[int, ...]:
+        sc = self.scenario
+        assert isinstance(sc, Asynchronous)
+        if sc.patterns and client in sc.patterns:
+            return tuple(sc.patterns[client])
+        if sc.pattern:
+            return tuple(sc.pattern)
+        defaults = self.spec.scenarios.asynchronous
+        if defaults is None:
+            raise ScenarioError(f"benchmark {self.spec.name!r} defines no async patterns; pass async:3-7-3-7")
+        rng = np.random.default_rng([self.seed, client, 0xA5])
+        return tuple(defaults.patterns[int(rng.integers(len(defaults.patterns)))])
+
+    # -- Dirichlet partition (shared by all clients, so computed once) ----------
+    @cached_property
+    def _dirichlet_tasks(self) -> list[str]:
+        assert self.spec.scenarios.dirichlet is not None
+        return list(self.spec.scenarios.dirichlet.tasks)
+
+    @cached_property
+    def _dirichlet_partitioner(self) -> tuple[DirichletPartitioner, np.ndarray]:
+        assert isinstance(self.scenario, Dirichlet)
+        part = DirichletPartitioner(len(self.clients), self.scenario.alpha, seed=self.seed, min_partition_size=self.config.batch_size)
+        p = part.proportions([self.store.size(t, "train") for t in self._dirichlet_tasks])
+        return part, p
+
+    @cached_property
+    def _dirichlet_train(self) -> list[list[np.ndarray]]:
+        part, p = self._dirichlet_partitioner
+        return part.cut([self.store.size(t, "train") for t in self._dirichlet_tasks], p, "train")
+
+    @cached_property
+    def _dirichlet_test(self) -> list[list[np.ndarray]]:
+        part, p = self._dirichlet_partitioner
+        return part.cut([self.store.size(t, "test") for t in self._dirichlet_tasks], p, "test")
+
+    # -- schedules -------------------------------------------------------------
+    def schedule(self, client: int, local_steps: int | None = None) -> IngestionSchedule:
+        steps = local_steps or self.config.local_steps
+        key = (client, steps)
+        if key not in self._schedules:
+            self._schedules[key] = self._build_schedule(client, steps)
+        return self._schedules[key]
+
+    def _task_rows(self, client: int, task_pos: int, task_id: str) -> np.ndarray:
+        if isinstance(self.scenario, Dirichlet):
+            rows = self._dirichlet_train[self._cidx(client)][self._dirichlet_tasks.index(task_id)]
+        else:
+            rows = np.arange(self.store.size(task_id, "train"))
+        rng = np.random.default_rng([self.seed, client, _key(task_id), 0xA])
+        rows = rng.permutation(rows)
+        return np.stack([np.full(len(rows), task_pos), rows], axis=1).astype(np.int64)
+
+    def _build_schedule(self, client: int, local_steps: int) -> IngestionSchedule:
+        tasks = self.client_tasks(client)
+        R = self.config.rounds
+        per_task = [self._task_rows(client, i, t) for i, t in enumerate(tasks)]
+        sc = self.scenario
+        if isinstance(sc, (Static, Dirichlet)):
+            pool = np.concatenate(per_task) if per_task else np.zeros((0, 2), dtype=np.int64)
+            pool = pool[np.random.default_rng([self.seed, client, 0x5]).permutation(len(pool))]
+            segments = [Segment(0, R, pool)]
+        else:
+            shares = self.async_pattern(client) if isinstance(sc, Asynchronous) else split_rounds(R, len(tasks))
+            segments, start = [], 0
+            for items, n_rounds in zip(per_task, shares):
+                segments.append(Segment(start, start + n_rounds, items))
+                start += n_rounds
+        return IngestionSchedule.from_segments(segments, R, local_steps)
+
+    def seen_tasks(self, client: int, after_round: int) -> list[str]:
+        """Tasks of ``client`` with at least one item ingested by the end of round ``after_round`` (0-based)."""
+        tasks = self.client_tasks(client)
+        seen = self.schedule(client).seen_tasks(after_round)
+        return [t for i, t in enumerate(tasks) if i in seen]
+
+    def index_map(self, client: int) -> list[tuple[str, int]]:
+        """The client's full arrival order as (task_id, train row): published for audit, never given to methods."""
+        tasks = self.client_tasks(client)
+        return [(tasks[t], int(r)) for t, r in self.schedule(client).arrivals]
+
+    # -- training data -----------------------------------------------------------
+    def client_stream(self, client: int) -> ClientStream:
+        self.spec.client(client)
+        self.schedule(client)  # fail early on a scenario that does not fit
+        return ClientStream(self, client, self.config)
+
+    def _round_samples(self, client: int, round_idx: int, cfg: StreamConfig) -> Iterator[list[Sample]]:
+        sched = self.schedule(client, cfg.local_steps)
+        tasks = self.client_tasks(client)
+        rng = np.random.default_rng([self.seed, client, round_idx, 0xB])
+        for positions in sched.batch_indices(round_idx, cfg.batch_size, rng):
+            entries = sched.arrivals[positions]
+            yield self._fetch([(tasks[int(t)], int(r)) for t, r in entries], "train")
+
+    def _fetch(self, refs: list[tuple[str, int]], split: str) -> list[Sample]:
+        by_task: dict[str, list[int]] = {}
+        for task, row in refs:
+            by_task.setdefault(task, []).append(row)
+        fetched = {t: dict(zip(rows, self.store.samples(t, split, rows))) for t, rows in by_task.items()}
+        return [fetched[t][r] for t, r in refs]
+
+    def train_samples(self, task_id: str, limit: int | None = None) -> list[Sample]:
+        """A task's train items (used by the evaluator for fast adaptation on unseen tasks)."""
+        n = self.store.size(task_id, "train")
+        rows = np.random.default_rng([self.seed, _key(task_id), 0x7A]).permutation(n)[: limit or n]
+        return self.store.samples(task_id, "train", sorted(rows.tolist()))
+
+    # -- test data ----------------------------------------------------------------
+    def test_rows(self, task_id: str, owner: int | None = None, limit: int | None = None) -> np.ndarray:
+        """Test rows of a task (a Dirichlet client's share when ``owner`` is given), optionally a seeded subsample."""
+        if isinstance(self.scenario, Dirichlet) and owner is not None:
+            rows = self._dirichlet_test[self._cidx(owner)][self._dirichlet_tasks.index(task_id)]
+        else:
+            rows = np.arange(self.store.size(task_id, "test"))
+        if limit is not None and len(rows) > limit:
+            rng = np.random.default_rng([self.seed, _key(task_id), owner or 0, 0x7E])
+            rows = np.sort(rng.choice(rows, size=limit, replace=False))
+        return rows
+
+    def test_samples(self, task_id: str, owner: int | None = None, limit: int | None = None) -> list[Sample]:
+        return self.store.samples(task_id, "test", self.test_rows(task_id, owner, limit).tolist())
+
+
+# --------------------------------------------------------------------------- public entry points
+def load_federated_data(
+    benchmark: str | BenchmarkSpec,
+    scenario: str | Scenario | dict | None = None,
+    seed: int = 0,
+    data_dir: str | Path | None = None,
+    revision: str | None = None,
+    clients: Sequence[int] | None = None,
+    rounds: int | None = None,
+    local_steps: int | None = None,
+    batch_size: int | None = None,
+) -> FederatedData:
+    """The evaluator's view (all clients). ``clients`` limits what a Hub download fetches."""
+    spec = load_benchmark(benchmark)
+    sc = parse_scenario(scenario if scenario is not None else spec.scenarios.default)
+    needed = None
+    if revision is not None and clients is not None:
+        if isinstance(sc, Dirichlet) and spec.scenarios.dirichlet:
+            needed = list(spec.scenarios.dirichlet.tasks)
+        else:
+            needed = [t for c in clients for t in spec.client(c).tasks]
+    store = open_built(spec, data_dir=data_dir, revision=revision, tasks=needed)
+    return FederatedData(spec, sc, seed, store, rounds=rounds, local_steps=local_steps, batch_size=batch_size)
+
+
+def load_client_stream(
+    benchmark: str | BenchmarkSpec,
+    client: int,
+    scenario: str | Scenario | dict | None = None,
+    seed: int = 0,
+    data_dir: str | Path | None = None,
+    revision: str | None = None,
+    rounds: int | None = None,
+    local_steps: int | None = None,
+    batch_size: int | None = None,
+) -> ClientStream:
+    """One client's training stream: ``for r, batches in stream.rounds(): for batch in batches: ...``.
+
+    ``scenario``: "static", "dynamic" (default from the manifest), "async", "async:3-7-3-7",
+    "dirichlet:0.5", or a Scenario object. ``revision`` fetches a pinned Hub revision (only
+    this client's tasks). Defaults for rounds / local steps / batch size come from the manifest.
+    """
+    spec = load_benchmark(benchmark)
+    spec.client(client)
+    fed = load_federated_data(
+        spec, scenario, seed, data_dir=data_dir, revision=revision, clients=[client],
+        rounds=rounds, local_steps=local_steps, batch_size=batch_size,
+    )
+    return fed.client_stream(client)

@@ -1,0 +1,102 @@
+"""Shared fixtures: a toy benchmark built from a throwaway source loader, so foundation tests need no real data."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("DRAKE_BENCH_NO_PROGRESS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from drake_bench.manifest import manifest_dict, parse_manifest  # noqa: E402
+from drake_bench.sample import AnswerType, Sample  # noqa: E402
+from drake_bench.spec import (  # noqa: E402
+    AsyncDefaults,
+    BenchmarkSpec,
+    ClientSpec,
+    DirichletDefaults,
+    FLConfig,
+    ScenarioDefaults,
+    SourceSpec,
+    SubsamplingRule,
+    TaskSpec,
+)
+
+
+class ToyLoader:
+    """Deterministic items whose text says which task and row they are (so tests can trace them)."""
+
+    name = "toy"
+
+    def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
+        from PIL import Image
+
+        n = int(task.source.rule.get("pool_size", 20))
+        for i in range(n):
+            img = Image.new("RGB", (8, 8), ((i * 37) % 256, (i * 11) % 256, 90))
+            yield Sample(
+                id=f"{task.id}/{i:04d}",
+                images=[img] if task.images != "none" else [],
+                question=f"q {task.id} {i}",
+                choices=["yes", "no"],
+                answer="yes" if i % 2 else "no",
+                answer_type=AnswerType.YES_NO,
+                task_id=task.id,
+                source=task.source.dataset,
+            )
+
+
+def toy_spec(n_clients: int = 3, tasks_per_client: int = 4, pool_size: int = 20, rounds: int = 8, local_steps: int = 5) -> BenchmarkSpec:
+    tasks, clients = [], []
+    for c in range(1, n_clients + 1):
+        ids = []
+        for k in range(tasks_per_client):
+            tid = f"c{c}-t{k}"
+            ids.append(tid)
+            tasks.append(
+                TaskSpec(
+                    id=tid, name=tid, group=f"g{c % 2}", split="s", images="single", num_images=(1, 1),
+                    answer_type=AnswerType.YES_NO,
+                    source=SourceSpec(dataset="toy", loader="toy", rule={"pool_size": pool_size + k}),
+                )
+            )
+        clients.append(ClientSpec(id=c, group=f"g{c % 2}", tasks=ids))
+    tasks.append(
+        TaskSpec(id="unseen-0", name="u", group="u", split="u", images="single", num_images=(1, 1),
+                 answer_type=AnswerType.YES_NO, source=SourceSpec(dataset="toy", loader="toy", rule={"pool_size": 10}))
+    )
+    spec = BenchmarkSpec(
+        name="toy", version="0.0.1", title="Toy", description="test benchmark", modality="multimodal",
+        tasks=tasks, clients=clients, unseen_tasks=["unseen-0"],
+        fl=FLConfig(rounds=rounds, local_steps=local_steps, batch_size=2, eval_every_rounds=2, others_subsample=3),
+        scenarios=ScenarioDefaults(
+            default="dynamic",
+            asynchronous=AsyncDefaults(patterns=[[2, 2, 2, 2], [1, 3, 1, 3], [3, 1, 3, 1]]),
+            dirichlet=DirichletDefaults(tasks=[t.id for t in tasks[: 2 * tasks_per_client]], alphas=[1.0, 0.1]),
+        ),
+        subsampling=SubsamplingRule(large_threshold=1000, train=500, test=100, train_ratio=0.8, seed=0),
+    )
+    return parse_manifest(manifest_dict(spec), where="toy")
+
+
+@pytest.fixture(scope="session")
+def toy_loader() -> ToyLoader:
+    from drake_bench.loaders import _LOADERS, register_loader
+
+    loader = _LOADERS.get("toy") or register_loader(ToyLoader())
+    return loader  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="session")
+def toy_built(tmp_path_factory: pytest.TempPathFactory, toy_loader: ToyLoader) -> tuple[BenchmarkSpec, Path]:
+    from drake_bench.build import build_benchmark
+
+    spec = toy_spec()
+    root = tmp_path_factory.mktemp("toy") / "built"
+    build_benchmark(spec, source_dir=None, out=root, show_progress=False)
+    return spec, root
