@@ -1,0 +1,233 @@
+"""Per-item scoring: turn one model response into a score in [0, 1] (spec 5.1 and A8).
+
+Every rule that can move a score is fixed here, with a version (:data:`SCORER_VERSION`)
+that result files record, so that two results are comparable only when scored alike.
+
+* multiple choice and yes/no: parse the response to an option index (:func:`parse_choice`),
+  score 1 when it is the ground-truth option, else 0; an unparseable response scores 0.
+* open: normalise both strings (:func:`normalize_answer`) and score the token recall
+  ``|multiset(GT) ∩ multiset(pred)| / |GT|`` clipped to [0, 1]; exact match is logged too.
+* free text: Rouge-L F1 with a tokenizer that keeps non-ASCII text (Fed-Aya is multilingual;
+  rouge-score's default tokenizer would drop every non-ASCII character). Scores stay in [0, 1]
+  here; the x100 convention belongs to display.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from typing import NamedTuple, Sequence
+
+from rouge_score import rouge_scorer
+
+from ..sample import AnswerType, Sample
+
+SCORER_VERSION = "1.0"
+
+_ARTICLES = frozenset({"a", "an", "the"})
+# [R] Word-by-word number mapping (as in the VQA evaluation script, extended to twenty and the tens);
+# compounds such as "twenty one" are not merged.
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
+_NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
+                      "eighty": "80", "ninety": "90", "hundred": "100"})
+
+_DIGIT_SEP = re.compile(r"(?<=\d)[.,](?=\d)")
+
+
+def _strip_punctuation(text: str) -> str:
+    """Replace every Unicode punctuation/symbol character by a space, keeping decimal points and thousands commas."""
+    protected = _DIGIT_SEP.sub(lambda m: "\x00" if m.group(0) == "." else "", text)
+    out = []
+    for ch in protected:
+        cat = unicodedata.category(ch)
+        out.append(" " if cat[0] in "PS" else ch)
+    return "".join(out).replace("\x00", ".")
+
+
+def normalize_answer(text: str) -> list[str]:
+    """Normalised tokens of a short answer (A8): lowercase, punctuation and articles removed, number words as digits.
+
+    Why tokens and not a string: the OPEN score is a multiset overlap of these tokens.
+    Unicode-aware (NFKC, ``str.casefold``) so non-English answers keep their letters.
+    """
+    text = unicodedata.normalize("NFKC", text).casefold()
+    tokens = _strip_punctuation(text).split()
+    return [_NUMBER_WORDS.get(t, t) for t in tokens if t not in _ARTICLES]
+
+
+def _norm_str(text: str) -> str:
+    return " ".join(normalize_answer(text))
+
+
+def _choice_key(text: str) -> str:
+    """Normalised option text; an option that normalises to nothing (e.g. "A", an article) keeps its casefolded text."""
+    return _norm_str(text) or unicodedata.normalize("NFKC", text).strip().casefold()
+
+
+# --------------------------------------------------------------------------- multiple choice
+
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# whole response is a bare letter, optionally bracketed / followed by . : )
+_BARE = re.compile(r"^\s*[\(\[]?\s*([A-Za-z])\s*[\)\]]?\s*[.:)]?\s*$")
+# "Answer: B", "The answer is (B)", "Option C.", "correct choice is d"
+_KEYWORD = re.compile(
+    r"\b(?:answer|option|choice)\b\s*(?:is\b)?\s*[:：]?\s*[\(\[]?\s*([A-Za-z])\s*[\)\]]?(?![A-Za-z0-9])",
+    re.IGNORECASE,
+)
+# "B. red", "(B) red", "B) red", "B: red" -- an upper-case letter with a delimiter, so that
+# a response such as "A red car" (article) is not read as option A.
+_LEADING = re.compile(r"^\s*(?:\(([A-Z])\)|\[([A-Z])\]|([A-Z])[.:)])(?=\s|$)")
+
+
+def _letter_index(letter: str, n: int) -> int | None:
+    i = _LETTERS.find(letter.upper())
+    return i if 0 <= i < n else None
+
+
+def parse_choice(text: str, choices: Sequence[str]) -> int | None:
+    """Index of the option a response names, or None when it names none (scored 0).
+
+    Accepted, in this order of precedence ([R], spec A8):
+
+    1. the exact option text after :func:`normalize_answer` (checked first, so options whose
+       text is itself a letter or a yes/no word are read as text);
+    2. a bare letter: "B", "(B)", "b.", "[B]";
+    3. a keyword form: "Answer: B", "The answer is (B)", "Option C";
+    4. a leading upper-case letter with a delimiter: "B. red", "(B) red", "B) red";
+    5. for two options that are yes and no only: a leading "yes"/"no" word ("Yes, it is.").
+
+    A letter outside the option range is unparseable.
+    """
+    if not choices:
+        return None
+    normed = [_choice_key(c) for c in choices]
+    pred = _choice_key(text)
+    if pred and normed.count(pred) == 1:
+        return normed.index(pred)
+    m = _BARE.match(text)
+    if m:
+        return _letter_index(m.group(1), len(choices))
+    m = _KEYWORD.search(text)
+    if m:
+        return _letter_index(m.group(1), len(choices))
+    m = _LEADING.match(text)
+    if m:
+        return _letter_index(next(g for g in m.groups() if g), len(choices))
+    if sorted(normed) == ["no", "yes"]:
+        first = normalize_answer(text)[:1]
+        if first and first[0] in ("yes", "no"):
+            return normed.index(first[0])
+    return None
+
+
+_YES_NO = ("yes", "no")
+
+
+def _choices_of(sample: Sample) -> list[str]:
+    """Options of a choice item; yes/no items without explicit options get ("yes", "no")."""
+    if sample.choices:
+        return list(sample.choices)
+    if sample.answer_type == AnswerType.YES_NO:
+        return list(_YES_NO)
+    raise ValueError(f"sample {sample.id!r} ({sample.answer_type.value}) has no choices to score against")
+
+
+def answer_index(sample: Sample) -> int:
+    """The ground-truth option index: the option equal to ``sample.answer`` (normalised), or its letter."""
+    choices = _choices_of(sample)
+    normed = [_choice_key(c) for c in choices]
+    gt = _choice_key(sample.answer)
+    if gt in normed:
+        return normed.index(gt)
+    m = _BARE.match(sample.answer)
+    if m and _letter_index(m.group(1), len(choices)) is not None:
+        return _letter_index(m.group(1), len(choices))  # type: ignore[return-value]
+    raise ValueError(f"sample {sample.id!r}: answer {sample.answer!r} is not one of its choices {choices}")
+
+
+# --------------------------------------------------------------------------- open and free text
+
+
+def open_score(prediction: str, answer: str) -> float:
+    """Token recall of the ground truth, |GT ∩ pred| / |GT| over multisets, clipped to [0, 1] (A8).
+
+    An answer that normalises to nothing (e.g. only an article) falls back to exact match of the
+    normalised strings, so the ratio is never 0/0.
+    """
+    gt = normalize_answer(answer)
+    pred = normalize_answer(prediction)
+    if not gt:
+        return float(not pred)
+    overlap = sum((Counter(gt) & Counter(pred)).values())
+    return min(1.0, max(0.0, overlap / len(gt)))
+
+
+def exact_match(prediction: str, answer: str) -> float:
+    """1.0 when both strings normalise to the same token sequence."""
+    return float(normalize_answer(prediction) == normalize_answer(answer))
+
+
+# CJK ideographs, kana and other scripts written without spaces become one token per character;
+# everything else is split into Unicode word runs, so Cyrillic, Arabic, Devanagari... are kept.
+_ROUGE_TOKEN = re.compile(
+    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e00-\u0e7f]|[^\W_]+",
+)
+
+
+class _UnicodeTokenizer:
+    """rouge-score tokenizer that keeps non-ASCII text (its default drops it), lowercased, no stemming."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return _ROUGE_TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+_SCORER = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False, tokenizer=_UnicodeTokenizer())
+
+
+def rouge_l_f1(prediction: str, reference: str) -> float:
+    """Rouge-L F1 in [0, 1] (Fed-LLM-Large, and the offline default for Fed-Aya, A15)."""
+    return float(_SCORER.score(reference, prediction)["rougeL"].fmeasure)
+
+
+# --------------------------------------------------------------------------- public API
+
+
+class Scored(NamedTuple):
+    """One scored response: ``score`` is what metrics aggregate; ``exact_match`` is logged alongside."""
+
+    score: float
+    exact_match: float
+    parsed: int | None  # chosen option for choice items, else None
+
+
+def score_details(prediction: str, sample: Sample) -> Scored:
+    """Score one response with the rule of the sample's answer type."""
+    kind = sample.answer_type
+    if kind in (AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO):
+        parsed = parse_choice(prediction, _choices_of(sample))
+        hit = float(parsed is not None and parsed == answer_index(sample))
+        return Scored(hit, hit, parsed)
+    if kind == AnswerType.OPEN:
+        return Scored(open_score(prediction, sample.answer), exact_match(prediction, sample.answer), None)
+    if kind == AnswerType.FREE_TEXT:
+        return Scored(rouge_l_f1(prediction, sample.answer), exact_match(prediction, sample.answer), None)
+    raise ValueError(f"sample {sample.id!r}: no scorer for answer type {kind!r}")  # pragma: no cover
+
+
+def score_prediction(prediction: str, sample: Sample) -> float:
+    """Score in [0, 1] of one model response for one sample."""
+    return score_details(prediction, sample).score
+
+
+def score_batch(preds: Sequence[str], samples: Sequence[Sample]) -> list[float]:
+    """Scores of aligned responses and samples; refuses misaligned lengths rather than truncating."""
+    if len(preds) != len(samples):
+        raise ValueError(f"score_batch: {len(preds)} predictions for {len(samples)} samples")
+    return [score_prediction(p, s) for p, s in zip(preds, samples)]
