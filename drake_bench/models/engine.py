@@ -1,0 +1,245 @@
+"""Training and inference core shared by the evaluator and every method.
+
+One place decides how an item becomes tensors, so a method's training and the
+evaluator's scoring can never disagree on prompts, padding or decoding:
+
+* :func:`train_step` — one optimiser step on a batch (images of all items are
+  concatenated in prompt order, so multi-image items just work); loss on answer
+  tokens only (see :mod:`drake_bench.models.prompting` for the target format).
+* :func:`generate` — batched greedy decoding with fixed settings (no sampling,
+  one beam, left padding), returns only the newly generated text, stripped.
+* :func:`choose` — multiple-choice scoring: the option whose target (" A", " B", ...
+  followed by eos) has the highest summed log-likelihood; returns the option text.
+* :func:`predict` — :func:`choose` for multiple-choice / yes-no items, :func:`generate`
+  for open (16 new tokens) and free-text (64 new tokens) items, in input order.
+
+Device-agnostic: tensors go to ``model.device``; bf16 autocast is used only on CUDA
+(where the model is in float32 and the GPU supports bf16). Text-only models (a
+tokenizer instead of a processor) take the same calls with image-free items.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+from ..errors import DrakeBenchError
+from ..sample import AnswerType
+from .prompting import build_prompt, candidate_targets, is_choice, options, target
+
+IGNORE_INDEX = -100
+OPEN_MAX_NEW_TOKENS = 16
+FREE_TEXT_MAX_NEW_TOKENS = 64
+
+
+def tokenizer_of(processor: Any) -> Any:
+    """The tokenizer inside a processor (or the tokenizer itself for text models)."""
+    return getattr(processor, "tokenizer", processor)
+
+
+def _pad_id(tok: Any) -> int:
+    return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+
+
+def _sid(sample: Any) -> str:
+    return str(getattr(sample, "uid", None) or sample.__dict__.get("id", "?"))
+
+
+def autocast(model: Any) -> contextlib.AbstractContextManager:
+    """bf16 autocast on CUDA for float32 models; a no-op elsewhere."""
+    dev = model.device
+    if dev.type == "cuda" and torch.cuda.is_bf16_supported() and model.dtype == torch.float32:
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _encode_prompt(processor: Any, sample: Any) -> tuple[list[int], torch.Tensor | None]:
+    """Token ids of the prompt (image tokens expanded) and the item's pixel values."""
+    prompt = build_prompt(sample)
+    if sample.images:
+        if not hasattr(processor, "image_processor"):
+            raise DrakeBenchError(
+                f"sample {_sid(sample)!r} has {len(sample.images)} image(s) but the model is text-only "
+                "(it has a tokenizer, not a multimodal processor)"
+            )
+        imgs = [im.convert("RGB") for im in sample.images]
+        out = processor(text=prompt, images=imgs, return_tensors="pt")
+        return out["input_ids"][0].tolist(), out["pixel_values"]
+    tok = tokenizer_of(processor)
+    return tok(prompt)["input_ids"], None
+
+
+def _target_ids(tok: Any, text: str) -> list[int]:
+    return tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+
+
+def _collate(
+    seqs: Sequence[list[int]], labels: Sequence[list[int]] | None, pixels: Sequence[torch.Tensor | None],
+    pad_id: int, left: bool, device: torch.device, dtype: torch.dtype,
+) -> dict[str, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    lab = torch.full((len(seqs), width), IGNORE_INDEX, dtype=torch.long) if labels is not None else None
+    for i, s in enumerate(seqs):
+        sl = slice(width - len(s), width) if left else slice(0, len(s))
+        ids[i, sl] = torch.tensor(s)
+        mask[i, sl] = 1
+        if lab is not None:
+            lab[i, sl] = torch.tensor(labels[i])  # type: ignore[index]
+    batch: dict[str, torch.Tensor] = {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
+    if lab is not None:
+        batch["labels"] = lab.to(device)
+    pv = [p for p in pixels if p is not None]
+    if pv:
+        batch["pixel_values"] = torch.cat(pv).to(device=device, dtype=dtype)
+    return batch
+
+
+def _float_dtype(model: Any) -> torch.dtype:
+    return model.dtype if model.dtype.is_floating_point else torch.float32
+
+
+def encode_for_training(model: Any, processor: Any, batch: Sequence[Any]) -> dict[str, torch.Tensor]:
+    """Right-padded inputs with labels masked to the answer tokens (+ eos)."""
+    tok = tokenizer_of(processor)
+    seqs, labels, pixels = [], [], []
+    for s in batch:
+        p_ids, pv = _encode_prompt(processor, s)
+        t_ids = _target_ids(tok, target(s))
+        seqs.append(p_ids + t_ids)
+        labels.append([IGNORE_INDEX] * len(p_ids) + t_ids)
+        pixels.append(pv)
+    return _collate(seqs, labels, pixels, _pad_id(tok), False, model.device, _float_dtype(model))
+
+
+def loss_on(model: Any, processor: Any, batch: Sequence[Any]) -> torch.Tensor:
+    """Mean token loss over the batch's answer tokens (with grad; for methods that add terms)."""
+    if not batch:
+        raise DrakeBenchError("loss_on/train_step got an empty batch")
+    inputs = encode_for_training(model, processor, batch)
+    with autocast(model):
+        return model(**inputs).loss
+
+
+def train_step(model: Any, processor: Any, batch: Sequence[Any], optimizer: torch.optim.Optimizer,
+               max_grad_norm: float | None = None) -> float:
+    """One optimiser step on ``batch``; returns the loss. Leaves the model in train mode."""
+    model.train()
+    loss = loss_on(model, processor, batch)
+    loss.backward()
+    if max_grad_norm is not None:
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(loss.detach())
+
+
+@contextlib.contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    was = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        model.train(was)
+
+
+def _chunks(seq: Sequence[Any], n: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(seq), n):
+        yield seq[i : i + n]
+
+
+def generate(model: Any, processor: Any, samples: Sequence[Any], max_new_tokens: int = OPEN_MAX_NEW_TOKENS,
+             batch_size: int = 16) -> list[str]:
+    """Greedy answers (fixed settings: no sampling, 1 beam, left padding), one per item."""
+    tok = tokenizer_of(processor)
+    out: list[str] = []
+    with _eval_mode(model):
+        for chunk in _chunks(list(samples), batch_size):
+            enc = [_encode_prompt(processor, s) for s in chunk]
+            inputs = _collate([e[0] for e in enc], None, [e[1] for e in enc], _pad_id(tok), True,
+                              model.device, _float_dtype(model))
+            with autocast(model):
+                gen = model.generate(
+                    **inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
+                    temperature=None, top_p=None, top_k=None,
+                    pad_token_id=_pad_id(tok), eos_token_id=tok.eos_token_id,
+                )
+            new = gen[:, inputs["input_ids"].shape[1]:]
+            out += [t.strip() for t in tok.batch_decode(new, skip_special_tokens=True)]
+    return out
+
+
+def score_targets(model: Any, processor: Any, pairs: Sequence[tuple[Any, str]], batch_size: int = 32) -> list[float]:
+    """Summed log-likelihood of each (item, target text + eos) pair given the item's prompt."""
+    tok = tokenizer_of(processor)
+    scores: list[float] = []
+    prompt_cache: dict[int, tuple[list[int], torch.Tensor | None]] = {}
+    with _eval_mode(model):
+        for chunk in _chunks(list(pairs), batch_size):
+            seqs, labels, pixels = [], [], []
+            for s, t in chunk:
+                if id(s) not in prompt_cache:
+                    prompt_cache[id(s)] = _encode_prompt(processor, s)
+                p_ids, pv = prompt_cache[id(s)]
+                t_ids = _target_ids(tok, t)
+                seqs.append(p_ids + t_ids)
+                labels.append([IGNORE_INDEX] * len(p_ids) + t_ids)
+                pixels.append(pv)
+            inputs = _collate(seqs, labels, pixels, _pad_id(tok), False, model.device, _float_dtype(model))
+            lab = inputs.pop("labels")
+            with autocast(model):
+                logits = model(**inputs).logits.float()
+            logp = torch.log_softmax(logits[:, :-1], dim=-1)
+            tgt = lab[:, 1:]
+            valid = tgt != IGNORE_INDEX
+            picked = logp.gather(-1, tgt.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            scores += (picked * valid).sum(-1).tolist()
+    return scores
+
+
+def choose(model: Any, processor: Any, samples: Sequence[Any], batch_size: int = 32) -> list[str]:
+    """Multiple-choice answers by target log-likelihood; returns the chosen option's text."""
+    pairs: list[tuple[Any, str]] = []
+    spans: list[tuple[int, int]] = []
+    for s in samples:
+        cands = candidate_targets(s)
+        spans.append((len(pairs), len(cands)))
+        pairs += [(s, c) for c in cands]
+    scores = score_targets(model, processor, pairs, batch_size=batch_size)
+    out = []
+    for s, (start, n) in zip(samples, spans):
+        sc = scores[start : start + n]
+        out.append(options(s)[max(range(n), key=lambda i: (sc[i], -i))])
+    return out
+
+
+def predict(model: Any, processor: Any, samples: Sequence[Any], max_new_tokens: int = OPEN_MAX_NEW_TOKENS,
+            free_text_max_new_tokens: int = FREE_TEXT_MAX_NEW_TOKENS, batch_size: int = 16) -> list[str]:
+    """Answers in input order: choice items scored, open/free-text items generated."""
+    samples = list(samples)
+    out: list[str | None] = [None] * len(samples)
+    groups: dict[str, list[int]] = {"choice": [], "open": [], "free": []}
+    for i, s in enumerate(samples):
+        if is_choice(s):
+            groups["choice"].append(i)
+        elif AnswerType(s.answer_type) == AnswerType.FREE_TEXT:
+            groups["free"].append(i)
+        else:
+            groups["open"].append(i)
+    if groups["choice"]:
+        res = choose(model, processor, [samples[i] for i in groups["choice"]], batch_size=2 * batch_size)
+        for i, r in zip(groups["choice"], res):
+            out[i] = r
+    for key, n in (("open", max_new_tokens), ("free", free_text_max_new_tokens)):
+        if groups[key]:
+            res = generate(model, processor, [samples[i] for i in groups[key]], n, batch_size)
+            for i, r in zip(groups[key], res):
+                out[i] = r
+    return [o if o is not None else "" for o in out]

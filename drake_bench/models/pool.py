@@ -1,0 +1,270 @@
+"""One frozen base per architecture, many clients: adapters swapped in and out.
+
+A federation of N clients on one architecture needs the base once plus N
+adapters, not N models (52 Fed-LLM-Large clients; 1,000 in a scaling study). The
+pool loads each architecture's base once (:func:`drake_bench.models.load_base`),
+wraps it with peft (one named adapter slot per adapter name), and keeps every
+client's adapter tensors on CPU, or in safetensors files under ``offload_dir``.
+``use(client)`` copies that client's tensors into the live adapter slots and copies
+them back out on exit; the parameters themselves are the same objects for every
+client of an architecture, so an optimiser built on ``trainable_parameters`` during
+``use`` trains whichever client is swapped in (build a fresh optimiser per client).
+
+[R] Initial adapters: every client of one architecture starts from the same adapter
+initialisation (seeded by ``seed``), like a federated run whose server broadcasts one
+initial global adapter. ``adapter_config`` may be one ``PeftConfig`` or a callable
+receiving the client's zoo model name; all clients of an architecture share its
+adapter shapes (per-client ranks within one architecture are not supported).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import DrakeBenchError, UnknownNameError
+from .zoo import architecture_key, load_base
+
+
+@dataclass
+class _Arch:
+    key: str
+    model_name: str
+    model: Any  # the PeftModel over the frozen base
+    processor: Any
+    live: dict[str, dict[str, torch.Tensor]]  # adapter -> key -> live tensor (shares the parameter's storage)
+    init: dict[str, dict[str, torch.Tensor]]  # adapter -> initial state (CPU copy)
+    active: int | None = None
+    clients: list[int] = field(default_factory=list)
+
+
+def _tensor_bytes(tensors: Iterator[torch.Tensor] | Sequence[torch.Tensor]) -> int:
+    """Bytes of distinct storages behind ``tensors`` (shared storage counted once)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        st = t.untyped_storage()
+        seen[st.data_ptr()] = st.nbytes()
+    return sum(seen.values())
+
+
+class ModelPool:
+    """Per-client adapters over one shared frozen base per architecture."""
+
+    def __init__(
+        self,
+        allocation: Mapping[int, str],
+        adapter_config: Callable[[str], Any] | Any,
+        device: str = "cpu",
+        offload_dir: str | Path | None = None,
+        *,
+        adapter_names: Sequence[str] = ("default",),
+        dtype: Any = None,
+        seed: int = 0,
+        loader: Callable[..., tuple[Any, Any]] | None = None,
+    ) -> None:
+        if not adapter_names:
+            raise DrakeBenchError("ModelPool needs at least one adapter name")
+        self.allocation = {int(k): v for k, v in allocation.items()}
+        self.device, self.dtype, self.seed = device, dtype, seed
+        self.adapter_names = list(adapter_names)
+        self._config_fn = adapter_config if callable(adapter_config) else (lambda _name: adapter_config)
+        self._loader = loader or load_base
+        self.offload_dir = Path(offload_dir) if offload_dir is not None else None
+        self._archs: dict[str, _Arch] = {}
+        self._states: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
+        self._arch_of = {cid: architecture_key(name) for cid, name in self.allocation.items()}
+        if self.offload_dir is not None:
+            self.offload_dir.mkdir(parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------------ lookup
+    def clients(self) -> list[int]:
+        return sorted(self.allocation)
+
+    def _check(self, client_id: int) -> int:
+        if client_id not in self.allocation:
+            raise UnknownNameError("client", client_id, [str(c) for c in self.clients()], where="ModelPool")
+        return client_id
+
+    def architecture(self, client_id: int) -> str:
+        """Architecture key of the client's model (clients with equal keys share one base)."""
+        return self._arch_of[self._check(client_id)]
+
+    def model_name(self, client_id: int) -> str:
+        return self.allocation[self._check(client_id)]
+
+    def architectures(self) -> dict[str, list[int]]:
+        """Architecture key -> its clients (for methods that group clients by architecture)."""
+        out: dict[str, list[int]] = {}
+        for cid in self.clients():
+            out.setdefault(self._arch_of[cid], []).append(cid)
+        return out
+
+    def processor(self, client_id: int) -> Any:
+        """The client's processor (multimodal) or tokenizer (text)."""
+        return self._arch(self.architecture(client_id)).processor
+
+    # ------------------------------------------------------------------ bases
+    def _arch(self, key: str) -> _Arch:
+        if key in self._archs:
+            return self._archs[key]
+        from peft import get_peft_model
+        from peft.utils import get_peft_model_state_dict
+
+        clients = self.architectures()[key]
+        name = self.allocation[clients[0]]
+        base, processor = self._loader(name, device=self.device, dtype=self.dtype)
+        base.requires_grad_(False)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            first, *rest = self.adapter_names
+            model = get_peft_model(base, copy.deepcopy(self._config_fn(name)), adapter_name=first)
+            for a in rest:
+                model.add_adapter(a, copy.deepcopy(self._config_fn(name)))
+        model.set_adapter(self.adapter_names[0])
+        live = {a: get_peft_model_state_dict(model, adapter_name=a, save_embedding_layers=False)
+                for a in self.adapter_names}
+        init = {a: {k: v.detach().to("cpu", copy=True) for k, v in live[a].items()} for a in self.adapter_names}
+        arch = _Arch(key, name, model, processor, live, init, None, clients)
+        self._archs[key] = arch
+        for cid in clients:  # each client owns its adapter tensors from the start
+            for a in self.adapter_names:
+                self._put(cid, a, {k: v.clone() for k, v in init[a].items()})
+        return arch
+
+    # ------------------------------------------------------------------ storage
+    def _file(self, client_id: int, adapter: str) -> Path:
+        assert self.offload_dir is not None
+        return self.offload_dir / f"client_{client_id}" / f"{adapter}.safetensors"
+
+    def _put(self, client_id: int, adapter: str, state: dict[str, torch.Tensor]) -> None:
+        if self.offload_dir is None:
+            self._states[(client_id, adapter)] = state
+            return
+        from safetensors.torch import save_file
+
+        f = self._file(client_id, adapter)
+        f.parent.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in state.items()}, str(f))
+
+    def _get(self, client_id: int, adapter: str) -> dict[str, torch.Tensor]:
+        if self.offload_dir is None:
+            return self._states[(client_id, adapter)]
+        from safetensors.torch import load_file
+
+        return load_file(str(self._file(client_id, adapter)))
+
+    def _check_adapter(self, adapter: str, client_id: int) -> None:
+        if adapter not in self.adapter_names:
+            raise UnknownNameError("adapter", adapter, self.adapter_names, where=f"ModelPool client {client_id}")
+
+    # ------------------------------------------------------------------ swapping
+    def _swap_out(self, arch: _Arch) -> None:
+        if arch.active is None:
+            return
+        for a in self.adapter_names:
+            self._put(arch.active, a, {k: v.detach().to("cpu", copy=True) for k, v in arch.live[a].items()})
+        arch.active = None
+
+    def _swap_in(self, client_id: int) -> _Arch:
+        arch = self._arch(self.architecture(client_id))
+        if arch.active == client_id:
+            return arch
+        self._swap_out(arch)
+        with torch.no_grad():
+            for a in self.adapter_names:
+                state = self._get(client_id, a)
+                for k, t in arch.live[a].items():
+                    t.copy_(state[k])
+        arch.active = client_id
+        return arch
+
+    def model_for(self, client_id: int) -> Any:
+        """Swap the client's adapters into its architecture's base and return the peft model.
+
+        The client stays swapped in until another client of the same architecture is
+        requested (its tensors are then saved back) or :meth:`sync` is called.
+        """
+        return self._swap_in(self._check(client_id)).model
+
+    @contextlib.contextmanager
+    def use(self, client_id: int) -> Iterator[Any]:
+        """Context manager: the client's peft model; its adapter tensors are saved back on exit."""
+        arch = self._swap_in(self._check(client_id))
+        try:
+            yield arch.model
+        finally:
+            if arch.active == client_id:
+                self._swap_out(arch)
+
+    def sync(self) -> None:
+        """Save every swapped-in client's adapters back to its own storage."""
+        for arch in self._archs.values():
+            self._swap_out(arch)
+
+    # ------------------------------------------------------------------ state
+    def get_state(self, client_id: int, adapter: str = "default") -> dict[str, torch.Tensor]:
+        """A CPU copy of the client's adapter tensors (keys as ``get_peft_model_state_dict``)."""
+        self._check_adapter(adapter, self._check(client_id))
+        arch = self._arch(self.architecture(client_id))
+        src = arch.live[adapter] if arch.active == client_id else self._get(client_id, adapter)
+        return {k: v.detach().to("cpu", copy=True) for k, v in src.items()}
+
+    def set_state(self, client_id: int, state: Mapping[str, torch.Tensor], adapter: str = "default") -> None:
+        """Replace the client's adapter tensors (all keys, matching shapes)."""
+        self._check_adapter(adapter, self._check(client_id))
+        arch = self._arch(self.architecture(client_id))
+        ref = arch.init[adapter]
+        missing, extra = set(ref) - set(state), set(state) - set(ref)
+        if missing or extra:
+            raise DrakeBenchError(
+                f"set_state for client {client_id} adapter {adapter!r}: missing keys {sorted(missing)[:3]}, "
+                f"unexpected keys {sorted(extra)[:3]}"
+            )
+        for k, v in state.items():
+            if tuple(v.shape) != tuple(ref[k].shape):
+                raise DrakeBenchError(f"set_state for client {client_id} adapter {adapter!r}: {k} has shape "
+                                      f"{tuple(v.shape)}, expected {tuple(ref[k].shape)}")
+        if arch.active == client_id:
+            with torch.no_grad():
+                for k, t in arch.live[adapter].items():
+                    t.copy_(state[k])
+        else:
+            self._put(client_id, adapter, {k: v.detach().to("cpu", dtype=ref[k].dtype, copy=True)
+                                           for k, v in state.items()})
+
+    def initial_state(self, client_id: int, adapter: str = "default") -> dict[str, torch.Tensor]:
+        """The adapter initialisation shared by the client's architecture (a copy)."""
+        self._check_adapter(adapter, self._check(client_id))
+        return {k: v.clone() for k, v in self._arch(self.architecture(client_id)).init[adapter].items()}
+
+    def trainable_parameters(self, client_id: int) -> list[torch.nn.Parameter]:
+        """Trainable parameters of the client's model (swaps the client in; active adapter only)."""
+        model = self.model_for(client_id)
+        return [p for p in model.parameters() if p.requires_grad]
+
+    # ------------------------------------------------------------------ accounting
+    def memory_report(self) -> dict[str, int]:
+        """Bytes held: frozen bases, live adapter slots, and per-client adapter tensors in memory.
+
+        Counted from the tensors' storages (shared storage counted once), so the numbers
+        measure what the pool really holds, not what it intends to.
+        """
+        base: list[torch.Tensor] = []
+        live: list[torch.Tensor] = []
+        for arch in self._archs.values():
+            live_ptrs = {t.data_ptr() for a in arch.live.values() for t in a.values()}
+            base += [p for p in arch.model.parameters() if p.data_ptr() not in live_ptrs]
+            base += list(arch.model.buffers())
+            live += [t for a in arch.live.values() for t in a.values()]
+            live += [t for a in arch.init.values() for t in a.values()]
+        clients = [t for st in self._states.values() for t in st.values()]
+        out = {"base_bytes": _tensor_bytes(base), "live_adapter_bytes": _tensor_bytes(live),
+               "client_adapter_bytes": _tensor_bytes(clients)}
+        out["total_bytes"] = sum(out.values())
+        return out

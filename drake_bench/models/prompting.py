@@ -1,0 +1,107 @@
+"""Prompts and training targets in LLaVA-1.5's conversation format.
+
+One function renders every item the same way for training, generation and scoring:
+
+    USER: <image>\n<image>\n{question}\nA. {opt1}\nB. {opt2}\n{instruction} ASSISTANT:
+
+* one ``<image>`` line per image, before the question (LLaVA-1.5 / LLaVA-Interleave);
+* choice items (multiple choice and yes/no) list lettered options and use LLaVA-1.5's
+  instruction "Answer with the option's letter from the given choices directly.";
+  [R] yes/no items without explicit choices get the options ("yes", "no");
+* open items use LLaVA-1.5's "Answer the question using a single word or phrase.";
+  free-text items have no instruction.
+
+[R] Training target: for choice items the option **letter** alone (" B"), as in
+LLaVA-1.5's multiple-choice data; otherwise the answer text. The target is preceded by
+one space (the model continues "ASSISTANT:") and followed by eos; loss is taken on
+target tokens only. The same string is what the processor's chat template renders
+(``apply_chat_template(messages(sample), add_generation_prompt=True)``).
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+from ..errors import DrakeBenchError
+from ..sample import AnswerType
+from .tokenizer import IMAGE
+
+MC_INSTRUCTION = "Answer with the option's letter from the given choices directly."
+OPEN_INSTRUCTION = "Answer the question using a single word or phrase."
+LETTERS = string.ascii_uppercase
+YES_NO = ["yes", "no"]
+
+
+def _sid(sample: Any) -> str:
+    return str(getattr(sample, "uid", None) or sample.__dict__.get("id", "?"))
+
+
+def is_choice(sample: Any) -> bool:
+    """Whether an item is scored as multiple choice (multiple choice and yes/no)."""
+    return AnswerType(sample.answer_type) in (AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO)
+
+
+def options(sample: Any) -> list[str]:
+    """The item's options (yes/no items without choices get ``["yes", "no"]``)."""
+    if sample.choices:
+        if len(sample.choices) > len(LETTERS):
+            raise DrakeBenchError(f"sample {_sid(sample)!r} has {len(sample.choices)} choices; at most 26 are supported")
+        return list(sample.choices)
+    if AnswerType(sample.answer_type) == AnswerType.YES_NO:
+        return list(YES_NO)
+    raise DrakeBenchError(f"multiple-choice sample {_sid(sample)!r} has no choices")
+
+
+def user_text(sample: Any) -> str:
+    """The text part of the user turn (question, options, instruction), without image tokens."""
+    parts = [sample.question.strip()]
+    if is_choice(sample):
+        parts += [f"{LETTERS[i]}. {opt}" for i, opt in enumerate(options(sample))]
+        parts.append(MC_INSTRUCTION)
+    elif AnswerType(sample.answer_type) == AnswerType.OPEN:
+        parts.append(OPEN_INSTRUCTION)
+    return "\n".join(parts)
+
+
+def messages(sample: Any, with_answer: bool = False) -> list[dict[str, Any]]:
+    """The item as chat messages (for ``processor.apply_chat_template``)."""
+    content: list[dict[str, Any]] = [{"type": "image"} for _ in sample.images]
+    content.append({"type": "text", "text": user_text(sample)})
+    msgs = [{"role": "user", "content": content}]
+    if with_answer:
+        msgs.append({"role": "assistant", "content": [{"type": "text", "text": target(sample).lstrip()}]})
+    return msgs
+
+
+def build_prompt(sample: Any) -> str:
+    """Prompt for a Sample or MethodSample, ending with ``ASSISTANT:`` (generation prompt)."""
+    images = "".join(f"{IMAGE}\n" for _ in sample.images)
+    return f"USER: {images}{user_text(sample)} ASSISTANT:"
+
+
+def answer_letter(sample: Any) -> str:
+    """Letter of the correct option; accepts an answer given as option text or as a letter."""
+    opts = options(sample)
+    ans = sample.answer.strip()
+    for i, opt in enumerate(opts):
+        if ans == opt.strip():
+            return LETTERS[i]
+    low = [o.strip().lower() for o in opts]
+    if ans.lower() in low:
+        return LETTERS[low.index(ans.lower())]
+    if len(ans) == 1 and ans.upper() in LETTERS[: len(opts)]:
+        return ans.upper()
+    raise DrakeBenchError(f"sample {_sid(sample)!r}: answer {sample.answer!r} is not one of its options {opts}")
+
+
+def target(sample: Any) -> str:
+    """Training target (without eos): " <letter>" for choice items, " <answer>" otherwise."""
+    if is_choice(sample):
+        return " " + answer_letter(sample)
+    return " " + sample.answer.strip()
+
+
+def candidate_targets(sample: Any) -> list[str]:
+    """The targets scored by multiple-choice scoring, one per option, in option order."""
+    return [" " + LETTERS[i] for i in range(len(options(sample)))]

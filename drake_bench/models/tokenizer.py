@@ -1,0 +1,100 @@
+"""Tokenizer and processor for the tiny zoo, trained here with the ``tokenizers`` library.
+
+The tiny models need a vocabulary that fits the synthetic world, not a 32k one
+downloaded from the Hub. We train a byte-level BPE (so any string tokenizes,
+including text in the synthetic languages) on the public-mix corpora and save it
+as a standard ``PreTrainedTokenizerFast`` plus a ``LlavaProcessor``; from then on
+everything goes through ``from_pretrained`` exactly as with ``llava-hf/llava-1.5-7b-hf``.
+
+[R] choices: vocabulary 2,048 (small and fixed so every tiny model shares it);
+special tokens ``<pad>`` (id 0), ``<s>`` (bos, 1), ``</s>`` (eos, 2), ``<image>`` (3);
+bos is prepended to every encoded prompt, as LLaVA-1.5's Llama tokenizer does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+PAD, BOS, EOS, IMAGE = "<pad>", "<s>", "</s>", "<image>"
+SPECIAL_TOKENS = [PAD, BOS, EOS, IMAGE]
+DEFAULT_VOCAB_SIZE = 2048
+
+# Vision tower geometry shared by every tiny multimodal model: 48 px / 8 px patches
+# -> 6 x 6 = 36 image tokens per image (the CLS token is dropped, LLaVA "default").
+IMAGE_SIZE = 48
+PATCH_SIZE = 8
+IMAGE_TOKENS = (IMAGE_SIZE // PATCH_SIZE) ** 2
+
+# LLaVA-1.5 conversation format as a chat template: "USER: <image>\n... ASSISTANT: ...</s>".
+# drake_bench.models.prompting.build_prompt renders the same string (tested).
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'user' %}USER: "
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for item in message['content'] if item['type'] == 'image' %}<image>\n{% endfor %}"
+    "{% for item in message['content'] if item['type'] == 'text' %}{{ item['text'] }}{% endfor %}{% endif %} "
+    "{% else %}ASSISTANT: "
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for item in message['content'] if item['type'] == 'text' %}{{ item['text'] }}{% endfor %}{% endif %}"
+    "</s>{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+)
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE):
+    """Train a byte-level BPE on ``texts`` and wrap it as a ``PreTrainedTokenizerFast``.
+
+    Deterministic for a given sequence of texts (BPE merges are counted, ties broken
+    by the library's fixed order), so rebuilding the cache reproduces the same ids.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(list(texts), trainer=trainer)
+    bos_id = tok.token_to_id(BOS)
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{BOS} $A", pair=f"{BOS} $A $B", special_tokens=[(BOS, bos_id)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        extra_special_tokens={"image_token": IMAGE},
+        padding_side="right",
+        chat_template=CHAT_TEMPLATE,
+    )
+    return fast
+
+
+def make_processor(tokenizer):
+    """A ``LlavaProcessor`` over ``tokenizer`` with a CLIP image processor sized for the tiny tower.
+
+    Synthetic images are 64x64; the CLIP processor resizes (shortest edge) and
+    centre-crops them to 48x48 with CLIP's normalisation, as llava-1.5 does at 336.
+    """
+    from transformers import LlavaProcessor
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    image_processor = CLIPImageProcessorPil(
+        size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}
+    )
+    return LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=PATCH_SIZE,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=CHAT_TEMPLATE,
+        image_token=IMAGE,
+    )
