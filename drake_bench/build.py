@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DrakeBenchError, SourceError
-from .manifest import load_benchmark
+from .card import write_card
+from .manifest import load_benchmark, manifest_dict
 from .progress import progress
 from .sample import Sample
 from .spec import BenchmarkSpec, SubsamplingRule, TaskSpec
@@ -54,11 +55,36 @@ def _task_done(root: Path, task_id: str) -> bool:
     )
 
 
+def _clear_task(root: Path, task_id: str) -> None:
+    """Remove a task's marker and shards, so a failed task never leaves half its splits in build_info.json."""
+    folder = root / "data" / task_id
+    (folder / DONE_MARK).unlink(missing_ok=True)
+    for split in ("train", "test"):
+        shard_path(root, task_id, split).unlink(missing_ok=True)
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+
+
+def manifest_hash(spec: BenchmarkSpec) -> str:
+    """The manifest hash a build cites: the stamped one, else computed (specs built in code have none)."""
+    return spec.content_hash or manifest_dict(spec)["content_hash"]
+
+
 def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, root: Path) -> dict[str, int]:
     from .loaders import get_loader
 
     loader = get_loader(task.source.loader)
-    pool = list(loader.load(task, source_dir))
+    (root / "data" / task.id / DONE_MARK).unlink(missing_ok=True)
+    try:
+        pool = list(loader.load(task, source_dir))
+    except DrakeBenchError:
+        raise
+    except Exception as exc:  # a loader bug or an unreadable file must not abort the other tasks
+        where = f" under {source_dir}" if source_dir else ""
+        raise SourceError(
+            f"task {task.id!r}: source loader {loader.name!r} failed reading its source{where}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
     if not pool:
         where = f" in {source_dir}" if source_dir else ""
         raise SourceError(f"task {task.id!r}: source loader {loader.name!r} found no items{where}")
@@ -98,7 +124,9 @@ def build_benchmark(
             build_task(spec, task, src, root)
         except DrakeBenchError as exc:
             failures[task.id] = str(exc)
-    info = finalize_build(root, spec.name, spec.content_hash or "", {"version": spec.version, "failed_tasks": sorted(failures)})
+            _clear_task(root, task.id)
+    info = finalize_build(root, spec.name, manifest_hash(spec), {"version": spec.version, "failed_tasks": sorted(failures)})
+    write_card(root, spec, info)
     if failures:
         lines = "\n".join(f"  - {t}: {msg}" for t, msg in failures.items())
         raise SourceError(

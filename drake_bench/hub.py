@@ -1,0 +1,532 @@
+"""Publish built benchmarks to the Hugging Face Hub and fetch pinned revisions back.
+
+Publishing and fetching both go through ``huggingface_hub`` (``CommitOperationAdd`` +
+``HfApi.create_commit``/``create_tag``; ``hf_hub_download``), so the Hub cache, offline
+mode (``HF_HUB_OFFLINE=1``) and tokens behave exactly as users expect from other
+Hub tools. Three promises:
+
+* **Only what is asked.** :func:`fetch_benchmark` downloads ``build_info.json`` and
+  the shards of the requested tasks, never the whole repo (a client needs a handful
+  of tasks out of hundreds).
+* **Pinned and verified.** A branch or tag is resolved once to its commit and every
+  later file is fetched at that commit, so a branch moving mid-download cannot mix
+  revisions; every shard's sha256 is checked against ``build_info.json``, and
+  ``build_info.json``'s manifest hash against the manifest the user holds.
+* **Licenses respected.** A task whose source forbids redistribution is published as
+  ``data/<task>/index.json`` (item ids in row order, the source rule, a content
+  digest; no content). Fetching it with ``source_dir=`` rebuilds the task from the
+  user's own copy of the source and checks the result against the index.
+
+The fetched benchmark is a small folder of links into the Hub cache (plus a local
+``build_info.json`` listing what was fetched), outside the cache itself: reading a
+task writes an Arrow cache next to the data, and rebuilt index tasks need a
+writable place, neither of which belongs in ``~/.cache/huggingface``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .card import CARD_FILE, render_card
+from .errors import DataNotBuiltError, DrakeBenchError, IntegrityError, SourceError
+from .manifest import load_benchmark, manifest_dict
+from .progress import progress
+from .spec import BenchmarkSpec, TaskSpec
+from .store import BUILD_INFO, SPLITS, BuiltBenchmark, data_hash, data_home, file_sha256, shard_path
+
+REPO_TYPE = "dataset"
+INDEX_FILE = "index.json"
+
+
+class RevisionNotFound(DataNotBuiltError):
+    """The requested revision (branch, tag or commit) is not on the Hub, or not in the cache when offline."""
+
+
+# --------------------------------------------------------------------------- content digests & indexes
+def index_rel(task_id: str) -> str:
+    """Repo path of a non-redistributable task's index."""
+    return f"data/{task_id}/{INDEX_FILE}"
+
+
+def _image_digest(value: Any) -> bytes:
+    """Pixel-level digest of one stored image (encoding-independent for lossless formats)."""
+    from PIL import Image
+
+    if isinstance(value, dict):
+        raw = value.get("bytes")
+        img = Image.open(io.BytesIO(raw)) if raw is not None else Image.open(value["path"])
+    else:
+        img = value
+    img.load()
+    return hashlib.sha256(f"{img.mode}:{img.size}".encode() + img.tobytes()).digest()
+
+
+def shard_digest(path: Path) -> tuple[list[str], str]:
+    """(ids in row order, content digest) of one Parquet shard.
+
+    The digest covers what a model sees and is scored on (ids, question, choices,
+    answer, answer type, decoded image pixels), not the file bytes: an index task
+    rebuilt from the user's copy is checked against it, and Parquet bytes may differ
+    across library versions while the content does not.
+    """
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, columns=["id", "question", "choices", "answer", "answer_type", "images"])
+    h = hashlib.sha256()
+    ids: list[str] = []
+    for row in table.to_pylist():
+        ids.append(row["id"])
+        h.update(json.dumps([row["id"], row["question"], row["choices"], row["answer"], row["answer_type"]]).encode())
+        for img in row["images"] or []:
+            h.update(_image_digest(img))
+        h.update(b"\n")
+    return ids, "sha256:" + h.hexdigest()
+
+
+def task_index(spec: BenchmarkSpec, root: Path, task: TaskSpec, info: dict[str, Any]) -> dict[str, Any]:
+    """The published stand-in for a non-redistributable task: ids + source rule + digests, no content."""
+    splits: dict[str, Any] = {}
+    for split in SPLITS:
+        path = shard_path(root, task.id, split)
+        ids, digest = shard_digest(path)
+        rel = path.relative_to(root).as_posix()
+        splits[split] = {"ids": ids, "content_digest": digest, "file": rel, "sha256": info["files"].get(rel)}
+    return {
+        "benchmark": spec.name,
+        "task": task.id,
+        "source": task.source.model_dump(mode="json"),
+        "subsampling": spec.subsampling.model_dump(mode="json"),
+        "splits": splits,
+        "note": (
+            f"The license of {task.source.dataset} ({task.source.license}) does not allow redistribution. "
+            f"Rebuild with `drake-bench download {spec.name} --task {task.id} --source-dir <your copy>`."
+        ),
+    }
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
+
+
+# --------------------------------------------------------------------------- publish
+def publish_plan(root: Path, spec: BenchmarkSpec | None = None) -> tuple[list[Any], dict[str, Any]]:
+    """The exact ``CommitOperationAdd`` list a publish would send, and the published ``build_info``.
+
+    Verifies the local build first (every shard's hash, the manifest hash, no failed
+    tasks): publishing a broken build would pin a broken revision forever.
+    """
+    from huggingface_hub import CommitOperationAdd
+
+    root = Path(root)
+    bench = BuiltBenchmark.open(root)
+    info = bench.info
+    spec = load_benchmark(spec if spec is not None else info["benchmark"])
+    if info.get("benchmark") != spec.name:
+        raise DrakeBenchError(f"{root / BUILD_INFO}: built benchmark {info.get('benchmark')!r} is not {spec.name!r}")
+    expected = spec.content_hash or manifest_dict(spec)["content_hash"]
+    if info.get("manifest_hash") != expected:
+        raise IntegrityError(
+            f"{root / BUILD_INFO}: built from manifest {info.get('manifest_hash')}, but {spec.name!r} is now {expected}; "
+            "rebuild before publishing"
+        )
+    if info.get("failed_tasks"):
+        raise DrakeBenchError(
+            f"{root}: tasks {info['failed_tasks']} failed to build; fix their sources and rebuild before publishing"
+        )
+    bench.verify()
+    built = set(info.get("sizes", {}))
+    index_tasks = sorted(t.id for t in spec.tasks if t.id in built and not t.source.redistributable)
+
+    ops: list[Any] = []
+    files: dict[str, str] = {}
+    for rel in sorted(info["files"]):
+        task_id = rel.split("/")[1]
+        if task_id in index_tasks:
+            continue
+        ops.append(CommitOperationAdd(path_in_repo=rel, path_or_fileobj=str(root / rel)))
+        files[rel] = info["files"][rel]
+    for task_id in index_tasks:
+        payload = _json_bytes(task_index(spec, root, spec.task(task_id), info))
+        ops.append(CommitOperationAdd(path_in_repo=index_rel(task_id), path_or_fileobj=payload))
+        files[index_rel(task_id)] = hashlib.sha256(payload).hexdigest()
+    published = {
+        **info,
+        "files": dict(sorted(files.items())),
+        "data_hash": data_hash(files),
+        "built_data_hash": info["data_hash"],
+        "index_tasks": index_tasks,
+    }
+    card = render_card(spec, published, index_tasks=index_tasks).encode()
+    head = [
+        CommitOperationAdd(path_in_repo=CARD_FILE, path_or_fileobj=card),
+        CommitOperationAdd(path_in_repo=BUILD_INFO, path_or_fileobj=_json_bytes(published)),
+    ]
+    ops = head + sorted(ops, key=lambda op: op.path_in_repo)
+    return ops, published
+
+
+def publish(
+    root: str | Path,
+    repo_id: str,
+    revision_tag: str | None = None,
+    dry_run: bool = False,
+    *,
+    spec: BenchmarkSpec | str | None = None,
+    private: bool | None = None,
+    commit_message: str | None = None,
+    api: Any = None,
+) -> list[Any]:
+    """Publish a built benchmark as a Hub dataset repo; returns the commit operations.
+
+    With ``dry_run`` nothing touches the network: the returned operations (paths
+    and ``upload_info.size``) are exactly what would be uploaded. Otherwise the repo
+    is created if needed, one commit uploads everything, and ``revision_tag`` tags
+    that commit (tags are refused if they exist: a published revision is immutable).
+    """
+    ops, published = publish_plan(Path(root), load_benchmark(spec) if spec is not None else None)
+    if dry_run:
+        return ops
+    if api is None:
+        from huggingface_hub import HfApi
+
+        api = HfApi()
+    api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True, private=private)
+    message = commit_message or (
+        f"drake_bench: {published['benchmark']} {published.get('version', '')} (data {published['data_hash'][:19]})"
+    )
+    commit = api.create_commit(repo_id, ops, commit_message=message, repo_type=REPO_TYPE)
+    if revision_tag:
+        api.create_tag(
+            repo_id,
+            tag=revision_tag,
+            revision=commit.oid,
+            repo_type=REPO_TYPE,
+            tag_message=f"{published['benchmark']} data {published['data_hash']}",
+        )
+    return ops
+
+
+# --------------------------------------------------------------------------- HF cache
+def repo_cache_folder(repo_id: str, cache_dir: str | Path | None = None) -> Path:
+    """``<cache>/datasets--<org>--<name>``, as huggingface_hub lays it out."""
+    from huggingface_hub import constants
+    from huggingface_hub.file_download import repo_folder_name
+
+    base = Path(cache_dir) if cache_dir is not None else Path(constants.HF_HUB_CACHE)
+    return base / repo_folder_name(repo_id=repo_id, repo_type=REPO_TYPE)
+
+
+def cached_revisions(repo_id: str, cache_dir: str | Path | None = None) -> list[str]:
+    """Refs (branches, tags) and commits of ``repo_id`` present in the local Hub cache, for error messages."""
+    folder = repo_cache_folder(repo_id, cache_dir)
+    refs = sorted(p.relative_to(folder / "refs").as_posix() for p in (folder / "refs").rglob("*") if p.is_file()) if (folder / "refs").is_dir() else []
+    commits = sorted(p.name for p in (folder / "snapshots").iterdir()) if (folder / "snapshots").is_dir() else []
+    return refs + commits
+
+
+def add_to_hf_cache(
+    root: str | Path,
+    repo_id: str,
+    commit: str | None = None,
+    refs: Sequence[str] = ("main",),
+    cache_dir: str | Path | None = None,
+    spec: BenchmarkSpec | str | None = None,
+) -> str:
+    """Place a local build in the Hub cache as if ``repo_id`` had been downloaded at ``commit``; returns the commit.
+
+    The files are exactly those :func:`publish` would upload, laid out as
+    ``huggingface_hub`` does (``blobs/<etag>``, ``snapshots/<commit>/<path>`` symlinks,
+    ``refs/<name>``). Uses: air-gapped clusters (copy a build in, then everything
+    resolves through ``hf_hub_download`` with ``HF_HUB_OFFLINE=1``) and tests.
+    Parquet blobs are named by sha256 (LFS etag), small files by git blob sha1.
+    """
+    from huggingface_hub.utils.sha import git_hash
+
+    ops, published = publish_plan(Path(root), load_benchmark(spec) if spec is not None else None)
+    if commit is None:
+        commit = hashlib.sha1(published["data_hash"].encode() + CARD_FILE.encode()).hexdigest()
+    folder = repo_cache_folder(repo_id, cache_dir)
+    (folder / "blobs").mkdir(parents=True, exist_ok=True)
+    for op in ops:
+        with op.as_file() as f:
+            payload = f.read()
+        etag = hashlib.sha256(payload).hexdigest() if op.path_in_repo.endswith(".parquet") else git_hash(payload)
+        blob = folder / "blobs" / etag
+        if not blob.exists():
+            blob.write_bytes(payload)
+        pointer = folder / "snapshots" / commit / op.path_in_repo
+        pointer.parent.mkdir(parents=True, exist_ok=True)
+        if pointer.exists() or pointer.is_symlink():
+            pointer.unlink()
+        try:
+            pointer.symlink_to(os.path.relpath(blob, pointer.parent))
+        except OSError:  # no symlinks (Windows without developer mode): huggingface_hub copies too
+            shutil.copyfile(blob, pointer)
+    for ref in refs:
+        path = folder / "refs" / ref
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(commit)
+    return commit
+
+
+# --------------------------------------------------------------------------- fetch
+def _hub_errors() -> tuple[type[BaseException], ...]:
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    return RevisionNotFoundError, RepositoryNotFoundError, EntryNotFoundError, LocalEntryNotFoundError
+
+
+def _download(
+    repo_id: str, filename: str, revision: str, cache_dir: str | Path | None, local_files_only: bool, what: str
+) -> Path:
+    """``hf_hub_download`` with errors that name the repo, revision and file at fault."""
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    offline = local_files_only or constants.is_offline_mode()
+    where = f"{repo_id}@{revision}"
+    try:
+        return Path(
+            hf_hub_download(
+                repo_id,
+                filename,
+                repo_type=REPO_TYPE,
+                revision=revision,
+                cache_dir=cache_dir,
+                local_files_only=local_files_only,
+            )
+        )
+    except RevisionNotFoundError:
+        raise RevisionNotFound(f"revision {revision!r} does not exist in Hub dataset repo {repo_id!r}") from None
+    except RepositoryNotFoundError:
+        raise DataNotBuiltError(
+            f"Hub dataset repo {repo_id!r} not found (or private/gated without a valid token) while fetching {what}"
+        ) from None
+    except LocalEntryNotFoundError:
+        known = cached_revisions(repo_id, cache_dir)
+        cache = repo_cache_folder(repo_id, cache_dir)
+        if offline and not _revision_cached(repo_id, revision, cache_dir):
+            raise RevisionNotFound(
+                f"revision {revision!r} of {repo_id!r} is not in the local Hub cache {cache} and offline mode is on "
+                f"(HF_HUB_OFFLINE / local_files_only); cached revisions: {known or 'none'}. "
+                "Go online once to download it, or pick a cached revision."
+            ) from None
+        mode = "offline mode is on" if offline else "the Hub could not be reached"
+        raise DataNotBuiltError(
+            f"{filename} ({what}) of {where} is not in the local Hub cache {cache} and {mode}; "
+            "download it once online (drake-bench download) before working offline"
+        ) from None
+    except EntryNotFoundError:
+        raise DataNotBuiltError(f"{where} has no file {filename} ({what})") from None
+
+
+def _revision_cached(repo_id: str, revision: str, cache_dir: str | Path | None) -> bool:
+    folder = repo_cache_folder(repo_id, cache_dir)
+    return (folder / "refs" / revision).is_file() or (folder / "snapshots" / revision).is_dir()
+
+
+def _check_sha256(path: Path, expected: str, rel: str, repo_id: str, revision: str, commit: str) -> None:
+    actual = file_sha256(path)
+    if actual != expected:
+        blob = Path(os.path.realpath(path))
+        raise IntegrityError(
+            f"{rel} of {repo_id}@{revision} (commit {commit}) has sha256 {actual}, but {BUILD_INFO} of that "
+            f"revision records {expected}: the cached file {blob} was modified or corrupted. Delete it (or run "
+            "`hf cache delete`) and download again."
+        )
+
+
+def _link(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.is_symlink() or dst.exists():
+        dst.unlink()
+    try:
+        dst.symlink_to(Path(os.path.realpath(src)))
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def default_fetch_dir(repo_id: str, commit: str) -> Path:
+    """Where fetched revisions are assembled: ``$DRAKE_BENCH_HOME/hub/datasets--org--name/<commit>``."""
+    from huggingface_hub.file_download import repo_folder_name
+
+    return data_home() / "hub" / repo_folder_name(repo_id=repo_id, repo_type=REPO_TYPE) / commit
+
+
+def _rebuild_index_task(
+    spec: BenchmarkSpec, task: TaskSpec, index: dict[str, Any], source_dir: Path, out: Path, where: str
+) -> dict[str, str]:
+    """Rebuild a non-redistributable task from the user's copy, in the published row order; returns its shard hashes."""
+    from .loaders import get_loader
+    from .store import write_split
+
+    loader = get_loader(task.source.loader)
+    try:
+        pool = {s.id: s for s in loader.load(task, source_dir)}
+    except DrakeBenchError:
+        raise
+    except Exception as exc:
+        raise SourceError(
+            f"task {task.id!r}: source loader {loader.name!r} failed reading {source_dir}: {type(exc).__name__}: {exc}"
+        ) from exc
+    hashes: dict[str, str] = {}
+    for split in SPLITS:
+        entry = index["splits"][split]
+        missing = [i for i in entry["ids"] if i not in pool]
+        if missing:
+            raise SourceError(
+                f"task {task.id!r} ({where}): your copy of {task.source.dataset} under {source_dir} lacks "
+                f"{len(missing)} of the {len(entry['ids'])} {split} items the index names, e.g. {missing[:5]}; "
+                "check the source version against the index's source.revision"
+            )
+        path = write_split(out, task.id, split, [pool[i] for i in entry["ids"]])
+        _, digest = shard_digest(path)
+        if digest != entry["content_digest"]:
+            raise IntegrityError(
+                f"task {task.id!r} ({where}): {split} rebuilt from {source_dir} has content digest {digest}, but the "
+                f"published index records {entry['content_digest']}: your copy of {task.source.dataset} differs from "
+                "the one the benchmark was built from"
+            )
+        hashes[path.relative_to(out).as_posix()] = file_sha256(path)
+    return hashes
+
+
+def _previous_fetch(out: Path, commit: str) -> dict[str, Any]:
+    """What an earlier fetch of the same commit into ``out`` holds (files still on disk), so fetches accumulate."""
+    try:
+        prev = json.loads((out / BUILD_INFO).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    if prev.get("commit") != commit:
+        return {}
+    prev["files"] = {rel: h for rel, h in prev.get("files", {}).items() if (out / rel).exists()}
+    return prev
+
+
+def fetch_benchmark(
+    spec: BenchmarkSpec | str,
+    revision: str,
+    tasks: list[str] | None = None,
+    cache_dir: str | Path | None = None,
+    repo_id: str | None = None,
+    *,
+    source_dir: str | Path | None = None,
+    local_dir: str | Path | None = None,
+    local_files_only: bool = False,
+    show_progress: bool = True,
+) -> Path:
+    """Fetch ``tasks`` (default: all) of a published revision; returns a folder :class:`BuiltBenchmark` can open.
+
+    Downloads ``build_info.json`` and only the requested tasks' shards through
+    ``hf_hub_download`` (Hub cache, offline mode and tokens as usual), pins every file
+    to the commit the revision resolved to, and checks each shard's sha256 (and the
+    manifest hash) before returning. Raises :class:`RevisionNotFound` for an unknown
+    revision, :class:`IntegrityError` for a modified file or a build of another
+    manifest, :class:`DataNotBuiltError` for a task the revision does not hold.
+    """
+    spec = load_benchmark(spec)
+    repo_id = repo_id or spec.hub_repo
+    if not repo_id:
+        raise DrakeBenchError(
+            f"benchmark {spec.name!r} has no hub_repo in its manifest; pass repo_id= (--repo) to fetch it"
+        )
+    if not revision:
+        raise RevisionNotFound(f"a revision (tag, branch or commit) is required to fetch {spec.name!r} from {repo_id!r}")
+    wanted = list(dict.fromkeys(tasks)) if tasks is not None else [t.id for t in spec.tasks]
+    for t in wanted:
+        spec.task(t)  # clear error on an unknown task name
+
+    info_path = _download(repo_id, BUILD_INFO, revision, cache_dir, local_files_only, "the build's file list")
+    commit = info_path.parent.name
+    where = f"{repo_id}@{revision}" + (f" (commit {commit})" if commit != revision else "")
+    try:
+        info = json.loads(info_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise IntegrityError(f"{BUILD_INFO} of {where} is not valid JSON ({exc.msg}): cached file {info_path}") from None
+    if info.get("benchmark") != spec.name:
+        raise IntegrityError(f"{where} holds benchmark {info.get('benchmark')!r}, not {spec.name!r}")
+    expected = spec.content_hash or manifest_dict(spec)["content_hash"]
+    if info.get("manifest_hash") != expected:
+        raise IntegrityError(
+            f"{where} was built from manifest {info.get('manifest_hash')}, but your {spec.name!r} manifest is "
+            f"{expected}: this revision does not match your drake_bench version (upgrade, or fetch the revision "
+            "published for this manifest)"
+        )
+    recorded: dict[str, str] = info.get("files", {})
+    index_tasks = set(info.get("index_tasks", []))
+    if info.get("failed_tasks"):
+        bad = sorted(set(wanted) & set(info["failed_tasks"]))
+        if bad:
+            raise DataNotBuiltError(f"{where}: tasks {bad} failed to build in this revision and are absent")
+
+    out = Path(local_dir) if local_dir is not None else default_fetch_dir(repo_id, commit)
+    out.mkdir(parents=True, exist_ok=True)
+    plan: list[tuple[str, str]] = []  # (task, rel)
+    for t in wanted:
+        rels = [index_rel(t)] if t in index_tasks else sorted(
+            r for r in recorded if r.startswith(f"data/{t}/") and r.endswith(".parquet")
+        )
+        if not rels:
+            raise DataNotBuiltError(f"{where} does not contain task {t!r} (built tasks: {sorted(info.get('sizes', {}))})")
+        plan += [(t, r) for r in rels]
+
+    fetched: dict[str, str] = {}
+    for task_id, rel in progress(plan, description=f"fetching {spec.name}@{revision}", enabled=show_progress):
+        path = _download(repo_id, rel, commit, cache_dir, local_files_only, f"task {task_id}")
+        _check_sha256(path, recorded[rel], rel, repo_id, revision, commit)
+        if task_id in index_tasks:
+            if source_dir is None:
+                task = spec.task(task_id)
+                raise DataNotBuiltError(
+                    f"task {task_id!r} of {where} is published as an index only: the license of "
+                    f"{task.source.dataset} ({task.source.license}) forbids redistribution. Pass source_dir= "
+                    "(--source-dir) pointing at your own copy of the source to rebuild it locally"
+                )
+            index = json.loads(path.read_text())
+            fetched.update(_rebuild_index_task(spec, spec.task(task_id), index, Path(source_dir), out, where))
+        else:
+            _link(path, out / rel)
+            fetched[rel] = recorded[rel]
+
+    previous = _previous_fetch(out, commit)
+    fetched = {**previous.get("files", {}), **fetched}
+    local_info = {
+        **info,
+        "files": dict(sorted(fetched.items())),
+        "repo_id": repo_id,
+        "revision": revision,
+        "commit": commit,
+        "fetched_tasks": sorted(set(wanted) | set(previous.get("fetched_tasks", []))),
+        "rebuilt_tasks": sorted((set(wanted) & index_tasks) | set(previous.get("rebuilt_tasks", []))),
+    }
+    tmp = out / (BUILD_INFO + ".tmp")
+    tmp.write_text(json.dumps(local_info, indent=2, sort_keys=True) + "\n")
+    tmp.replace(out / BUILD_INFO)
+    return out
+
+
+def fetch_tasks_for_clients(spec: BenchmarkSpec, clients: Iterable[int], unseen: bool = False) -> list[str]:
+    """Task ids a set of clients needs (their streams, in order), plus the unseen tasks when asked."""
+    tasks: list[str] = []
+    for cid in clients:
+        tasks += spec.client(cid).tasks
+    if unseen:
+        tasks += spec.unseen_tasks
+    return list(dict.fromkeys(tasks))
