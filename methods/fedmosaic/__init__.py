@@ -1,0 +1,1 @@
+"""FedMosaic (RELA + PQ-LoRA) core: see config, pqlora, blocks, alignment, rela, hetlora, accounting."""
