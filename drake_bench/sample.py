@@ -41,6 +41,10 @@ class Sample(BaseModel):
     source: str = Field(description="Source dataset (and variant) the item came from.")
     meta: dict[str, Any] = Field(default_factory=dict, description="Source metadata kept for partition rules.")
 
+    def as_query(self) -> "MethodSample":
+        """The item as shown to ``predict``: no answer, no task identity."""
+        return self.for_method().model_copy(update={"answer": ""})
+
     def for_method(self) -> "MethodSample":
         return MethodSample(
             uid=hashlib.sha1(self.id.encode()).hexdigest()[:16],

@@ -1,0 +1,66 @@
+"""A minimal method plugin used by the protocol tests: it needs no model.
+
+Each client counts answers it has trained on and predicts its most frequent one; the server
+averages the counts. Simple enough to hand-check, rich enough to exercise every protocol path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+from pydantic import BaseModel
+
+from drake_bench.protocol import ClientContext, FederationContext, Message, State
+from drake_bench.sample import MethodSample
+
+VOCAB = ["yes", "no"]
+
+
+class Counter:
+    name = "counter"
+    version = "1.0"
+
+    class Config(BaseModel):
+        share: bool = True
+        fail_on: tuple[int, int] | None = None  # (client, round) at which to raise
+        nan_on: tuple[int, int] | None = None
+
+    def __init__(self, config: "Counter.Config | None" = None):
+        self.config = config or Counter.Config()
+        self.setup_calls = 0
+
+    def setup(self, federation: FederationContext) -> None:
+        self.setup_calls += 1
+        self.clients = federation.clients
+
+    def init_client(self, ctx: ClientContext) -> State:
+        return State(tensors={"counts": torch.zeros(len(VOCAB))})
+
+    def init_server(self) -> State:
+        return State(metadata={"rounds": 0})
+
+    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
+                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+        if self.config.fail_on == (ctx.client_id, ctx.round_idx):
+            raise RuntimeError("boom")
+        counts = state.tensors["counts"].clone()
+        if message is not None and self.config.share:
+            counts = 0.5 * counts + 0.5 * message.tensors["mean"]
+        for batch in batches:
+            for s in batch:
+                counts[VOCAB.index(s.answer)] += 1
+        if self.config.nan_on == (ctx.client_id, ctx.round_idx):
+            counts[0] = float("nan")
+        return Message(tensors={"counts": counts}), State(tensors={"counts": counts})
+
+    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+        mean = torch.stack([m.tensors["counts"] for m in uploads.values()]).mean(0)
+        return {c: Message(tensors={"mean": mean}) for c in uploads}, State(metadata={"rounds": round_idx + 1})
+
+    def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample]) -> list[str]:
+        assert all(q.answer == "" for q in queries)
+        return [VOCAB[int(torch.argmax(state.tensors["counts"]))] for _ in queries]
+
+    def adaptation_state(self, architecture: str, client_states: dict[int, State], server_state: State) -> State:
+        return State(tensors={"counts": torch.stack([s.tensors["counts"] for s in client_states.values()]).mean(0)})
