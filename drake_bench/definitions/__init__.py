@@ -1,0 +1,25 @@
+"""Python definitions of the real benchmarks; ``scripts/make_real_manifests.py`` writes them to ``splits/*.json``.
+
+Each module returns a :class:`~drake_bench.spec.BenchmarkSpec` built from the paper's tables
+(see ``shared/specs/benchmarks.md``). Anything the paper does not state is tagged [I]/[R] in
+the spec's ``choices`` list and in the per-task ``provenance`` map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..spec import BenchmarkSpec
+from .drake import drake
+from .hflb import hflb
+from .text import fed_aya, fed_llm_large, fed_scope
+
+REAL_BENCHMARKS: dict[str, Callable[[], BenchmarkSpec]] = {
+    "drake": drake,
+    "hflb": hflb,
+    "fed-llm-large": fed_llm_large,
+    "fed-aya": fed_aya,
+    "fed-scope": fed_scope,
+}
+
+__all__ = ["REAL_BENCHMARKS", "drake", "hflb", "fed_llm_large", "fed_aya", "fed_scope"]
