@@ -32,7 +32,7 @@ class SourceLoader(Protocol):
 
 _LOADERS: dict[str, SourceLoader | Callable[[], SourceLoader]] = {}
 # Built-in loaders live in sibling modules; importing them registers them lazily.
-_BUILTIN_MODULES: list[str] = []
+_BUILTIN_MODULES: list[str] = ["synth"]
 _discovered = False
 
 

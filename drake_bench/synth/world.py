@@ -142,19 +142,21 @@ class Scene:
     def caption(self) -> str:
         if self.text:
             return f"the text {self.text}"
-        parts = [f"a {o.phrase()}" for o in self.objects]
+        parts = [an(o.phrase()) for o in self.objects]
         if not parts:
             return "an empty picture"
         return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def place(rng: np.random.Generator, objs: list[Obj], margin: int = 3, tries: int = 300) -> list[Obj]:
+def place(rng: np.random.Generator, objs: list[Obj], margin: int = 3, tries: int = 300,
+          fixed: list[Obj] | None = None) -> list[Obj]:
     """Give each object a non-overlapping position (rejection sampling, deterministic given rng).
 
     A large object that cannot fit after ``tries`` is shrunk to small, so callers must read
-    sizes after placement (generators form questions from the placed objects).
+    sizes after placement (generators form questions from the placed objects). ``fixed``
+    objects keep their positions and are avoided; the returned list excludes them.
     """
-    placed: list[Obj] = []
+    placed: list[Obj] = list(fixed or [])
     for o in objs:
         for attempt in range(2 * tries):
             if attempt == tries:
@@ -166,7 +168,7 @@ def place(rng: np.random.Generator, objs: list[Obj], margin: int = 3, tries: int
                 break
         o.x, o.y = x, y
         placed.append(o)
-    return placed
+    return placed[len(fixed or []):]
 
 
 def random_obj(rng: np.random.Generator, *, shape: str | None = None, color: str | None = None,
@@ -183,3 +185,12 @@ def random_obj(rng: np.random.Generator, *, shape: str | None = None, color: str
 def other(rng: np.random.Generator, options: list[str], *exclude: str) -> str:
     """A random option different from ``exclude``."""
     return str(rng.choice([o for o in options if o not in exclude]))
+
+
+def an(phrase: str) -> str:
+    """English indefinite article: 'an orange circle', 'a red circle'."""
+    return ("an " if phrase[:1] in "aeiou" else "a ") + phrase
+
+
+def plural(noun: str) -> str:
+    return noun + ("es" if noun.endswith(("s", "x", "sh", "ch")) else "s")

@@ -1,0 +1,72 @@
+"""Build embedded benchmarks through the shared builder, and build them on first use.
+
+``build_synth`` wraps :func:`drake_bench.build.build_benchmark` (same subsampling, same
+Parquet layout) and records the synth scale and generator version in build_info.json.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from ..build import build_benchmark, is_built
+from ..errors import DrakeBenchError
+from ..manifest import load_benchmark
+from ..spec import BenchmarkSpec
+from ..store import BUILD_INFO, built_root, finalize_build
+from .loader import _scale, current_scale
+from .world import GENERATOR_VERSION
+
+SYNTH_BENCHMARKS = ("drake-synth", "hflb-synth", "fedllm-synth")
+
+
+def _stamp(spec: BenchmarkSpec, scale: float) -> dict:
+    return {"synth_scale": scale, "generator_version": GENERATOR_VERSION, "manifest_hash": spec.content_hash or ""}
+
+
+def _matches(root: Path, spec: BenchmarkSpec, scale: float) -> bool:
+    if not is_built(root):
+        return False
+    info = json.loads((root / BUILD_INFO).read_text())
+    want = _stamp(spec, scale)
+    return all(info.get(k) == v for k, v in want.items()) and not info.get("failed_tasks")
+
+
+def build_synth(name: str | BenchmarkSpec, scale: float | None = None, out: str | Path | None = None,
+                show_progress: bool = False) -> Path:
+    """Generate and build an embedded benchmark; returns the built root.
+
+    ``scale`` multiplies every task's pool (default ``$DRAKE_BENCH_SYNTH_SCALE`` or 1). An existing
+    build with another scale or manifest is replaced task by task, never mixed.
+    """
+    spec = load_benchmark(name)
+    if not spec.embedded:
+        raise DrakeBenchError(f"benchmark {spec.name!r} is not embedded (embedded=false); use `drake-bench build`")
+    token = _scale.set(scale)
+    try:
+        s = current_scale()
+        root = Path(out) if out is not None else built_root(spec.name)
+        if is_built(root) and not _matches(root, spec, s):
+            for t in spec.tasks:  # stale shards from another scale/version: rebuild them
+                shutil.rmtree(root / "data" / t.id, ignore_errors=True)
+        build_benchmark(spec, None, root, show_progress=show_progress)
+        finalize_build(root, spec.name, spec.content_hash or "",
+                       {"version": spec.version, "failed_tasks": [], "embedded": True, **_stamp(spec, s)})
+    finally:
+        _scale.reset(token)
+    return root
+
+
+def ensure_built(name: str, scale: float | None = None) -> Path:
+    """The built root of embedded benchmark ``name`` under ``built_root(name)``, building it if missing or stale."""
+    spec = load_benchmark(name)
+    root = built_root(spec.name)
+    token = _scale.set(scale)
+    try:
+        s = current_scale()
+    finally:
+        _scale.reset(token)
+    if _matches(root, spec, s):
+        return root
+    return build_synth(spec, scale=s, out=root)

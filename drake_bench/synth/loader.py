@@ -1,0 +1,73 @@
+"""The ``"synth"`` source loader: generates a task's candidate pool instead of reading files.
+
+The pool is a pure function of (rule seed, task id, generator version, scale); the shared
+builder then subsamples it exactly as it does for real sources.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import SourceError
+from ..sample import Sample
+from ..spec import TaskSpec
+from .registry import get_generator
+from .world import GENERATOR_VERSION
+
+SCALE_ENV = "DRAKE_BENCH_SYNTH_SCALE"
+_scale: contextvars.ContextVar[float | None] = contextvars.ContextVar("synth_scale", default=None)
+
+
+def current_scale() -> float:
+    """Scale of generated pools: ``build_synth(scale=)`` if active, else ``$DRAKE_BENCH_SYNTH_SCALE``, else 1."""
+    s = _scale.get()
+    if s is None:
+        raw = os.environ.get(SCALE_ENV, "1")
+        try:
+            s = float(raw)
+        except ValueError:
+            raise SourceError(f"${SCALE_ENV}={raw!r} is not a number") from None
+    if s <= 0:
+        raise SourceError(f"synth scale must be positive, got {s}")
+    return s
+
+
+def pool_size(task: TaskSpec, scale: float | None = None) -> int:
+    base = int(task.source.rule.get("pool_size", 250))
+    return max(10, int(round(base * (current_scale() if scale is None else scale))))
+
+
+class SynthLoader:
+    """Source loader for embedded benchmarks (``task.source.variant`` names the generator)."""
+
+    name = "synth"
+
+    def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
+        rule = task.source.rule
+        version = int(rule.get("generator_version", GENERATOR_VERSION))
+        if version != GENERATOR_VERSION:
+            raise SourceError(
+                f"task {task.id!r}: manifest asks for synth generator version {version}, this drake_bench has "
+                f"{GENERATOR_VERSION}; install the matching drake_bench or regenerate the manifest"
+            )
+        if not task.source.variant:
+            raise SourceError(f"task {task.id!r}: synth source needs source.variant (the generator name)")
+        gen = get_generator(task.source.variant)
+        if gen.answer_type != task.answer_type:
+            raise SourceError(f"task {task.id!r}: manifest answer_type {task.answer_type.value} but generator "
+                              f"{gen.name!r} makes {gen.answer_type.value}")
+        seed = int(rule.get("seed", 0))
+        source = f"{task.source.dataset}/{task.source.variant}"
+        for i in range(pool_size(task)):
+            it = gen.item(i, seed=seed, task_id=task.id, version=version)
+            yield Sample(
+                id=f"{task.id}/{i:06d}", images=it.images, question=it.question, choices=it.choices,
+                answer=it.answer, answer_type=gen.answer_type, task_id=task.id, source=source,
+                meta={**it.meta, "index": i},
+            )
+
+
+SYNTH_LOADER = SynthLoader()

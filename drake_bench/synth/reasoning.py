@@ -1,0 +1,205 @@
+"""Multi-modal reasoning generators (DRAKE clients 7, 8, 9): figurative phrases, Bongard sets, odd one out.
+
+The figurative tasks share one lexicon (``world.COLOR_FIGURES`` / ``SHAPE_FIGURES``: 'fire'
+means red, 'wheel' means circle), so knowledge learnt on one reasoning client transfers
+to the others, which is the within-group relatedness DRAKE shows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..sample import AnswerType
+from .registry import YES_NO, Item, generator, image_options, mc, yn
+from .relation import one, two_related
+from .render import render
+from .world import an, COLOR_FIGURES, COLORS, SHAPE_FIGURES, SHAPES, Obj, Scene, other, place, random_obj
+
+MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
+COLS = list(COLORS)
+FIG_OF_COLOR = {v: k for k, v in COLOR_FIGURES.items()}
+FIG_OF_SHAPE = {v: k for k, v in SHAPE_FIGURES.items()}
+
+
+def figure(color: str, shape: str) -> str:
+    return f"{FIG_OF_COLOR[color]} {FIG_OF_SHAPE[shape]}"
+
+
+def near_misses(rng: np.random.Generator, color: str, shape: str, k: int) -> list[Obj]:
+    """``k`` distinct objects differing from (color, shape) in one or both attributes."""
+    out: list[Obj] = []
+    seen = {(color, shape)}
+    while len(out) < k:
+        mode = int(rng.integers(0, 3))
+        c = color if mode == 1 else other(rng, COLS, color)
+        s = shape if mode == 0 else other(rng, SHAPES, shape)
+        if (c, s) not in seen:
+            seen.add((c, s))
+            out.append(Obj(s, c))
+    return out
+
+
+def pick_among(rng: np.random.Generator, target: Obj, distractors: list[Obj], offset: int = 0) -> tuple[list, str]:
+    objs = [target] + distractors
+    order = rng.permutation(len(objs))
+    imgs = [render(one(Obj(**objs[int(i)].__dict__))) for i in order]
+    return imgs, f"image {int(np.where(order == 0)[0][0]) + 1 + offset}"
+
+
+@generator("rsn-metaphor-match", "reasoning", MC, "multi", (4, 4),
+           "Pick the image a figurative phrase ('a fire wheel' = red circle) describes (IRFL metaphor matching analogue).")
+def metaphor_match(rng: np.random.Generator) -> Item:
+    c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
+    imgs, ans = pick_among(rng, Obj(s, c), near_misses(rng, c, s, 3))
+    return Item(imgs, f"Which image is 'a {figure(c, s)}'?", ans, image_options(4))
+
+
+def bongard(rng: np.random.Generator, rule_holds, make_pos, make_neg) -> Item:
+    """2 positives, 2 negatives, 1 query; the answer says whether the query follows the rule."""
+    truth = bool(rng.random() < 0.5)
+    scenes = [make_pos(), make_pos(), make_neg(), make_neg(), make_pos() if truth else make_neg()]
+    q = "Images 1 and 2 follow a rule; images 3 and 4 break it. Does image 5 follow the rule?"
+    return Item([render(s) for s in scenes], q, yn(truth), list(YES_NO))
+
+
+@generator("rsn-bongard-relation", "reasoning", YN, "multi", (5, 5),
+           "Bongard set whose rule is a spatial relation between two shapes; does the query follow it? (Bongard-HOI analogue)")
+def bongard_relation(rng: np.random.Generator) -> Item:
+    sa, sb = rng.choice(SHAPES, size=2, replace=False).tolist()
+    rel = str(rng.choice(["above", "left of"]))
+    inv = {"above": "below", "left of": "right of"}[rel]
+
+    def make(r: str) -> Scene:
+        a, b = two_related(rng, r)
+        a.shape, b.shape = sa, sb
+        return Scene([a, b])
+
+    return bongard(rng, None, lambda: make(rel), lambda: make(inv))
+
+
+@generator("rsn-find-image", "reasoning", MC, "multi", (3, 3),
+           "Which of three images contains a named coloured shape? (VizWiz multi-image analogue)")
+def find_image(rng: np.random.Generator) -> Item:
+    c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
+    imgs, ans = pick_among(rng, Obj(s, c), near_misses(rng, c, s, 2))
+    return Item(imgs, f"Which image contains {an(c + ' ' + s)}?", ans, image_options(3))
+
+
+@generator("rsn-state-coherence", "reasoning", YN, "multi", (4, 4),
+           "Are the objects of four images all in the same state (size)? (MIT-States StateCoherence analogue)")
+def state_coherence(rng: np.random.Generator) -> Item:
+    same = bool(rng.random() < 0.5)
+    z = str(rng.choice(["small", "large"]))
+    sizes = [z] * 4
+    if not same:
+        for i in rng.permutation(4)[: int(rng.integers(1, 3))]:
+            sizes[int(i)] = "large" if z == "small" else "small"
+    imgs = [render(one(random_obj(rng, size=zz))) for zz in sizes]
+    return Item(imgs, "Are all the objects the same size?", yn(same), list(YES_NO))
+
+
+@generator("rsn-figurative-verify", "reasoning", YN, "single", (1, 1),
+           "Does one image show a figurative phrase ('a sea box' = blue square)? (IRFL figurative verification analogue)")
+def figurative_verify(rng: np.random.Generator) -> Item:
+    c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
+    truth = bool(rng.random() < 0.5)
+    o = Obj(s, c, size="large") if truth else near_misses(rng, c, s, 1)[0]
+    o.size = "large"
+    return Item([render(one(o))], f"Does the picture show 'a {figure(c, s)}'?", yn(truth), list(YES_NO))
+
+
+@generator("rsn-idiom-match", "reasoning", MC, "multi", (3, 3),
+           "Pick the image showing a counted figurative phrase ('two fire tents') (IRFL idiom matching analogue).")
+def idiom_match(rng: np.random.Generator) -> Item:
+    c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
+    n = int(rng.integers(1, 4))
+    words = {1: "one", 2: "two", 3: "three"}
+    target = [(c, s)] * n
+    d_count = [(c, s)] * int(rng.choice([k for k in (1, 2, 3) if k != n]))
+    alt = near_misses(rng, c, s, 1)[0]
+    d_attr = [(alt.color, alt.shape)] * n
+    cands = [target, d_count, d_attr]
+    order = rng.permutation(3)
+    imgs = [render(Scene(place(rng, [Obj(sh, co, size="small") for co, sh in cands[int(i)]]))) for i in order]
+    ans = f"image {int(np.where(order == 0)[0][0]) + 1}"
+    plural = "s" if n > 1 else ""
+    return Item(imgs, f"Which image shows '{words[n]} {figure(c, s)}{plural}'?", ans, image_options(3))
+
+
+@generator("rsn-bongard-concept", "reasoning", YN, "multi", (5, 5),
+           "Bongard set whose rule is 'contains a <colour> object'; does the query follow it? (Bongard-OpenWorld analogue)")
+def bongard_concept(rng: np.random.Generator) -> Item:
+    color = str(rng.choice(COLS))
+    rest = [c for c in COLS if c != color]
+
+    def pos() -> Scene:
+        objs = [random_obj(rng, color=color, size="small")] + [random_obj(rng, colors=rest, size="small") for _ in range(int(rng.integers(0, 2)))]
+        return Scene(place(rng, [objs[int(i)] for i in rng.permutation(len(objs))]))
+
+    def neg() -> Scene:
+        return Scene(place(rng, [random_obj(rng, colors=rest, size="small") for _ in range(int(rng.integers(1, 3)))]))
+
+    return bongard(rng, None, pos, neg)
+
+
+@generator("rsn-panel-sequence", "reasoning", MC, "multi", (3, 3),
+           "Three panels grow by one object each; how many objects will the next panel show? (COMICS next-panel analogue)")
+def panel_sequence(rng: np.random.Generator) -> Item:
+    start = int(rng.integers(1, 3))
+    step = int(rng.choice([1, 2])) if start == 1 else 1
+    counts = [start + step * t for t in range(3)]
+    nxt = counts[-1] + step
+    s, c = str(rng.choice(SHAPES)), str(rng.choice(COLS))
+    imgs = [render(Scene(place(rng, [Obj(s, c, size="small") for _ in range(n)]))) for n in counts]
+    opts = mc(rng, str(nxt), [str(k) for k in range(2, 8)], 4)
+    return Item(imgs, "The panels tell a story. How many objects will the next panel show?", str(nxt), opts)
+
+
+@generator("rsn-phrase-select", "reasoning", MC, "single", (1, 1),
+           "Pick the figurative phrase that describes one image (IRFL phrase selection analogue).")
+def phrase_select(rng: np.random.Generator) -> Item:
+    c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
+    ans = f"a {figure(c, s)}"
+    pool = [f"a {figure(o.color, o.shape)}" for o in near_misses(rng, c, s, 3)]
+    opts = [ans] + pool
+    opts = [opts[int(i)] for i in rng.permutation(4)]
+    return Item([render(one(Obj(s, c)))], "Which phrase describes the picture?", ans, opts)
+
+
+def common(rng: np.random.Generator, attr: str) -> Item:
+    values = COLS if attr == "color" else SHAPES
+    shared = str(rng.choice(values))
+    imgs = []
+    used_other: set[str] = set()
+    for _ in range(3):
+        o1 = random_obj(rng, size="small", **{attr: shared})
+        # the second object's value differs from the shared one and from earlier images' fillers
+        fill = other(rng, values, shared, *used_other) if len(used_other) < len(values) - 2 else other(rng, values, shared)
+        used_other.add(fill)
+        o2 = random_obj(rng, size="small", **{attr: fill})
+        objs = [o1, o2] if rng.random() < 0.5 else [o2, o1]
+        imgs.append(render(Scene(place(rng, objs))))
+    word = "colour" if attr == "color" else "shape"
+    return Item(imgs, f"Which {word} appears in every image?", shared)
+
+
+@generator("rsn-common-color", "reasoning", OPEN, "multi", (3, 3),
+           "Name the colour shared by all images of a concept set (Bongard-OpenWorld concept query analogue).")
+def common_color(rng: np.random.Generator) -> Item:
+    return common(rng, "color")
+
+
+@generator("rsn-common-shape", "reasoning", OPEN, "multi", (3, 3),
+           "Name the shape shared by all images of a concept set (Bongard-HOI concept query analogue).")
+def common_shape(rng: np.random.Generator) -> Item:
+    return common(rng, "shape")
+
+
+@generator("rsn-odd-one-out", "reasoning", MC, "multi", (4, 4),
+           "Three images share a shape, one does not: which? (Bongard-HOI action incoherence analogue)")
+def odd_one_out(rng: np.random.Generator) -> Item:
+    s = str(rng.choice(SHAPES))
+    odd = Obj(other(rng, SHAPES, s), str(rng.choice(COLS)))
+    same = [Obj(s, str(rng.choice(COLS))) for _ in range(3)]
+    imgs, ans = pick_among(rng, odd, same)
+    return Item(imgs, "Which image does not fit with the others?", ans, image_options(4))
