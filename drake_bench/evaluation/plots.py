@@ -1,0 +1,115 @@
+"""Figures from result files: accuracy over rounds, fast adaptation, client relevance heatmaps.
+
+Why an explicit Agg canvas instead of pyplot: plotting must work headless (CI, clusters) and must
+not change the caller's global matplotlib backend. Each function writes a PNG and returns the
+:class:`~matplotlib.figure.Figure` so callers (and tests) can inspect what was drawn.
+Values are shown x100 (scores are stored in [0, 1]); bands are ± population std over seeds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from .metrics import CurvePoint
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..results import RunResult
+
+SCALE = 100.0
+DPI = 120
+
+
+def _save(fig: Figure, path: str | Path) -> Figure:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    fig.savefig(path, format="png", dpi=DPI)
+    return fig
+
+
+def _label(result: "RunResult") -> str:
+    return f"{result.method.name} {result.method.version}"
+
+
+def _draw_curve(ax, curve: Sequence[CurvePoint], label: str, linestyle: str = "-") -> bool:
+    """Mean line with a ± std band; False when the curve is empty (nothing drawn)."""
+    if not curve:
+        return False
+    x = np.array([p.x for p in curve], dtype=float)
+    mean = np.array([p.mean for p in curve]) * SCALE
+    std = np.array([p.std for p in curve]) * SCALE
+    (line,) = ax.plot(x, mean, marker="o", linestyle=linestyle, label=label)
+    ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
+    return True
+
+
+def plot_accuracy_over_rounds(results: Sequence["RunResult"], path: str | Path) -> Figure:
+    """Self and Others (x100) against evaluation round, one line per method, mean ± std band over seeds."""
+    if not results:
+        raise ValueError("plot_accuracy_over_rounds: no results to plot")
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    ax_self, ax_others = fig.subplots(1, 2, sharex=True)
+    for r in results:
+        _draw_curve(ax_self, r.summary.self_curve, _label(r))
+        _draw_curve(ax_others, r.summary.others_curve, _label(r))
+    for ax, title in ((ax_self, "Self"), (ax_others, "Others")):
+        ax.set_title(title)
+        ax.set_xlabel("round")
+        ax.set_ylabel("score (x100)")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize="small")
+    bench = results[0]
+    fig.suptitle(f"{bench.benchmark.name} / {bench.scenario.tag}")
+    return _save(fig, path)
+
+
+def plot_adaptation(results: Sequence["RunResult"], path: str | Path) -> Figure:
+    """Fast adaptation on unseen tasks (spec 5.2): score vs fine-tuning iteration per method and init
+    (solid = init from the method's aggregate, dashed = fresh adapters), mean ± std over seeds."""
+    if not results:
+        raise ValueError("plot_adaptation: no results to plot")
+    fig = Figure(figsize=(6, 4), layout="constrained")
+    ax = fig.subplots()
+    for r in results:
+        for init, curve in sorted(r.summary.adaptation.items()):
+            _draw_curve(ax, curve, f"{_label(r)} ({init})", "-" if init == "method" else "--")
+    ax.set_xlabel("fine-tuning iteration")
+    ax.set_ylabel("unseen-task score (x100)")
+    ax.set_title("Fast adaptation on unseen tasks")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def plot_relevance_heatmap(
+    matrix: Sequence[Sequence[float]] | np.ndarray, labels: Sequence[str], path: str | Path, title: str = "Client relevance"
+) -> Figure:
+    """Square client-by-client relevance matrix (e.g. FedMosaic's gradient similarity) as a heatmap;
+    cells are annotated when there are at most 12 clients."""
+    m = np.asarray(matrix, dtype=float)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise ValueError(f"plot_relevance_heatmap: matrix must be square, got shape {m.shape}")
+    if len(labels) != m.shape[0]:
+        raise ValueError(f"plot_relevance_heatmap: {len(labels)} labels for a {m.shape[0]}x{m.shape[0]} matrix")
+    size = max(4.0, 0.5 * len(labels) + 2)
+    fig = Figure(figsize=(size, size * 0.85), layout="constrained")
+    ax = fig.subplots()
+    im = ax.imshow(m, cmap="viridis")
+    fig.colorbar(im, ax=ax)
+    ax.set_xticks(range(len(labels)), labels=list(labels), rotation=45, ha="right")
+    ax.set_yticks(range(len(labels)), labels=list(labels))
+    ax.set_title(title)
+    if len(labels) <= 12:
+        threshold = (np.nanmin(m) + np.nanmax(m)) / 2
+        for i in range(m.shape[0]):
+            for j in range(m.shape[1]):
+                ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                        color="black" if m[i, j] > threshold else "white")
+    return _save(fig, path)

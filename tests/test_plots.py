@@ -1,0 +1,128 @@
+"""Plots (PNG written, data drawn = summary x100) and summary tables (exact markdown)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from drake_bench.evaluation.metrics import AdaptationRecord, CostRecord, RawTables, ScoreRecord
+from drake_bench.evaluation.plots import plot_accuracy_over_rounds, plot_adaptation, plot_relevance_heatmap
+from drake_bench.evaluation.table import summary_markdown, summary_table
+from drake_bench.results import (
+    BenchmarkRef,
+    Environment,
+    EvaluationSettings,
+    FLSettings,
+    MethodRef,
+    ModelAllocationRef,
+    RunResult,
+    ScenarioRef,
+    new_result,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _result(name: str, self_scores: dict[int, list[float]], others: float, up: int, status: str = "complete") -> RunResult:
+    """Two clients, one own task each; ``self_scores[seed]`` = both clients' Self at rounds 5 and 10 (same value)."""
+    scores, adapt, costs = [], [], []
+    for seed, (s5, s10) in self_scores.items():
+        for rnd, s in ((5, s5), (10, s10)):
+            for c, task in ((0, "a"), (1, "b")):
+                scores.append(ScoreRecord(seed=seed, eval_round=rnd, client=c, task=task, owner=c, role="self", n=2, score=s))
+                other, otask = 1 - c, "b" if task == "a" else "a"
+                scores.append(ScoreRecord(seed=seed, eval_round=rnd, client=c, task=otask, owner=other, role="others",
+                                          n=2, score=others))
+        for it, s in ((0, 0.1), (20, 0.5 + 0.1 * seed)):
+            adapt.append(AdaptationRecord(seed=seed, task="u", arch="llama", init="method", iteration=it, score=s))
+            adapt.append(AdaptationRecord(seed=seed, task="u", arch="llama", init="fresh", iteration=it, score=s / 2))
+        costs.append(CostRecord(seed=seed, round=1, client=0, uplink_bytes=up, downlink_bytes=0, train_seconds=1.0,
+                                peak_memory_bytes=1))
+    seeds = sorted(self_scores)
+    return new_result(
+        benchmark=BenchmarkRef(name="drake-toy", version="1", manifest_hash="sha256:0"),
+        scenario=ScenarioRef(tag="static"),
+        method=MethodRef(name=name, version="1.0"),
+        model_allocation=ModelAllocationRef(name="homo", clients={"0": "m", "1": "m"}),
+        seeds=seeds,
+        fl=FLSettings(rounds=10, local_steps=1, batch_size=1),
+        evaluation=EvaluationSettings(decoding={}, batch_size=1, prompt_template_version="v1"),
+        raw=RawTables(scores=scores, adaptation=adapt, costs=costs),
+        status=status,  # type: ignore[arg-type]
+        environment=Environment(python="3.11", platform="x", device="cpu"),
+        created_at=datetime(2025, 1, 1, tzinfo=timezone.utc),
+    )
+
+
+# sft: Self 40/60 at rounds 5/10 for seed 0 and 50/80 for seed 1 -> means 45, 70 (std 5, 10); Others 10
+SFT = _result("sft", {0: [0.4, 0.6], 1: [0.5, 0.8]}, others=0.1, up=0)
+# fedit: one seed
+FEDIT = _result("fedit", {0: [0.3, 0.9]}, others=0.25, up=2_500_000, status="partial")
+
+
+def test_accuracy_over_rounds(tmp_path: Path) -> None:
+    fig = plot_accuracy_over_rounds([SFT, FEDIT], tmp_path / "sub" / "acc.png")
+    assert (tmp_path / "sub" / "acc.png").read_bytes()[:8] == PNG
+    ax_self, ax_others = fig.axes[:2]
+    assert [ln.get_label() for ln in ax_self.lines] == ["sft 1.0", "fedit 1.0"]
+    np.testing.assert_allclose(ax_self.lines[0].get_xdata(), [5, 10])
+    np.testing.assert_allclose(ax_self.lines[0].get_ydata(), [45.0, 70.0])
+    np.testing.assert_allclose(ax_self.lines[1].get_ydata(), [30.0, 90.0])
+    np.testing.assert_allclose(ax_others.lines[0].get_ydata(), [10.0, 10.0])
+    # std band of sft Self: [45 ± 5, 70 ± 10]
+    band = ax_self.collections[0].get_paths()[0].vertices
+    assert band[:, 1].min() == pytest.approx(40.0) and band[:, 1].max() == pytest.approx(80.0)
+    with pytest.raises(ValueError, match="no results"):
+        plot_accuracy_over_rounds([], tmp_path / "x.png")
+
+
+def test_adaptation_plot(tmp_path: Path) -> None:
+    fig = plot_adaptation([SFT], tmp_path / "adapt.png")
+    assert (tmp_path / "adapt.png").read_bytes()[:8] == PNG
+    ax = fig.axes[0]
+    by_label = {ln.get_label(): ln for ln in ax.lines}
+    assert set(by_label) == {"sft 1.0 (method)", "sft 1.0 (fresh)"}
+    # method: it0 .1 both seeds; it20 .5 / .6 -> 55
+    np.testing.assert_allclose(by_label["sft 1.0 (method)"].get_ydata(), [10.0, 55.0])
+    np.testing.assert_allclose(by_label["sft 1.0 (fresh)"].get_ydata(), [5.0, 27.5])
+    assert by_label["sft 1.0 (fresh)"].get_linestyle() == "--"
+
+
+def test_relevance_heatmap(tmp_path: Path) -> None:
+    m = [[1.0, 0.2, 0.1], [0.2, 1.0, 0.7], [0.1, 0.7, 1.0]]
+    fig = plot_relevance_heatmap(m, ["c1", "c2", "c3"], tmp_path / "rel.png")
+    assert (tmp_path / "rel.png").read_bytes()[:8] == PNG
+    ax = fig.axes[0]
+    np.testing.assert_allclose(ax.images[0].get_array(), m)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["c1", "c2", "c3"]
+    assert "0.70" in [t.get_text() for t in ax.texts]
+    with pytest.raises(ValueError, match="square"):
+        plot_relevance_heatmap([[1, 2, 3]], ["a"], tmp_path / "bad.png")
+    with pytest.raises(ValueError, match="2 labels for a 3x3"):
+        plot_relevance_heatmap(m, ["a", "b"], tmp_path / "bad.png")
+
+
+def test_summary_markdown_exact() -> None:
+    expected = (
+        "| Method | Self A_last | Self A_AUC | Others A_last | Others A_AUC | Worst client | Uplink MB/round |\n"
+        "|:---|---:|---:|---:|---:|---:|---:|\n"
+        # sft: last 70 ± 10; AUC seed0 (40+60)/2=50, seed1 (50+80)/2=65 -> 57.5 ± 7.5; worst = Self (both clients equal)
+        "| sft 1.0 | 70.00 ± 10.00 | 57.50 ± 7.50 | 10.00 ± 0.00 | 10.00 ± 0.00 | 70.00 ± 10.00 | 0.00 ± 0.00 |\n"
+        # fedit: one seed, std omitted; 2.5 MB in one round
+        "| fedit 1.0 (partial) | 90.00 | 60.00 | 25.00 | 25.00 | 90.00 | 2.50 |\n"
+    )
+    assert summary_markdown([SFT, FEDIT]) == expected
+
+
+def test_summary_table_rich() -> None:
+    table = summary_table([SFT, FEDIT], title="toy")
+    assert [c.header for c in table.columns][1:3] == ["Self A_last", "Self A_AUC"]
+    assert table.row_count == 2
+    console = Console(width=200, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "70.00 ± 10.00" in text and "fedit 1.0 (partial)" in text
