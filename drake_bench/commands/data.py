@@ -83,7 +83,7 @@ def register(app: typer.Typer) -> None:
         except DrakeBenchError as exc:
             raise _fail(exc) from None
         table = Table(title=f"{'would upload' if dry_run else 'uploaded'} to datasets/{repo_id}" + (f" @ {tag}" if tag else ""))
-        table.add_column("path in repo")
+        table.add_column("path in repo", overflow="fold")
         table.add_column("bytes", justify="right")
         table.add_column("size", justify="right")
         total = 0
@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
             total += size
             table.add_row(op.path_in_repo, str(size), _human(size))
         _out.print(table)
-        _out.print(f"{len(ops)} files, {total} bytes ({_human(total)})" + (" [dry run: nothing uploaded]" if dry_run else ""), highlight=False)
+        _out.print(f"{len(ops)} files, {total} bytes ({_human(total)})" + (" (dry run: nothing uploaded)" if dry_run else ""), highlight=False, markup=False)
 
     @app.command("download")
     def download(
