@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from drake_bench.protocol import ClientContext, FederationContext, Message, State
 from drake_bench.sample import MethodSample
@@ -22,6 +22,8 @@ class Counter:
     version = "1.0"
 
     class Config(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
         share: bool = True
         fail_on: tuple[int, int] | None = None  # (client, round) at which to raise
         nan_on: tuple[int, int] | None = None

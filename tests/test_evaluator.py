@@ -1,0 +1,168 @@
+"""The standard evaluator with a model-free plugin: protocol paths, bytes, resume, plugin faults."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from drake_bench import PluginError
+from drake_bench.evaluator import RunConfig, run
+from drake_bench.manifest import manifest_dict
+from drake_bench.registry import available_methods, create_method, register_method
+from drake_bench.results import check_result, read_result
+
+from minimal_method import Counter
+
+register_method(Counter)
+
+
+@pytest.fixture(scope="module")
+def toy(toy_built, tmp_path_factory):
+    spec, root = toy_built
+    path = tmp_path_factory.mktemp("manifest") / "toy.json"
+    path.write_text(json.dumps(manifest_dict(spec)))
+    return str(path), str(root)
+
+
+def _cfg(toy, out, **kw):
+    manifest, root = toy
+    base = dict(benchmark=manifest, method="counter", data_dir=root, out=str(out), seeds=[0], fast_adaptation_iters=4,
+                fast_adaptation_eval_every=2)
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def test_run_produces_a_consistent_result_file(toy, tmp_path):
+    res = run(_cfg(toy, tmp_path, seeds=[0, 1]))
+    path = res.path(tmp_path)
+    assert path.is_file()
+    again = read_result(path)
+    assert check_result(again) == []
+    assert again.status == "complete" and again.seeds == [0, 1]
+    assert {r.eval_round for r in again.raw.scores} == {2, 4, 6, 8}
+    roles = {r.role for r in again.raw.scores}
+    assert roles == {"self", "others"}
+    # Others of client c never include its own tasks; Self only its own
+    for r in again.raw.scores:
+        assert (r.owner == r.client) == (r.role == "self")
+    # Dynamic: at the first evaluation only the first task of each client is seen
+    first = [r for r in again.raw.scores if r.eval_round == 2 and r.role == "self" and r.seed == 0]
+    assert sorted(r.task for r in first) == ["c1-t0", "c2-t0", "c3-t0"]
+    assert again.summary.per_seed[0].seed == 0
+    # fast adaptation: both inits, iterations 0, 2, 4
+    its = sorted({(a.init, a.iteration) for a in again.raw.adaptation})
+    assert its == [("fresh", 0), ("fresh", 2), ("fresh", 4), ("method", 0), ("method", 2), ("method", 4)]
+
+
+def test_bytes_are_measured_by_the_evaluator(toy, tmp_path):
+    res = run(_cfg(toy, tmp_path, fast_adaptation=False))
+    # Counter uploads one float32 vector of 2 counts (8 bytes) plus metadata "{}" (2 bytes); downloads the same
+    assert {c.uplink_bytes for c in res.raw.costs} == {10}
+    assert {c.downlink_bytes for c in res.raw.costs} == {10}
+    assert len(res.raw.costs) == 8 * 3
+
+
+def test_same_seed_same_numbers(toy, tmp_path):
+    a = run(_cfg(toy, tmp_path / "a", fast_adaptation=False))
+    b = run(_cfg(toy, tmp_path / "b", fast_adaptation=False))
+    assert [r.score for r in a.raw.scores] == [r.score for r in b.raw.scores]
+
+
+def test_failure_names_method_client_round_and_resume_is_exact(toy, tmp_path):
+    clean = run(_cfg(toy, tmp_path / "clean", fast_adaptation=False))
+    out = tmp_path / "crash"
+    with pytest.raises(PluginError, match=r"method 'counter' failed in client_update on client 2, round 5: RuntimeError: boom"):
+        run(_cfg(toy, out, fast_adaptation=False, method_config={"fail_on": [2, 4]}))
+    progress = json.loads(next(out.rglob("progress.json")).read_text())
+    assert progress["completed_rounds"] == 4  # everything finished before the fault is on disk
+    resumed = run(_cfg(toy, out, fast_adaptation=False))
+    assert [r.model_dump() for r in resumed.raw.scores] == [r.model_dump() for r in clean.raw.scores]
+
+
+def test_nan_and_malformed_outputs_are_plugin_errors(toy, tmp_path):
+    with pytest.raises(PluginError, match=r"client 3, round 2: .*NaN"):
+        run(_cfg(toy, tmp_path / "nan", fast_adaptation=False, method_config={"nan_on": [3, 1]}))
+
+    class Broken(Counter):
+        name = "broken"
+
+        def aggregate(self, round_idx, server_state, uploads):
+            return {}, server_state
+
+    register_method(Broken)
+    with pytest.raises(PluginError, match=r"'broken' failed in aggregate on round 1: .*no message for clients"):
+        run(_cfg(toy, tmp_path / "broken", method="broken", fast_adaptation=False))
+
+
+def test_registry_refuses_clashes_and_unknown_names():
+    class Other(Counter):
+        pass
+
+    with pytest.raises(PluginError, match="name clash"):
+        register_method(Other, name="counter")
+    with pytest.raises(PluginError, match="name clash"):
+        register_method(Other, name="sft")
+    assert {"sft", "fedit", "counter"} <= set(available_methods())
+    with pytest.raises(Exception, match="unknown method"):
+        create_method("nope")
+    with pytest.raises(PluginError, match="invalid config"):
+        create_method("counter", {"no_such_option": 1})
+
+
+PLUGIN = '''
+from minimal_method import Counter as _C
+
+class ThirdParty(_C):
+    name = "third-party"
+    version = "0.0.1"
+'''
+
+
+def _install_plugin(tmp_path: Path, pkg: str, ep_name: str) -> Path:
+    src = tmp_path / f"src-{pkg}"
+    (src / pkg).mkdir(parents=True)
+    (src / pkg / "__init__.py").write_text(PLUGIN)
+    (src / "pyproject.toml").write_text(textwrap.dedent(f"""
+        [build-system]
+        requires = ["setuptools>=68"]
+        build-backend = "setuptools.build_meta"
+        [project]
+        name = "{pkg}"
+        version = "0.0.1"
+        [project.entry-points."drake_bench.methods"]
+        {ep_name} = "{pkg}:ThirdParty"
+        [tool.setuptools]
+        packages = ["{pkg}"]
+    """))
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target), str(src)],
+                   check=True, capture_output=True)
+    return target
+
+
+def test_third_party_plugin_installed_in_a_temporary_environment_runs(toy, tmp_path):
+    target = _install_plugin(tmp_path, "drake_plugin_demo", "third-party")
+    tests_dir = Path(__file__).parent
+    code = textwrap.dedent(f"""
+        from drake_bench.registry import available_methods
+        from drake_bench.evaluator import RunConfig, run
+        assert "third-party" in available_methods(), available_methods()
+        res = run(RunConfig(benchmark={toy[0]!r}, method="third-party", data_dir={toy[1]!r}, out={str(tmp_path / 'out')!r},
+                            fast_adaptation=False))
+        print(res.method.name, res.method.version, res.status)
+    """)
+    env = {"PYTHONPATH": f"{target}:{tests_dir}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DRAKE_BENCH_NO_PROGRESS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "third-party 0.0.1 complete" in out.stdout
+    # a second package claiming an existing name is refused with both packages named
+    target2 = _install_plugin(tmp_path / "b", "drake_plugin_clash", "sft")
+    code2 = "from drake_bench.registry import available_methods; available_methods()"
+    env["PYTHONPATH"] = f"{target2}:{tests_dir}"
+    out = subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True, env=env)
+    assert out.returncode != 0 and "name clash: 'sft'" in out.stderr
