@@ -32,7 +32,7 @@ class SourceLoader(Protocol):
 
 _LOADERS: dict[str, SourceLoader | Callable[[], SourceLoader]] = {}
 # Built-in loaders live in sibling modules; importing them registers them lazily.
-_BUILTIN_MODULES: list[str] = ["synth"]
+_BUILTIN_MODULES: list[str] = ["synth", "llava_conversation", "seed_bench2", "iconqa", "worldcuisines", "vqa_simple", "gqa", "vqa_v2", "snli_ve", "coco_qa", "nlvr2", "text_sources"]
 _discovered = False
 
 

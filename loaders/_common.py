@@ -1,0 +1,191 @@
+"""Helpers shared by the source loaders: file reading with clear errors, images, seeded partitions.
+
+Every loader reads ``<source_dir>/<root>/`` where ``<root>`` is :func:`source_root`'s folder name
+(the Hub repo's basename when the source is a Hub dataset, else ``source.subset`` or the dataset
+name). Without ``source_dir`` a loader goes to the Hub through :func:`hub_rows`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import SourceError
+from ..sample import AnswerType, Sample
+from ..spec import TaskSpec
+
+LETTERS = "ABCDEFGHIJKLMNOP"
+
+
+def root_name(task: TaskSpec) -> str:
+    """Folder under ``source_dir`` holding this task's source, as its publisher distributes it."""
+    src = task.source
+    if src.hub_repo:
+        return src.hub_repo.split("/")[-1]
+    return src.subset or src.dataset
+
+
+def source_root(task: TaskSpec, source_dir: Path | None) -> Path:
+    if source_dir is None:
+        raise SourceError(f"task {task.id!r}: no source_dir given and source {task.source.dataset!r} has no Hub repo to download from")
+    root = Path(source_dir) / root_name(task)
+    if not root.is_dir():
+        raise SourceError(f"task {task.id!r}: expected the {task.source.dataset} source folder at {root} (not found)")
+    return root
+
+
+def hub_rows(task: TaskSpec, config: str | None = None, split: str | None = None) -> Iterable[dict[str, Any]]:
+    """Rows of the task's Hub dataset at its pinned revision (network; not exercised offline)."""
+    from datasets import load_dataset
+
+    if not task.source.hub_repo:
+        raise SourceError(f"task {task.id!r}: source {task.source.dataset!r} has no hub_repo; pass source_dir")
+    ds = load_dataset(task.source.hub_repo, config, split=split, revision=task.source.revision)
+    if split is None:
+        for part in ds.values():
+            yield from part
+    else:
+        yield from ds
+
+
+def read_json(path: Path, expected: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SourceError(f"{path}: file not found (expected {expected})") from None
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"{path}: not valid JSON at line {exc.lineno} (expected {expected})") from None
+
+
+def read_jsonl(path: Path, expected: str) -> list[dict[str, Any]]:
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for i, line in enumerate(f, start=1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        raise SourceError(f"{path}:{i}: not a JSON line (expected {expected})") from None
+    except FileNotFoundError:
+        raise SourceError(f"{path}: file not found (expected {expected})") from None
+    return rows
+
+
+def field(row: dict[str, Any], key: str, path: Path | str, expected: str = "") -> Any:
+    if not isinstance(row, dict) or key not in row:
+        raise SourceError(f"{path}: record lacks field {key!r} ({expected or 'see the loader docstring'}); got keys {sorted(row)[:12] if isinstance(row, dict) else type(row).__name__}")
+    return row[key]
+
+
+def open_image(path: Path, where: str = "") -> Any:
+    """A fully loaded RGB PIL image (the file is closed before returning)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            return im.convert("RGB")
+    except FileNotFoundError:
+        raise SourceError(f"{path}: image not found{' (referenced by ' + where + ')' if where else ''}") from None
+    except OSError as exc:
+        raise SourceError(f"{path}: not a readable image ({exc})") from None
+
+
+def image_from_value(value: Any, base: Path, where: str) -> Any:
+    """Image from a path string or a datasets-style ``{'bytes', 'path'}`` dict."""
+    import io
+
+    from PIL import Image
+
+    if isinstance(value, dict):
+        if value.get("bytes"):
+            with Image.open(io.BytesIO(value["bytes"])) as im:
+                return im.convert("RGB")
+        value = value.get("path")
+    if hasattr(value, "convert"):
+        return value.convert("RGB")
+    if not isinstance(value, str):
+        raise SourceError(f"{where}: image reference {value!r} is neither a path nor an image")
+    return open_image(base / value, where)
+
+
+def stable_unit(key: str, seed: int = 0) -> float:
+    """Deterministic pseudo-uniform number in [0, 1) from a key (seeded hash partitions and caps)."""
+    h = hashlib.sha256(f"{seed}:{key}".encode()).digest()
+    return int.from_bytes(h[:8], "big") / 2**64
+
+
+def in_half(key: str, half: int, seed: int = 0) -> bool:
+    return int(stable_unit(key, seed) * 2) == half
+
+
+def in_shard(key: str, shard: list[int] | tuple[int, int], seed: int = 0) -> bool:
+    index, count = shard
+    return int(stable_unit(key, seed) * count) == index
+
+
+def cap(samples: Iterable[Sample], max_items: int | None, seed: int = 0) -> list[Sample]:
+    """Keep at most ``max_items`` items, chosen by a seeded hash of their ids (independent of order)."""
+    items = list(samples)
+    if max_items is None or len(items) <= max_items:
+        return items
+    return sorted(items, key=lambda s: stable_unit(s.id, seed))[:max_items]
+
+
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def has_keyword(text: str, keywords: Iterable[str]) -> bool:
+    """Whole-word (or whole-phrase) match, case-insensitive."""
+    padded = " " + " ".join(words(text)) + " "
+    return any(" " + " ".join(words(k)) + " " in padded for k in keywords)
+
+
+def categorize(text: str, categories: dict[str, list[str]], rest: str) -> str:
+    """First category (in listed order) with a matching keyword, else ``rest`` (HFLB keyword rules)."""
+    for name, kws in categories.items():
+        if has_keyword(text, kws):
+            return name
+    return rest
+
+
+def keyword_rule_matches(text: str, rule: dict[str, Any]) -> bool:
+    """Apply a task's keyword rule: ``categories``+``rest``+``category``, or ``keywords`` / ``exclude_keywords``."""
+    if "categories" in rule:
+        return categorize(text, rule["categories"], rule["rest"]) == rule["category"]
+    if "keywords" in rule and not has_keyword(text, rule["keywords"]):
+        return False
+    if "exclude_keywords" in rule and has_keyword(text, rule["exclude_keywords"]):
+        return False
+    return True
+
+
+YES = {"yes", "true", "correct", "y"}
+NO = {"no", "false", "incorrect", "n"}
+
+
+def yes_no(answer: str) -> str | None:
+    a = answer.strip().strip(".").lower()
+    return "yes" if a in YES else "no" if a in NO else None
+
+
+def make_sample(task: TaskSpec, key: str, question: str, answer: str, *, images: list[Any] | None = None,
+                choices: list[str] | None = None, answer_type: AnswerType | None = None, meta: dict[str, Any] | None = None) -> Sample:
+    return Sample(
+        id=f"{task.id}/{key}", images=images or [], question=question, choices=choices or [], answer=answer,
+        answer_type=answer_type or task.answer_type, task_id=task.id,
+        source=task.source.dataset + (f" ({task.source.variant})" if task.source.variant else ""), meta=meta or {},
+    )
+
+
+def finish(task: TaskSpec, samples: Iterable[Sample]) -> Iterator[Sample]:
+    """Apply the rule's seeded ``max_items`` cap and yield."""
+    yield from cap(samples, task.source.rule.get("max_items"), task.source.rule.get("seed", 0))
