@@ -134,3 +134,39 @@ def test_publish_without_repo_is_refused(toy_loader, tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     result, text = _run("publish", path, "--root", tmp_path, "--dry-run")
     assert result.exit_code == 1 and "--repo" in text
+
+
+def test_embedded_synth_goes_through_build_publish_download(offline_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """drake-synth takes the same path as a real benchmark: CLI build, publish dry run, offline download of one client."""
+    from drake_bench.hub import add_to_hf_cache
+    from drake_bench.manifest import load_benchmark
+
+    monkeypatch.setenv("DRAKE_BENCH_SYNTH_SCALE", "0.02")  # tiny pools: the path, not the volume, is under test
+    spec = load_benchmark("drake-synth")
+    repo = "drake-test/drake-synth"
+    out = tmp_path / "synth"
+    result, text = _run("build", "drake-synth", "--out", out)
+    assert result.exit_code == 0, text
+    info = BuiltBenchmark.open(out).info
+    assert info["embedded"] is True and len(info["sizes"]) == len(spec.tasks)
+    assert (out / "README.md").is_file()
+
+    result, text = _run("publish", "drake-synth", "--root", out, "--repo", repo, "--tag", "v0", "--dry-run")
+    assert result.exit_code == 0, text
+    assert re.search(rf"^{2 + len(info['files'])} files, \d+ bytes", text, re.M)
+
+    add_to_hf_cache(out, repo, refs=("v0",), cache_dir=offline_cache, spec=spec)
+    view = tmp_path / "view"
+    result, text = _run("download", "drake-synth", "--revision", "v0", "--client", "1", "--repo", repo,
+                        "--cache-dir", offline_cache, "--out", view)
+    assert result.exit_code == 0, text
+    store = BuiltBenchmark.open(view)
+    store.verify()
+    client_tasks = spec.client(1).tasks
+    assert store.info["fetched_tasks"] == sorted(client_tasks)
+    assert sorted({p.parent.name for p in view.rglob("*.parquet")}) == sorted(client_tasks)
+    t = client_tasks[0]
+    n = store.size(t, "train")
+    assert [s.id for s in store.samples(t, "train", range(n))] == [
+        s.id for s in BuiltBenchmark.open(out).samples(t, "train", range(n))
+    ]

@@ -53,8 +53,18 @@ def register(app: typer.Typer) -> None:
         from ..build import build_benchmark
         from ..store import BUILD_INFO
 
+        from ..manifest import load_benchmark
+
         try:
-            root = build_benchmark(benchmark, source_dir=source_dir, out=out, tasks=task or None, resume=resume)
+            spec = load_benchmark(benchmark)
+            if spec.embedded and not task:
+                # embedded benchmarks are generated: build_synth stamps scale and generator version so
+                # load_client_stream recognises the build instead of regenerating it
+                from ..synth.builder import build_synth
+
+                root = build_synth(spec, out=out, show_progress=True)
+            else:
+                root = build_benchmark(spec, source_dir=source_dir, out=out, tasks=task or None, resume=resume)
         except DrakeBenchError as exc:
             raise _fail(exc) from None
         _out.print(f"built {benchmark} -> {root} (see {root / BUILD_INFO} and {root / 'README.md'})", highlight=False)
