@@ -210,3 +210,10 @@ def test_score_record_validation(kwargs: dict) -> None:
     base = dict(seed=0, eval_round=1, client=0, task="t", n=5, score=0.5)
     with pytest.raises(ValidationError):
         ScoreRecord(**{**base, **kwargs})
+
+
+def test_exact_match_is_logged_but_does_not_change_the_summary() -> None:
+    with_em = [r.model_copy(update={"exact_match": 0.0}) for r in SEED0]
+    assert seed_summary(0, with_em) == seed_summary(0, SEED0)
+    with pytest.raises(ValidationError):
+        ScoreRecord(seed=0, eval_round=1, client=0, task="t", owner=0, role="self", n=1, score=0.5, exact_match=2.0)

@@ -37,6 +37,9 @@ COLOURS = ["red", "blue", "green", "yellow"]
         ("answer: c", 2),
         ("The answer is (A).", 0),
         ("The correct option is D", 3),
+        ("ANSWER: (d)", 3),
+        ("The answer is a red car", None),  # article after the keyword, not option A
+        ("The answer is a", 0),  # ... but a lone lower-case letter ending the response is a letter
         ("B. blue", 1),
         ("(C) green", 2),
         ("blue", 1),

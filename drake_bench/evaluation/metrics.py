@@ -56,6 +56,9 @@ class ScoreRecord(_Strict):
     role: Literal["self", "others", "unseen"]
     n: int = Field(ge=0, description="Number of items scored.")
     score: float = Field(ge=0.0, le=1.0, description="Mean item score, in [0, 1].")
+    exact_match: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="Mean exact match over items (logged for OPEN answers, spec A8); not summarised."
+    )
 
     @model_validator(mode="after")
     def _role_matches_owner(self) -> "ScoreRecord":

@@ -76,10 +76,12 @@ def _choice_key(text: str) -> str:
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # whole response is a bare letter, optionally bracketed / followed by . : )
 _BARE = re.compile(r"^\s*[\(\[]?\s*([A-Za-z])\s*[\)\]]?\s*[.:)]?\s*$")
-# "Answer: B", "The answer is (B)", "Option C.", "correct choice is d"
+# "Answer: B", "The answer is (B)", "Option C.", "correct choice is d": after the keyword, a bracketed
+# letter, an upper-case letter, or a lower-case letter that ends the response -- so that
+# "the answer is a red car" (article) is not read as option A.
+_KW = r"\b(?i:answer|option|choice)\b\s*(?i:is\b)?\s*[:：]?\s*"
 _KEYWORD = re.compile(
-    r"\b(?:answer|option|choice)\b\s*(?:is\b)?\s*[:：]?\s*[\(\[]?\s*([A-Za-z])\s*[\)\]]?(?![A-Za-z0-9])",
-    re.IGNORECASE,
+    _KW + r"(?:[\(\[]\s*([A-Za-z])\s*[\)\]]|([A-Z])(?![A-Za-z0-9])|([a-z])\s*[.:)]?\s*$)"
 )
 # "B. red", "(B) red", "B) red", "B: red" -- an upper-case letter with a delimiter, so that
 # a response such as "A red car" (article) is not read as option A.
@@ -116,7 +118,7 @@ def parse_choice(text: str, choices: Sequence[str]) -> int | None:
         return _letter_index(m.group(1), len(choices))
     m = _KEYWORD.search(text)
     if m:
-        return _letter_index(m.group(1), len(choices))
+        return _letter_index(next(g for g in m.groups() if g), len(choices))
     m = _LEADING.match(text)
     if m:
         return _letter_index(next(g for g in m.groups() if g), len(choices))
