@@ -213,4 +213,129 @@ def drake_synth_spec() -> BenchmarkSpec:
     )
 
 
-SPEC_BUILDERS = {"drake-synth": drake_synth_spec}
+# -- hflb-synth -----------------------------------------------------------------------
+HFLB_CLIENTS: dict[int, tuple[str, list[str]]] = {
+    1: ("GQA yes/no", ["attribute", "relation", "object", "global"]),
+    2: ("GQA four-choice", ["attribute", "relation", "category", "global"]),
+    3: ("GQA two-choice", ["attribute", "relation", "category", "global"]),
+    4: ("Abstract VQA", ["attribute", "number", "yesno", "others"]),
+    5: ("SNLI-VE", ["action", "scene", "object", "commonsense"]),
+    6: ("COCO-QA", ["object", "number", "color", "location"]),
+    7: ("NLVR2", ["negation", "spatial", "cardinality", "coordination"]),
+    8: ("VizWiz", ["food", "color", "ocr", "object"]),
+    9: ("AQUA", ["standing", "sit", "hold", "other"]),
+}
+
+
+def hflb_synth_spec() -> BenchmarkSpec:
+    tasks: list[TaskSpec] = []
+    clients: list[ClientSpec] = []
+    for cid, (dataset, kinds) in HFLB_CLIENTS.items():
+        ids = [f"hflb-c{cid}-{k}" for k in kinds]
+        for tid, k in zip(ids, kinds):
+            tasks.append(_task("hflb-synth", tid, "vqa", dataset.lower().replace(" ", "-").replace("/", "-"),
+                               f"HFLB {dataset}, {k} questions"))
+        clients.append(ClientSpec(id=cid, group="vqa", tasks=ids))
+    cids = list(HFLB_CLIENTS)
+    return BenchmarkSpec(
+        name="hflb-synth",
+        version=VERSION,
+        title="HFLB-synth: procedurally generated mirror of HFLB",
+        description=("Embedded single-image VQA PFL benchmark with HFLB's structure: 9 clients (GQA yes/no, 4-choice, "
+                     "2-choice, Abstract VQA, SNLI-VE, COCO-QA, NLVR2, VizWiz, AQUA analogues), each split into 4 "
+                     "question-type tasks, over the same synthetic visual world as drake-synth."),
+        modality="multimodal",
+        embedded=True,
+        mirrors="hflb",
+        tasks=tasks,
+        clients=clients,
+        fl=_image_fl(),
+        scenarios=ScenarioDefaults(default="dynamic", asynchronous=_async()),
+        model_allocations={
+            "hetero": ModelAllocation(description="clients 1-3 small, 4-9 medium LLaVA-Llama",
+                                      source="Table 14, Tab. 2 HFLB-Dynamic row (3 x 1B / 6 x 3B)",
+                                      clients={str(c): "tiny-llava-llama-s" if c <= 3 else "tiny-llava-llama-m" for c in cids}),
+            "homo-llama": ModelAllocation(description="all clients LLaVA-Llama m", source="Table 14, Tab. 17 HFLB-Homo",
+                                          clients={str(c): "tiny-llava-llama-m" for c in cids}),
+        },
+        default_allocation="hetero",
+        choices=SYNTH_CHOICES + [
+            Choice(key="hflb-synth.tasks", tag="R", decision="each HFLB client is mirrored by an answer format and visual "
+                   "domain, each of its 4 tasks by a question type (Table 13 names)"),
+        ],
+        citation="drake_bench hflb-synth (procedural mirror of HFLB / FedDAT)",
+    )
+
+
+# -- fedllm-synth ---------------------------------------------------------------------
+FEDLLM_POOL = 60
+
+
+def fedllm_clients() -> dict[int, tuple[str, list[str]]]:
+    """52 clients: 18 flan, 24 aya (4 per synthetic language), 10 chatbot; 2 distinct task types each [R]."""
+    from .text import CHAT, FLAN
+
+    out: dict[int, tuple[str, list[str]]] = {}
+    cid = 1
+    for i in range(18):
+        out[cid] = ("flan", [FLAN[i % 6], FLAN[(i + 1 + i // 6) % 6]])
+        cid += 1
+    from .world import LANGUAGES
+
+    for lang in LANGUAGES:
+        for j in range(4):
+            pair = [f"aya-{lang}-facts", f"aya-{lang}-count"]
+            out[cid] = (f"aya-{lang}", pair if j % 2 == 0 else pair[::-1])
+            cid += 1
+    for i in range(10):
+        out[cid] = ("chatbot", [CHAT[i % 3], CHAT[(i + 1 + i // 3) % 3] if (i + 1 + i // 3) % 3 != i % 3 else CHAT[(i + 2) % 3]])
+        cid += 1
+    return out
+
+
+def fedllm_synth_spec() -> BenchmarkSpec:
+    tasks: list[TaskSpec] = []
+    clients: list[ClientSpec] = []
+    for cid, (group, gens) in fedllm_clients().items():
+        ids = [f"c{cid:02d}-{g}" for g in gens]
+        for tid, g in zip(ids, gens):
+            source = "Fed-FLAN" if group == "flan" else "Fed-ChatbotIT" if group == "chatbot" else "Fed-Aya"
+            tasks.append(_task("fedllm-synth", g, group, group, f"Fed-LLM-Large {source}", task_id=tid, pool=FEDLLM_POOL))
+        clients.append(ClientSpec(id=cid, group=group, tasks=ids))
+    cids = [c.id for c in clients]
+    return BenchmarkSpec(
+        name="fedllm-synth",
+        version=VERSION,
+        title="FedLLM-synth: procedurally generated mirror of Fed-LLM-Large",
+        description=("Embedded text-only PFL benchmark with Fed-LLM-Large's structure: 52 clients x 2 instruction-"
+                     "following tasks from three sources (flan-style English task types, six synthetic languages with "
+                     "their own vocabularies, chatbot requests), scored by Rouge-L."),
+        modality="text",
+        embedded=True,
+        mirrors="fed-llm-large",
+        tasks=tasks,
+        clients=clients,
+        fl=FLConfig(rounds=4, local_steps=10, batch_size=4, eval_every_rounds=1, others_subsample=16,
+                    fast_adaptation_iters=50, fast_adaptation_eval_every=10),
+        scenarios=ScenarioDefaults(default="dynamic"),
+        model_allocations={
+            "hetero": ModelAllocation(description="26 small and 26 medium Llama; odd client ids small, even medium",
+                                      source="Table 14, Tab. 6 row (26 x 1B / 26 x 3B); client mapping [R]",
+                                      clients={str(c): "tiny-llama-s" if c % 2 else "tiny-llama-m" for c in cids}),
+        },
+        default_allocation="hetero",
+        choices=SYNTH_CHOICES[:3] + [
+            Choice(key="fedllm-synth.clients", tag="R", decision="clients 1-18 flan, 19-42 aya (4 per language, "
+                   "zorvian, kelanese, mirathi, tuvalic, oshkan, brellic), 43-52 chatbot; 2 distinct task types each",
+                   reason="spec A4: clients drawn per source and language; mapping published in the manifest"),
+            Choice(key="fedllm-synth.sizes", tag="R", decision=f"pool {FEDLLM_POOL} per task (48 train / 12 test); "
+                   "scale 5 approaches the paper's 31K questions"),
+            Choice(key="fedllm-synth.allocation", tag="R", decision="odd client ids tiny-llama-s, even tiny-llama-m",
+                   reason="every source holds both model sizes"),
+            Choice(key="fedllm-synth.eval", tag="R", decision="evaluate every round (spec A7)"),
+        ],
+        citation="drake_bench fedllm-synth (procedural mirror of Fed-LLM-Large)",
+    )
+
+
+SPEC_BUILDERS = {"drake-synth": drake_synth_spec, "hflb-synth": hflb_synth_spec, "fedllm-synth": fedllm_synth_spec}

@@ -1,0 +1,127 @@
+"""Task cards: description, answer type, provenance, learnability numbers and a rendered example grid.
+
+Examples come straight from the task's source loader (no build needed), so a card can be
+drawn for any task of any benchmark whose source is available; for embedded benchmarks
+that is always.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from PIL import Image, ImageDraw
+
+from ..manifest import load_benchmark
+from ..sample import Sample
+from ..spec import BenchmarkSpec, TaskSpec
+from .render import font
+
+CELL = 112
+LEARNABILITY_FILE = "learnability.json"
+
+
+def examples(spec: BenchmarkSpec, task: TaskSpec, n: int = 4) -> list[Sample]:
+    """The first ``n`` items of the task's candidate pool."""
+    from ..loaders import get_loader
+
+    out: list[Sample] = []
+    for s in get_loader(task.source.loader).load(task, None):
+        out.append(s)
+        if len(out) >= n:
+            break
+    return out
+
+
+def render_grid(benchmark: str | BenchmarkSpec, task_id: str, n: int = 4) -> Image.Image:
+    """One row per example: its images (upscaled, nearest) then the question, options and answer."""
+    spec = load_benchmark(benchmark)
+    task = spec.task(task_id)
+    items = examples(spec, task, n)
+    max_imgs = max([len(s.images) for s in items] + [0])
+    text_w = 330
+    width = max_imgs * (CELL + 4) + text_w + 8
+    row_h = CELL + 8
+    header = 26
+    canvas = Image.new("RGB", (width, header + row_h * len(items)), (255, 255, 255))
+    draw = ImageDraw.Draw(canvas)
+    draw.text((6, 6), f"{spec.name} / {task.id}  ({task.answer_type.value})", fill=(0, 0, 0), font=font(13))
+    for r, s in enumerate(items):
+        y = header + r * row_h
+        for k, im in enumerate(s.images):
+            canvas.paste(im.convert("RGB").resize((CELL, CELL), Image.NEAREST), (4 + k * (CELL + 4), y))
+        lines = textwrap.wrap(s.question, 48)
+        if s.choices:
+            lines += textwrap.wrap("options: " + " | ".join(s.choices), 48)
+        lines += textwrap.wrap("answer: " + s.answer, 48)
+        x = 8 + max_imgs * (CELL + 4)
+        for j, line in enumerate(lines[:8]):
+            draw.text((x, y + 2 + 13 * j), line, fill=(0, 0, 110) if line.startswith("answer") else (0, 0, 0), font=font(11))
+    return canvas
+
+
+def learnability() -> dict[str, Any]:
+    """Numbers written by scripts/bench_synth_learnability.py (empty when never run)."""
+    res = resources.files("drake_bench.synth").joinpath(LEARNABILITY_FILE)
+    try:
+        return json.loads(res.read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def task_card(benchmark: str | BenchmarkSpec, task_id: str) -> str:
+    """Markdown card of one task."""
+    spec = load_benchmark(benchmark)
+    t = spec.task(task_id)
+    clients = [c.id for c in spec.clients if t.id in c.tasks]
+    where = f"client {clients[0]}, position {spec.client(clients[0]).tasks.index(t.id) + 1}" if clients else (
+        "unseen task (fast adaptation only)" if t.id in spec.unseen_tasks else "not assigned")
+    lines = [
+        f"# {spec.name} / {t.id}",
+        "",
+        t.description,
+        "",
+        f"- name: {t.name}",
+        f"- group / split: {t.group} / {t.split}",
+        f"- placement: {where}",
+        f"- images per item: {t.images} {t.num_images[0]}-{t.num_images[1]}",
+        f"- answer type: {t.answer_type.value} (metric: {t.metric})",
+        f"- sizes at scale 1: train {t.sizes.train}, test {t.sizes.test}",
+        f"- source: loader `{t.source.loader}`, generator `{t.source.variant}`, rule `{json.dumps(t.source.rule, sort_keys=True)}`",
+        f"- provenance: {', '.join(f'{k} [{v}]' for k, v in sorted(t.provenance.items())) or 'n/a'}",
+    ]
+    res = learnability().get("tasks", {}).get(f"{spec.name}/{t.id}")
+    if res:
+        lines.append(
+            f"- learnability ({res['train']} train / {res['test']} test items): image+question model "
+            f"{res['vision']:.2f}, text-only model {res['text_only']:.2f}, chance {res['chance']:.2f} ({res['metric']})"
+        )
+    else:
+        lines.append("- learnability: not measured (run scripts/bench_synth_learnability.py)")
+    ex = examples(spec, t, 2)
+    if ex:
+        lines += ["", "Examples:"]
+        for s in ex:
+            opts = f" [{' | '.join(s.choices)}]" if s.choices else ""
+            lines.append(f"- ({len(s.images)} image{'s' if len(s.images) != 1 else ''}) {s.question}{opts} -> **{s.answer}**")
+    return "\n".join(lines) + "\n"
+
+
+def write_cards(benchmark: str, out: str | Path, n: int = 4) -> list[Path]:
+    """Write ``<task>.md`` and ``<task>.png`` (image benchmarks) for every task into ``out``."""
+    spec = load_benchmark(benchmark)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for t in spec.tasks:
+        md = out / f"{t.id}.md"
+        md.write_text(task_card(spec, t.id))
+        written.append(md)
+        if spec.modality == "multimodal":
+            png = out / f"{t.id}.png"
+            render_grid(spec, t.id, n).save(png)
+            written.append(png)
+    return written
