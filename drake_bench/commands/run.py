@@ -1,7 +1,144 @@
-"""(commands registered by register(app))"""
+"""``drake-bench run`` (the main job) and ``drake-bench list``.
+
+``drake-bench run`` with no arguments runs the embedded default: drake-synth, PFL-Dynamic,
+heterogeneous tiny models (the manifest's default allocation), SFT vs FedIT, one seed; it prints
+Self/Others A_last/A_AUC, writes one result file per method and an accuracy-over-rounds plot.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..errors import DrakeBenchError
+
+_err = Console(stderr=True)
+_out = Console()
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    _err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+    return typer.Exit(code=1)
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    @app.callback(invoke_without_command=True)
+    def _default(ctx: typer.Context) -> None:
+        """Benchmarks, streams and the standard evaluator for personalized federated learning."""
+        if ctx.invoked_subcommand is None:
+            _out.print(ctx.get_help())
+
+    @app.command("run")
+    def run_cmd(
+        benchmark: Annotated[str, typer.Option(help="Benchmark name or manifest path.")] = "drake-synth",
+        scenario: Annotated[str | None, typer.Option(help="static | dynamic | async | async:3-7-3-7 | dirichlet:0.5 (default: manifest's).")] = None,
+        methods: Annotated[str, typer.Option(help="Comma-separated registered method names.")] = "sft,fedit",
+        seeds: Annotated[str, typer.Option(help="Comma-separated seeds, each run separately.")] = "0",
+        allocation: Annotated[str | None, typer.Option(help="Model allocation from the manifest (default: its default).")] = None,
+        out: Annotated[Path, typer.Option(help="Output folder for checkpoints, result files and plots.")] = Path("runs"),
+        rounds: Annotated[int | None, typer.Option(help="Override the manifest's rounds.")] = None,
+        local_steps: Annotated[int | None, typer.Option(help="Override the manifest's local steps per round.")] = None,
+        others_subsample: Annotated[int | None, typer.Option(help="Others items per task (default: manifest's).")] = None,
+        compute_matched: Annotated[bool, typer.Option(help="Scale local steps by 1/relative compute (spec A10).")] = False,
+        fast_adaptation: Annotated[bool, typer.Option(help="Evaluate fast adaptation on unseen tasks.")] = True,
+        adaptation_tasks: Annotated[int | None, typer.Option(help="Use only the first N unseen tasks for fast adaptation.")] = 2,
+        resume: Annotated[bool, typer.Option(help="Resume from checkpoints in --out.")] = True,
+        threads: Annotated[int, typer.Option(help="torch intra-op threads (1 is fastest for tiny models on 2 cores).")] = 1,
+        device: Annotated[str, typer.Option(help="cpu, cuda, ...")] = "cpu",
+        data_dir: Annotated[Path | None, typer.Option(help="Built benchmark folder (default: local build / embedded).")] = None,
+        revision: Annotated[str | None, typer.Option(help="Hub revision to fetch the benchmark from.")] = None,
+    ) -> None:
+        """Run methods through the standard evaluator and print Self/Others A_last/A_AUC."""
+        import torch
+
+        from ..evaluation.plots import plot_accuracy_over_rounds
+        from ..evaluation.table import summary_markdown, summary_table
+        from ..evaluator import RunCallbacks, RunConfig, run
+        from ..manifest import load_benchmark
+
+        torch.set_num_threads(threads)
+        try:
+            spec = load_benchmark(benchmark)
+        except DrakeBenchError as exc:
+            raise _fail(exc) from None
+        names = [m.strip() for m in methods.split(",") if m.strip()]
+        seed_list = _ints(seeds)
+        unseen = spec.unseen_tasks[:adaptation_tasks] if adaptation_tasks else None
+        results = []
+        started = time.perf_counter()
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=_err, transient=False, disable=not _err.is_terminal) as bar:
+            for name in names:
+                task = bar.add_task(f"{name}", total=None)
+
+                class Callbacks(RunCallbacks):
+                    def on_round(self, seed: int, round_idx: int, total: int) -> None:
+                        bar.update(task, total=total * len(seed_list), completed=seed_list.index(seed) * total + round_idx,
+                                   description=f"{name} seed {seed} round {round_idx + 1}/{total}")
+
+                    def on_eval(self, seed: int, round_idx: int) -> None:
+                        bar.update(task, description=f"{name} seed {seed} evaluating after round {round_idx + 1}")
+
+                    def on_adaptation(self, seed: int, t: str, arch: str) -> None:
+                        bar.update(task, description=f"{name} seed {seed} fast adaptation {t} ({arch})")
+
+                cfg = RunConfig(
+                    benchmark=benchmark, scenario=scenario, method=name, seeds=seed_list, allocation=allocation, out=str(out),
+                    rounds=rounds, local_steps=local_steps, others_subsample=others_subsample, compute_matched=compute_matched,
+                    fast_adaptation=fast_adaptation, fast_adaptation_tasks=unseen, resume=resume, device=device,
+                    data_dir=str(data_dir) if data_dir else None, revision=revision,
+                )
+                try:
+                    res = run(cfg, Callbacks())
+                except DrakeBenchError as exc:
+                    raise _fail(exc) from None
+                bar.update(task, completed=bar.tasks[task].total or 1, description=f"{name} done")
+                results.append(res)
+                if not _err.is_terminal:
+                    _err.print(f"{name}: wrote {res.path(out)}")
+        _out.print(summary_table(results, title=f"{spec.name} / {results[0].scenario.tag} ({len(seed_list)} seed(s))"))
+        scen_dir = Path(out) / spec.name / results[0].scenario.tag
+        scen_dir.mkdir(parents=True, exist_ok=True)
+        plot = scen_dir / "accuracy_over_rounds.png"
+        plot_accuracy_over_rounds(results, plot)
+        (scen_dir / "summary.md").write_text(summary_markdown(results) + "\n")
+        _out.print(f"results: {', '.join(str(r.path(out)) for r in results)}")
+        _out.print(f"plot: {plot}   summary: {scen_dir / 'summary.md'}   ({time.perf_counter() - started:.0f} s)")
+
+    @app.command("list")
+    def list_cmd() -> None:
+        """List the benchmarks and the registered methods."""
+        from ..manifest import available_benchmarks, load_benchmark
+        from ..registry import available_methods, method_class
+
+        t = Table(title="benchmarks")
+        for col in ("name", "clients", "tasks", "unseen", "modality", "kind", "rounds x steps"):
+            t.add_column(col)
+        for name in available_benchmarks():
+            s = load_benchmark(name)
+            t.add_row(name, str(len(s.clients)), str(len(s.tasks) - len(s.unseen_tasks)), str(len(s.unseen_tasks)), s.modality,
+                      f"embedded mirror of {s.mirrors}" if s.embedded else "real", f"{s.fl.rounds} x {s.fl.local_steps}")
+        _out.print(t)
+        m = Table(title="methods (entry point group drake_bench.methods)")
+        for col in ("name", "version", "class"):
+            m.add_column(col)
+        for name in available_methods():
+            try:
+                cls = method_class(name)
+                m.add_row(name, str(getattr(cls, "version", "?")), f"{cls.__module__}.{cls.__qualname__}")
+            except DrakeBenchError as exc:
+                m.add_row(name, "?", f"[red]{exc}[/]")
+        _out.print(m)

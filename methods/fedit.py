@@ -1,0 +1,73 @@
+"""FedIT: FedAvg of a single LoRA adapter (federated instruction tuning), wrapped in Fed-ET.
+
+With heterogeneous client models, adapters of different architectures cannot be averaged;
+as in the FedMosaic paper, FedIT averages only among clients of the same architecture
+(Fed-ET, spec benchmarks.md section 7), with equal weights ("Vanilla" of Table 7).
+
+Round: the client starts from the last global adapter of its architecture (if any), trains
+locally, uploads its whole adapter; the server averages per architecture and sends each
+client its architecture's average. Evaluation uses the client's adapter after local
+training (spec A9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from drake_bench.protocol import ClientContext, FederationContext, Message, State
+from drake_bench.sample import MethodSample
+
+from .lora_clients import LoraClients, LoraSettings, average
+
+
+class FedIT:
+    name = "fedit"
+    version = "1.0"
+    relative_compute = 1.0  # Table 15
+
+    class Config(LoraSettings):
+        model_config = ConfigDict(extra="forbid")
+        weighting: str = Field(default="equal", pattern="^(equal)$", description="Equal weights within an architecture (Table 7 'Vanilla').")
+
+    def __init__(self, config: BaseModel | None = None):
+        self.config = config or self.Config()
+        self.clients = LoraClients(self.config)
+
+    def setup(self, federation: FederationContext) -> None:
+        self.clients.setup(federation)
+        self.arch = dict(federation.architectures)
+
+    def init_client(self, ctx: ClientContext) -> State:
+        return State(tensors=self.clients.initial(ctx.client_id))
+
+    def init_server(self) -> State:
+        return State()
+
+    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
+                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+        start = State(tensors=message.tensors) if message is not None and message.tensors else state
+        self.clients.load(ctx.client_id, start)
+        loss = self.clients.train(ctx, batches)
+        tensors = self.clients.dump(ctx.client_id)
+        return Message(tensors=tensors), State(tensors=tensors, metadata={"loss": loss})
+
+    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+        groups: dict[str, list[int]] = {}
+        for c in uploads:
+            groups.setdefault(self.arch[c], []).append(c)
+        out: dict[int, Message] = {}
+        for members in groups.values():
+            mean = average([uploads[c].tensors for c in members])
+            for c in members:
+                out[c] = Message(tensors=mean)
+        return out, server_state
+
+    def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample]) -> list[str]:
+        self.clients.load(ctx.client_id, state)
+        return self.clients.predict(ctx, queries)
+
+    def adaptation_state(self, architecture: str, client_states: dict[int, State], server_state: State) -> State:
+        """Spec A12: the within-architecture average of the final adapters (= the global adapter)."""
+        return State(tensors=average([s.tensors for s in client_states.values()]))

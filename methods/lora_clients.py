@@ -1,0 +1,94 @@
+"""Shared machinery of the LoRA-based reference entries: one ModelPool, local training, prediction.
+
+Not part of the protocol (methods are free to do anything); the reference entries use it so
+SFT, FedIT and the rest differ only where their papers differ.
+
+[R] Toy-scale optimisation defaults: AdamW, constant learning rate 1e-3 for LoRA rank 8 on the
+tiny zoo models (the paper's 2e-5 / 5e-5 / 3e-4 are for 1B-8B models and barely move a
+64-wide model in 25 steps); a fresh optimiser each round (the paper does not say whether
+optimiser moments persist across rounds; a fresh one keeps client state to adapter weights).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from drake_bench.protocol import ClientContext, FederationContext, State
+from drake_bench.sample import MethodSample
+
+
+class LoraSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rank: int = Field(default=8, ge=1)
+    alpha: int = 16
+    learning_rate: float = Field(default=1e-3, gt=0)
+    weight_decay: float = 0.0
+    offload_dir: str | None = Field(default=None, description="Keep client adapters on disk instead of RAM.")
+
+
+class LoraClients:
+    """A pool of per-client LoRA adapters over shared frozen bases, with train and predict helpers."""
+
+    def __init__(self, settings: LoraSettings, adapter_names: Sequence[str] = ("default",)):
+        self.settings = settings
+        self.adapter_names = tuple(adapter_names)
+        self.pool = None
+
+    def setup(self, federation: FederationContext, adapter_config=None) -> None:
+        from drake_bench.models import ModelPool, lora_config
+
+        cfg = adapter_config or lora_config(r=self.settings.rank, alpha=self.settings.alpha)
+        self.pool = ModelPool(
+            federation.allocation, cfg, device=federation.device, offload_dir=self.settings.offload_dir,
+            adapter_names=self.adapter_names, seed=federation.seed,
+        )
+        self.federation = federation
+
+    def initial(self, client: int, adapter: str = "default") -> dict[str, torch.Tensor]:
+        return self.pool.initial_state(client, adapter)
+
+    def load(self, client: int, state: State, prefix: str = "") -> None:
+        """Put a State's tensors (optionally under ``<adapter>/`` prefixes) into the pool."""
+        for a in self.adapter_names:
+            p = f"{a}/" if prefix or len(self.adapter_names) > 1 else ""
+            tensors = {k[len(p):]: v for k, v in state.tensors.items() if k.startswith(p)} if p else state.tensors
+            self.pool.set_state(client, tensors, adapter=a)
+
+    def dump(self, client: int) -> dict[str, torch.Tensor]:
+        if len(self.adapter_names) == 1:
+            return self.pool.get_state(client, self.adapter_names[0])
+        return {f"{a}/{k}": v for a in self.adapter_names for k, v in self.pool.get_state(client, a).items()}
+
+    def train(self, ctx: ClientContext, batches: Iterable[Sequence[MethodSample]], adapter: str | None = None) -> float:
+        """Local training on the client's batches (active adapter ``adapter``); returns the mean loss."""
+        from drake_bench.models import train_step
+
+        pool = self.pool
+        with pool.use(ctx.client_id) as model:
+            if adapter is not None:
+                model.set_adapter(adapter)
+            params = [p for p in model.parameters() if p.requires_grad]
+            opt = torch.optim.AdamW(params, lr=self.settings.learning_rate, weight_decay=self.settings.weight_decay)
+            losses = [train_step(model, pool.processor(ctx.client_id), list(batch), opt) for batch in batches if len(batch)]
+            if adapter is not None:
+                model.set_adapter(self.adapter_names[0])
+        return float(sum(losses) / len(losses)) if losses else 0.0
+
+    def predict(self, ctx: ClientContext, queries: Sequence[MethodSample]) -> list[str]:
+        from drake_bench.models import predict
+
+        with self.pool.use(ctx.client_id) as model:
+            return predict(model, self.pool.processor(ctx.client_id), list(queries))
+
+
+def average(states: Sequence[dict[str, torch.Tensor]], weights: Sequence[float] | None = None) -> dict[str, torch.Tensor]:
+    """Weighted average of equally-shaped tensor dicts (FedAvg)."""
+    if not states:
+        raise ValueError("nothing to average")
+    w = torch.tensor(weights if weights is not None else [1.0] * len(states), dtype=torch.float64)
+    w = w / w.sum()
+    return {k: sum(float(wi) * s[k].double() for wi, s in zip(w, states)).to(states[0][k].dtype) for k in states[0]}
