@@ -330,3 +330,26 @@ def test_load_client_stream_with_revision_goes_through_fetch(cached) -> None:
     store = stream_mod.open_built(spec, revision="v1.0", tasks=["c2-t0", "c2-t1"])
     assert store.info["commit"] == COMMIT and store.info["fetched_tasks"] == ["c2-t0", "c2-t1"]
     assert store.size("c2-t1", "train") == BuiltBenchmark.open(root).size("c2-t1", "train")
+
+
+def test_online_revision_and_repo_errors_are_named(monkeypatch: pytest.MonkeyPatch, built) -> None:
+    """The online error path: the Hub's RevisionNotFoundError / RepositoryNotFoundError become drake_bench errors."""
+    import httpx2 as httpx  # huggingface_hub 2.x builds its errors on httpx2 responses
+    import huggingface_hub
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
+    spec, root = built
+    response = httpx.Response(404, request=httpx.Request("HEAD", "https://huggingface.co/datasets/x/y/resolve/v9/f"))
+
+    def raiser(exc):
+        def fake(*args, **kwargs):
+            raise exc
+
+        return fake
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", raiser(RevisionNotFoundError("404", response=response)))
+    with pytest.raises(RevisionNotFound, match=r"revision 'v9' does not exist in Hub dataset repo 'drake-test/toy'"):
+        fetch_benchmark(spec, "v9", tasks=["c2-t0"], show_progress=False)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", raiser(RepositoryNotFoundError("404", response=response)))
+    with pytest.raises(DataNotBuiltError, match=r"repo 'drake-test/toy' not found"):
+        fetch_benchmark(spec, "v9", tasks=["c2-t0"], show_progress=False)
