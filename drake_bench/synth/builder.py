@@ -34,11 +34,11 @@ def _matches(root: Path, spec: BenchmarkSpec, scale: float) -> bool:
 
 
 def build_synth(name: str | BenchmarkSpec, scale: float | None = None, out: str | Path | None = None,
-                show_progress: bool = False) -> Path:
+                show_progress: bool = False, tasks: list[str] | None = None) -> Path:
     """Generate and build an embedded benchmark; returns the built root.
 
     ``scale`` multiplies every task's pool (default ``$DRAKE_BENCH_SYNTH_SCALE`` or 1). An existing
-    build with another scale or manifest is replaced task by task, never mixed.
+    build with another scale or manifest is replaced task by task, never mixed. ``tasks`` builds a subset.
     """
     spec = load_benchmark(name)
     if not spec.embedded:
@@ -50,7 +50,7 @@ def build_synth(name: str | BenchmarkSpec, scale: float | None = None, out: str 
         if is_built(root) and not _matches(root, spec, s):
             for t in spec.tasks:  # stale shards from another scale/version: rebuild them
                 shutil.rmtree(root / "data" / t.id, ignore_errors=True)
-        build_benchmark(spec, None, root, show_progress=show_progress)
+        build_benchmark(spec, None, root, tasks=tasks, show_progress=show_progress)
         finalize_build(root, spec.name, spec.content_hash or "",
                        {"version": spec.version, "failed_tasks": [], "embedded": True, **_stamp(spec, s)})
     finally:
