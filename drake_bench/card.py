@@ -132,7 +132,7 @@ def card_body(spec: BenchmarkSpec, info: dict[str, Any], index_tasks: Collection
     if spec.embedded:
         lines += [f"Embedded synthetic benchmark (procedurally generated){f', mirroring `{spec.mirrors}`' if spec.mirrors else ''}.", ""]
     lines += [
-        "Built with [drake_bench](https://pypi.org/project/drake-bench/). Load one client's stream with",
+        "Built with drake_bench. Load one client's stream with",
         "`drake_bench.load_client_stream(...)` or fetch only what you need with",
         f"`drake-bench download {spec.name} --revision <tag> --client <id>`; every file is checked against",
         f"the sha256 recorded in `{BUILD_INFO}`.",
