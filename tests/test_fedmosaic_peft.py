@@ -140,3 +140,22 @@ def test_no_dual_path_option_is_plain_pq_lora() -> None:
     assert not any(".lora_beta." in n or ".lora_gP." in n for n, _ in m.named_parameters())
     x = torch.randint(0, 300, (1, 5))
     m(input_ids=x, labels=x).loss.backward()
+
+
+def test_measured_uplink_matches_formula_for_evaluator_message() -> None:
+    from drake_bench.methods.fedmosaic import accounting as acc
+    from drake_bench.methods.fedmosaic import rela
+    from drake_bench.protocol import Message
+
+    for kind in ("S", "Q"):
+        base = tiny(kind)
+        n_layers, dims = acc.dims_from_hf_config(base.config)
+        m = pq.attach_fedmosaic(base, CFG)
+        d_g = 64 * 128  # W_s = S: its last down_proj
+        mask = rela.shared_mask(d_g, CFG.n_s, CFG.mask_seed)
+        msg = Message(tensors=acc.upload_tensors(pq.local_state(m), torch.zeros(mask.numel())))
+        formula = acc.fedmosaic_payload(n_layers, dims, CFG.rank, CFG.n_blocks, d_g, CFG.n_s)
+        assert acc.measured_elements(msg.tensors) == formula
+        assert msg.num_bytes() == acc.payload_bytes(formula.up, CFG.bytes_per_element) + len("{}")
+        full = acc.full_lora_elements(n_layers, dims, CFG.rank)
+        assert formula.down < full  # PQ layers are cheaper than conventional LoRA

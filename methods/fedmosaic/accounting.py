@@ -112,3 +112,13 @@ def alignment_overhead(n_types: int, public_size: int, batch_size: int, n_client
                        local_steps: int) -> float:
     """One-off alignment iterations amortised over all client iterations (spec 2 Cost, A.8)."""
     return (n_types - 1) * math.ceil(public_size / batch_size) / (n_clients * rounds * local_steps)
+
+
+def upload_tensors(local: Mapping[str, torch.Tensor], ghat_masked: torch.Tensor | None,
+                   dtype: torch.dtype = torch.bfloat16, send_conv: bool = True) -> dict[str, torch.Tensor]:
+    """What a client uploads: P/Q (+ conventional A/B unless conv_agg='none') and the masked
+    gradient under ``rela.grad``, cast to the wire dtype (bf16 by default, [R])."""
+    out = {k: v.detach().to(dtype) for k, v in local.items() if k.startswith("pq.") or (send_conv and k.startswith("conv."))}
+    if ghat_masked is not None:
+        out["rela.grad"] = ghat_masked.detach().reshape(-1).to(dtype)
+    return out
