@@ -121,8 +121,32 @@ def loss_on(model: Any, processor: Any, batch: Sequence[Any]) -> torch.Tensor:
     if not batch:
         raise DrakeBenchError("loss_on/train_step got an empty batch")
     inputs = encode_for_training(model, processor, batch)
+    labels = inputs.pop("labels")
+    first, keep = _kept_positions(labels)
     with autocast(model):
-        return model(**inputs).loss
+        logits = model(**inputs, logits_to_keep=keep).logits
+    return _token_nll(logits, labels[:, first + 1 :]).sum() / (labels[:, 1:] != IGNORE_INDEX).sum().clamp(min=1)
+
+
+def _kept_positions(labels: torch.Tensor) -> tuple[int, int]:
+    """First position whose logits are needed and how many positions to keep.
+
+    Only positions predicting a labelled token need the LM head; prompts (and their
+    36 tokens per image) do not, so skipping them saves most of the head's cost.
+    """
+    width = labels.shape[1]
+    valid = (labels[:, 1:] != IGNORE_INDEX).any(0).nonzero()
+    first = int(valid[0]) if len(valid) else width - 1
+    return first, width - first
+
+
+def _token_nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per-token negative log-likelihood; logits[:, i] predicts targets[:, i]; ignored tokens get 0."""
+    logits = logits[:, : targets.shape[1]].float()
+    nll = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="none"
+    )
+    return nll.view(targets.shape)
 
 
 def train_step(model: Any, processor: Any, batch: Sequence[Any], optimizer: torch.optim.Optimizer,
@@ -194,13 +218,10 @@ def score_targets(model: Any, processor: Any, pairs: Sequence[tuple[Any, str]], 
                 pixels.append(pv)
             inputs = _collate(seqs, labels, pixels, _pad_id(tok), False, model.device, _float_dtype(model))
             lab = inputs.pop("labels")
+            first, keep = _kept_positions(lab)
             with autocast(model):
-                logits = model(**inputs).logits.float()
-            logp = torch.log_softmax(logits[:, :-1], dim=-1)
-            tgt = lab[:, 1:]
-            valid = tgt != IGNORE_INDEX
-            picked = logp.gather(-1, tgt.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-            scores += (picked * valid).sum(-1).tolist()
+                logits = model(**inputs, logits_to_keep=keep).logits
+            scores += (-_token_nll(logits, lab[:, first + 1 :]).sum(-1)).tolist()
     return scores
 
 
