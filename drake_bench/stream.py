@@ -47,6 +47,7 @@ def open_built(
     data_dir: str | Path | None = None,
     revision: str | None = None,
     tasks: Sequence[str] | None = None,
+    repo_id: str | None = None,
 ) -> BuiltBenchmark:
     """Locate the built data of ``spec``: an explicit folder, a Hub revision, the local build, or an embedded build."""
     if data_dir is not None:
@@ -54,7 +55,7 @@ def open_built(
     elif revision is not None:
         from .hub import fetch_benchmark
 
-        store = BuiltBenchmark.open(fetch_benchmark(spec, revision=revision, tasks=list(tasks) if tasks else None), spec.name)
+        store = BuiltBenchmark.open(fetch_benchmark(spec, revision=revision, tasks=list(tasks) if tasks else None, repo_id=repo_id), spec.name)
     else:
         root = built_root(spec.name)
         if spec.embedded and not (root / "build_info.json").is_file():
@@ -351,6 +352,7 @@ def load_federated_data(
     seed: int = 0,
     data_dir: str | Path | None = None,
     revision: str | None = None,
+    repo_id: str | None = None,
     clients: Sequence[int] | None = None,
     rounds: int | None = None,
     local_steps: int | None = None,
@@ -365,7 +367,7 @@ def load_federated_data(
             needed = list(spec.scenarios.dirichlet.tasks)
         else:
             needed = [t for c in clients for t in spec.client(c).tasks]
-    store = open_built(spec, data_dir=data_dir, revision=revision, tasks=needed)
+    store = open_built(spec, data_dir=data_dir, revision=revision, tasks=needed, repo_id=repo_id)
     return FederatedData(spec, sc, seed, store, rounds=rounds, local_steps=local_steps, batch_size=batch_size)
 
 
@@ -376,6 +378,7 @@ def load_client_stream(
     seed: int = 0,
     data_dir: str | Path | None = None,
     revision: str | None = None,
+    repo_id: str | None = None,
     rounds: int | None = None,
     local_steps: int | None = None,
     batch_size: int | None = None,
@@ -384,12 +387,12 @@ def load_client_stream(
 
     ``scenario``: "static", "dynamic" (default from the manifest), "async", "async:3-7-3-7",
     "dirichlet:0.5", or a Scenario object. ``revision`` fetches a pinned Hub revision (only
-    this client's tasks). Defaults for rounds / local steps / batch size come from the manifest.
+    this client's tasks) from the manifest's ``hub_repo`` or ``repo_id``. Defaults for rounds / local steps / batch size come from the manifest.
     """
     spec = load_benchmark(benchmark)
     spec.client(client)
     fed = load_federated_data(
-        spec, scenario, seed, data_dir=data_dir, revision=revision, clients=[client],
+        spec, scenario, seed, data_dir=data_dir, revision=revision, repo_id=repo_id, clients=[client],
         rounds=rounds, local_steps=local_steps, batch_size=batch_size,
     )
     return fed.client_stream(client)
