@@ -1,0 +1,66 @@
+"""A plain (non-editable) install works: loaders/, methods/ and splits/ land inside drake_bench."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)],
+                   check=True, capture_output=True)
+    return next(out.glob("drake_bench-*.whl"))
+
+
+def test_wheel_maps_top_level_folders_into_the_namespace(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for required in [
+        "drake_bench/loaders/__init__.py",
+        "drake_bench/methods/sft.py",
+        "drake_bench/methods/fedit.py",
+        "drake_bench/splits/drake.json",
+        "drake_bench/splits/hflb.json",
+        "drake_bench/splits/fed-llm-large.json",
+        "drake_bench/splits/drake-synth.json",
+        "drake_bench/schemas/manifest.schema.json",
+        "drake_bench/schemas/result.schema.json",
+    ]:
+        assert required in names, required
+    # every Python package in the source tree is shipped (a forgotten `packages` entry fails here)
+    for init in list((ROOT / "drake_bench").rglob("__init__.py")) + list((ROOT / "methods").rglob("__init__.py")) + list(
+        (ROOT / "loaders").rglob("__init__.py")
+    ):
+        rel = init.relative_to(ROOT).as_posix()
+        rel = re.sub(r"^(methods|loaders)/", r"drake_bench/\1/", rel)
+        assert rel in names, f"{rel} missing from the wheel: add its package to pyproject's packages list"
+
+
+def test_installed_wheel_imports_outside_the_source_tree(wheel, tmp_path):
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True)
+    code = (
+        "import drake_bench, drake_bench.loaders, drake_bench.methods.sft;"
+        "from drake_bench import load_benchmark;"
+        "s = load_benchmark('drake'); assert len(s.clients) == 10, s;"
+        "assert drake_bench.__file__.startswith(%r), drake_bench.__file__;"
+        "print('ok')" % str(target)
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1].strip()
+    readme = (ROOT / "README.md").read_text()
+    assert ci in readme, f"the last line of .ci/run ({ci!r}) must be the README's test command"
