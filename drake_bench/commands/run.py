@@ -35,6 +35,8 @@ def _ints(text: str) -> list[int]:
 
 
 def register(app: typer.Typer) -> None:
+    _register_check(app)
+
     @app.callback(invoke_without_command=True)
     def _default(ctx: typer.Context) -> None:
         """Benchmarks, streams and the standard evaluator for personalized federated learning."""
@@ -142,3 +144,24 @@ def register(app: typer.Typer) -> None:
             except DrakeBenchError as exc:
                 m.add_row(name, "?", f"[red]{exc}[/]")
         _out.print(m)
+
+
+def _register_check(app: typer.Typer) -> None:
+    @app.command("check")
+    def check_cmd(paths: Annotated[list[Path], typer.Argument(help="Result files to validate and recompute.")]) -> None:
+        """Validate result files against the schema and recompute their summaries from the raw tables."""
+        from ..results import check_result, read_result
+
+        bad = 0
+        for p in paths:
+            try:
+                problems = check_result(read_result(p))
+            except DrakeBenchError as exc:
+                problems = [str(exc)]
+            if problems:
+                bad += 1
+                _err.print(f"[red]{p}[/]: " + "; ".join(problems[:5]))
+            else:
+                _out.print(f"{p}: ok")
+        if bad:
+            raise typer.Exit(code=1)
