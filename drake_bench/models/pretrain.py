@@ -9,7 +9,7 @@ with ``from_pretrained``, the call path a user takes with a real checkpoint.
 [R] recipe (the :class:`Recipe` defaults), sized so each tiny model trains in well
 under a minute on 2 CPU cores:
 
-* tokenizer: byte-level BPE, 2,048 ids, trained once on the synth corpus
+* tokenizer: byte-level BPE, at most 2,032 ids (16 of the models' 2,048 kept free), trained once on the synth corpus
   (``drake_bench.synth.public.corpus_texts``) plus the prompt scaffolding; shared by
   every tiny model;
 * multimodal models: ``public_mix`` items (captioning, colour/shape lists, multi-image
@@ -18,7 +18,7 @@ under a minute on 2 CPU cores:
 * AdamW (lr 3e-3, betas 0.9/0.98, no weight decay), linear warm-up then cosine decay
   to 10%, gradient clipping at 1.0, loss on answer tokens only (the engine's loss);
 * batches drawn from a seeded shuffle, sorted by length inside windows of 8 batches
-  (less padding), same seed -> identical weights (single-threaded math on CPU).
+  (less padding) and taken in a seeded random order, same seed -> identical weights (single-threaded math on CPU).
 
 Cache: ``models_home()/<name>`` (``-seed<k>`` appended for seed k != 0) holds the
 checkpoint, its processor/tokenizer and ``drake_pretrain.json`` (recipe + loss curve).
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import AutoTokenizer
 
 from ..errors import DrakeBenchError
 from . import engine
@@ -50,6 +51,7 @@ from .zoo import build_tiny, model_info, models_home
 RECIPE_FILE = "drake_pretrain.json"
 TOKENIZER_DIR = "_tokenizer"
 RECIPE_VERSION = 1
+RESERVED_IDS = 16
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ class Recipe:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+DEFAULT_RECIPE = Recipe()
 
 
 # ---------------------------------------------------------------------- data (synth imported lazily)
@@ -128,7 +133,7 @@ def _publish(tmp: Path, final: Path) -> None:
 
 def ensure_tokenizer(recipe: Recipe | None = None) -> Path:
     """Directory of the shared tiny-zoo tokenizer (trained on first use)."""
-    recipe = recipe or Recipe()
+    recipe = recipe or DEFAULT_RECIPE
     home = models_home()
     path = home / TOKENIZER_DIR
     record = {"vocab_size": recipe.vocab_size, "version": recipe.version}
@@ -137,7 +142,9 @@ def ensure_tokenizer(recipe: Recipe | None = None) -> Path:
     with _locked(home / f".{TOKENIZER_DIR}.lock"):
         if _recipe_matches(path, record):
             return path
-        tok = train_tokenizer(tokenizer_corpus(recipe), recipe.vocab_size)
+        # 16 ids of headroom: AutoTokenizer maps Qwen2 checkpoints to Qwen2Tokenizer, which adds
+        # "<|endoftext|>" after the trained vocabulary; it must still fit the embedding matrix.
+        tok = train_tokenizer(tokenizer_corpus(recipe), recipe.vocab_size - RESERVED_IDS)
         tmp = home / f"{TOKENIZER_DIR}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tok.save_pretrained(tmp)
@@ -152,7 +159,7 @@ def checkpoint_dir(name: str, seed: int = 0) -> Path:
 
 def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) -> Path:
     """Path of the pretrained checkpoint of a tiny zoo model, building it once if needed."""
-    recipe = recipe or Recipe()
+    recipe = recipe or DEFAULT_RECIPE
     entry = model_info(name)
     if not entry.tiny:
         raise DrakeBenchError(f"ensure_pretrained: {name!r} is not a tiny zoo model; load it with load_base")
@@ -197,7 +204,9 @@ def batches(samples: Sequence[Any], batch_size: int, steps: int, seed: int) -> I
         perm = torch.randperm(len(samples), generator=gen).tolist()
         for w in range(0, len(perm), window):
             chunk = sorted(perm[w : w + window], key=lambda i: (_approx_len(samples[i]), i))
-            order += chunk
+            groups = [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
+            for g in torch.randperm(len(groups), generator=gen).tolist():  # batches in random order
+                order += groups[g]
         while len(order) >= batch_size and made < steps:
             yield [samples[i] for i in order[:batch_size]]
             order = order[batch_size:]
