@@ -67,6 +67,7 @@ class ModelPool:
         dtype: Any = None,
         seed: int = 0,
         loader: Callable[..., tuple[Any, Any]] | None = None,
+        post_attach: Callable[[Any], None] | None = None,
     ) -> None:
         if not adapter_names:
             raise DrakeBenchError("ModelPool needs at least one adapter name")
@@ -75,6 +76,7 @@ class ModelPool:
         self.adapter_names = list(adapter_names)
         self._config_fn = adapter_config if callable(adapter_config) else (lambda _name: adapter_config)
         self._loader = loader or load_base
+        self._post_attach = post_attach  # called on each new PeftModel before init states are captured
         self.offload_dir = Path(offload_dir) if offload_dir is not None else None
         self._archs: dict[str, _Arch] = {}
         self._states: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
@@ -126,6 +128,8 @@ class ModelPool:
             model = get_peft_model(base, copy.deepcopy(self._config_fn(name)), adapter_name=first)
             for a in rest:
                 model.add_adapter(a, copy.deepcopy(self._config_fn(name)))
+            if self._post_attach is not None:  # e.g. FedMosaic's tie_layer_gates
+                self._post_attach(model)
         model.set_adapter(self.adapter_names[0])
         live = {a: get_peft_model_state_dict(model, adapter_name=a, save_embedding_layers=False)
                 for a in self.adapter_names}
