@@ -34,6 +34,7 @@ import json
 import math
 import os
 import shutil
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,13 +179,15 @@ def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) ->
         if model.get_input_embeddings().num_embeddings < len(tok):
             raise DrakeBenchError(f"tokenizer has {len(tok)} ids but {name} has only "
                                   f"{model.get_input_embeddings().num_embeddings} embeddings")
+        t0 = time.perf_counter()
         losses = pretrain(model, processor, training_data(bool(entry.multimodal), recipe), recipe,
                           multimodal=bool(entry.multimodal), seed=seed)
+        seconds = round(time.perf_counter() - t0, 2)
         tmp = path.parent / f"{path.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
-        (tmp / RECIPE_FILE).write_text(json.dumps({**record, "losses": losses}, indent=1))
+        (tmp / RECIPE_FILE).write_text(json.dumps({**record, "train_seconds": seconds, "losses": losses}, indent=1))
         _publish(tmp, path)
     return path
 
