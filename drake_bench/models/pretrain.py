@@ -59,7 +59,7 @@ RESERVED_IDS = 16
 class Recipe:
     """Everything that determines a pretrained tiny checkpoint (its hash names the cache)."""
 
-    steps_multimodal: int = 150
+    steps_multimodal: int = 250
     steps_text: int = 200
     batch_multimodal: int = 8
     batch_text: int = 16

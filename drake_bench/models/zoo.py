@@ -199,7 +199,11 @@ def load_pretrained(path: str, device: str = "cpu", dtype: Any = None):
     from transformers import LlavaForConditionalGeneration
 
     config = AutoConfig.from_pretrained(path)
+    import torch
+
     kwargs: dict[str, Any] = {}
+    if isinstance(dtype, str) and dtype != "auto":
+        dtype = getattr(torch, dtype)  # "bfloat16" -> torch.bfloat16
     if dtype is not None:
         kwargs["dtype"] = dtype
     if config.model_type == "llava":
