@@ -227,13 +227,19 @@ def render(res: dict) -> str:
               "offloaded to safetensors files."]
     if res.get("knowledge"):
         L += ["", "## Pretraining and public-mix knowledge", "",
-              "Token-F1 of greedy answers (32 new tokens) on held-out public items (seed 12345, never trained on); "
+              f"Token-F1 of greedy answers (32 new tokens) on {res.get('n_eval', 48)} held-out public items (seed 12345, never trained on); "
               "multimodal models on `public_mix` (captions, colour/shape lists, multi-image descriptions), text "
               "models on `public_text_mix` (translations). Untrained = the same architecture at its random init.", "",
               "| model | pretraining (s) | final loss | F1 untrained | F1 pretrained |", "|---|---|---|---|---|"]
         for r in res["knowledge"]:
             L.append(f"| {r['model']} | {r['pretrain_s']} | {r['final_loss']:.2f} | {r['f1_untrained']:.3f} | "
                      f"**{r['f1_pretrained']:.3f}** |")
+    L += ["", "## Notes", "",
+          "* Pretraining runs single-threaded (identical float summation order for a given seed); steps are "
+          "timed with the thread count above. Rerun this script after changing the recipe or the zoo.",
+          "* Not measured here: CUDA/bf16 numbers (the engine uses bf16 autocast on CUDA; no GPU on this machine).",
+          "* All clients of one architecture share adapter shapes; per-client LoRA ranks within one "
+          "architecture (the paper's rank-heterogeneous study) would need one pool per rank."]
     return "\n".join(L) + "\n"
 
 
@@ -251,11 +257,14 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    res = {"machine": f"{platform.machine()} {platform.processor() or ''} ({torch.get_num_threads()} threads)".strip(),
+    import os
+
+    res = {"machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
            "threads": torch.get_num_threads(), "peak_flops": matmul_peak()}
     print("peak GFLOP/s", res["peak_flops"] / 1e9, flush=True)
     res["steps"] = bench_steps(args.models, args.reps)
     res["pool"] = bench_pool(args.pool_model)
+    res["n_eval"] = args.n_eval
     res["knowledge"] = [] if args.skip_knowledge else bench_knowledge(args.models, args.n_eval)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(render(res))

@@ -32,7 +32,7 @@ def __getattr__(name: str):  # lazy: pool/adapters import peft
         from .pool import ModelPool
 
         return ModelPool
-    if name in ("lora_config", "LLM_LINEAR_TARGETS"):
+    if name in ("lora_config", "with_custom_layers", "LLM_LINEAR_TARGETS"):
         from . import adapters
 
         return getattr(adapters, name)
@@ -42,5 +42,5 @@ def __getattr__(name: str):  # lazy: pool/adapters import peft
 __all__ = [
     "REAL_MODELS", "ZooEntry", "architecture_key", "build_tiny", "load_base", "load_pretrained", "model_info",
     "models_home", "tiny_names", "build_prompt", "train_step", "generate", "choose", "predict", "loss_on",
-    "ModelPool", "lora_config", "LLM_LINEAR_TARGETS",
+    "ModelPool", "lora_config", "with_custom_layers", "LLM_LINEAR_TARGETS",
 ]
