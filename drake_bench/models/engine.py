@@ -8,8 +8,8 @@ evaluator's scoring can never disagree on prompts, padding or decoding:
   tokens only (see :mod:`drake_bench.models.prompting` for the target format).
 * :func:`generate` — batched greedy decoding with fixed settings (no sampling,
   one beam, left padding), returns only the newly generated text, stripped.
-* :func:`choose` — multiple-choice scoring: the option whose target (" A", " B", ...
-  followed by eos) has the highest summed log-likelihood; returns the option text.
+* :func:`choose` — multiple-choice scoring: the option whose letter (" A", " B", ...)
+  is most likely at the answer position (one forward pass per item); returns the option text.
 * :func:`predict` — :func:`choose` for multiple-choice / yes-no items, :func:`generate`
   for open (16 new tokens) and free-text (64 new tokens) items, in input order.
 
@@ -225,8 +225,54 @@ def score_targets(model: Any, processor: Any, pairs: Sequence[tuple[Any, str]], 
     return scores
 
 
+def _letter_token_ids(tok: Any, samples: Sequence[Any]) -> list[list[int]] | None:
+    """Token id of each candidate target per item, or None when some target is not one token."""
+    cache: dict[str, list[int]] = {}
+    out = []
+    for s in samples:
+        ids = []
+        for c in candidate_targets(s):
+            if c not in cache:
+                cache[c] = tok(c, add_special_tokens=False)["input_ids"]
+            if len(cache[c]) != 1:
+                return None
+            ids.append(cache[c][0])
+        out.append(ids)
+    return out
+
+
 def choose(model: Any, processor: Any, samples: Sequence[Any], batch_size: int = 32) -> list[str]:
-    """Multiple-choice answers by target log-likelihood; returns the chosen option's text."""
+    """Multiple-choice answers by the log-likelihood of each option's letter; returns the option text.
+
+    [R] One forward pass per item: when every candidate target (" A", " B", ...) is a single
+    token, options are ranked by log p(letter | prompt) at the answer position (MMLU-style
+    letter scoring), which is the summed target log-likelihood without the shared eos term.
+    Otherwise each (item, option) pair is scored in full with :func:`score_targets`.
+    """
+    samples = list(samples)
+    tok = tokenizer_of(processor)
+    letters = _letter_token_ids(tok, samples)
+    if letters is None:
+        return _choose_full(model, processor, samples, batch_size)
+    out: list[str] = []
+    with _eval_mode(model):
+        for start in range(0, len(samples), batch_size):
+            chunk = samples[start : start + batch_size]
+            enc = [_encode_prompt(processor, s) for s in chunk]
+            inputs = _collate([e[0] for e in enc], None, [e[1] for e in enc], _pad_id(tok), False,
+                              model.device, _float_dtype(model))
+            last = (inputs["attention_mask"].sum(-1) - 1).unsqueeze(-1)  # right padding: last prompt token
+            with autocast(model):
+                logits = model(**inputs, logits_to_keep=last).logits
+            logp = torch.log_softmax(logits.reshape(len(chunk), -1).float(), dim=-1)
+            for i, s in enumerate(chunk):
+                sc = logp[i, letters[start + i]]
+                out.append(options(s)[int(torch.argmax(sc))])
+    return out
+
+
+def _choose_full(model: Any, processor: Any, samples: Sequence[Any], batch_size: int = 32) -> list[str]:
+    """Multiple-choice answers by each option target's summed log-likelihood (target + eos)."""
     pairs: list[tuple[Any, str]] = []
     spans: list[tuple[int, int]] = []
     for s in samples:
