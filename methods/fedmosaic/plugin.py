@@ -115,6 +115,8 @@ class FedMosaic:
             True, description="[R] take the W_s gradient on the last step of a round shorter than m.")
         wire_dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="[R] spec 9.")
         offload_dir: str | None = Field(None, description="Keep client adapters on disk instead of RAM.")
+        model_loader: Literal["zoo", "testing"] = Field(
+            "zoo", description="'testing': randomly initialised tiny models (models.testing.toy_loader), for fast tests.")
 
     def __init__(self, config: FedMosaicConfig | None = None):
         self.config = config or self.Config()
@@ -143,13 +145,16 @@ class FedMosaic:
     def setup(self, federation: FederationContext) -> None:
         from drake_bench.models import ModelPool, load_base
         from drake_bench.models.engine import encode_for_training
+        from drake_bench.models.testing import toy_loader
 
         cfg = self.config
+        loader = load_base if cfg.model_loader == "zoo" else toy_loader
         self.federation = federation
         self.arch = dict(federation.architectures)
         self.wire = _WIRE[cfg.wire_dtype]
         self.pool = ModelPool(federation.allocation, self._adapter_config, device=federation.device,
-                              offload_dir=cfg.offload_dir, seed=federation.seed, post_attach=self._post_attach)
+                              offload_dir=cfg.offload_dir, seed=federation.seed, post_attach=self._post_attach,
+                              loader=loader)
         groups = self.pool.architectures()
         models = {a: self.pool.model_for(members[0]) for a, members in groups.items()}
         # --- weight alignment (star, pivot = smallest) on public text ---
@@ -189,7 +194,7 @@ class FedMosaic:
         if self.uses_rela:
             ws_arch = choose_pivot(models, "smallest")
             self.ws_name = federation.allocation[groups[ws_arch][0]]
-            self.ws, self.ws_processor = load_base(self.ws_name, device=federation.device)
+            self.ws, self.ws_processor = loader(self.ws_name, device=federation.device)
             self.ws.requires_grad_(False)
             self.ws.eval()
             d = rela.last_layer_param(self.ws, cfg.grad_layer).numel()

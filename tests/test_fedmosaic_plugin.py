@@ -1,0 +1,190 @@
+"""FedMosaic plugin through the standard evaluator: spec-9 accounting of measured bytes, protocol
+invariants (identical P/Q shapes across families, customised messages, RELA rows), exact resume.
+
+A 4-client toy benchmark (conftest's ToyLoader: yes/no items with 8x8 images) with tiny zoo models
+of two families and two sizes, randomly initialised (``model_loader='testing'``: no pretraining).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from drake_bench import PluginError
+from drake_bench.checkpoint import load as load_progress
+from drake_bench.evaluator import RunConfig, run
+from drake_bench.manifest import manifest_dict, parse_manifest
+from drake_bench.methods.fedmosaic import accounting as acc
+from drake_bench.methods.fedmosaic.config import FedMosaicConfig
+from drake_bench.methods.fedmosaic.plugin import FedITPQLoRA, FedMosaic
+from drake_bench.models.zoo import tiny_config
+from drake_bench.registry import register_method
+
+from conftest import toy_spec
+
+ALLOC = {"1": "tiny-llava-llama-s", "2": "tiny-llava-qwen2-s", "3": "tiny-llava-llama-m", "4": "tiny-llava-qwen2-s"}
+METHOD_CFG = {"model_loader": "testing", "public_size": 16, "grad_interval": 1}
+ROUNDS = 4
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+class CrashingFedMosaic(FedMosaic):
+    """FedMosaic that raises once in client_update at (client, round) - to test resume."""
+
+    name = "fedmosaic-crash"
+
+    class Config(FedMosaic.Config):
+        fail_on: tuple[int, int] | None = None
+
+    def client_update(self, ctx, state, message, batches):
+        if self.config.fail_on == (ctx.client_id, ctx.round_idx):
+            raise RuntimeError("interrupted")
+        return super().client_update(ctx, state, message, batches)
+
+
+register_method(CrashingFedMosaic)
+
+
+@pytest.fixture(scope="module")
+def bench(toy_loader, tmp_path_factory):
+    from drake_bench.build import build_benchmark
+    from drake_bench.spec import ModelAllocation
+
+    spec = toy_spec(n_clients=4, tasks_per_client=2, pool_size=10)
+    d = manifest_dict(spec)
+    d["model_allocations"] = {"mix": manifest_dict_alloc(ModelAllocation(description="two families, two sizes",
+                                                                         source="test", clients=ALLOC))}
+    d["default_allocation"] = "mix"
+    d.pop("content_hash", None)
+    spec = parse_manifest(d, where="toy-fedmosaic")
+    root = tmp_path_factory.mktemp("toyfm") / "built"
+    build_benchmark(spec, source_dir=None, out=root, show_progress=False)
+    path = tmp_path_factory.mktemp("manifest") / "toyfm.json"
+    path.write_text(json.dumps(manifest_dict(spec)))
+    return str(path), str(root)
+
+
+def manifest_dict_alloc(a):
+    return a.model_dump(mode="json")
+
+
+def _cfg(bench, out, method="fedmosaic", **kw):
+    manifest, root = bench
+    base = dict(benchmark=manifest, method=method, data_dir=root, out=str(out), seeds=[0], rounds=ROUNDS,
+                local_steps=2, others_subsample=1, self_subsample=2, fast_adaptation=False, eval_every_rounds=2,
+                method_config=dict(METHOD_CFG))
+    base.update(kw)
+    return RunConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def clean(bench, tmp_path_factory):
+    out = tmp_path_factory.mktemp("clean")
+    res = run(_cfg(bench, out, method="fedmosaic-crash"))
+    run_dir = next(out.rglob("progress.json")).parent
+    return res, load_progress(run_dir), run_dir
+
+
+def _expected_payload(name: str, ws_name: str, cfg: FedMosaicConfig, send_grad: bool = True) -> acc.Payload:
+    """Spec-9 formula from the zoo configs of the client's model and of W_s (not from the message)."""
+    text = tiny_config(name).text_config
+    layers, dims = acc.dims_from_hf_config(text)
+    ws_text = tiny_config(ws_name).text_config
+    d_g = ws_text.hidden_size * ws_text.intermediate_size  # down_proj of W_s's last decoder layer (B9)
+    return acc.fedmosaic_payload(layers, dims, cfg.rank, cfg.n_blocks, d_g if send_grad else 0, cfg.n_s)
+
+
+def test_measured_uplink_and_downlink_equal_the_spec9_formula(clean):
+    res = clean[0]
+    cfg = FedMosaic.Config(**METHOD_CFG)
+    ws = "tiny-llava-qwen2-s"  # the smallest base of the allocation
+    assert res.raw.costs and len(res.raw.costs) == ROUNDS * len(ALLOC)
+    for rec in res.raw.costs:
+        p = _expected_payload(ALLOC[str(rec.client)], ws, cfg)
+        # bf16 payload (2 bytes/element) + the empty JSON metadata "{}" the evaluator also counts
+        assert rec.uplink_bytes == acc.payload_bytes(p.up, cfg.bytes_per_element) + 2, rec
+        assert rec.downlink_bytes == acc.payload_bytes(p.down, cfg.bytes_per_element) + 2, rec
+
+
+def test_protocol_invariants_in_the_running_plugin(clean):
+    prog = clean[1]
+    msgs = prog.messages
+    clients = sorted(msgs)
+    pq = {c: {k: v for k, v in msgs[c].tensors.items() if k.startswith("pq.")} for c in clients}
+    conv = {c: {k: v for k, v in msgs[c].tensors.items() if k.startswith("conv.")} for c in clients}
+    # identical P/Q key sets and shapes across families and sizes (r x r and r)
+    keys = set(pq[clients[0]])
+    assert keys and all(set(pq[c]) == keys for c in clients)
+    for k in keys:
+        assert {tuple(pq[c][k].shape) for c in clients} == {(8, 8) if k.endswith(".P") else (8,)}
+    # conventional parts differ in shape between architectures (never mixed across types)
+    assert conv[1]["conv.0.mlp.down_proj.A"].shape != conv[3]["conv.0.mlp.down_proj.A"].shape
+    # customised: every client's global P/Q differs from every other client's
+    for i in clients:
+        for j in clients:
+            if i < j:
+                assert any(not torch.equal(pq[i][k], pq[j][k]) for k in keys), (i, j)
+    # RELA weights: rows sum to 1, order recorded, relevance symmetric with unit diagonal
+    meta = prog.server.metadata
+    assert meta["clients"] == clients and meta["round"] == ROUNDS
+    w = torch.tensor(meta["weights"])
+    s = torch.tensor(meta["relevance"])
+    assert torch.allclose(w.sum(1), torch.ones(len(clients)), atol=1e-5)
+    assert torch.allclose(s, s.T, atol=1e-5) and torch.allclose(s.diag(), torch.ones(len(clients)), atol=1e-4)
+    assert all(int(w[i].argmax()) == i for i in range(len(clients)))  # self is the row max (S_ii = 1)
+    # client state: local L_i never overwritten by G_i, EMA and counters carried
+    for c in clients:
+        st = prog.clients[c]
+        assert st.metadata["round"] == ROUNDS and st.metadata["grad_computations"] == ROUNDS * 2
+        assert float(st.tensors["rela.ghat"].abs().sum()) > 0
+        assert 0.0 < st.metadata["gate_mean"] < 1.0
+
+
+def test_resume_after_interruption_is_exact(bench, clean, tmp_path):
+    res_clean, _, clean_dir = clean
+    prog_clean = load_progress(clean_dir)  # fresh from disk
+    out = tmp_path / "crash"
+    cfg = _cfg(bench, out, method="fedmosaic-crash")
+    bad = cfg.model_copy(update={"method_config": {**METHOD_CFG, "fail_on": [3, 2]}})
+    with pytest.raises(PluginError, match="interrupted"):
+        run(bad)
+    assert json.loads(next(out.rglob("progress.json")).read_text())["completed_rounds"] == 2
+    resumed = run(cfg)
+    assert [r.model_dump() for r in resumed.raw.scores] == [r.model_dump() for r in res_clean.raw.scores]
+    prog = load_progress(next(out.rglob("progress.json")).parent)
+    for c, st in prog.clients.items():
+        ref = prog_clean.clients[c]
+        assert set(st.tensors) == set(ref.tensors)
+        assert st.metadata["round"] == ref.metadata["round"]
+        assert st.metadata["grad_computations"] == ref.metadata["grad_computations"]
+        # float kernels (MKL/oneDNN) are not bitwise reproducible across processes and allocations,
+        # so the tensors of a resumed run agree to float32 round-off, not bit for bit
+        for k in st.tensors:
+            assert torch.allclose(st.tensors[k], ref.tensors[k], rtol=1e-3, atol=1e-4), (c, k)
+    assert torch.allclose(torch.tensor(prog.server.metadata["relevance"]),
+                          torch.tensor(prog_clean.server.metadata["relevance"]), atol=1e-4)
+
+
+def test_fedit_pqlora_ablation_equal_weights_no_gradient(bench, tmp_path):
+    res = run(_cfg(bench, tmp_path, method="fedit-pqlora"))
+    cfg = FedITPQLoRA.Config(**METHOD_CFG)
+    for rec in res.raw.costs:
+        p = _expected_payload(ALLOC[str(rec.client)], "tiny-llava-qwen2-s", cfg, send_grad=False)
+        assert rec.uplink_bytes == acc.payload_bytes(p.up, 2) + 2
+    prog = load_progress(next(tmp_path.rglob("progress.json")).parent)
+    w = torch.tensor(prog.server.metadata["weights"])
+    assert torch.allclose(w, torch.full_like(w, 0.25))
+    # P/Q averaged across all clients: every client receives the same P/Q
+    msgs = prog.messages
+    for k, v in msgs[1].tensors.items():
+        if k.startswith("pq."):
+            assert all(torch.equal(v, msgs[c].tensors[k]) for c in msgs)
