@@ -51,7 +51,7 @@ from .zoo import build_tiny, model_info, models_home
 
 RECIPE_FILE = "drake_pretrain.json"
 TOKENIZER_DIR = "_tokenizer"
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2  # 2: the public mix gained multiple-choice / yes-no items
 RESERVED_IDS = 16
 
 

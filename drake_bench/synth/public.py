@@ -4,6 +4,12 @@ Model pretraining and methods that need public data (distillation, alignment) us
 these mixes. Their formats (captions, lists of colours/shapes, per-image
 descriptions, translations) are disjoint from every benchmark task's question
 templates, so public data teaches the world and its words but no benchmark task.
+
+[R] Like LLaVA-1.5's instruction mix (which holds A-OKVQA-style items answered "with the
+option's letter"), a third of the multimodal items are generic multiple-choice and yes/no
+questions (which colour / which shape is in the picture, a colour-shape statement). Without
+them the frozen bases never see the letter-answer format and its letter tokens, and LoRA
+fine-tuning spends the whole federation learning the format instead of the tasks.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ def _join(words: list[str]) -> str:
 def public_item(index: int, seed: int = 0) -> Sample:
     """The ``index``-th public multimodal item (independent of ``n``: mixes of growing n are prefixes)."""
     rng = rng_for("public", seed, index)
-    kind = int(rng.integers(0, 6))
+    kind = int(rng.integers(0, 9))
     sc = _scene(rng)
     images = [render(sc)]
     answer_type = AnswerType.FREE_TEXT
@@ -59,6 +65,28 @@ def public_item(index: int, seed: int = 0) -> Sample:
         q, a, answer_type = "List every shape you see.", _join([o.shape for o in sc.objects]), AnswerType.OPEN
     elif kind == 4:
         q, a = "What kind of picture is this?", _DOMAIN_WORDS[sc.domain]
+    elif kind in (6, 7):
+        attr = "colour" if kind == 6 else "shape"
+        pool = list(COLORS) if kind == 6 else list(SHAPES)
+        present = [o.color if kind == 6 else o.shape for o in sc.objects]
+        a = str(rng.choice(present))
+        wrong = [str(x) for x in rng.permutation([x for x in pool if x not in present])[:3]]
+        choices = [str(x) for x in rng.permutation([a] + wrong)]
+        return Sample(
+            id=f"public/{seed}/{index:07d}", images=images, question=f"Pick the {attr} that is in the image.",
+            choices=choices, answer=a, answer_type=AnswerType.MULTIPLE_CHOICE, task_id="public",
+            source=PUBLIC_SOURCE, meta={"kind": kind, "domain": sc.domain},
+        )
+    elif kind == 8:
+        obj = sc.objects[int(rng.integers(len(sc.objects)))]
+        truth = bool(rng.integers(0, 2))
+        color = obj.color if truth else str(rng.choice([c for c in COLORS if c not in {o.color for o in sc.objects}]))
+        return Sample(
+            id=f"public/{seed}/{index:07d}", images=images,
+            question=f"Answer yes or no: the picture has a {color} {obj.shape}.", choices=["yes", "no"],
+            answer="yes" if truth else "no", answer_type=AnswerType.YES_NO, task_id="public",
+            source=PUBLIC_SOURCE, meta={"kind": kind, "domain": sc.domain},
+        )
     else:
         k = int(rng.integers(2, 4))
         scenes = [sc] + [_scene(rng) for _ in range(k - 1)]
