@@ -62,7 +62,7 @@ class RunConfig(BaseModel):
     batch_size: int | None = None
     eval_every_rounds: int | None = None
     others_subsample: int | None = Field(default=None, description="Cap on Others items per task; None: manifest.")
-    self_subsample: int | None = Field(default=None, description="Cap on Self items per task; None: all.")
+    self_subsample: int | None = Field(default=None, description="Cap on Self items per task; None: manifest.")
     compute_matched: bool = Field(default=False, description="Scale local steps by 1/relative compute (spec A10).")
     fast_adaptation: bool = True
     fast_adaptation_iters: int | None = None
@@ -187,6 +187,7 @@ class Evaluator:
     def evaluate_round(self, method: Method, fed: FederatedData, states: dict[int, State], seed: int, round_idx: int) -> list[ScoreRecord]:
         cfg = self.config
         others_limit = cfg.others_subsample if cfg.others_subsample is not None else self.spec.fl.others_subsample
+        self_limit = cfg.self_subsample if cfg.self_subsample is not None else self.spec.fl.self_subsample
         seen = {c: fed.seen_tasks(c, round_idx) for c in fed.clients}
         cache: dict[tuple[str, int, int | None], list[Sample]] = {}
 
@@ -201,7 +202,7 @@ class Evaluator:
             ctx = self.ctx(c, round_idx, seed)
             for j in fed.clients:
                 role = "self" if j == c else "others"
-                limit = cfg.self_subsample if role == "self" else others_limit
+                limit = self_limit if role == "self" else others_limit
                 for task in seen[j]:
                     samples = items(task, j, limit)
                     if not samples:

@@ -71,6 +71,7 @@ class FLConfig(_Strict):
     eval_every_rounds: int = Field(ge=1)
     participation: float = Field(default=1.0, gt=0, le=1)
     others_subsample: int | None = Field(default=None, description="Seeded per-task cap on Others test items (spec A16).")
+    self_subsample: int | None = Field(default=None, description="Seeded per-task cap on Self test items; None: the full test split.")
     fast_adaptation_iters: int = 200
     fast_adaptation_eval_every: int = 20
 

@@ -126,7 +126,7 @@ def _task(dataset: str, gen_name: str, group: str, split: str, counterpart: str,
 
 
 def _image_fl() -> FLConfig:
-    return FLConfig(rounds=8, local_steps=25, batch_size=4, eval_every_rounds=2, others_subsample=16,
+    return FLConfig(rounds=8, local_steps=25, batch_size=4, eval_every_rounds=2, others_subsample=4, self_subsample=20,
                     fast_adaptation_iters=50, fast_adaptation_eval_every=10)
 
 
@@ -138,9 +138,11 @@ SYNTH_CHOICES = [
     Choice(key="synth.sizes", tag="R", decision=f"pool {DEFAULT_POOL} items per task (200 train / 50 test by the 8:2 rule); "
            f"{sorted(LARGE_TASKS)} have {LARGE_POOL}; scale with DRAKE_BENCH_SYNTH_SCALE or build_synth(scale=)",
            reason="whole suite builds in seconds on 2 CPU cores; scale >= 22 exercises the 10k/1k branch"),
-    Choice(key="synth.fl", tag="R", decision="8 rounds x 25 local steps, batch 4, eval every 2 rounds, Others capped at 16 "
-           "items per task, fast adaptation 50 iterations evaluated every 10",
-           reason="spec §10 toy-scale plan: every protocol path on CPU in minutes"),
+    Choice(key="synth.fl", tag="R", decision="8 rounds x 25 local steps, batch 4, eval every 2 rounds, seeded test "
+           "subsamples of 20 items per own task (Self) and 4 per other client's task (Others: 36 tasks x 4 = 144 items "
+           "per client), fast adaptation 50 iterations evaluated every 10",
+           reason="spec §10 toy-scale plan: every protocol path on CPU in minutes; each client's Others mean still "
+                  "rests on 144 items and Self on 80 (pass self_subsample/others_subsample for full test sets)"),
     Choice(key="synth.balance", tag="R", decision="labels and option positions are drawn before the image is built; "
            "yes/no is 50/50 and the correct option is uniform over positions",
            reason="a text-only model scores chance, so gains must come from looking at the image"),
@@ -315,7 +317,7 @@ def fedllm_synth_spec() -> BenchmarkSpec:
         mirrors="fed-llm-large",
         tasks=tasks,
         clients=clients,
-        fl=FLConfig(rounds=4, local_steps=10, batch_size=4, eval_every_rounds=1, others_subsample=16,
+        fl=FLConfig(rounds=4, local_steps=10, batch_size=4, eval_every_rounds=1, others_subsample=2, self_subsample=10,
                     fast_adaptation_iters=50, fast_adaptation_eval_every=10),
         scenarios=ScenarioDefaults(default="dynamic"),
         model_allocations={
