@@ -58,10 +58,10 @@ def open_built(
         store = BuiltBenchmark.open(fetch_benchmark(spec, revision=revision, tasks=list(tasks) if tasks else None, repo_id=repo_id), spec.name)
     else:
         root = built_root(spec.name)
-        if spec.embedded and not (root / "build_info.json").is_file():
+        if spec.embedded:
             from .synth import ensure_built
 
-            ensure_built(spec.name)
+            ensure_built(spec.name)  # builds when missing or stale (other manifest, scale or generator version)
         hint = (
             f"Build it with `drake-bench build {spec.name} --source-dir DIR`"
             + (f" or download it with `drake-bench download {spec.name} --revision REV`" if spec.hub_repo else "")
@@ -70,16 +70,10 @@ def open_built(
         store = BuiltBenchmark.open(root, spec.name, hint=hint)
     recorded = store.info.get("manifest_hash")
     if recorded and spec.content_hash and recorded != spec.content_hash:
-        if spec.embedded and data_dir is None and revision is None:
-            from .synth import ensure_built
-
-            ensure_built(spec.name, force=True)
-            store = BuiltBenchmark.open(built_root(spec.name), spec.name)
-        else:
-            raise DataNotBuiltError(
-                f"data at {store.root} was built from manifest {recorded}, but benchmark {spec.name!r} "
-                f"is now {spec.content_hash}; rebuild or download the matching revision"
-            )
+        raise DataNotBuiltError(
+            f"data at {store.root} was built from manifest {recorded}, but benchmark {spec.name!r} "
+            f"is now {spec.content_hash}; rebuild or download the matching revision"
+        )
     return store
 
 

@@ -34,6 +34,88 @@ def _ints(text: str) -> list[int]:
         raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
 
 
+def _default_jobs() -> int:
+    import os
+
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def _worker(config_json: str, threads: int, queue) -> tuple[str, str]:
+    """Run one method in a worker process; errors come back as text (custom exceptions do not pickle)."""
+    import torch
+
+    from ..evaluator import RunCallbacks, RunConfig, run
+    from ..progress import quiet_libraries
+
+    quiet_libraries()
+    torch.set_num_threads(threads)
+    cfg = RunConfig.model_validate_json(config_json)
+    seeds = cfg.seeds
+
+    class Callbacks(RunCallbacks):
+        def on_round(self, seed: int, round_idx: int, total: int) -> None:
+            queue.put((cfg.method, seeds.index(seed) * total + round_idx, total * len(seeds), f"seed {seed} round {round_idx + 1}/{total}"))
+
+        def on_eval(self, seed: int, round_idx: int) -> None:
+            queue.put((cfg.method, None, None, f"seed {seed} evaluating after round {round_idx + 1}"))
+
+        def on_adaptation(self, seed: int, task: str, arch: str) -> None:
+            queue.put((cfg.method, None, None, f"seed {seed} fast adaptation {task} ({arch})"))
+
+    try:
+        return "ok", run(cfg, Callbacks()).model_dump_json()
+    except DrakeBenchError as exc:
+        return "error", f"{type(exc).__name__}: {exc}"
+
+
+def run_many(configs: list, jobs: int, threads: int, console: Console) -> list:
+    """Run each config (one method each) in ``jobs`` worker processes with live progress bars.
+
+    Methods are independent runs, so running them side by side is exact: each worker gets its
+    own process and ``threads`` torch threads (1 thread per worker is fastest for tiny models on
+    a 2-core machine: measured in docs/models.md). Results come back in the order given.
+    """
+    import multiprocessing as mp
+    import queue as queue_mod
+    from concurrent.futures import ProcessPoolExecutor
+
+    from ..results import RunResult
+
+    ctx = mp.get_context("spawn")
+    manager = ctx.Manager()
+    q = manager.Queue()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False, disable=not console.is_terminal) as bar:
+        tasks = {c.method: bar.add_task(f"{c.method}: starting", total=None) for c in configs}
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = [pool.submit(_worker, c.model_dump_json(), threads, q) for c in configs]
+            pending = set(futures)
+            while pending:
+                try:
+                    method, done, total, text = q.get(timeout=0.5)
+                    update = {"description": f"{method}: {text}"}
+                    if done is not None:
+                        update.update(completed=done, total=total)
+                    bar.update(tasks[method], **update)
+                except queue_mod.Empty:
+                    pass
+                for f in [f for f in pending if f.done()]:
+                    pending.discard(f)
+            outcomes = [f.result() for f in futures]
+        for c, (status, payload) in zip(configs, outcomes):
+            if status == "ok":
+                bar.update(tasks[c.method], description=f"{c.method}: done", completed=1, total=1)
+    results = []
+    for c, (status, payload) in zip(configs, outcomes):
+        if status != "ok":
+            raise DrakeBenchError(f"method {c.method!r}: {payload}")
+        res = RunResult.model_validate_json(payload)
+        if not console.is_terminal:
+            console.print(f"{c.method}: wrote {res.path(c.out)}")
+        results.append(res)
+    return results
+
+
 def register(app: typer.Typer) -> None:
     _register_check(app)
 
@@ -58,20 +140,18 @@ def register(app: typer.Typer) -> None:
         fast_adaptation: Annotated[bool, typer.Option(help="Evaluate fast adaptation on unseen tasks.")] = True,
         adaptation_tasks: Annotated[int | None, typer.Option(help="Use only the first N unseen tasks for fast adaptation.")] = 2,
         resume: Annotated[bool, typer.Option(help="Resume from checkpoints in --out.")] = True,
-        threads: Annotated[int, typer.Option(help="torch intra-op threads (1 is fastest for tiny models on 2 cores).")] = 1,
+        threads: Annotated[int, typer.Option(help="torch intra-op threads per worker (1 is fastest for tiny models).")] = 1,
+        jobs: Annotated[int, typer.Option(help="Methods run in parallel worker processes (default: one per CPU core).")] = _default_jobs(),
         device: Annotated[str, typer.Option(help="cpu, cuda, ...")] = "cpu",
         data_dir: Annotated[Path | None, typer.Option(help="Built benchmark folder (default: local build / embedded).")] = None,
         revision: Annotated[str | None, typer.Option(help="Hub revision to fetch the benchmark from.")] = None,
     ) -> None:
         """Run methods through the standard evaluator and print Self/Others A_last/A_AUC."""
-        import torch
-
         from ..evaluation.plots import plot_accuracy_over_rounds
         from ..evaluation.table import summary_markdown, summary_table
-        from ..evaluator import RunCallbacks, RunConfig, run
+        from ..evaluator import RunConfig
         from ..manifest import load_benchmark
 
-        torch.set_num_threads(threads)
         try:
             spec = load_benchmark(benchmark)
         except DrakeBenchError as exc:
@@ -79,38 +159,24 @@ def register(app: typer.Typer) -> None:
         names = [m.strip() for m in methods.split(",") if m.strip()]
         seed_list = _ints(seeds)
         unseen = spec.unseen_tasks[:adaptation_tasks] if adaptation_tasks else None
-        results = []
+        configs = [
+            RunConfig(
+                benchmark=benchmark, scenario=scenario, method=name, seeds=seed_list, allocation=allocation, out=str(out),
+                rounds=rounds, local_steps=local_steps, others_subsample=others_subsample, compute_matched=compute_matched,
+                fast_adaptation=fast_adaptation, fast_adaptation_tasks=unseen, resume=resume, device=device,
+                data_dir=str(data_dir) if data_dir else None, revision=revision,
+            )
+            for name in names
+        ]
         started = time.perf_counter()
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=_err, transient=False, disable=not _err.is_terminal) as bar:
-            for name in names:
-                task = bar.add_task(f"{name}", total=None)
+        try:
+            # build / fetch the data once, before any worker starts, so workers never race on it
+            from ..stream import open_built
 
-                class Callbacks(RunCallbacks):
-                    def on_round(self, seed: int, round_idx: int, total: int) -> None:
-                        bar.update(task, total=total * len(seed_list), completed=seed_list.index(seed) * total + round_idx,
-                                   description=f"{name} seed {seed} round {round_idx + 1}/{total}")
-
-                    def on_eval(self, seed: int, round_idx: int) -> None:
-                        bar.update(task, description=f"{name} seed {seed} evaluating after round {round_idx + 1}")
-
-                    def on_adaptation(self, seed: int, t: str, arch: str) -> None:
-                        bar.update(task, description=f"{name} seed {seed} fast adaptation {t} ({arch})")
-
-                cfg = RunConfig(
-                    benchmark=benchmark, scenario=scenario, method=name, seeds=seed_list, allocation=allocation, out=str(out),
-                    rounds=rounds, local_steps=local_steps, others_subsample=others_subsample, compute_matched=compute_matched,
-                    fast_adaptation=fast_adaptation, fast_adaptation_tasks=unseen, resume=resume, device=device,
-                    data_dir=str(data_dir) if data_dir else None, revision=revision,
-                )
-                try:
-                    res = run(cfg, Callbacks())
-                except DrakeBenchError as exc:
-                    raise _fail(exc) from None
-                bar.update(task, completed=bar.tasks[task].total or 1, description=f"{name} done")
-                results.append(res)
-                if not _err.is_terminal:
-                    _err.print(f"{name}: wrote {res.path(out)}")
+            open_built(spec, data_dir=data_dir, revision=revision)
+            results = run_many(configs, jobs=max(1, min(jobs, len(configs))), threads=threads, console=_err)
+        except DrakeBenchError as exc:
+            raise _fail(exc) from None
         _out.print(summary_table(results, title=f"{spec.name} / {results[0].scenario.tag} ({len(seed_list)} seed(s))"))
         scen_dir = Path(out) / spec.name / results[0].scenario.tag
         scen_dir.mkdir(parents=True, exist_ok=True)
