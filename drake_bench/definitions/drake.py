@@ -313,7 +313,7 @@ def drake() -> BenchmarkSpec:
     tasks = [_task(r) for r in _ROWS]
     clients = [ClientSpec(id=c, group=CLIENT_GROUP[c], tasks=TABLE_37[c]) for c in sorted(TABLE_37)]
     return BenchmarkSpec(
-        name="drake",
+        name="drake", hub_repo="drake-bench/drake",
         version="1.0.0",
         title="DRAKE: multi-modal personalized federated learning benchmark",
         description=("40 training tasks from 19 datasets in 3 groups (visual relation, multi-modal reasoning, VQA), "

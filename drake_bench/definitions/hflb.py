@@ -124,7 +124,7 @@ def hflb() -> BenchmarkSpec:
     tasks, clients = _tasks_and_clients()
     L1, L3 = "llava-llama3.2-1b", "llava-llama3.2-3b"
     return BenchmarkSpec(
-        name="hflb",
+        name="hflb", hub_repo="drake-bench/hflb",
         version="1.0.0",
         title="HFLB: heterogeneous federated learning benchmark (FedDAT), dynamic 4-task split",
         description="7 VQA datasets over 9 clients (GQA split three ways by QA type), each client's data split into 4 tasks (Table 13).",
