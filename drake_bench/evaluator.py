@@ -270,6 +270,20 @@ class Evaluator:
                         done += steps
         return records
 
+    def fingerprint(self, method: Method, seed: int, steps: int, eval_every: int, fed: FederatedData) -> str:
+        """Hash of everything that shapes a seed's trajectory: a checkpoint resumes only the same run."""
+        import hashlib
+        import json
+
+        cfg = self.config
+        key = {
+            "manifest": self.spec.content_hash, "data": fed.store.data_hash, "scenario": self.scenario.model_dump(mode="json"),
+            "method": [method.name, method.version, method.config.model_dump(mode="json")], "allocation": self.allocation,
+            "seed": seed, "rounds": fed.config.rounds, "local_steps": steps, "batch_size": fed.config.batch_size,
+            "eval_every": eval_every, "others": cfg.others_subsample, "self": cfg.self_subsample,
+        }
+        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
     # -- one seed ---------------------------------------------------------------------
     def run_seed(self, seed: int) -> tuple[RawTables, dict[str, Any]]:
         cfg = self.config
@@ -299,7 +313,14 @@ class Evaluator:
             raise self._fail(method, "setup", None, None, exc) from exc
         setup_seconds = time.perf_counter() - t0
 
+        fingerprint = self.fingerprint(method, seed, steps, eval_every, fed)
         prog = checkpoint.load(run_dir) if cfg.resume else None
+        if prog is not None and prog.extra.get("fingerprint") != fingerprint:
+            raise DrakeBenchError(
+                f"checkpoint in {run_dir} was written by a different run configuration (benchmark, scenario, method "
+                "config, allocation, rounds, steps or evaluation settings differ); resume only continues the same "
+                "run: use another --out, or --no-resume to start over"
+            )
         if prog is None:
             states = {}
             for c in fed.clients:
@@ -314,7 +335,7 @@ class Evaluator:
             scores: list[ScoreRecord] = []
             costs: list[CostRecord] = []
             start = 0
-            extra = {"setup_seconds": setup_seconds}
+            extra = {"setup_seconds": setup_seconds, "fingerprint": fingerprint}
         else:
             states, server, messages = prog.clients, prog.server or State(), prog.messages
             scores = [ScoreRecord(**r) for r in prog.records.get("scores", [])]

@@ -20,6 +20,7 @@ VOCAB = ["yes", "no"]
 class Counter:
     name = "counter"
     version = "1.0"
+    FAIL_ON: tuple[int, int] | None = None  # a code-level fault (not config): a fixed plugin resumes the same run
 
     class Config(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -44,7 +45,7 @@ class Counter:
 
     def client_update(self, ctx: ClientContext, state: State, message: Message | None,
                       batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
-        if self.config.fail_on == (ctx.client_id, ctx.round_idx):
+        if (ctx.client_id, ctx.round_idx) in (self.config.fail_on, type(self).FAIL_ON):
             raise RuntimeError("boom")
         counts = state.tensors["counts"].clone()
         if message is not None and self.config.share:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from drake_bench import PluginError
+from drake_bench import DrakeBenchError, PluginError
 from drake_bench.evaluator import RunConfig, run
 from drake_bench.manifest import manifest_dict
 from drake_bench.registry import available_methods, create_method, register_method
@@ -73,11 +73,13 @@ def test_same_seed_same_numbers(toy, tmp_path):
     assert [r.score for r in a.raw.scores] == [r.score for r in b.raw.scores]
 
 
-def test_failure_names_method_client_round_and_resume_is_exact(toy, tmp_path):
+def test_failure_names_method_client_round_and_resume_is_exact(toy, tmp_path, monkeypatch):
     clean = run(_cfg(toy, tmp_path / "clean", fast_adaptation=False))
     out = tmp_path / "crash"
+    monkeypatch.setattr(Counter, "FAIL_ON", (2, 4))
     with pytest.raises(PluginError, match=r"method 'counter' failed in client_update on client 2, round 5: RuntimeError: boom"):
-        run(_cfg(toy, out, fast_adaptation=False, method_config={"fail_on": [2, 4]}))
+        run(_cfg(toy, out, fast_adaptation=False))
+    monkeypatch.setattr(Counter, "FAIL_ON", None)  # the plugin is fixed; same configuration resumes
     progress = json.loads(next(out.rglob("progress.json")).read_text())
     assert progress["completed_rounds"] == 4  # everything finished before the fault is on disk
     resumed = run(_cfg(toy, out, fast_adaptation=False))
@@ -166,3 +168,14 @@ def test_third_party_plugin_installed_in_a_temporary_environment_runs(toy, tmp_p
     env["PYTHONPATH"] = f"{target2}:{tests_dir}"
     out = subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True, env=env)
     assert out.returncode != 0 and "name clash: 'sft'" in out.stderr
+
+
+def test_resume_refuses_a_checkpoint_of_another_configuration(toy, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(PluginError):
+        run(_cfg(toy, out, fast_adaptation=False, method_config={"fail_on": [1, 3]}))
+    # same out dir, different local steps: resuming would mix two runs
+    with pytest.raises(DrakeBenchError, match="different run configuration"):
+        run(_cfg(toy, out, fast_adaptation=False, local_steps=3))
+    # --no-resume starts over
+    assert run(_cfg(toy, out, fast_adaptation=False, local_steps=3, resume=False)).status == "complete"
