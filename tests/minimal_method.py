@@ -6,6 +6,8 @@ averages the counts. Simple enough to hand-check, rich enough to exercise every 
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -47,6 +49,7 @@ class Counter:
                       batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
         if (ctx.client_id, ctx.round_idx) in (self.config.fail_on, type(self).FAIL_ON):
             raise RuntimeError("boom")
+        time.sleep(float(os.environ.get("COUNTER_SLEEP", "0")))  # lets a test kill the process mid-run
         counts = state.tensors["counts"].clone()
         if message is not None and self.config.share:
             counts = 0.5 * counts + 0.5 * message.tensors["mean"]

@@ -179,3 +179,39 @@ def test_resume_refuses_a_checkpoint_of_another_configuration(toy, tmp_path):
         run(_cfg(toy, out, fast_adaptation=False, local_steps=3))
     # --no-resume starts over
     assert run(_cfg(toy, out, fast_adaptation=False, local_steps=3, resume=False)).status == "complete"
+
+
+def test_a_run_killed_mid_flight_resumes_to_identical_results(toy, tmp_path):
+    """SIGKILL (no cleanup, no exception handler) at an arbitrary moment, then resume."""
+    import os
+    import signal
+    import time
+
+    clean = run(_cfg(toy, tmp_path / "clean", fast_adaptation=False))
+    out = tmp_path / "killed"
+    tests_dir = Path(__file__).parent
+    code = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(tests_dir)!r})
+        from minimal_method import Counter
+        from drake_bench.registry import register_method
+        from drake_bench.evaluator import RunConfig, run
+        register_method(Counter)
+        run(RunConfig(benchmark={toy[0]!r}, method="counter", data_dir={toy[1]!r}, out={str(out)!r}, fast_adaptation=False))
+    """)
+    env = {**os.environ, "COUNTER_SLEEP": "0.05"}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        found = list(out.rglob("progress.json"))
+        if found and json.loads(found[0].read_text())["completed_rounds"] >= 3:
+            break
+        time.sleep(0.02)
+    time.sleep(0.07)  # land somewhere inside a later round
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = json.loads(next(out.rglob("progress.json")).read_text())["completed_rounds"]
+    assert 3 <= done < 8, done
+    resumed = run(_cfg(toy, out, fast_adaptation=False))
+    assert [r.model_dump() for r in resumed.raw.scores] == [r.model_dump() for r in clean.raw.scores]
+    assert [(c.round, c.client, c.uplink_bytes) for c in resumed.raw.costs] == [
+        (c.round, c.client, c.uplink_bytes) for c in clean.raw.costs]

@@ -41,12 +41,10 @@ class CrashingFedMosaic(FedMosaic):
     """FedMosaic that raises once in client_update at (client, round) - to test resume."""
 
     name = "fedmosaic-crash"
-
-    class Config(FedMosaic.Config):
-        fail_on: tuple[int, int] | None = None
+    FAIL_ON: tuple[int, int] | None = None  # a code-level fault: the fixed plugin resumes the same run
 
     def client_update(self, ctx, state, message, batches):
-        if self.config.fail_on == (ctx.client_id, ctx.round_idx):
+        if type(self).FAIL_ON == (ctx.client_id, ctx.round_idx):
             raise RuntimeError("interrupted")
         return super().client_update(ctx, state, message, batches)
 
@@ -149,14 +147,15 @@ def test_protocol_invariants_in_the_running_plugin(clean):
         assert 0.0 < st.metadata["gate_mean"] < 1.0
 
 
-def test_resume_after_interruption_is_exact(bench, clean, tmp_path):
+def test_resume_after_interruption_is_exact(bench, clean, tmp_path, monkeypatch):
     res_clean, _, clean_dir = clean
     prog_clean = load_progress(clean_dir)  # fresh from disk
     out = tmp_path / "crash"
     cfg = _cfg(bench, out, method="fedmosaic-crash")
-    bad = cfg.model_copy(update={"method_config": {**METHOD_CFG, "fail_on": [3, 2]}})
+    monkeypatch.setattr(CrashingFedMosaic, "FAIL_ON", (3, 2))
     with pytest.raises(PluginError, match="interrupted"):
-        run(bad)
+        run(cfg)
+    monkeypatch.setattr(CrashingFedMosaic, "FAIL_ON", None)
     assert json.loads(next(out.rglob("progress.json")).read_text())["completed_rounds"] == 2
     resumed = run(cfg)
     assert [r.model_dump() for r in resumed.raw.scores] == [r.model_dump() for r in res_clean.raw.scores]
