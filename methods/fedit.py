@@ -7,22 +7,22 @@ as in the FedMosaic paper, FedIT averages only among clients of the same archite
 Round: the client starts from the last global adapter of its architecture (if any), trains
 locally, uploads its whole adapter; the server averages per architecture and sends each
 client its architecture's average. Evaluation uses the client's adapter after local
-training (spec A9).
+training (spec A9); fast adaptation starts from the architecture's average (spec A12).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, FederationContext, Message, State
+from drake_bench.protocol import ClientContext, Message, State
 from drake_bench.sample import MethodSample
 
-from .lora_clients import LoraClients, LoraSettings, average
+from .lora_clients import LoraMethod, LoraSettings, average
 
 
-class FedIT:
+class FedIT(LoraMethod):
     name = "fedit"
     version = "1.0"
     relative_compute = 1.0  # Table 15
@@ -30,20 +30,6 @@ class FedIT:
     class Config(LoraSettings):
         model_config = ConfigDict(extra="forbid")
         weighting: str = Field(default="equal", pattern="^(equal)$", description="Equal weights within an architecture (Table 7 'Vanilla').")
-
-    def __init__(self, config: BaseModel | None = None):
-        self.config = config or self.Config()
-        self.clients = LoraClients(self.config)
-
-    def setup(self, federation: FederationContext) -> None:
-        self.clients.setup(federation)
-        self.arch = dict(federation.architectures)
-
-    def init_client(self, ctx: ClientContext) -> State:
-        return State(tensors=self.clients.initial(ctx.client_id))
-
-    def init_server(self) -> State:
-        return State()
 
     def client_update(self, ctx: ClientContext, state: State, message: Message | None,
                       batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
@@ -63,11 +49,3 @@ class FedIT:
             for c in members:
                 out[c] = Message(tensors=mean)
         return out, server_state
-
-    def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample]) -> list[str]:
-        self.clients.load(ctx.client_id, state)
-        return self.clients.predict(ctx, queries)
-
-    def adaptation_state(self, architecture: str, client_states: dict[int, State], server_state: State) -> State:
-        """Spec A12: the within-architecture average of the final adapters (= the global adapter)."""
-        return State(tensors=average([s.tensors for s in client_states.values()]))

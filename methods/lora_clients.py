@@ -13,6 +13,7 @@ optimiser moments persist across rounds; a fresh one keeps client state to adapt
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,6 +30,8 @@ class LoraSettings(BaseModel):
     learning_rate: float = Field(default=3e-3, gt=0)
     weight_decay: float = 0.0
     offload_dir: str | None = Field(default=None, description="Keep client adapters on disk instead of RAM.")
+    model_loader: Literal["zoo", "testing"] = Field(
+        default="zoo", description="'testing': untrained tiny models from drake_bench.models.testing (fast tests only).")
 
 
 class LoraClients:
@@ -40,12 +43,14 @@ class LoraClients:
         self.pool = None
 
     def setup(self, federation: FederationContext, adapter_config=None) -> None:
-        from drake_bench.models import ModelPool, lora_config
+        from drake_bench.models import ModelPool, load_base, lora_config
+        from drake_bench.models.testing import toy_loader
 
         cfg = adapter_config or lora_config(r=self.settings.rank, alpha=self.settings.alpha)
         self.pool = ModelPool(
             federation.allocation, cfg, device=federation.device, offload_dir=self.settings.offload_dir,
             adapter_names=self.adapter_names, seed=federation.seed,
+            loader=load_base if self.settings.model_loader == "zoo" else toy_loader,
         )
         self.federation = federation
 
@@ -93,3 +98,34 @@ def average(states: Sequence[dict[str, torch.Tensor]], weights: Sequence[float] 
     w = torch.tensor(weights if weights is not None else [1.0] * len(states), dtype=torch.float64)
     w = w / w.sum()
     return {k: sum(float(wi) * s[k].double() for wi, s in zip(w, states)).to(states[0][k].dtype) for k in states[0]}
+
+
+class LoraMethod:
+    """Shared plumbing of single-adapter LoRA methods (SFT, FedIT): everything but the round logic.
+
+    An implementation convenience for the reference entries, not part of the public protocol.
+    """
+
+    Config = LoraSettings
+
+    def __init__(self, config: BaseModel | None = None):
+        self.config = config or self.Config()
+        self.clients = LoraClients(self.config)
+
+    def setup(self, federation: FederationContext) -> None:
+        self.clients.setup(federation)
+        self.arch = dict(federation.architectures)
+
+    def init_client(self, ctx: ClientContext) -> State:
+        return State(tensors=self.clients.initial(ctx.client_id))
+
+    def init_server(self) -> State:
+        return State()
+
+    def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample]) -> list[str]:
+        self.clients.load(ctx.client_id, state)
+        return self.clients.predict(ctx, queries)
+
+    def adaptation_state(self, architecture: str, client_states: dict[int, State], server_state: State) -> State:
+        """Spec A12: the within-architecture average of the final local adapters."""
+        return State(tensors=average([s.tensors for s in client_states.values()]))

@@ -100,3 +100,31 @@ def toy_built(tmp_path_factory: pytest.TempPathFactory, toy_loader: ToyLoader) -
     root = tmp_path_factory.mktemp("toy") / "built"
     build_benchmark(spec, source_dir=None, out=root, show_progress=False)
     return spec, root
+
+
+MIXED_ALLOCATION = {"1": "tiny-llava-llama-s", "2": "tiny-llava-qwen2-s", "3": "tiny-llava-llama-m", "4": "tiny-llava-qwen2-s"}
+
+
+@pytest.fixture(scope="session")
+def toy_mixed(toy_loader, tmp_path_factory) -> tuple[str, str]:
+    """A 4-client x 2-task toy benchmark whose clients hold tiny models of two families and two sizes.
+
+    Returns (manifest path, built root). Methods run on it with ``model_loader="testing"``
+    (random tiny models, no pretraining), so a whole federation takes seconds.
+    """
+    import json
+
+    from drake_bench.build import build_benchmark
+    from drake_bench.spec import ModelAllocation
+
+    d = manifest_dict(toy_spec(n_clients=4, tasks_per_client=2, pool_size=10))
+    d["model_allocations"] = {"mix": ModelAllocation(description="two families, two sizes", source="test",
+                                                      clients=MIXED_ALLOCATION).model_dump(mode="json")}
+    d["default_allocation"] = "mix"
+    d.pop("content_hash", None)
+    spec = parse_manifest(d, where="toy-mixed")
+    root = tmp_path_factory.mktemp("toymixed") / "built"
+    build_benchmark(spec, source_dir=None, out=root, show_progress=False)
+    path = tmp_path_factory.mktemp("manifest") / "toy-mixed.json"
+    path.write_text(json.dumps(manifest_dict(spec)))
+    return str(path), str(root)

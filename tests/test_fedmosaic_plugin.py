@@ -15,16 +15,14 @@ import torch
 from drake_bench import PluginError
 from drake_bench.checkpoint import load as load_progress
 from drake_bench.evaluator import RunConfig, run
-from drake_bench.manifest import manifest_dict, parse_manifest
 from drake_bench.methods.fedmosaic import accounting as acc
 from drake_bench.methods.fedmosaic.config import FedMosaicConfig
 from drake_bench.methods.fedmosaic.plugin import FedITPQLoRA, FedMosaic
 from drake_bench.models.zoo import tiny_config
 from drake_bench.registry import register_method
 
-from conftest import toy_spec
 
-ALLOC = {"1": "tiny-llava-llama-s", "2": "tiny-llava-qwen2-s", "3": "tiny-llava-llama-m", "4": "tiny-llava-qwen2-s"}
+from conftest import MIXED_ALLOCATION as ALLOC  # noqa: E402
 METHOD_CFG = {"model_loader": "testing", "public_size": 16, "grad_interval": 1}
 ROUNDS = 4
 
@@ -53,26 +51,8 @@ register_method(CrashingFedMosaic)
 
 
 @pytest.fixture(scope="module")
-def bench(toy_loader, tmp_path_factory):
-    from drake_bench.build import build_benchmark
-    from drake_bench.spec import ModelAllocation
-
-    spec = toy_spec(n_clients=4, tasks_per_client=2, pool_size=10)
-    d = manifest_dict(spec)
-    d["model_allocations"] = {"mix": manifest_dict_alloc(ModelAllocation(description="two families, two sizes",
-                                                                         source="test", clients=ALLOC))}
-    d["default_allocation"] = "mix"
-    d.pop("content_hash", None)
-    spec = parse_manifest(d, where="toy-fedmosaic")
-    root = tmp_path_factory.mktemp("toyfm") / "built"
-    build_benchmark(spec, source_dir=None, out=root, show_progress=False)
-    path = tmp_path_factory.mktemp("manifest") / "toyfm.json"
-    path.write_text(json.dumps(manifest_dict(spec)))
-    return str(path), str(root)
-
-
-def manifest_dict_alloc(a):
-    return a.model_dump(mode="json")
+def bench(toy_mixed):
+    return toy_mixed
 
 
 def _cfg(bench, out, method="fedmosaic", **kw):

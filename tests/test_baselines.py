@@ -1,0 +1,58 @@
+"""SFT and FedIT (the first reference entries) through the public protocol on real tiny models."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from drake_bench.evaluator import RunConfig, run
+from drake_bench.registry import create_method
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _run(toy_mixed, tmp_path, method):
+    manifest, root = toy_mixed
+    return run(RunConfig(benchmark=manifest, method=method, method_config={"model_loader": "testing"}, data_dir=root,
+                         out=str(tmp_path / method), rounds=4, local_steps=2, fast_adaptation_iters=2,
+                         fast_adaptation_eval_every=1, fast_adaptation_test_items=2))
+
+
+def test_sft_shares_nothing_and_fedit_averages_within_each_architecture(toy_mixed, tmp_path):
+    sft = _run(toy_mixed, tmp_path, "sft")
+    fedit = _run(toy_mixed, tmp_path, "fedit")
+    for res in (sft, fedit):
+        assert res.status == "complete" and {r.role for r in res.raw.scores} == {"self", "others"}
+        assert {(a.init, a.iteration) for a in res.raw.adaptation} >= {("method", 0), ("fresh", 2)}
+    assert {c.uplink_bytes for c in sft.raw.costs} == {2}  # empty message: "{}" metadata only
+    # FedIT uploads the whole LoRA adapter: 4 bytes per float32 parameter (+2 for "{}")
+    m = create_method("fedit", {"model_loader": "testing"})
+    from drake_bench.models import lora_config
+    from drake_bench.models.pool import ModelPool
+    from drake_bench.models.testing import toy_loader
+
+    alloc = {1: "tiny-llava-llama-s", 2: "tiny-llava-qwen2-s"}
+    pool = ModelPool(alloc, lora_config(r=m.config.rank, alpha=m.config.alpha), loader=toy_loader)
+    expected = {c: 4 * sum(t.numel() for t in pool.initial_state(c).values()) + 2 for c in alloc}
+    by_client = {c.client: c.uplink_bytes for c in fedit.raw.costs}
+    assert by_client[1] == expected[1] and by_client[2] == expected[2] and expected[1] != expected[2]
+
+
+def test_fedit_messages_equal_within_architecture_and_differ_across(toy_mixed, tmp_path):
+    from drake_bench.checkpoint import load
+
+    _run(toy_mixed, tmp_path, "fedit")
+    prog = load(next((tmp_path / "fedit").rglob("progress.json")).parent)
+    msgs = prog.messages
+    # clients 2 and 4 share tiny-llava-qwen2-s: identical averaged adapter; 1 (llama-s) and 3 (llama-m) are alone
+    assert all(torch.equal(msgs[2].tensors[k], msgs[4].tensors[k]) for k in msgs[2].tensors)
+    assert set(msgs[1].tensors) != set(msgs[2].tensors) or any(
+        msgs[1].tensors[k].shape != msgs[2].tensors[k].shape for k in msgs[1].tensors)
+    # a lone client's "average" is its own upload, i.e. its state after local training
+    assert all(torch.equal(msgs[1].tensors[k], prog.clients[1].tensors[k]) for k in msgs[1].tensors)
