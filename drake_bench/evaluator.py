@@ -15,7 +15,7 @@ import random
 import resource
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import __version__, checkpoint
+from . import checkpoint
 from .errors import DrakeBenchError, PluginError
 from .evaluation.metrics import AdaptationRecord, CostRecord, RawTables, ScoreRecord
 from .evaluation.scoring import score_batch

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import shutil
-import time
 from pathlib import Path
 
 import torch
@@ -42,11 +40,12 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--out", default="leaderboard/runs")
     ap.add_argument("--board", default="leaderboard")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--jobs", type=int, default=2, help="methods run in parallel worker processes")
     return ap.parse_args()
 
 
-def run_method(method: str, a: argparse.Namespace):
-    from drake_bench.evaluator import RunConfig, run
+def config_for(method: str, a: argparse.Namespace):
+    from drake_bench.evaluator import RunConfig
 
     mcfg = {}
     if method in ("fedmosaic", "fedit-pqlora") and a.public_size:
@@ -55,14 +54,15 @@ def run_method(method: str, a: argparse.Namespace):
                     allocation=a.allocation, rounds=a.rounds, local_steps=a.local_steps,
                     others_subsample=a.others_subsample, self_subsample=a.self_subsample,
                     eval_every_rounds=a.eval_every, fast_adaptation=False, out=a.out)
-    t0 = time.time()
-    res = run(cfg)
-    print(f"{method}: {time.time() - t0:.0f} s", flush=True)
-    return res
+    return cfg
 
 
 def result_file(board: Path, method: str) -> Path:
     return board / f"drake-synth-dynamic-{method}.json"
+
+
+REPRO = "python scripts/bench_fedmosaic.py  # = drake-bench run --methods fedmosaic,sft,fedit-pqlora,fedit " \
+        "--allocation cross-family --seeds 0,1,2 --no-fast-adaptation --out leaderboard/runs, then this report"
 
 
 def report(a: argparse.Namespace) -> None:
@@ -106,14 +106,17 @@ def report(a: argparse.Namespace) -> None:
 
     lines = ["# drake-synth, dynamic scenario: FedMosaic and baselines", ""]
     first = ordered[0]
-    rc = first.config if hasattr(first, "config") else None
-    lines += [f"Allocation `{a.allocation}` (Llama-m + Qwen2-m + Qwen2-l tiny zoo models, pretrained), seeds "
-              f"{a.seeds}; reduced settings for a 2-core CPU budget: rounds {a.rounds or 'manifest (8)'}, local steps "
-              f"{a.local_steps or 'manifest (25)'}, Others items per task {a.others_subsample or 'manifest (16)'}, "
-              f"Self items per task {a.self_subsample or 'all'}, evaluation every {a.eval_every or 'manifest (2)'} "
-              f"rounds, FedMosaic alignment |D_p| = {a.public_size or 500}, no fast adaptation. FedMosaic uses the "
-              "toy profile (r 8, N_B 2, lr 3e-3/1e-3, m 5, tau 0.5, alpha 0.5, N_s 0.4, mu 1e-4) and is not "
-              "compute-matched (same local steps as the baselines).", ""]
+    fl, rc = first.fl, first.fl.extra.get("run_config", {})
+    fm = results["fedmosaic"].method.config if "fedmosaic" in results else {}
+    lines += [f"Allocation `{first.model_allocation.name}` ({', '.join(sorted(set(first.model_allocation.clients.values())))}; "
+              f"pretrained tiny zoo models), seeds {first.seeds}; {fl.rounds} rounds x {fl.local_steps} local steps, "
+              f"batch {fl.batch_size}, evaluation after rounds {fl.eval_rounds}, Self items per task "
+              f"{rc.get('self_subsample') or 'manifest (20)'}, Others items per task {fl.others_subsample}, no fast "
+              f"adaptation. FedMosaic uses the toy profile (r {fm.get('rank')}, N_B {fm.get('n_blocks')}, lr "
+              f"{fm.get('lr_pq')} (P/Q) / {fm.get('lr_other')} (rest), m {fm.get('grad_interval')}, tau {fm.get('tau')}, "
+              f"alpha {fm.get('ema_alpha', fm.get('alpha'))}, N_s {fm.get('mask_ratio', fm.get('n_s'))}, mu "
+              f"{fm.get('noise_std', fm.get('mu'))}, |D_p| {fm.get('public_size')}) and is not compute-matched (same local "
+              "steps as the baselines). Reproduce: `" + REPRO + "`.", ""]
     lines.append(summary_markdown(ordered))
     if all(m in results for m in METHODS):
         o = {m: agg(m, "others_last") for m in METHODS}
@@ -144,10 +147,18 @@ def main() -> None:
     board = Path(a.board)
     board.mkdir(parents=True, exist_ok=True)
     if not a.report_only:
+        from rich.console import Console
+
+        from drake_bench.commands.run import run_many
+
+        results = run_many([config_for(m, a) for m in a.methods], jobs=a.jobs, threads=1, console=Console(stderr=True))
+        for m, res in zip(a.methods, results):
+            shutil.copyfile(res.path(a.out), result_file(board, m))
+    else:  # results of an earlier `drake-bench run ... --out <out>` not yet copied to the board
         for m in a.methods:
-            res = run_method(m, a)
-            src = res.path(a.out)
-            shutil.copyfile(src, result_file(board, m))
+            found = sorted(Path(a.out).glob(f"drake-synth/dynamic/{m}/*/result.json"))
+            if found and not result_file(board, m).is_file():
+                shutil.copyfile(found[-1], result_file(board, m))
     report(a)
 
 

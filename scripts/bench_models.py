@@ -32,7 +32,7 @@ from drake_bench.models.adapters import lora_config
 from drake_bench.models.pool import ModelPool
 from drake_bench.models.testing import toy_image, toy_loader, toy_samples
 from drake_bench.models.zoo import build_tiny, model_info, tiny_config, tiny_names
-from drake_bench.sample import AnswerType, Sample
+from drake_bench.sample import Sample
 
 
 def matmul_peak(n: int = 1024, reps: int = 20) -> float:

@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoTokenizer
 
 from ..errors import DrakeBenchError
 from . import engine

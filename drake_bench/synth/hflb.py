@@ -10,7 +10,7 @@ import numpy as np
 
 from ..sample import AnswerType
 from .registry import YES_NO, Item, generator, mc, yn
-from .relation import not_matching, one, two_related
+from .relation import one, two_related
 from .render import render
 from .vqa import dish
 from .world import COLORS, NUMBER_WORDS, SHAPES, Obj, Scene, an, other, place, plural, random_obj

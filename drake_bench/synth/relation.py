@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..sample import AnswerType
-from .registry import YES_NO, Item, generator, image_options, mc, yn
+from .registry import YES_NO, Item, generator, yn
 from .render import render
 from .world import an, plural, COLORS, DIRECTIONS, SHAPES, STYLES, Obj, Scene, other, place, random_obj
 

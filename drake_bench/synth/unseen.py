@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..sample import AnswerType
-from .reasoning import pick_among
 from .registry import Item, generator, image_options
 from .relation import edit_pair, not_matching, one, two_related
 from .render import render

@@ -13,7 +13,7 @@ from .registry import YES_NO, Item, generator, image_options, mc, yn
 from .relation import one
 from .render import render, render_bars, render_clock
 from .world import (
-    an, plural, COLORS, CORNERS, DISH_ORIGIN, DISHES, DISTORTIONS, PLACES, SHAPES, Obj, Scene, other, place, random_obj,
+    plural, COLORS, CORNERS, DISH_ORIGIN, DISHES, DISTORTIONS, PLACES, SHAPES, Obj, Scene, other, place, random_obj,
 )
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
