@@ -5,7 +5,9 @@
   commonly used; not found in the stored docs.]
 * **VSR** (``cambridgeltl/vsr_random``): jsonl files of ``{image, image_link, caption, label,
   relation}`` (label 1 = the caption is true); images in ``images/``. Question = "Is this statement
-  true? <caption>". [I: fields from the VSR repo README.]
+  true? <caption>". Checked against the VSR dataset card / loading script on the Hub
+  (``juletxara/visual-spatial-reasoning``: features image, image_link, caption, label = ClassLabel
+  [False, True], relation).
 * **VizWiz** VQA: ``annotations/<split>.json`` = list of ``{image, question, answers: [{answer,
   answer_confidence}], answer_type, answerable}``; images in ``<split>/``. Answer = the most frequent
   answer. [I: fields from the VizWiz VQA annotation format.]
