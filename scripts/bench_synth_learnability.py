@@ -1,8 +1,9 @@
 """Learnability benchmark of the synth image tasks (not a test): is each task learnable, and only with the image?
 
 For every image task of drake-synth and hflb-synth, trains from scratch on generated items
-  * a small CNN over every image + bag-of-words question/options model ("vision"),
-  * the same model with the images blanked ("text_only"),
+  * two small probes over every image + the bag of question/option words ("vision"): late fusion
+    (per-image CNN, concatenated) and FiLM (question-conditioned CNN); the better one is reported,
+  * the same probes with the images blanked ("text_only", the better of the two),
 and reports test accuracy (exact answer match) next to chance (1/#options, or the majority
 answer for open tasks). Writes drake_bench/synth/learnability.json (read by task cards) and
 the table in docs/synth_tasks.md.
@@ -38,7 +39,31 @@ def tokens(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower())
 
 
-class Net(nn.Module):
+class LateFusion(nn.Module):
+    """Per-image CNN (shared weights, slot position kept) + bag of question/option words -> answer class."""
+
+    def __init__(self, vocab: int, classes: int, use_images: bool):
+        super().__init__()
+        self.use_images = use_images
+        self.cnn = nn.Sequential(
+            nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU(), nn.Conv2d(16, 32, 3, 2, 1), nn.ReLU(),
+            nn.Flatten(), nn.Linear(32 * 8 * 8, 64), nn.ReLU(),
+        )
+        self.words = nn.EmbeddingBag(vocab, 64, mode="mean")
+        self.head = nn.Sequential(nn.Linear(64 * MAX_IMAGES + 64, 128), nn.ReLU(), nn.Linear(128, classes))
+
+    def forward(self, imgs: torch.Tensor, words: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        b = imgs.shape[0]
+        feats = self.cnn(imgs.flatten(0, 1)).view(b, MAX_IMAGES, -1)
+        if not self.use_images:
+            feats = torch.zeros_like(feats)
+        return self.head(torch.cat([feats.flatten(1), self.words(words, offsets)], dim=1))
+
+
+PROBES: dict[str, type] = {}
+
+
+class FiLM(nn.Module):
     """FiLM probe (Perez et al. 2018, the standard probe for synthetic visual reasoning such as CLEVR).
 
     The bag of question/option words produces per-channel scale and shift for every conv layer, so the
@@ -88,7 +113,10 @@ def encode(items, vocab: dict[str, int]):
     return torch.from_numpy(imgs), torch.tensor(ids), torch.tensor(offsets)
 
 
-def train_eval(train, test, answers: list[str], use_images: bool, epochs: int, seed: int) -> float:
+PROBES.update(late=LateFusion, film=FiLM)
+
+
+def train_eval(train, test, answers: list[str], use_images: bool, epochs: int, seed: int, probe: str = "late") -> float:
     torch.manual_seed(seed)
     vocab: dict[str, int] = {"<pad>": 0}
     xi, xw, xo = encode(train, vocab)
@@ -96,7 +124,7 @@ def train_eval(train, test, answers: list[str], use_images: bool, epochs: int, s
     cls = {a: i for i, a in enumerate(answers)}
     y = torch.tensor([cls[it.answer] for it in train])
     yt = torch.tensor([cls.get(it.answer, -1) for it in test])
-    net = Net(len(vocab) + 1, len(answers), use_images)
+    net = PROBES[probe](len(vocab) + 1, len(answers), use_images)
     opt = torch.optim.Adam(net.parameters(), lr=2e-3)
     n = len(train)
     g = torch.Generator().manual_seed(seed)
@@ -142,8 +170,13 @@ def run_task(bench: str, task_id: str, n_train: int, n_test: int, epochs: int) -
         "benchmark": bench, "task": task_id, "answer_type": t.answer_type.value, "train": n_train, "test": n_test,
         "metric": "exact-match accuracy", "chance": round(chance(train, test, t.answer_type), 3),
     }
-    res["vision"] = round(train_eval(train, test, answers, True, epochs, 0), 3)
-    res["text_only"] = round(train_eval(train, test, answers, False, epochs, 0), 3)
+    # two small probes (late fusion, FiLM); a task counts as learnable if either learns it, and the
+    # text-only baseline is the better of the two blank-image variants (conservative)
+    scores = {p: train_eval(train, test, answers, True, epochs, 0, p) for p in PROBES}
+    best = max(scores, key=scores.get)
+    res["probe"] = best
+    res["vision"] = round(scores[best], 3)
+    res["text_only"] = round(max(train_eval(train, test, answers, False, epochs, 0, p) for p in PROBES), 3)
     return res
 
 
@@ -156,7 +189,9 @@ def write_docs(results: dict) -> None:
         "images; `chance` = 1/#options (majority answer for open tasks). Exact-match test accuracy, trained from",
         f"scratch on {results.get('train', '?')} items, tested on {results.get('test', '?')} fresh items. A task is",
         "learnable and needs the image when `vision` beats both `text` and `chance` by at least 0.10 (`ok`);",
-        "a task that does not is retried with 1,600 training items (`n`), and marked `no` if it still does not.",
+        "a task that does not is retried with 1,200 training items (`n`), and marked `no` if it still does not.",
+        "Two probes are trained (late fusion: per-image CNN + bag of words; FiLM: question-conditioned CNN); the",
+        "table shows the better one, and the better of their text-only (blank image) variants.",
         "Render any task's card and example grid with `drake-bench task-card BENCHMARK TASK --out card.png`.",
         "",
     ]
@@ -190,7 +225,7 @@ def main() -> None:
     ap.add_argument("--test", type=int, default=150)
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--retry-train", type=int, default=1600,
+    ap.add_argument("--retry-train", type=int, default=1200,
                     help="items for a second try when the probe does not beat text-only and chance by --margin")
     ap.add_argument("--margin", type=float, default=0.1)
     ap.add_argument("--skip-done", action="store_true", help="keep tasks already in learnability.json")
