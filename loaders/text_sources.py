@@ -4,7 +4,7 @@
   GSM8K ``train.jsonl`` lines ``{question, answer}``; Dolly-15k jsonl ``{instruction, context,
   response, category}``. [I: upstream README field names; FS-LLM re-packages these datasets.]
 * ``aya`` (``CohereForAI/aya_dataset``): parquet/jsonl rows ``{inputs, targets, language,
-  language_code, annotation_type, user_id}`` [I: Aya dataset card fields]. Topic tasks come from
+  language_code, annotation_type, user_id}`` (checked against the Aya dataset card's features). Topic tasks come from
   ``rule.topic_labels`` (JSON ``{item_key: topic}``, item_key = sha1(inputs)[:16]); without it a
   stable hash assigns topics (recorded as an [R] choice in the manifest).
 * ``fedllm_bench`` (FedLLM-Bench): ``rule.file`` holds either ``{client_key: [records]}`` or a list of
