@@ -95,8 +95,19 @@ def report(a: argparse.Namespace) -> None:
                   if i != j and pos[order[idx[i]]] == pos[order[idx[j]]]]
         across = [float(w[i, j]) for i in range(len(idx)) for j in range(len(idx))
                   if pos[order[idx[i]]] != pos[order[idx[j]]]]
-        heat_note = (f"last RELA weights ({Path(runs[0]).name}): mean off-diagonal weight within a task group "
-                     f"{sum(within) / len(within):.4f} vs across groups {sum(across) / len(across):.4f}")
+        s_within = [float(s[i, j]) for i in range(len(idx)) for j in range(len(idx))
+                    if i != j and pos[order[idx[i]]] == pos[order[idx[j]]]]
+        s_across = [float(s[i, j]) for i in range(len(idx)) for j in range(len(idx))
+                    if pos[order[idx[i]]] != pos[order[idx[j]]]]
+        multi = [c for c in (1, 5, 6, 7, 8, 9) if c in order]
+        s_multi = [float(s[idx.index(order.index(a)), idx.index(order.index(b))])
+                   for a in multi for b in multi if a != b]
+        heat_note = (f"relevance ({Path(runs[0]).name}, last round): mean off-diagonal cosine within a task group "
+                     f"{sum(s_within) / len(s_within):.2f} vs across groups {sum(s_across) / len(s_across):.2f}; "
+                     f"among the multi-image clients 1, 5-9 {sum(s_multi) / len(s_multi):.2f} (the paper's Fig. 26 "
+                     f"also shows multi-image clients close to each other). The softmax(S/tau) weights are nearly "
+                     f"uniform at tau 0.5 with 10 clients: within a group {sum(within) / len(within):.4f} vs across "
+                     f"{sum(across) / len(across):.4f}")
 
     def agg(m: str, key: str) -> tuple[float, float]:
         ms = results[m].summary.aggregate[key] if isinstance(results[m].summary.aggregate, dict) else getattr(
@@ -122,19 +133,27 @@ def report(a: argparse.Namespace) -> None:
         o = {m: agg(m, "others_last") for m in METHODS}
         oa = {m: agg(m, "others_auc") for m in METHODS}
         sl = {m: agg(m, "self_last") for m in METHODS}
-        c1 = o["fedmosaic"][0] > o["sft"][0] and oa["fedmosaic"][0] > oa["sft"][0]
+        def verdict(higher: tuple[float, float], lower: tuple[float, float]) -> str:
+            """'held' only when the gap exceeds both seed stds; a smaller positive gap is not evidence."""
+            gap = higher[0] - lower[0]
+            if gap > max(higher[1], lower[1]):
+                return f"held (gap {gap:+.2f})"
+            if gap > 0:
+                return f"not shown: the gap ({gap:+.2f}) is inside the seed std (±{max(higher[1], lower[1]):.2f})"
+            return f"did not hold (gap {gap:+.2f})"
+
         c2 = o["fedit"][0] <= o["fedit-pqlora"][0] <= o["fedmosaic"][0]
-        c3 = sl["fedmosaic"][0] >= sl["sft"][0] - 1.0
         fmt = lambda d: ", ".join(f"{LABELS[m]} {d[m][0]:.2f} ± {d[m][1]:.2f}" for m in METHODS)  # noqa: E731
         lines += ["", "## Claims (spec fedmosaic.md 13.7)", "",
-                  f"- FedMosaic Others > SFT Others (A_last and A_AUC): **{'held' if c1 else 'did not hold'}**. "
-                  f"Others A_last: {fmt(o)}; Others A_AUC: {fmt(oa)}.",
-                  f"- Others ordered FedIT <= FedIT+PQ-LoRA <= FedMosaic (A_last): **{'held' if c2 else 'did not hold'}**.",
-                  f"- FedMosaic Self >= SFT Self - 1 point (A_last): **{'held' if c3 else 'did not hold'}**. "
-                  f"Self A_last: {fmt(sl)}.",
+                  f"- FedMosaic Others > SFT Others: A_last **{verdict(o['fedmosaic'], o['sft'])}**, A_AUC "
+                  f"**{verdict(oa['fedmosaic'], oa['sft'])}**. Others A_last: {fmt(o)}; Others A_AUC: {fmt(oa)}.",
+                  f"- Others ordered FedIT <= FedIT+PQ-LoRA <= FedMosaic (A_last, means only): "
+                  f"**{'held' if c2 else 'did not hold'}**; every pairwise gap is inside the seed std.",
+                  f"- FedMosaic Self vs SFT Self (A_last): {verdict(sl['fedmosaic'], sl['sft'])}. Self A_last: {fmt(sl)}.",
                   f"- RELA: {heat_note}.", "",
-                  "Differences smaller than the seed std are not meaningful at this scale (few evaluation items "
-                  "per task, a handful of local steps). Plots: `drake-synth-dynamic-accuracy.png`, "
+                  "At this scale the tiny models learn the tasks only slightly in 200 local iterations (SFT Self "
+                  "exceeds its Others by a few points), so there is little task knowledge for any method to share; "
+                  "the benchmark does not reproduce the paper's gains, and says so. Plots: `drake-synth-dynamic-accuracy.png`, "
                   "`drake-synth-dynamic-relevance.png` (cosine of the sanitised W_s gradients, clients ordered "
                   "by group 1,5,6 | 7,8,9 | 2,3,4,10) and `drake-synth-dynamic-rela-weights.png`.", ""]
     (board / "drake-synth-dynamic.md").write_text("\n".join(lines))

@@ -228,7 +228,7 @@ def render(res: dict) -> str:
     if res.get("knowledge"):
         L += ["", "## Pretraining and public-mix knowledge", "",
               f"Token-F1 of greedy answers (32 new tokens) on {res.get('n_eval', 48)} held-out public items (seed 12345, never trained on); "
-              "multimodal models on `public_mix` (captions, colour/shape lists, multi-image descriptions), text "
+              "multimodal models on `public_mix` (captions, colour/shape lists, multi-image descriptions, multiple-choice and yes/no items), text "
               "models on `public_text_mix` (translations). Untrained = the same architecture at its random init.", "",
               "| model | pretraining (s) | final loss | F1 untrained | F1 pretrained |", "|---|---|---|---|---|"]
         for r in res["knowledge"]:
