@@ -18,6 +18,7 @@ from .manifest import available_benchmarks, load_benchmark  # noqa: E402
 from .sample import AnswerType, MethodSample, Sample  # noqa: E402
 from .scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario  # noqa: E402
 from .spec import BenchmarkSpec, ClientSpec, TaskSpec  # noqa: E402
+from .stream import ClientStream, FederatedData, load_client_stream, load_federated_data  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -25,6 +26,8 @@ __all__ = [
     "Asynchronous",
     "BenchmarkSpec",
     "ClientSpec",
+    "ClientStream",
+    "FederatedData",
     "DataNotBuiltError",
     "Dirichlet",
     "DrakeBenchError",
@@ -41,5 +44,7 @@ __all__ = [
     "UnknownNameError",
     "available_benchmarks",
     "load_benchmark",
+    "load_client_stream",
+    "load_federated_data",
     "parse_scenario",
 ]
