@@ -53,7 +53,9 @@ def test_load_base_builds_once_caches_and_loads_with_from_pretrained(tiny_cache)
     text_model, tok = load_base("tiny-qwen2-s")
     assert calls == [True, False]
     # AutoTokenizer may pick the family's class (Qwen2Tokenizer); ids and special ids must not change
-    shared = pretrain.AutoTokenizer.from_pretrained(home / pretrain.TOKENIZER_DIR)
+    from transformers import AutoTokenizer
+
+    shared = AutoTokenizer.from_pretrained(home / pretrain.TOKENIZER_DIR)
     text = "USER: The square is red. ASSISTANT: red</s>"
     assert tok(text)["input_ids"] == shared(text)["input_ids"] == proc.tokenizer(text)["input_ids"]
     assert (tok.pad_token_id, tok.bos_token_id, tok.eos_token_id) == (0, 1, 2)
