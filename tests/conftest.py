@@ -84,6 +84,17 @@ def toy_spec(n_clients: int = 3, tasks_per_client: int = 4, pool_size: int = 20,
     return parse_manifest(manifest_dict(spec), where="toy")
 
 
+@pytest.fixture
+def one_torch_thread():
+    """Tiny models run many times faster on one thread than on a contended pool (docs/models.md)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="session")
 def toy_loader() -> ToyLoader:
     from drake_bench.loaders import _LOADERS, register_loader

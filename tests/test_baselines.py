@@ -9,12 +9,7 @@ from drake_bench.evaluator import RunConfig, run
 from drake_bench.registry import create_method
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _run(toy_mixed, tmp_path, method):

@@ -12,12 +12,7 @@ from drake_bench.models.zoo import build_tiny
 from drake_bench.sample import AnswerType
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_labels_cover_answer_tokens_only():

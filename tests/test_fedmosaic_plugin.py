@@ -27,12 +27,7 @@ METHOD_CFG = {"model_loader": "testing", "public_size": 16, "grad_interval": 1}
 ROUNDS = 4
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class CrashingFedMosaic(FedMosaic):

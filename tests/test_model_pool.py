@@ -14,12 +14,7 @@ from drake_bench.models.testing import toy_loader, toy_samples
 NAME = "tiny-llava-qwen2-s"
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _logits(model, proc, batch):
