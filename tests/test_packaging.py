@@ -33,6 +33,7 @@ def test_wheel_maps_top_level_folders_into_the_namespace(wheel):
         "drake_bench/splits/drake-synth.json",
         "drake_bench/schemas/manifest.schema.json",
         "drake_bench/schemas/result.schema.json",
+        "drake_bench/synth/learnability.json",
     ]:
         assert required in names, required
     # every Python package in the source tree is shipped (a forgotten `packages` entry fails here)
