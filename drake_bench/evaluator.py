@@ -417,9 +417,11 @@ def evaluation_settings() -> EvaluationSettings:
     from .models import engine, prompting
 
     return EvaluationSettings(
-        decoding={"do_sample": False, "max_new_tokens": engine.OPEN_MAX_NEW_TOKENS, "choice_scoring": "option log-likelihood"},
-        batch_size=getattr(engine, "EVAL_BATCH_SIZE", 32),
-        prompt_template_version=str(getattr(prompting, "TEMPLATE_VERSION", "1")),
+        decoding={"do_sample": False, "num_beams": 1, "max_new_tokens": engine.OPEN_MAX_NEW_TOKENS,
+                  "free_text_max_new_tokens": engine.FREE_TEXT_MAX_NEW_TOKENS,
+                  "choice_scoring": "option letter log-likelihood"},
+        batch_size=engine.EVAL_BATCH_SIZE,
+        prompt_template_version=prompting.TEMPLATE_VERSION,
         padding_side="left",
     )
 

@@ -33,6 +33,7 @@ from .prompting import build_prompt, candidate_targets, is_choice, options, targ
 IGNORE_INDEX = -100
 OPEN_MAX_NEW_TOKENS = 16
 FREE_TEXT_MAX_NEW_TOKENS = 64
+EVAL_BATCH_SIZE = 16  # predict(): generation batches; choice items are scored in batches of 2x this
 
 
 def tokenizer_of(processor: Any) -> Any:
@@ -288,7 +289,7 @@ def _choose_full(model: Any, processor: Any, samples: Sequence[Any], batch_size:
 
 
 def predict(model: Any, processor: Any, samples: Sequence[Any], max_new_tokens: int = OPEN_MAX_NEW_TOKENS,
-            free_text_max_new_tokens: int = FREE_TEXT_MAX_NEW_TOKENS, batch_size: int = 16) -> list[str]:
+            free_text_max_new_tokens: int = FREE_TEXT_MAX_NEW_TOKENS, batch_size: int = EVAL_BATCH_SIZE) -> list[str]:
     """Answers in input order: choice items scored, open/free-text items generated."""
     samples = list(samples)
     out: list[str | None] = [None] * len(samples)

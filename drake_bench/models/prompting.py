@@ -27,6 +27,7 @@ from ..errors import DrakeBenchError
 from ..sample import AnswerType
 from .tokenizer import IMAGE
 
+TEMPLATE_VERSION = "llava-1.5/v1"  # recorded in every result file; bump when a prompt or target changes
 MC_INSTRUCTION = "Answer with the option's letter from the given choices directly."
 OPEN_INSTRUCTION = "Answer the question using a single word or phrase."
 LETTERS = string.ascii_uppercase
