@@ -125,15 +125,14 @@ def build_benchmark(
         except DrakeBenchError as exc:
             failures[task.id] = str(exc)
             _clear_task(root, task.id)
-    info = finalize_build(root, spec.name, manifest_hash(spec), {"version": spec.version, "failed_tasks": sorted(failures)})
-    write_card(root, spec, info)
+    write_card(root, spec, finalize_build(root, spec.name, manifest_hash(spec),
+                                          {"version": spec.version, "failed_tasks": sorted(failures)}))
     if failures:
         lines = "\n".join(f"  - {t}: {msg}" for t, msg in failures.items())
         raise SourceError(
             f"{len(failures)} of {len(wanted)} tasks of {spec.name!r} failed to build (the other "
             f"{len(wanted) - len(failures)} are kept in {root}; fix the sources and run again to resume):\n{lines}"
         )
-    del info
     return root
 
 

@@ -339,7 +339,8 @@ def test_online_revision_and_repo_errors_are_named(monkeypatch: pytest.MonkeyPat
     from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
     spec, root = built
-    response = httpx.Response(404, request=httpx.Request("HEAD", "https://huggingface.co/datasets/x/y/resolve/v9/f"))
+    # an error object only, never sent: the request just has to exist
+    response = httpx.Response(404, request=httpx.Request("HEAD", "http://127.0.0.1/datasets/x/y/resolve/v9/f"))
 
     def raiser(exc):
         def fake(*args, **kwargs):
