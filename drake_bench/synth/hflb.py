@@ -46,6 +46,8 @@ def c1_rel(rng: np.random.Generator) -> Item:
     rel = str(rng.choice(["above", "below"]))
     truth = bool(rng.random() < 0.5)
     a, b = two_related(rng, rel if truth else {"above": "below", "below": "above"}[rel])
+    if b.shape == a.shape:  # 'is the circle above the circle?' would not say which circle
+        b.shape = other(rng, SHAPES, a.shape)
     return Item([render(Scene([a, b]))], f"Is the {a.shape} {rel} the {b.shape}?", yn(truth), list(YES_NO))
 
 
@@ -81,6 +83,8 @@ def gqa_choice(rng: np.random.Generator, kind: str, k: int) -> Item:
         return Item([render(sc)], f"What shape is the {o.color} object?", o.shape, mc(rng, o.shape, SHAPES, k))
     rel = str(rng.choice(["left of", "above"]))
     a, b = two_related(rng, rel)
+    if a.shape == b.shape:  # otherwise the answer would be the shape named in the question (a text shortcut)
+        a.shape = other(rng, SHAPES, b.shape)
     q = f"What is {rel} the {b.color} {b.shape}?"
     return Item([render(Scene([a, b]))], q, a.shape, mc(rng, a.shape, [s for s in SHAPES if s != b.shape], k))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..sample import AnswerType
-from .registry import YES_NO, Item, generator, image_options, mc, yn
+from .registry import YES_NO, Item, generator, image_options, yn
 from .relation import one, two_related
 from .render import render
 from .world import an, COLOR_FIGURES, COLORS, SHAPE_FIGURES, SHAPES, Obj, Scene, other, place, random_obj
@@ -143,15 +143,16 @@ def bongard_concept(rng: np.random.Generator) -> Item:
 
 
 @generator("rsn-panel-sequence", "reasoning", MC, "multi", (3, 3),
-           "Three panels grow by one object each; how many objects will the next panel show? (COMICS next-panel analogue)")
+           "Three panels grow by a fixed number of objects (one or two) each; how many objects will the next panel show? (COMICS next-panel analogue)")
 def panel_sequence(rng: np.random.Generator) -> Item:
-    start = int(rng.integers(1, 3))
-    step = int(rng.choice([1, 2])) if start == 1 else 1
+    # four equally likely stories with four different next counts (4, 5, 6, 7), and the options are always
+    # those four: the question and options say nothing about the answer, the panels do
+    start, step = [(1, 1), (2, 1), (3, 1), (1, 2)][int(rng.integers(0, 4))]
     counts = [start + step * t for t in range(3)]
     nxt = counts[-1] + step
     s, c = str(rng.choice(SHAPES)), str(rng.choice(COLS))
     imgs = [render(Scene(place(rng, [Obj(s, c, size="small") for _ in range(n)]))) for n in counts]
-    opts = mc(rng, str(nxt), [str(k) for k in range(2, 8)], 4)
+    opts = [str(k) for k in rng.permutation([4, 5, 6, 7]).tolist()]
     return Item(imgs, "The panels tell a story. How many objects will the next panel show?", str(nxt), opts)
 
 

@@ -48,9 +48,10 @@ def caption_retrieval(rng: np.random.Generator) -> Item:
     scenes.append(Scene([a2, b2]))
     while len(scenes) < 5:
         x, y = two_related(rng, rel)
+        if rng.random() < 0.5:
+            x.color, x.shape = a.color, a.shape
+        # no distractor may fit the description too (checked after the recolouring)
         if (x.color, x.shape, y.color, y.shape) != (a.color, a.shape, b.color, b.shape):
-            if rng.random() < 0.5:
-                x.color, x.shape = a.color, a.shape
             scenes.append(Scene([x, y]))
     order = rng.permutation(5)
     imgs = [render(scenes[int(i)]) for i in order]
