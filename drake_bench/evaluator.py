@@ -419,7 +419,7 @@ def evaluation_settings() -> EvaluationSettings:
     return EvaluationSettings(
         decoding={"do_sample": False, "num_beams": 1, "max_new_tokens": engine.OPEN_MAX_NEW_TOKENS,
                   "free_text_max_new_tokens": engine.FREE_TEXT_MAX_NEW_TOKENS,
-                  "choice_scoring": "option letter log-likelihood"},
+                  "choice_scoring": "option text log-likelihood (cloze)"},
         batch_size=engine.EVAL_BATCH_SIZE,
         prompt_template_version=prompting.TEMPLATE_VERSION,
         padding_side="left",

@@ -177,11 +177,12 @@ pool.set_state(1, upload, "global")
 answers = predict(pool.model_for(1), pool.processor(1), test_samples)
 ```
 
-Prompts follow LLaVA-1.5: `USER: <image>\\n<image>\\n{question}\\nA. ...\\nB. ...\\nAnswer with the option's
-letter from the given choices directly. ASSISTANT:`; choice items train on the option letter, others on the
-answer text, with loss on answer tokens only. `choose` scores each option's letter by log-likelihood;
-`generate` is greedy with left padding. Pretraining (`drake_bench.models.pretrain`) trains every parameter on
-the synthetic public mix (`drake_bench.synth.public`) with a fixed seeded recipe and caches the checkpoint
+Prompts follow LLaVA-1.5: `USER: <image>\\n<image>\\n{question}\\nA. ...\\nB. ...\\nAnswer with the option
+from the given choices directly. ASSISTANT:`; every item trains on its answer text (choice items in cloze form:
+the option's text, not its letter, which tiny models never learn to match), with loss on answer tokens only.
+`choose` scores each option's text by log-likelihood; `generate` is greedy with left padding. Pretraining
+(`drake_bench.models.pretrain`) first teaches the vision tower and projector the world's attributes on public
+scenes, then trains every parameter on the synthetic public mix (`drake_bench.synth.public`) with a fixed seeded recipe and caches the checkpoint
 under `$DRAKE_BENCH_MODELS` (default `~/.cache/drake_bench/models`).
 
 """

@@ -12,7 +12,8 @@ from drake_bench.models import load_base, pretrain
 from drake_bench.models.testing import toy_samples
 from drake_bench.models.zoo import REAL_MODELS, build_tiny
 
-TINY_RECIPE = pretrain.Recipe(steps_multimodal=3, steps_text=3, batch_multimodal=4, batch_text=4, vocab_size=512)
+TINY_RECIPE = pretrain.Recipe(steps_multimodal=3, steps_text=3, batch_multimodal=4, batch_text=4, vocab_size=512,
+                                vision_steps=2, vision_batch=4, vision_items=16)
 
 
 @pytest.fixture

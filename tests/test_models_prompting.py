@@ -1,4 +1,4 @@
-"""Prompting: LLaVA-style prompts, option letters, chat template agreement, image-token expansion."""
+"""Prompting: LLaVA-style prompts, lettered options with cloze targets, chat template agreement, image-token expansion."""
 
 from __future__ import annotations
 
@@ -18,20 +18,22 @@ def _s(**kw):
     return Sample(**base)
 
 
-def test_multiple_choice_prompt_and_letter_target():
+def test_multiple_choice_prompt_and_cloze_target():
     s = _s(images=[toy_image("red"), toy_image("blue")], choices=["blue", "red", "green"],
            answer_type=AnswerType.MULTIPLE_CHOICE)
     p = build_prompt(s)
     assert p == ("USER: <image>\n<image>\nWhat colour?\nA. blue\nB. red\nC. green\n"
-                 "Answer with the option's letter from the given choices directly. ASSISTANT:")
-    assert target(s) == " B"
-    assert candidate_targets(s) == [" A", " B", " C"]
-    assert build_prompt(s.for_method()) == p and target(s.for_method()) == " B"
+                 "Answer with the option from the given choices directly. ASSISTANT:")
+    assert target(s) == " red"
+    assert candidate_targets(s) == [" blue", " red", " green"]
+    assert build_prompt(s.for_method()) == p and target(s.for_method()) == " red"
+    # an answer given as the letter still trains on the option text
+    assert target(_s(choices=["blue", "red"], answer="B", answer_type=AnswerType.MULTIPLE_CHOICE)) == " red"
 
 
 def test_yes_no_defaults_and_open_and_free_text():
     yn = _s(answer="no", answer_type=AnswerType.YES_NO)
-    assert options(yn) == ["yes", "no"] and target(yn) == " B"
+    assert options(yn) == ["yes", "no"] and target(yn) == " no"
     assert "A. yes\nB. no" in build_prompt(yn)
     op = _s()
     assert build_prompt(op).endswith("Answer the question using a single word or phrase. ASSISTANT:")
@@ -44,8 +46,8 @@ def test_answer_outside_options_names_the_sample():
     bad = _s(id="item-7", choices=["a", "b"], answer="c", answer_type=AnswerType.MULTIPLE_CHOICE)
     with pytest.raises(DrakeBenchError, match="item-7"):
         target(bad)
-    assert target(_s(choices=["a", "b"], answer="b", answer_type=AnswerType.MULTIPLE_CHOICE)) == " B"
-    assert target(_s(choices=["x", "y"], answer="B", answer_type=AnswerType.MULTIPLE_CHOICE)) == " B"
+    assert target(_s(choices=["a", "b"], answer="b", answer_type=AnswerType.MULTIPLE_CHOICE)) == " b"
+    assert target(_s(choices=["x", "y"], answer="B", answer_type=AnswerType.MULTIPLE_CHOICE)) == " y"
 
 
 def test_chat_template_renders_the_same_prompt():

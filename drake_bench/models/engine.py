@@ -8,8 +8,9 @@ evaluator's scoring can never disagree on prompts, padding or decoding:
   tokens only (see :mod:`drake_bench.models.prompting` for the target format).
 * :func:`generate` — batched greedy decoding with fixed settings (no sampling,
   one beam, left padding), returns only the newly generated text, stripped.
-* :func:`choose` — multiple-choice scoring: the option whose letter (" A", " B", ...)
-  is most likely at the answer position (one forward pass per item); returns the option text.
+* :func:`choose` — multiple-choice scoring in cloze form: the option whose text is most
+  likely as the answer (one forward pass per item when every option is one token); returns
+  the option text.
 * :func:`predict` — :func:`choose` for multiple-choice / yes-no items, :func:`generate`
   for open (16 new tokens) and free-text (64 new tokens) items, in input order.
 
@@ -243,12 +244,12 @@ def _letter_token_ids(tok: Any, samples: Sequence[Any]) -> list[list[int]] | Non
 
 
 def choose(model: Any, processor: Any, samples: Sequence[Any], batch_size: int = 32) -> list[str]:
-    """Multiple-choice answers by the log-likelihood of each option's letter; returns the option text.
+    """Multiple-choice answers by the log-likelihood of each option's text; returns the option text.
 
-    [R] One forward pass per item: when every candidate target (" A", " B", ...) is a single
-    token, options are ranked by log p(letter | prompt) at the answer position (MMLU-style
-    letter scoring), which is the summed target log-likelihood without the shared eos term.
-    Otherwise each (item, option) pair is scored in full with :func:`score_targets`.
+    [R] One forward pass per item when every candidate target (" yes", " red", " 3", ...) is
+    a single token: options are ranked by log p(option token | prompt) at the answer position
+    (the summed target log-likelihood without the eos term). Otherwise each (item, option)
+    pair is scored in full (target + eos) with :func:`score_targets`.
     """
     samples = list(samples)
     tok = tokenizer_of(processor)

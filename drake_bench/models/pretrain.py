@@ -12,7 +12,14 @@ under a minute on 2 CPU cores:
 * tokenizer: byte-level BPE, at most 2,032 ids (16 of the models' 2,048 kept free), trained once on the synth corpus
   (``drake_bench.synth.public.corpus_texts``) plus the prompt scaffolding; shared by
   every tiny model;
-* multimodal models: ``public_mix`` items (captioning, colour/shape lists, multi-image
+* multimodal models, stage 1 (vision alignment, the stand-in for LLaVA's pretrained CLIP
+  tower): the vision tower and projector alone learn the world's attributes from public
+  scenes (:func:`align_vision`: which colours, shapes and colour-shape pairs a picture holds,
+  how many objects, which domain; binary cross-entropy on the mean of the projected image
+  tokens, a linear head thrown away afterwards). Without it a tiny LLaVA trained end to end
+  never learns to read object colours from its image tokens (measured: naming the colour of
+  the one object in a picture stayed at 0.30 after 200 LoRA steps; 0.93 with this stage);
+* multimodal models, stage 2: ``public_mix`` items (captioning, colour/shape lists, multi-image
   descriptions) with a quarter as many ``public_text_mix`` items; text models:
   ``public_text_mix`` only (translations between English and the synthetic languages);
 * AdamW (lr 3e-3, betas 0.9/0.98, no weight decay), linear warm-up then cosine decay
@@ -50,7 +57,7 @@ from .zoo import build_tiny, model_info, models_home
 
 RECIPE_FILE = "drake_pretrain.json"
 TOKENIZER_DIR = "_tokenizer"
-RECIPE_VERSION = 2  # 2: the public mix gained multiple-choice / yes-no items
+RECIPE_VERSION = 4  # 2: public MC / yes-no items; 3: vision alignment stage; 4: cloze targets for choice items
 RESERVED_IDS = 16
 
 
@@ -58,16 +65,20 @@ RESERVED_IDS = 16
 class Recipe:
     """Everything that determines a pretrained tiny checkpoint (its hash names the cache)."""
 
-    steps_multimodal: int = 250
+    steps_multimodal: int = 600
     steps_text: int = 200
     batch_multimodal: int = 8
     batch_text: int = 16
-    n_multimodal: int = 1200
+    n_multimodal: int = 2400
     n_text: int = 1600
     lr: float = 3e-3
     warmup: int = 15
     max_grad_norm: float = 1.0
     data_seed: int = 0
+    vision_steps: int = 1000
+    vision_batch: int = 64
+    vision_items: int = 4000
+    vision_lr: float = 2e-3
     vocab_size: int = DEFAULT_VOCAB_SIZE
     version: int = RECIPE_VERSION
 
@@ -179,6 +190,7 @@ def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) ->
             raise DrakeBenchError(f"tokenizer has {len(tok)} ids but {name} has only "
                                   f"{model.get_input_embeddings().num_embeddings} embeddings")
         t0 = time.perf_counter()
+        vision_losses = align_vision(model, processor, recipe, seed=seed) if entry.multimodal else []
         losses = pretrain(model, processor, training_data(bool(entry.multimodal), recipe), recipe,
                           multimodal=bool(entry.multimodal), seed=seed)
         seconds = round(time.perf_counter() - t0, 2)
@@ -186,7 +198,8 @@ def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) ->
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
-        (tmp / RECIPE_FILE).write_text(json.dumps({**record, "train_seconds": seconds, "losses": losses}, indent=1))
+        (tmp / RECIPE_FILE).write_text(json.dumps(
+            {**record, "train_seconds": seconds, "vision_losses": vision_losses, "losses": losses}, indent=1))
         _publish(tmp, path)
     return path
 
@@ -248,6 +261,68 @@ def pretrain(model: Any, processor: Any, samples: Sequence[Any], recipe: Recipe,
     model.eval()
     model.requires_grad_(False)
     return [round(x, 5) for x in losses]
+
+
+def attribute_targets(scene: Any) -> torch.Tensor:
+    """Multi-hot attributes of a public scene: colours, shapes, colour-shape pairs, object count, domain."""
+    from ..synth.world import COLORS, DOMAINS, SHAPES
+
+    cols, shapes, doms = list(COLORS), list(SHAPES), list(DOMAINS)
+    v = torch.zeros(len(cols) + len(shapes) + len(cols) * len(shapes) + 4 + len(doms))
+    for o in scene.objects:
+        c, s = cols.index(o.color), shapes.index(o.shape)
+        v[c] = 1
+        v[len(cols) + s] = 1
+        v[len(cols) + len(shapes) + c * len(shapes) + s] = 1
+    base = len(cols) + len(shapes) + len(cols) * len(shapes)
+    v[base + min(len(scene.objects), 3)] = 1
+    v[base + 4 + doms.index(scene.domain)] = 1
+    return v
+
+
+def align_vision(model: Any, processor: Any, recipe: Recipe, seed: int = 0) -> list[float]:
+    """Stage 1: teach the vision tower + projector the world's attributes; returns the loss curve.
+
+    The features trained are exactly the ones the language model reads: the vision tower's
+    ``vision_feature_layer`` output (CLS dropped, as LLaVA does) through the projector. Their
+    mean over image tokens predicts :func:`attribute_targets` through a linear head that is
+    discarded afterwards. Same seed, same weights (single-threaded CPU math).
+    """
+    from ..synth.public import public_scenes
+    from ..synth.render import render
+
+    if recipe.vision_steps <= 0:
+        return []
+    scenes = public_scenes(recipe.vision_items, recipe.data_seed)
+    pixels = processor.image_processor([render(sc) for sc in scenes], return_tensors="pt")["pixel_values"]
+    targets = torch.stack([attribute_targets(sc) for sc in scenes])
+    tower, projector = model.model.vision_tower, model.model.multi_modal_projector
+    layer = model.config.vision_feature_layer
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    losses: list[float] = []
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed + 104729)
+            head = torch.nn.Linear(model.config.text_config.hidden_size, targets.shape[1])
+            params = [*tower.parameters(), *projector.parameters()]
+            for p in params:
+                p.requires_grad_(True)
+            opt = torch.optim.AdamW([*params, *head.parameters()], lr=recipe.vision_lr, weight_decay=0.0)
+            gen = torch.Generator().manual_seed(seed + 7919 * recipe.data_seed)
+            tower.train()
+            for _ in range(recipe.vision_steps):
+                idx = torch.randint(0, len(scenes), (recipe.vision_batch,), generator=gen)
+                feats = tower(pixels[idx].to(model.device), output_hidden_states=True).hidden_states[layer][:, 1:]
+                logits = head(projector(feats).mean(1))
+                loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, targets[idx].to(logits.device))
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                losses.append(round(float(loss.detach()), 5))
+    finally:
+        torch.set_num_threads(threads)
+    return losses
 
 
 # ---------------------------------------------------------------------- knowledge check

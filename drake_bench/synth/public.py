@@ -99,6 +99,15 @@ def public_item(index: int, seed: int = 0) -> Sample:
     )
 
 
+def public_scenes(n: int, seed: int = 0) -> list[Scene]:
+    """``n`` random public scenes (the same world as the public mix, a separate random stream).
+
+    Vision pretraining (:func:`drake_bench.models.pretrain.align_vision`) learns the world's
+    attributes from them; no benchmark question template is involved.
+    """
+    return [_scene(rng_for("public-scene", seed, i)) for i in range(n)]
+
+
 def public_mix(n: int, seed: int = 0) -> list[Sample]:
     """``n`` public multimodal items: captioning and generic descriptions over the synthetic world."""
     return [public_item(i, seed) for i in range(n)]
