@@ -281,6 +281,8 @@ class Evaluator:
             "method": [method.name, method.version, method.config.model_dump(mode="json")], "allocation": self.allocation,
             "seed": seed, "rounds": fed.config.rounds, "local_steps": steps, "batch_size": fed.config.batch_size,
             "eval_every": eval_every, "others": cfg.others_subsample, "self": cfg.self_subsample,
+            "evaluation": evaluation_settings().model_dump(mode="json"),
+            "checkpoints": {m: model_identity(m) for m in sorted(set(self.allocation.values()))},
         }
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -413,6 +415,26 @@ class Evaluator:
 
 
 # --------------------------------------------------------------------------- whole run
+def model_identity(name: str) -> dict[str, Any]:
+    """What fixes a base model's weights: a tiny zoo model's pretraining recipe, else its source.
+
+    Part of the checkpoint fingerprint (a run never resumes onto re-pretrained bases) and of the
+    result file (two results are comparable only on the same bases).
+    """
+    from .errors import UnknownNameError
+    from .models.zoo import model_info
+
+    try:
+        entry = model_info(name)
+    except UnknownNameError:  # a method that brings its own models (allocation names are free-form)
+        return {"source": name}
+    if entry.tiny:
+        from .models.pretrain import DEFAULT_RECIPE
+
+        return {"source": "drake_bench tiny zoo", "recipe": DEFAULT_RECIPE.as_dict()}
+    return {"source": entry.source}
+
+
 def evaluation_settings() -> EvaluationSettings:
     from .models import engine, prompting
 
@@ -451,7 +473,9 @@ def run(config: RunConfig, callbacks: RunCallbacks | None = None) -> RunResult:
             scenario=ScenarioRef(tag=ev.scenario.tag(), config=ev.scenario.model_dump(mode="json")),
             method=MethodRef(name=config.method, version=str(info.get("method_version", "unknown")),
                              config=info.get("method_config", config.method_config)),
-            model_allocation=ModelAllocationRef(name=alloc_name, clients={str(k): v for k, v in ev.allocation.items()}),
+            model_allocation=ModelAllocationRef(
+                name=alloc_name, clients={str(k): v for k, v in ev.allocation.items()},
+                checkpoints={m: model_identity(m) for m in sorted(set(ev.allocation.values()))}),
             seeds=done or list(config.seeds),
             fl=FLSettings(
                 rounds=info.get("rounds", config.rounds or ev.spec.fl.rounds),

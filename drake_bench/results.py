@@ -101,6 +101,10 @@ class MethodRef(_Strict):
 class ModelAllocationRef(_Strict):
     name: str
     clients: dict[str, str] = Field(description="client id (as a string) -> model id.")
+    checkpoints: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="model id -> what fixes its weights: the pretraining recipe for tiny zoo models, the source otherwise.",
+    )
 
 
 class FLSettings(_Strict):

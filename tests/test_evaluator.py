@@ -215,3 +215,20 @@ def test_a_run_killed_mid_flight_resumes_to_identical_results(toy, tmp_path):
     assert [r.model_dump() for r in resumed.raw.scores] == [r.model_dump() for r in clean.raw.scores]
     assert [(c.round, c.client, c.uplink_bytes) for c in resumed.raw.costs] == [
         (c.round, c.client, c.uplink_bytes) for c in clean.raw.costs]
+
+
+def test_model_identity_follows_the_pretraining_recipe_and_template(monkeypatch):
+    """A checkpoint never resumes onto re-pretrained bases or a changed prompt template."""
+    from drake_bench.evaluator import model_identity
+    from drake_bench.models import pretrain, prompting
+
+    tiny = model_identity("tiny-llava-llama-s")
+    assert tiny["recipe"]["version"] == pretrain.RECIPE_VERSION
+    assert model_identity("llava-1.5-7b") == {"source": "llava-hf/llava-1.5-7b-hf"}
+    assert model_identity("my-own-model") == {"source": "my-own-model"}
+    monkeypatch.setattr(pretrain, "DEFAULT_RECIPE", pretrain.Recipe(steps_multimodal=1))
+    assert model_identity("tiny-llava-llama-s") != tiny
+    monkeypatch.setattr(prompting, "TEMPLATE_VERSION", "other")
+    from drake_bench.evaluator import evaluation_settings
+
+    assert evaluation_settings().prompt_template_version == "other"
