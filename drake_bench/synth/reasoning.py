@@ -161,8 +161,10 @@ def panel_sequence(rng: np.random.Generator) -> Item:
 def phrase_select(rng: np.random.Generator) -> Item:
     c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
     ans = f"a {figure(c, s)}"
-    pool = [f"a {figure(o.color, o.shape)}" for o in near_misses(rng, c, s, 3)]
-    opts = [ans] + pool
+    # the options form a 2x2 grid (colour word x shape word) with the answer in one corner: every word occurs
+    # in two options, so the options alone do not point at the answer (near misses around it used to)
+    c2, s2 = other(rng, COLS, c), other(rng, SHAPES, s)
+    opts = [f"a {figure(x, y)}" for x, y in ((c, s), (c2, s), (c, s2), (c2, s2))]
     opts = [opts[int(i)] for i in rng.permutation(4)]
     return Item([render(one(Obj(s, c)))], "Which phrase describes the picture?", ans, opts)
 
