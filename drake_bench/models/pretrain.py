@@ -57,7 +57,7 @@ from .zoo import build_tiny, model_info, models_home
 
 RECIPE_FILE = "drake_pretrain.json"
 TOKENIZER_DIR = "_tokenizer"
-RECIPE_VERSION = 4  # 2: public MC / yes-no items; 3: vision alignment stage; 4: cloze targets for choice items
+RECIPE_VERSION = 5  # 2: public MC / yes-no items; 3: vision alignment; 4: cloze targets; 5: verify/count items
 RESERVED_IDS = 16
 
 

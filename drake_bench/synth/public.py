@@ -5,7 +5,7 @@ these mixes. Their formats (captions, lists of colours/shapes, per-image
 descriptions, translations) are disjoint from every benchmark task's question
 templates, so public data teaches the world and its words but no benchmark task.
 
-[R] Like LLaVA-1.5's instruction mix (which holds A-OKVQA-style items answered "with the
+[R] Like LLaVA-1.5's instruction mix (which also asks to verify and count: VQAv2, GQA yes/no) (which holds A-OKVQA-style items answered "with the
 option's letter"), a third of the multimodal items are generic multiple-choice and yes/no
 questions (which colour / which shape is in the picture, a colour-shape statement). Without
 them the frozen bases never see the letter-answer format and its letter tokens, and LoRA
@@ -51,7 +51,7 @@ def _join(words: list[str]) -> str:
 def public_item(index: int, seed: int = 0) -> Sample:
     """The ``index``-th public multimodal item (independent of ``n``: mixes of growing n are prefixes)."""
     rng = rng_for("public", seed, index)
-    kind = int(rng.integers(0, 9))
+    kind = int(rng.integers(0, 11))
     sc = _scene(rng)
     images = [render(sc)]
     answer_type = AnswerType.FREE_TEXT
@@ -87,6 +87,18 @@ def public_item(index: int, seed: int = 0) -> Sample:
             answer="yes" if truth else "no", answer_type=AnswerType.YES_NO, task_id="public",
             source=PUBLIC_SOURCE, meta={"kind": kind, "domain": sc.domain},
         )
+    elif kind == 9:  # verify an attribute (yes/no), not only name it
+        truth = bool(rng.integers(0, 2))
+        present = {o.color for o in sc.objects}
+        color = str(rng.choice(sorted(present))) if truth else str(rng.choice([c for c in COLORS if c not in present]))
+        return Sample(
+            id=f"public/{seed}/{index:07d}", images=images,
+            question=f"Answer yes or no: is anything in the picture {color}?", choices=["yes", "no"],
+            answer="yes" if truth else "no", answer_type=AnswerType.YES_NO, task_id="public",
+            source=PUBLIC_SOURCE, meta={"kind": kind, "domain": sc.domain},
+        )
+    elif kind == 10:
+        q, a, answer_type = "How many things are in the picture?", str(len(sc.objects)), AnswerType.OPEN
     else:
         k = int(rng.integers(2, 4))
         scenes = [sc] + [_scene(rng) for _ in range(k - 1)]
