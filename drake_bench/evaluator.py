@@ -282,7 +282,7 @@ class Evaluator:
             "seed": seed, "rounds": fed.config.rounds, "local_steps": steps, "batch_size": fed.config.batch_size,
             "eval_every": eval_every, "others": cfg.others_subsample, "self": cfg.self_subsample,
             "evaluation": evaluation_settings().model_dump(mode="json"),
-            "checkpoints": {m: model_identity(m) for m in sorted(set(self.allocation.values()))},
+            "checkpoints": checkpoint_identities(self.allocation),
         }
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -435,6 +435,11 @@ def model_identity(name: str) -> dict[str, Any]:
     return {"source": entry.source}
 
 
+def checkpoint_identities(allocation: dict[int, str]) -> dict[str, dict[str, Any]]:
+    """:func:`model_identity` of every distinct model in an allocation."""
+    return {m: model_identity(m) for m in sorted(set(allocation.values()))}
+
+
 def evaluation_settings() -> EvaluationSettings:
     from .models import engine, prompting
 
@@ -475,7 +480,7 @@ def run(config: RunConfig, callbacks: RunCallbacks | None = None) -> RunResult:
                              config=info.get("method_config", config.method_config)),
             model_allocation=ModelAllocationRef(
                 name=alloc_name, clients={str(k): v for k, v in ev.allocation.items()},
-                checkpoints={m: model_identity(m) for m in sorted(set(ev.allocation.values()))}),
+                checkpoints=checkpoint_identities(ev.allocation)),
             seeds=done or list(config.seeds),
             fl=FLSettings(
                 rounds=info.get("rounds", config.rounds or ev.spec.fl.rounds),

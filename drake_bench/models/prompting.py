@@ -18,7 +18,8 @@ letter; OLMES (Gu et al. 2024) shows that small models do not acquire that lette
 format and must be scored in cloze form. Measured on the tiny zoo: full fine-tuning on 4,800
 "pick the colour in the image" items left letter answers at chance (0.26), while 100 steps of
 cloze training reached 0.76. The target is preceded by one space (the model continues
-"ASSISTANT:") and followed by eos; loss is taken on target tokens only. The same string is what the processor's chat template renders
+"ASSISTANT:") and followed by eos; loss is taken on target tokens only. The same string is
+what the processor's chat template renders
 (``apply_chat_template(messages(sample), add_generation_prompt=True)``).
 """
 

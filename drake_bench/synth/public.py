@@ -5,11 +5,12 @@ these mixes. Their formats (captions, lists of colours/shapes, per-image
 descriptions, translations) are disjoint from every benchmark task's question
 templates, so public data teaches the world and its words but no benchmark task.
 
-[R] Like LLaVA-1.5's instruction mix (which also asks to verify and count: VQAv2, GQA yes/no) (which holds A-OKVQA-style items answered "with the
-option's letter"), a third of the multimodal items are generic multiple-choice and yes/no
-questions (which colour / which shape is in the picture, a colour-shape statement). Without
-them the frozen bases never see the letter-answer format and its letter tokens, and LoRA
-fine-tuning spends the whole federation learning the format instead of the tasks.
+[R] Like LLaVA-1.5's instruction mix (A-OKVQA-style multiple choice, VQAv2/GQA yes/no and
+counting questions), about 40% of the multimodal items are generic multiple-choice, yes/no and
+counting questions (which colour / which shape is in the picture, a colour-shape statement, is
+anything of a colour, how many things). Without them the frozen bases never see the choice
+format, and can name an attribute but not verify one, so LoRA fine-tuning spends the whole
+federation learning the format instead of the tasks.
 """
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ def public_item(index: int, seed: int = 0) -> Sample:
     sc = _scene(rng)
     images = [render(sc)]
     answer_type = AnswerType.FREE_TEXT
+
+    def choice_item(question: str, choices: list[str], answer: str, kind_type: AnswerType) -> Sample:
+        return Sample(
+            id=f"public/{seed}/{index:07d}", images=images, question=question, choices=choices, answer=answer,
+            answer_type=kind_type, task_id="public", source=PUBLIC_SOURCE, meta={"kind": kind, "domain": sc.domain},
+        )
+
     if kind == 0:
         q, a = "Describe the image.", sc.caption()
     elif kind == 1:
@@ -72,31 +80,19 @@ def public_item(index: int, seed: int = 0) -> Sample:
         a = str(rng.choice(present))
         wrong = [str(x) for x in rng.permutation([x for x in pool if x not in present])[:3]]
         choices = [str(x) for x in rng.permutation([a] + wrong)]
-        return Sample(
-            id=f"public/{seed}/{index:07d}", images=images, question=f"Pick the {attr} that is in the image.",
-            choices=choices, answer=a, answer_type=AnswerType.MULTIPLE_CHOICE, task_id="public",
-            source=PUBLIC_SOURCE, meta={"kind": kind, "domain": sc.domain},
-        )
+        return choice_item(f"Pick the {attr} that is in the image.", choices, a, AnswerType.MULTIPLE_CHOICE)
     elif kind == 8:
         obj = sc.objects[int(rng.integers(len(sc.objects)))]
         truth = bool(rng.integers(0, 2))
         color = obj.color if truth else str(rng.choice([c for c in COLORS if c not in {o.color for o in sc.objects}]))
-        return Sample(
-            id=f"public/{seed}/{index:07d}", images=images,
-            question=f"Answer yes or no: the picture has a {color} {obj.shape}.", choices=["yes", "no"],
-            answer="yes" if truth else "no", answer_type=AnswerType.YES_NO, task_id="public",
-            source=PUBLIC_SOURCE, meta={"kind": kind, "domain": sc.domain},
-        )
+        return choice_item(f"Answer yes or no: the picture has a {color} {obj.shape}.", ["yes", "no"],
+                           "yes" if truth else "no", AnswerType.YES_NO)
     elif kind == 9:  # verify an attribute (yes/no), not only name it
         truth = bool(rng.integers(0, 2))
         present = {o.color for o in sc.objects}
         color = str(rng.choice(sorted(present))) if truth else str(rng.choice([c for c in COLORS if c not in present]))
-        return Sample(
-            id=f"public/{seed}/{index:07d}", images=images,
-            question=f"Answer yes or no: is anything in the picture {color}?", choices=["yes", "no"],
-            answer="yes" if truth else "no", answer_type=AnswerType.YES_NO, task_id="public",
-            source=PUBLIC_SOURCE, meta={"kind": kind, "domain": sc.domain},
-        )
+        return choice_item(f"Answer yes or no: is anything in the picture {color}?", ["yes", "no"],
+                           "yes" if truth else "no", AnswerType.YES_NO)
     elif kind == 10:
         q, a, answer_type = "How many things are in the picture?", str(len(sc.objects)), AnswerType.OPEN
     else:
