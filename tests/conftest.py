@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ.setdefault("DRAKE_BENCH_NO_PROGRESS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -139,3 +140,33 @@ def toy_mixed(toy_loader, tmp_path_factory) -> tuple[str, str]:
     path = tmp_path_factory.mktemp("manifest") / "toy-mixed.json"
     path.write_text(json.dumps(manifest_dict(spec)))
     return str(path), str(root)
+
+
+# ---------------------------------------------------------------------- tiny pretraining cache
+from drake_bench.models import pretrain as _pretrain  # noqa: E402
+from drake_bench.models.testing import toy_samples  # noqa: E402
+
+TINY_RECIPE = _pretrain.Recipe(steps_multimodal=3, steps_text=3, batch_multimodal=4, batch_text=4, vocab_size=512,
+                                vision_steps=2, vision_batch=4, vision_items=16, tower_steps=2, tower_batch=4)
+
+
+@pytest.fixture
+def tiny_cache(tmp_path, monkeypatch):
+    """Models dir in tmp, toy data instead of the synth mixes, a 3-step recipe; counts data requests."""
+    calls = []
+    monkeypatch.setenv("DRAKE_BENCH_MODELS", str(tmp_path / "models"))
+    monkeypatch.setattr(_pretrain, "DEFAULT_RECIPE", TINY_RECIPE)
+    monkeypatch.setattr(_pretrain, "tokenizer_corpus",
+                        lambda r: [s.question + " " + s.answer for s in toy_samples(32)] * 4)
+
+    def data(multimodal, recipe):
+        calls.append(multimodal)
+        return toy_samples(16, seed=1, with_images=multimodal)
+
+    monkeypatch.setattr(_pretrain, "training_data", data)
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield tmp_path / "models", calls
+    torch.set_num_threads(n)
+
+

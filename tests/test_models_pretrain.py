@@ -10,31 +10,9 @@ from safetensors.torch import load_file
 
 from drake_bench.models import load_base, pretrain
 from drake_bench.models.testing import toy_samples
+
+from conftest import TINY_RECIPE
 from drake_bench.models.zoo import REAL_MODELS, build_tiny
-
-TINY_RECIPE = pretrain.Recipe(steps_multimodal=3, steps_text=3, batch_multimodal=4, batch_text=4, vocab_size=512,
-                                vision_steps=2, vision_batch=4, vision_items=16)
-
-
-@pytest.fixture
-def tiny_cache(tmp_path, monkeypatch):
-    """Models dir in tmp, toy data instead of the synth mixes, a 3-step recipe; counts data requests."""
-    calls = []
-    monkeypatch.setenv("DRAKE_BENCH_MODELS", str(tmp_path / "models"))
-    monkeypatch.setattr(pretrain, "DEFAULT_RECIPE", TINY_RECIPE)
-    monkeypatch.setattr(pretrain, "tokenizer_corpus",
-                        lambda r: [s.question + " " + s.answer for s in toy_samples(32)] * 4)
-
-    def data(multimodal, recipe):
-        calls.append(multimodal)
-        return toy_samples(16, seed=1, with_images=multimodal)
-
-    monkeypatch.setattr(pretrain, "training_data", data)
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield tmp_path / "models", calls
-    torch.set_num_threads(n)
-
 
 def _weights(path):
     return load_file(str(path / "model.safetensors"))

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from drake_bench.models.pretrain import attribute_targets
+from drake_bench.models.vision import attribute_targets
 from drake_bench.sample import AnswerType
 from drake_bench.synth.public import public_item, public_scenes
 from drake_bench.synth.registry import iter_generators
@@ -35,3 +35,12 @@ def test_attribute_targets_mark_one_count_and_one_domain():
         v = attribute_targets(sc)
         assert v[:cols].sum() == len({o.color for o in sc.objects})
         assert v[base:base + 4].sum() == 1 and v[base + 4:base + 4 + len(DOMAINS)].sum() == 1
+
+
+def test_public_objects_are_single_object_prefix_stable_and_start_indexed():
+    from drake_bench.synth.public import public_objects
+
+    first = public_objects(0, 12)
+    assert all(len(sc.objects) == 1 for sc in first)
+    assert [sc.objects[0].phrase() for sc in public_objects(5, 4)] == [sc.objects[0].phrase() for sc in first[5:9]]
+    assert [sc.caption() for sc in public_scenes(3, start=4)] == [sc.caption() for sc in public_scenes(7)[4:]]

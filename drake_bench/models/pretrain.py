@@ -12,14 +12,18 @@ under a minute on 2 CPU cores:
 * tokenizer: byte-level BPE, at most 2,032 ids (16 of the models' 2,048 kept free), trained once on the synth corpus
   (``drake_bench.synth.public.corpus_texts``) plus the prompt scaffolding; shared by
   every tiny model;
-* multimodal models, stage 1 (vision alignment, the stand-in for LLaVA's pretrained CLIP
-  tower): the vision tower and projector alone learn the world's attributes from public
-  scenes (:func:`align_vision`: which colours, shapes and colour-shape pairs a picture holds,
-  how many objects, which domain; binary cross-entropy on the mean of the projected image
-  tokens, a linear head thrown away afterwards). Without it a tiny LLaVA trained end to end
-  never learns to read object colours from its image tokens (measured: naming the colour of
-  the one object in a picture stayed at 0.30 after 200 LoRA steps; 0.93 with this stage);
-* multimodal models, stage 2: ``public_mix`` items (captioning, colour/shape lists, multi-image
+* multimodal models, stage 0 (the stand-in for LLaVA's pretrained CLIP tower): one vision
+  tower, trained once per recipe and shared by every tiny LLaVA, as LLaVA-1.5 models of every
+  size share one CLIP (:mod:`drake_bench.models.vision`). It stays frozen in both stages below.
+  Without a trained tower a tiny LLaVA never learns to read object colours from its image
+  tokens (measured: naming the colour of the one object in a picture stayed at 0.30 after 200
+  LoRA steps); trained on multi-object scenes alone, it never perceives shapes;
+* multimodal models, stage 1 (vision alignment, LLaVA-1.5's first stage): the projector
+  alone learns to map the tower's features to the world's attributes on public scenes
+  (:func:`align_vision`: which colours, shapes and colour-shape pairs a picture holds, how many
+  objects, which domain; binary cross-entropy on the mean of the projected image tokens, a
+  linear head thrown away afterwards);
+* multimodal models, stage 2 (every parameter but the tower): ``public_mix`` items (captioning, colour/shape lists, multi-image
   descriptions) with a quarter as many ``public_text_mix`` items; text models:
   ``public_text_mix`` only (translations between English and the synthetic languages);
 * AdamW (lr 3e-3, betas 0.9/0.98, no weight decay), linear warm-up then cosine decay
@@ -57,7 +61,8 @@ from .zoo import build_tiny, model_info, models_home
 
 RECIPE_FILE = "drake_pretrain.json"
 TOKENIZER_DIR = "_tokenizer"
-RECIPE_VERSION = 5  # 2: public MC / yes-no items; 3: vision alignment; 4: cloze targets; 5: verify/count items
+RECIPE_VERSION = 6  # 2: public MC / yes-no items; 3: vision alignment; 4: cloze targets; 5: verify/count items;
+# 6: shared pretrained vision tower, frozen in both stages
 RESERVED_IDS = 16
 
 
@@ -79,6 +84,9 @@ class Recipe:
     vision_batch: int = 64
     vision_items: int = 4000
     vision_lr: float = 2e-3
+    tower_steps: int = 4000
+    tower_batch: int = 64
+    tower_lr: float = 1e-3
     vocab_size: int = DEFAULT_VOCAB_SIZE
     version: int = RECIPE_VERSION
 
@@ -190,6 +198,10 @@ def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) ->
             raise DrakeBenchError(f"tokenizer has {len(tok)} ids but {name} has only "
                                   f"{model.get_input_embeddings().num_embeddings} embeddings")
         t0 = time.perf_counter()
+        if entry.multimodal:
+            from .vision import ensure_vision_tower, install_tower
+
+            install_tower(model, ensure_vision_tower(recipe))
         vision_losses = align_vision(model, processor, recipe, seed=seed) if entry.multimodal else []
         losses = pretrain(model, processor, training_data(bool(entry.multimodal), recipe), recipe,
                           multimodal=bool(entry.multimodal), seed=seed)
@@ -236,6 +248,8 @@ def pretrain(model: Any, processor: Any, samples: Sequence[Any], recipe: Recipe,
     steps = steps if steps is not None else (recipe.steps_multimodal if multimodal else recipe.steps_text)
     batch = recipe.batch_multimodal if multimodal else recipe.batch_text
     model.requires_grad_(True)
+    if multimodal:  # LLaVA-1.5 keeps its CLIP tower frozen in both stages
+        model.model.vision_tower.requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=recipe.lr, betas=(0.9, 0.98), weight_decay=0.0)
     warm = max(1, min(recipe.warmup, steps // 4))
@@ -263,33 +277,18 @@ def pretrain(model: Any, processor: Any, samples: Sequence[Any], recipe: Recipe,
     return [round(x, 5) for x in losses]
 
 
-def attribute_targets(scene: Any) -> torch.Tensor:
-    """Multi-hot attributes of a public scene: colours, shapes, colour-shape pairs, object count, domain."""
-    from ..synth.world import COLORS, DOMAINS, SHAPES
-
-    cols, shapes, doms = list(COLORS), list(SHAPES), list(DOMAINS)
-    v = torch.zeros(len(cols) + len(shapes) + len(cols) * len(shapes) + 4 + len(doms))
-    for o in scene.objects:
-        c, s = cols.index(o.color), shapes.index(o.shape)
-        v[c] = 1
-        v[len(cols) + s] = 1
-        v[len(cols) + len(shapes) + c * len(shapes) + s] = 1
-    base = len(cols) + len(shapes) + len(cols) * len(shapes)
-    v[base + min(len(scene.objects), 3)] = 1
-    v[base + 4 + doms.index(scene.domain)] = 1
-    return v
-
-
 def align_vision(model: Any, processor: Any, recipe: Recipe, seed: int = 0) -> list[float]:
-    """Stage 1: teach the vision tower + projector the world's attributes; returns the loss curve.
+    """Stage 1: align the projector to the frozen shared tower; returns the loss curve.
 
-    The features trained are exactly the ones the language model reads: the vision tower's
-    ``vision_feature_layer`` output (CLS dropped, as LLaVA does) through the projector. Their
-    mean over image tokens predicts :func:`attribute_targets` through a linear head that is
+    As in LLaVA-1.5's first stage, only the projector trains. The features are exactly the
+    ones the language model reads: the tower's ``vision_feature_layer`` output (CLS dropped)
+    through the projector. Their mean over image tokens predicts
+    :func:`~drake_bench.models.vision.attribute_targets` through a linear head that is
     discarded afterwards. Same seed, same weights (single-threaded CPU math).
     """
     from ..synth.public import public_scenes
     from ..synth.render import render
+    from .vision import attribute_targets
 
     if recipe.vision_steps <= 0:
         return []
@@ -302,19 +301,19 @@ def align_vision(model: Any, processor: Any, recipe: Recipe, seed: int = 0) -> l
     torch.set_num_threads(1)
     losses: list[float] = []
     try:
+        with torch.no_grad():  # the tower is frozen: its features are computed once
+            tower.eval()
+            feats = tower(pixels.to(model.device), output_hidden_states=True).hidden_states[layer][:, 1:]
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed + 104729)
             head = torch.nn.Linear(model.config.text_config.hidden_size, targets.shape[1])
-            params = [*tower.parameters(), *projector.parameters()]
-            for p in params:
-                p.requires_grad_(True)
-            opt = torch.optim.AdamW([*params, *head.parameters()], lr=recipe.vision_lr, weight_decay=0.0)
+            projector.requires_grad_(True)
+            opt = torch.optim.AdamW([*projector.parameters(), *head.parameters()], lr=recipe.vision_lr,
+                                    weight_decay=0.0)
             gen = torch.Generator().manual_seed(seed + 7919 * recipe.data_seed)
-            tower.train()
             for _ in range(recipe.vision_steps):
                 idx = torch.randint(0, len(scenes), (recipe.vision_batch,), generator=gen)
-                feats = tower(pixels[idx].to(model.device), output_hidden_states=True).hidden_states[layer][:, 1:]
-                logits = head(projector(feats).mean(1))
+                logits = head(projector(feats[idx]).mean(1))
                 loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, targets[idx].to(logits.device))
                 opt.zero_grad(set_to_none=True)
                 loss.backward()

@@ -77,6 +77,15 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE):
     return fast
 
 
+def make_image_processor():
+    """The CLIP image processor sized for the tiny tower (resize + centre-crop to 48 px, CLIP normalisation)."""
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    return CLIPImageProcessorPil(
+        size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}
+    )
+
+
 def make_processor(tokenizer):
     """A ``LlavaProcessor`` over ``tokenizer`` with a CLIP image processor sized for the tiny tower.
 
@@ -84,13 +93,9 @@ def make_processor(tokenizer):
     centre-crops them to 48x48 with CLIP's normalisation, as llava-1.5 does at 336.
     """
     from transformers import LlavaProcessor
-    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
-    image_processor = CLIPImageProcessorPil(
-        size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}
-    )
     return LlavaProcessor(
-        image_processor=image_processor,
+        image_processor=make_image_processor(),
         tokenizer=tokenizer,
         patch_size=PATCH_SIZE,
         vision_feature_select_strategy="default",

@@ -18,8 +18,9 @@ and loaded with ``from_pretrained`` (the weights must already be local: no netwo
 4/6/8 layers (different widths across families, so cross-family methods face truly
 mismatched shapes, as Llama-3.2-1B vs Qwen2.5-0.5B do). Head dim 16 everywhere; GQA
 with 2 (Llama) / 1 (Qwen2) KV heads; Qwen2 keeps its q/k/v biases and tied
-embeddings. One shared vision design (CLIP, 48 px, patch 8 -> 36 tokens, 2 layers,
-hidden 64), selected at layer -2 with CLS dropped as in LLaVA-1.5.
+embeddings. One shared vision design (CLIP, 48 px, patch 8 -> 36 tokens, 3 layers,
+hidden 64), selected at layer -2 with CLS dropped as in LLaVA-1.5; like LLaVA-1.5's CLIP
+tower it is pretrained once and shared by every tiny LLaVA (:mod:`.vision`).
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ _TINY_SHAPES: dict[str, dict[str, tuple[int, int, int, int, int]]] = {
     "qwen2": {"s": (48, 4, 3, 1, 144), "m": (80, 6, 5, 1, 240), "l": (112, 8, 7, 1, 336)},
 }
 _VISION = dict(
-    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
     image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, projection_dim=64, num_channels=3,
 )
+VISION_FEATURE_LAYER = -2  # LLaVA-1.5 reads the penultimate layer: 2 of the tower's 3 layers
 MAX_POSITIONS = 1024
 
 # Real checkpoints by short name (what the papers used, or their public stand-ins).
@@ -127,9 +129,16 @@ def model_seed(name: str, seed: int = 0) -> int:
     return (int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) + seed) % (2**31)
 
 
+def vision_config():
+    """The ``CLIPVisionConfig`` every tiny LLaVA shares."""
+    from transformers import CLIPVisionConfig
+
+    return CLIPVisionConfig(**_VISION)
+
+
 def tiny_config(name: str, vocab_size: int = DEFAULT_VOCAB_SIZE):
     """The ``transformers`` config of a tiny zoo model (Llava wrapping Llama/Qwen2, or the LM alone)."""
-    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, Qwen2Config
+    from transformers import LlamaConfig, LlavaConfig, Qwen2Config
 
     entry = _tiny_entry(name)
     if entry is None:
@@ -149,13 +158,13 @@ def tiny_config(name: str, vocab_size: int = DEFAULT_VOCAB_SIZE):
     from .tokenizer import IMAGE_TOKENS
 
     return LlavaConfig(
-        vision_config=CLIPVisionConfig(**_VISION),
+        vision_config=vision_config(),
         text_config=text,
         image_token_index=3,
         image_seq_length=IMAGE_TOKENS,
         projector_hidden_act="gelu",
         vision_feature_select_strategy="default",
-        vision_feature_layer=-2,
+        vision_feature_layer=VISION_FEATURE_LAYER,
         pad_token_id=0,
         tie_word_embeddings=text.tie_word_embeddings,
     )

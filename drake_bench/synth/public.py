@@ -22,7 +22,7 @@ import numpy as np
 from ..sample import AnswerType, Sample
 from .render import render
 from .world import (
-    BASE_WORDS, COLORS, DOMAINS, LANGUAGES, SHAPES, SIZES, Scene, place, random_obj, rng_for, translate,
+    BASE_WORDS, COLORS, DOMAINS, LANGUAGES, SHAPES, SIZES, STYLES, Scene, place, random_obj, rng_for, translate,
 )
 
 PUBLIC_SOURCE = "drake-synth/public"
@@ -107,13 +107,29 @@ def public_item(index: int, seed: int = 0) -> Sample:
     )
 
 
-def public_scenes(n: int, seed: int = 0) -> list[Scene]:
+def public_scenes(n: int, seed: int = 0, start: int = 0) -> list[Scene]:
     """``n`` random public scenes (the same world as the public mix, a separate random stream).
 
     Vision pretraining (:func:`drake_bench.models.pretrain.align_vision`) learns the world's
     attributes from them; no benchmark question template is involved.
     """
-    return [_scene(rng_for("public-scene", seed, i)) for i in range(n)]
+    return [_scene(rng_for("public-scene", seed, i)) for i in range(start, start + n)]
+
+
+def public_objects(start: int, n: int, seed: int = 0) -> list[Scene]:
+    """Single-object public scenes ``start .. start+n-1`` (a separate random stream, any domain).
+
+    The shared vision tower (:mod:`drake_bench.models.vision`) learns each object's shape,
+    colour, size and style from them: one object per picture makes every label unambiguous,
+    which is what lets a tiny ViT learn shapes at all (on multi-object scenes alone it stays at
+    chance, measured).
+    """
+    out = []
+    for i in range(start, start + n):
+        rng = rng_for("public-object", seed, i)
+        domain = str(rng.choice(list(DOMAINS)))
+        out.append(Scene(objects=place(rng, [random_obj(rng, style=str(rng.choice(STYLES)))]), domain=domain))
+    return out
 
 
 def public_mix(n: int, seed: int = 0) -> list[Sample]:
