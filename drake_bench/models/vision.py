@@ -19,9 +19,11 @@ representation of what is in the picture):
   through linear heads that are thrown away;
 * AdamW (lr ``tower_lr``, no weight decay), single-threaded, same seed -> same weights.
 
-Measured (scripts/bench_models.py prints the tower's held-out accuracies): on multi-object
-scenes alone a 2-4 layer tiny ViT stays at chance on shapes however long it trains; single
-objects with one label each make shapes learnable, after a plateau of about 1,000 steps.
+Measured: on multi-object scenes alone a 2-4 layer tiny ViT (or a small CNN) stayed at chance on
+shapes for 3,000 steps; single objects with one label each make shapes learnable, after a plateau
+of about 1,000 steps. The cached tower's record (``_vision/drake_pretrain.json``, also
+:func:`tower_report`) holds its loss curve and held-out accuracy per label on 400 unseen single
+objects (default recipe: shape 0.49, colour 1.00, size 0.98, style 0.89, domain 0.96).
 """
 
 from __future__ import annotations
