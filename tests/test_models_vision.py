@@ -39,7 +39,7 @@ def test_heads_loss_is_finite_and_decreases_on_one_batch():
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert torch.isfinite(first) and float(loss) < float(first)
+    assert torch.isfinite(first) and float(loss.detach()) < float(first.detach())
     assert set(heads.accuracy(x, labels)) == set(vision.HEADS)
 
 
