@@ -108,3 +108,23 @@ def test_local_directory_and_hub_name_load_offline(tmp_path, monkeypatch):
     by_name, _ = load_base("qwen2.5-0.5b")
     assert all(torch.equal(by_name.state_dict()[k], v) for k, v in model.state_dict().items())
     assert not any(p.requires_grad for p in by_name.parameters())
+
+
+def test_is_pretrained_tracks_the_cache(tiny_cache):
+    assert not pretrain.is_pretrained("tiny-qwen2-s")
+    pretrain.ensure_pretrained("tiny-qwen2-s")
+    assert pretrain.is_pretrained("tiny-qwen2-s") and not pretrain.is_pretrained("tiny-qwen2-s", seed=1)
+
+
+def test_run_command_pretrains_only_missing_tiny_models_up_front(monkeypatch):
+    from rich.console import Console
+
+    from drake_bench.commands import run as run_cmd
+
+    built = []
+    monkeypatch.setattr(pretrain, "is_pretrained", lambda name, seed=0, recipe=None: name == "tiny-llama-s")
+    monkeypatch.setattr(pretrain, "ensure_pretrained", lambda name, seed=0, recipe=None: built.append(name))
+    console = Console(record=True, force_terminal=False)
+    run_cmd.pretrain_tiny_models(["none", "tiny-llama-s", "tiny-llava-qwen2-m", "llava-1.5-7b"], console)
+    assert built == ["tiny-llava-qwen2-m"]  # cached, unknown and real names are left alone
+    assert "pretrained tiny-llava-qwen2-m" in console.export_text()

@@ -68,6 +68,32 @@ def _worker(config_json: str, threads: int, queue) -> tuple[str, str]:
         return "error", f"{type(exc).__name__}: {exc}"
 
 
+def pretrain_tiny_models(names: list[str], console: Console) -> None:
+    """Pretrain (once, then cached) the allocation's tiny zoo models before any worker starts.
+
+    Workers would otherwise wait on each other's file locks behind progress bars stuck at zero
+    for the minutes a first pretraining takes; here the user sees what is being built.
+    """
+    from ..models.pretrain import DEFAULT_RECIPE, checkpoint_dir, ensure_pretrained, is_pretrained
+    from ..errors import UnknownNameError
+    from ..models.zoo import model_info
+
+    todo = []
+    for name in names:
+        try:
+            if model_info(name).tiny and not is_pretrained(name):
+                todo.append(name)
+        except UnknownNameError:  # a method bringing its own models: nothing to pretrain here
+            continue
+    for name in todo:
+        with console.status(f"pretraining {name} once (recipe {DEFAULT_RECIPE.version}; cached in "
+                            f"{checkpoint_dir(name).parent}; the first multimodal model also trains the "
+                            f"shared vision tower, about 4 minutes)"):
+            started = time.perf_counter()
+            ensure_pretrained(name)
+        console.print(f"pretrained {name} ({time.perf_counter() - started:.0f} s)")
+
+
 def run_many(configs: list, jobs: int, threads: int, console: Console) -> list:
     """Run each config (one method each) in ``jobs`` worker processes with live progress bars.
 
@@ -174,6 +200,8 @@ def register(app: typer.Typer) -> None:
             from ..stream import open_built
 
             open_built(spec, data_dir=data_dir, revision=revision)
+            if spec.model_allocations:
+                pretrain_tiny_models(sorted(set(spec.allocation(allocation).values())), _err)
             results = run_many(configs, jobs=max(1, min(jobs, len(configs))), threads=threads, console=_err)
         except DrakeBenchError as exc:
             raise _fail(exc) from None

@@ -176,6 +176,12 @@ def checkpoint_dir(name: str, seed: int = 0) -> Path:
     return models_home() / (name if seed == 0 else f"{name}-seed{seed}")
 
 
+def is_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) -> bool:
+    """Whether a tiny zoo model's checkpoint for ``recipe`` is already cached."""
+    recipe = recipe or DEFAULT_RECIPE
+    return _recipe_matches(checkpoint_dir(name, seed), {"name": name, "seed": seed, "recipe": recipe.as_dict()})
+
+
 def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) -> Path:
     """Path of the pretrained checkpoint of a tiny zoo model, building it once if needed."""
     recipe = recipe or DEFAULT_RECIPE
