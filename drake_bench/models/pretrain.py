@@ -176,10 +176,14 @@ def checkpoint_dir(name: str, seed: int = 0) -> Path:
     return models_home() / (name if seed == 0 else f"{name}-seed{seed}")
 
 
+def _checkpoint_record(name: str, seed: int, recipe: Recipe) -> dict[str, Any]:
+    """What a cached checkpoint must have been built from (compared with its ``drake_pretrain.json``)."""
+    return {"name": name, "seed": seed, "recipe": recipe.as_dict()}
+
+
 def is_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) -> bool:
     """Whether a tiny zoo model's checkpoint for ``recipe`` is already cached."""
-    recipe = recipe or DEFAULT_RECIPE
-    return _recipe_matches(checkpoint_dir(name, seed), {"name": name, "seed": seed, "recipe": recipe.as_dict()})
+    return _recipe_matches(checkpoint_dir(name, seed), _checkpoint_record(name, seed, recipe or DEFAULT_RECIPE))
 
 
 def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) -> Path:
@@ -189,7 +193,7 @@ def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) ->
     if not entry.tiny:
         raise DrakeBenchError(f"ensure_pretrained: {name!r} is not a tiny zoo model; load it with load_base")
     path = checkpoint_dir(name, seed)
-    record = {"name": name, "seed": seed, "recipe": recipe.as_dict()}
+    record = _checkpoint_record(name, seed, recipe)
     if _recipe_matches(path, record):
         return path
     with _locked(path.parent / f".{path.name}.lock"):
@@ -294,7 +298,7 @@ def align_vision(model: Any, processor: Any, recipe: Recipe, seed: int = 0) -> l
     """
     from ..synth.public import public_scenes
     from ..synth.render import render
-    from .vision import attribute_targets
+    from .vision import attribute_targets, patch_tokens
 
     if recipe.vision_steps <= 0:
         return []
@@ -309,7 +313,7 @@ def align_vision(model: Any, processor: Any, recipe: Recipe, seed: int = 0) -> l
     try:
         with torch.no_grad():  # the tower is frozen: its features are computed once
             tower.eval()
-            feats = tower(pixels.to(model.device), output_hidden_states=True).hidden_states[layer][:, 1:]
+            feats = patch_tokens(tower, pixels.to(model.device), layer)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed + 104729)
             head = torch.nn.Linear(model.config.text_config.hidden_size, targets.shape[1])

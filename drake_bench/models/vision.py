@@ -75,9 +75,14 @@ def attribute_targets(scene: Any) -> torch.Tensor:
     return v
 
 
+def patch_tokens(tower: Any, pixels: torch.Tensor, layer: int) -> torch.Tensor:
+    """The patch tokens LLaVA reads: ``hidden_states[layer]`` with CLS dropped (strategy "default")."""
+    return tower(pixels, output_hidden_states=True).hidden_states[layer][:, 1:]
+
+
 def image_features(tower: Any, pixels: torch.Tensor, layer: int) -> torch.Tensor:
-    """Mean of the patch tokens LLaVA reads (``hidden_states[layer]``, CLS dropped)."""
-    return tower(pixels, output_hidden_states=True).hidden_states[layer][:, 1:].mean(1)
+    """Mean of :func:`patch_tokens`: what the throw-away heads read."""
+    return patch_tokens(tower, pixels, layer).mean(1)
 
 
 class TowerHeads(torch.nn.Module):
