@@ -46,7 +46,7 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,26 +150,35 @@ def _publish(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
+def build_cached(path: Path, record: dict[str, Any], build: Callable[[Path], dict[str, Any]]) -> Path:
+    """A cache entry built once: ``build(tmp)`` fills a temporary directory and returns extra record
+    fields; the record is written next to it and the directory published atomically. Parallel
+    processes wait on a file lock; an entry whose record matches is reused as is."""
+    if _recipe_matches(path, record):
+        return path
+    with _locked(path.parent / f".{path.name}.lock"):
+        if _recipe_matches(path, record):
+            return path
+        tmp = path.parent / f"{path.name}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        extra = build(tmp)
+        (tmp / RECIPE_FILE).write_text(json.dumps({**record, **extra}, indent=1))
+        _publish(tmp, path)
+    return path
+
+
 def ensure_tokenizer(recipe: Recipe | None = None) -> Path:
     """Directory of the shared tiny-zoo tokenizer (trained on first use)."""
     recipe = recipe or DEFAULT_RECIPE
-    home = models_home()
-    path = home / TOKENIZER_DIR
-    record = {"vocab_size": recipe.vocab_size, "version": recipe.version}
-    if _recipe_matches(path, record):
-        return path
-    with _locked(home / f".{TOKENIZER_DIR}.lock"):
-        if _recipe_matches(path, record):
-            return path
+
+    def build(tmp: Path) -> dict[str, Any]:
         # 16 ids of headroom: AutoTokenizer maps Qwen2 checkpoints to Qwen2Tokenizer, which adds
         # "<|endoftext|>" after the trained vocabulary; it must still fit the embedding matrix.
-        tok = train_tokenizer(tokenizer_corpus(recipe), recipe.vocab_size - RESERVED_IDS)
-        tmp = home / f"{TOKENIZER_DIR}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tok.save_pretrained(tmp)
-        (tmp / RECIPE_FILE).write_text(json.dumps(record, indent=1))
-        _publish(tmp, path)
-    return path
+        train_tokenizer(tokenizer_corpus(recipe), recipe.vocab_size - RESERVED_IDS).save_pretrained(tmp)
+        return {}
+
+    return build_cached(models_home() / TOKENIZER_DIR, {"vocab_size": recipe.vocab_size, "version": recipe.version},
+                        build)
 
 
 def checkpoint_dir(name: str, seed: int = 0) -> Path:
@@ -192,13 +201,8 @@ def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) ->
     entry = model_info(name)
     if not entry.tiny:
         raise DrakeBenchError(f"ensure_pretrained: {name!r} is not a tiny zoo model; load it with load_base")
-    path = checkpoint_dir(name, seed)
-    record = _checkpoint_record(name, seed, recipe)
-    if _recipe_matches(path, record):
-        return path
-    with _locked(path.parent / f".{path.name}.lock"):
-        if _recipe_matches(path, record):
-            return path
+
+    def build(tmp: Path) -> dict[str, Any]:
         from transformers import AutoTokenizer
 
         tok = AutoTokenizer.from_pretrained(ensure_tokenizer(recipe))
@@ -216,14 +220,11 @@ def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) ->
         losses = pretrain(model, processor, training_data(bool(entry.multimodal), recipe), recipe,
                           multimodal=bool(entry.multimodal), seed=seed)
         seconds = round(time.perf_counter() - t0, 2)
-        tmp = path.parent / f"{path.name}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
-        (tmp / RECIPE_FILE).write_text(json.dumps(
-            {**record, "train_seconds": seconds, "vision_losses": vision_losses, "losses": losses}, indent=1))
-        _publish(tmp, path)
-    return path
+        return {"train_seconds": seconds, "vision_losses": vision_losses, "losses": losses}
+
+    return build_cached(checkpoint_dir(name, seed), _checkpoint_record(name, seed, recipe), build)
 
 
 # ---------------------------------------------------------------------- training loop

@@ -29,8 +29,6 @@ objects (default recipe: shape 0.49, colour 1.00, size 0.98, style 0.89, domain 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -42,20 +40,23 @@ VISION_DIR = "_vision"
 HEADS = ("shape", "color", "size", "style", "domain")
 
 
-def object_labels(scene: Any) -> list[int]:
-    """Class ids (shape, colour, size, drawn style, domain) of a single-object picture."""
+def head_vocabularies() -> list[list[str]]:
+    """The class names of each head, in :data:`HEADS` order (the world's fixed tables)."""
     from ..synth.world import COLORS, DOMAINS, SHAPES, SIZES, STYLES
 
+    return [list(SHAPES), list(COLORS), list(SIZES), list(STYLES), list(DOMAINS)]
+
+
+def object_labels(scene: Any) -> list[int]:
+    """Class ids (shape, colour, size, drawn style, domain) of a single-object picture."""
     o = scene.objects[0]
     style = "outlined" if scene.domain == "paper" else o.style  # the paper domain draws outlines only
-    return [SHAPES.index(o.shape), list(COLORS).index(o.color), list(SIZES).index(o.size),
-            STYLES.index(style), list(DOMAINS).index(scene.domain)]
+    values = [o.shape, o.color, o.size, style, scene.domain]
+    return [vocab.index(v) for vocab, v in zip(head_vocabularies(), values)]
 
 
 def head_sizes() -> list[int]:
-    from ..synth.world import COLORS, DOMAINS, SHAPES, SIZES, STYLES
-
-    return [len(SHAPES), len(COLORS), len(SIZES), len(STYLES), len(DOMAINS)]
+    return [len(vocab) for vocab in head_vocabularies()]
 
 
 def attribute_targets(scene: Any) -> torch.Tensor:
@@ -171,28 +172,19 @@ def ensure_vision_tower(recipe: Any) -> Path:
     """Directory of the shared pretrained tower for ``recipe`` (trained once, then cached)."""
     from transformers import CLIPVisionModel
 
-    from .pretrain import RECIPE_FILE, _locked, _publish, _recipe_matches
+    from .pretrain import build_cached
     from .tokenizer import make_image_processor
     from .zoo import VISION_FEATURE_LAYER, vision_config
 
-    home = models_home()
-    path = home / VISION_DIR
-    record = _record(recipe)
-    if _recipe_matches(path, record):
-        return path
-    with _locked(home / f".{VISION_DIR}.lock"):
-        if _recipe_matches(path, record):
-            return path
+    def build(tmp: Path) -> dict[str, Any]:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(recipe.data_seed + 86028121)
             tower = CLIPVisionModel(vision_config())
         report = train_tower(tower, make_image_processor(), recipe, VISION_FEATURE_LAYER)
-        tmp = home / f"{VISION_DIR}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
         tower.save_pretrained(tmp)
-        (tmp / RECIPE_FILE).write_text(json.dumps({**record, **report}, indent=1))
-        _publish(tmp, path)
-    return path
+        return report
+
+    return build_cached(models_home() / VISION_DIR, _record(recipe), build)
 
 
 def install_tower(model: Any, path: Path) -> None:
