@@ -200,16 +200,18 @@ def test_a_run_killed_mid_flight_resumes_to_identical_results(toy, tmp_path):
     """)
     env = {**os.environ, "COUNTER_SLEEP": "0.05"}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env)
+    # A fixed-depth glob: rglob would walk round directories the run is deleting.
+    progress = "checkpoints/*/*/*/seed-0/progress.json"
     deadline = time.time() + 120
     while time.time() < deadline:
-        found = list(out.rglob("progress.json"))
+        found = list(out.glob(progress))
         if found and json.loads(found[0].read_text())["completed_rounds"] >= 3:
             break
         time.sleep(0.02)
     time.sleep(0.07)  # land somewhere inside a later round
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    done = json.loads(next(out.rglob("progress.json")).read_text())["completed_rounds"]
+    done = json.loads(next(out.glob(progress)).read_text())["completed_rounds"]
     assert 3 <= done < 8, done
     resumed = run(_cfg(toy, out, fast_adaptation=False))
     assert [r.model_dump() for r in resumed.raw.scores] == [r.model_dump() for r in clean.raw.scores]
