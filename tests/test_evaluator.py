@@ -234,3 +234,23 @@ def test_model_identity_follows_the_pretraining_recipe_and_template(monkeypatch)
     from drake_bench.evaluator import evaluation_settings
 
     assert evaluation_settings().prompt_template_version == "other"
+
+
+def test_drake_bench_run_cli_runs_a_third_party_plugin_end_to_end(toy, tmp_path):
+    """The CLI path (worker process, summary table, result file, plot) with schedule overrides."""
+    target = _install_plugin(tmp_path, "drake_plugin_cli", "third-party")
+    tests_dir = Path(__file__).parent
+    out = tmp_path / "out"
+    env = {"PYTHONPATH": f"{target}:{tests_dir}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DRAKE_BENCH_NO_PROGRESS": "1",
+           "COLUMNS": "200"}
+    cmd = [sys.executable, "-m", "drake_bench.cli", "run", "--benchmark", toy[0], "--data-dir", toy[1], "--methods", "third-party",
+           "--rounds", "8", "--eval-every", "4", "--no-fast-adaptation", "--jobs", "1", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "third-party" in proc.stdout and "Self" in proc.stdout
+    res = read_result(next(out.rglob("result.json")))
+    assert check_result(res) == [] and res.method.name == "third-party"
+    assert {r.eval_round for r in res.raw.scores} == {4, 8}
+    assert res.fl.eval_every_rounds == 4
+    scen = out / "toy" / res.scenario.tag
+    assert (scen / "accuracy_over_rounds.png").stat().st_size > 0 and "third-party" in (scen / "summary.md").read_text()

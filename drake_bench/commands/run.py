@@ -161,6 +161,7 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path, typer.Option(help="Output folder for checkpoints, result files and plots.")] = Path("runs"),
         rounds: Annotated[int | None, typer.Option(help="Override the manifest's rounds.")] = None,
         local_steps: Annotated[int | None, typer.Option(help="Override the manifest's local steps per round.")] = None,
+        eval_every: Annotated[int | None, typer.Option(help="Evaluate every N rounds (default: manifest's).")] = None,
         others_subsample: Annotated[int | None, typer.Option(help="Others items per task (default: manifest's).")] = None,
         compute_matched: Annotated[bool, typer.Option(help="Scale local steps by 1/relative compute (spec A10).")] = False,
         fast_adaptation: Annotated[bool, typer.Option(help="Evaluate fast adaptation on unseen tasks.")] = True,
@@ -188,7 +189,7 @@ def register(app: typer.Typer) -> None:
         configs = [
             RunConfig(
                 benchmark=benchmark, scenario=scenario, method=name, seeds=seed_list, allocation=allocation, out=str(out),
-                rounds=rounds, local_steps=local_steps, others_subsample=others_subsample, compute_matched=compute_matched,
+                rounds=rounds, local_steps=local_steps, eval_every_rounds=eval_every, others_subsample=others_subsample, compute_matched=compute_matched,
                 fast_adaptation=fast_adaptation, fast_adaptation_tasks=unseen, resume=resume, device=device,
                 data_dir=str(data_dir) if data_dir else None, revision=revision,
             )
