@@ -51,3 +51,25 @@ def test_fedit_messages_equal_within_architecture_and_differ_across(toy_mixed, t
         msgs[1].tensors[k].shape != msgs[2].tensors[k].shape for k in msgs[1].tensors)
     # a lone client's "average" is its own upload, i.e. its state after local training
     assert all(torch.equal(msgs[1].tensors[k], prog.clients[1].tensors[k]) for k in msgs[1].tensors)
+
+
+def test_zero_shot_is_the_untrained_base_at_every_evaluation_point(toy_mixed, tmp_path):
+    from drake_bench.checkpoint import load
+
+    zs = _run(toy_mixed, tmp_path, "zero-shot")
+    assert zs.status == "complete" and {c.uplink_bytes for c in zs.raw.costs} == {2}  # "{}" metadata only
+    prog = load(next((tmp_path / "zero-shot").rglob("progress.json")).parent)
+    m = create_method("zero-shot", {"model_loader": "testing"})
+    from drake_bench.models import lora_config
+    from drake_bench.models.pool import ModelPool
+    from drake_bench.models.testing import toy_loader
+
+    pool = ModelPool({1: "tiny-llava-llama-s"}, lora_config(r=m.config.rank, alpha=m.config.alpha), loader=toy_loader, seed=0)
+    fresh = pool.initial_state(1)
+    assert all(torch.equal(prog.clients[1].tensors[k], fresh[k]) for k in fresh)  # never trained
+    # the same model answers the same items the same way at every evaluation point
+    by_item: dict[tuple, set] = {}
+    for r in zs.raw.scores:
+        by_item.setdefault((r.client, r.task, r.n), set()).add(r.score)
+    assert all(len(v) == 1 for v in by_item.values())
+    assert len({r.eval_round for r in zs.raw.scores}) > 1
