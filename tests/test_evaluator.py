@@ -254,3 +254,22 @@ def test_drake_bench_run_cli_runs_a_third_party_plugin_end_to_end(toy, tmp_path)
     assert res.fl.eval_every_rounds == 4
     scen = out / "toy" / res.scenario.tag
     assert (scen / "accuracy_over_rounds.png").stat().st_size > 0 and "third-party" in (scen / "summary.md").read_text()
+
+
+def test_report_joins_result_files_and_refuses_a_different_benchmark(toy, tmp_path):
+    from typer.testing import CliRunner
+
+    from drake_bench.cli import app
+
+    res = run(_cfg(toy, tmp_path / "a", fast_adaptation=False))
+    path = res.path(tmp_path / "a")
+    r = CliRunner().invoke(app, ["report", str(path), "--out", str(tmp_path / "board")])
+    assert r.exit_code == 0, r.output
+    assert "counter" in (tmp_path / "board" / "summary.md").read_text()
+    assert (tmp_path / "board" / "accuracy_over_rounds.png").stat().st_size > 0
+    other = json.loads(path.read_text())
+    other["benchmark"]["data_hash"] = "sha256:" + "0" * 64
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(other))
+    r = CliRunner().invoke(app, ["report", str(path), str(changed)])
+    assert r.exit_code != 0 and "not comparable" in r.output + (r.stderr if r.stderr_bytes is not None else "")

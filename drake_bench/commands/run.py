@@ -144,6 +144,7 @@ def run_many(configs: list, jobs: int, threads: int, console: Console) -> list:
 
 def register(app: typer.Typer) -> None:
     _register_check(app)
+    _register_report(app)
 
     @app.callback(invoke_without_command=True)
     def _default(ctx: typer.Context) -> None:
@@ -260,3 +261,43 @@ def _register_check(app: typer.Typer) -> None:
                 _out.print(f"{p}: ok")
         if bad:
             raise typer.Exit(code=1)
+
+
+def _register_report(app: typer.Typer) -> None:
+    @app.command("report")
+    def report_cmd(
+        paths: Annotated[list[Path], typer.Argument(help="Result files of one benchmark and scenario (any methods, any runs).")],
+        out: Annotated[Path | None, typer.Option(help="Folder for summary.md and accuracy_over_rounds.png (default: print only).")] = None,
+    ) -> None:
+        """One board from result files written by separate runs: checked, then tabled and plotted together.
+
+        Refuses files whose benchmark (manifest or data hash) or scenario differ: their numbers are
+        not comparable, and a board must not mix them silently.
+        """
+        from ..evaluation.plots import plot_accuracy_over_rounds
+        from ..evaluation.table import summary_markdown, summary_table
+        from ..results import check_result, read_result
+
+        results = []
+        for p in paths:
+            try:
+                res = read_result(p)
+                problems = check_result(res)
+            except DrakeBenchError as exc:
+                raise _fail(exc) from None
+            if problems:
+                raise _fail(DrakeBenchError(f"{p}: " + "; ".join(problems[:5])))
+            results.append((p, res))
+        first_path, first = results[0]
+        for p, res in results[1:]:
+            for what, a, b in (("benchmark", first.benchmark.model_dump(), res.benchmark.model_dump()),
+                               ("scenario", first.scenario.tag, res.scenario.tag)):
+                if a != b:
+                    raise _fail(DrakeBenchError(f"{p}: {what} {b} differs from {first_path}'s {a}; not comparable on one board"))
+        runs = [r for _, r in results]
+        _out.print(summary_table(runs, title=f"{first.benchmark.name} / {first.scenario.tag}"))
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            plot_accuracy_over_rounds(runs, out / "accuracy_over_rounds.png")
+            (out / "summary.md").write_text(summary_markdown(runs) + "\n")
+            _out.print(f"plot: {out / 'accuracy_over_rounds.png'}   summary: {out / 'summary.md'}")
