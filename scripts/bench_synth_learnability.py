@@ -45,12 +45,25 @@ use the same settings and heads. (On the five tasks none of the four steps learn
 relations and rel-same-count, the training loss itself stays at ~log 2 (0.69) over a 6-epoch run on 2000 items: the
 probe underfits, it does not overfit, so more items alone do not help.) The run separating vision from text-only most is kept, with the highest text-only score of all
 runs. v1 (``film-gru`` / ``film-cmp``) rows were not rerun with v2 (the ``probe`` field says which probe a
-row comes from). Every run is listed under ``runs`` in drake_bench/synth/learnability.json (read by task
-cards); the table goes to docs/synth_tasks.md.
+row comes from). ``--rn`` then trains the third probe, a Relation Network (``rn``, Santoro et al. 2017, "A simple
+neural network module for relational reasoning", the model that solves Sort-of-CLEVR relational questions a
+CNN + MLP does not; see RelationNet), on the tasks still not learnable: a CoordConv CNN turns each 64 px image into
+a 6 x 6 grid of cells (each an object: features + x/y; a cell sees 31 px), g_theta (an MLP of width 64) runs on
+every ordered pair of cells with the question (each role scaled and shifted by the question) and is summed over
+the pairs; several images are compared pairwise (r_k, r_l, |r_k - r_l|, r_k * r_l) and f_phi reads the question,
+every image vector and every image-pair vector. Its question code is the GRU's plus a fixed-length positional code
+of the first 16 tokens (QuestionSlots; with the GRU alone the probe's loss sat at log 2 on rel-spatial for 12
+epochs), so its text-only models add one with that same encoder (``text-slots``). Peak learning rate ``--rn-lr``
+(1e-3), the v2 answer heads; first on ``--retry-train`` items (2000), then, if not learnt, on ``--rn-big-train``
+items (4000), ``--rn-epochs`` 12 each (the same two steps for every task; ~3 ms per item, image and epoch on one
+core, so ~1.5 / ~3 min for a one-image task and ~6.5 / ~13 min for a five-image one); an rn run row also records
+its ``lr`` and ``seconds``. The selection rule is the one above. Every run is listed under ``runs`` in
+drake_bench/synth/learnability.json (read by task cards); the table goes to docs/synth_tasks.md.
 
     python scripts/bench_synth_learnability.py                     # all image tasks (~1 hour, 1 core)
     python scripts/bench_synth_learnability.py --second            # second probe on the tasks not learnt
     python scripts/bench_synth_learnability.py --v2                # probe v2 on the tasks still not learnt
+    python scripts/bench_synth_learnability.py --rn                # relation network on the tasks still not learnt
     python scripts/bench_synth_learnability.py --tasks rel-spatial icon-clock --retry-train 0 --no-write
     python scripts/bench_synth_learnability.py --skip-done          # resume
 """
@@ -117,6 +130,24 @@ class QuestionGRU(nn.Module):
             return q
         out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=ids.shape[1])
         return q, out
+
+
+class QuestionSlots(nn.Module):
+    """The GRU question encoder plus a fixed-length positional code of the first ``slots`` tokens (each token's
+    embedding in its own place of one vector, as Sort-of-CLEVR's relation network reads a fixed binary question
+    code): 'the colour word in place 3' is one linear read-out, not a memory the GRU must learn to keep."""
+
+    def __init__(self, vocab: int, slots: int = 16, dim: int = 24, hidden: int = 128):
+        super().__init__()
+        self.gru = QuestionGRU(vocab)
+        self.slots = slots
+        self.emb = nn.Embedding(vocab, dim, padding_idx=0)
+        self.pos = nn.Sequential(nn.Linear(slots * dim, hidden), nn.ReLU())
+        self.out = self.gru.out + hidden
+
+    def forward(self, ids: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
+        fixed = F.pad(ids[:, : self.slots], (0, max(0, self.slots - ids.shape[1])))
+        return torch.cat([self.gru(ids, lens), self.pos(self.emb(fixed).flatten(1))], 1)
 
 
 class FiLMBlock(nn.Module):
@@ -223,6 +254,18 @@ class TextBag(nn.Module):
         return self.head(self.emb(ids).sum(1) / lens[:, None].float())
 
 
+class TextSlots(nn.Module):
+    """Text-only: the relation network's question encoder (GRU + positional token code) and an MLP head, no image."""
+
+    def __init__(self, vocab: int, classes: int, n_img: int, pointer: list[int] | None = None):
+        super().__init__()
+        self.q = QuestionSlots(vocab)
+        self.head = nn.Sequential(nn.Linear(self.q.out, 256), nn.ReLU(), nn.Linear(256, classes))
+
+    def forward(self, imgs, ids, lens):
+        return self.head(self.q(ids, lens))
+
+
 class FiLMCompare(FiLMProbe):
     """The FiLM probe with a Siamese-style comparison of image slots (|a - b| and a * b next to a, b): an
     explicit prior for 'same / different / which one differs' across images."""
@@ -230,15 +273,97 @@ class FiLMCompare(FiLMProbe):
     compare = True
 
 
-VISION_PROBES = {"film-gru": FiLMProbe, "film-cmp": FiLMCompare, "film-v2": FiLMCompare}
+class RelationNet(nn.Module):
+    """Relation Network probe (Santoro et al. 2017, the Sort-of-CLEVR model) for relational questions.
+
+    A CoordConv CNN (four layers, coordinates fed to each) turns each 64 px image into a ``grid`` x ``grid`` map
+    (6 x 6 cells of ~11 px, each seeing 31 px; Sort-of-CLEVR's RN used 5 x 5 for 75 px); every cell is an object:
+    its feature vector plus its x/y coordinates. g_theta, a shared MLP (width 64, three layers), runs on every
+    ordered pair of cells (o_i, o_j) with the question embedding (QuestionSlots), and is summed over all pairs
+    (divided by the number of cells). Its first layer is linear in (o_i, o_j, q), so it is applied per cell and
+    per question and added per pair (the same function, far cheaper: 8 x 8 cells cost ~3x the time per item);
+    the question also scales and shifts the o_i and the o_j part of that layer (FiLM per role). Several images: every image
+    gets its relation vector r_k; every ordered image pair (k, l) goes through a shared MLP over (r_k, r_l,
+    |r_k - r_l|, r_k * r_l, q) (e.g. 'does the query relate its two shapes as the positives do', 'same count').
+    f_phi, an MLP over the question, every r_k and every image-pair vector (image positions kept by the order),
+    predicts the answer; 'image k' answers use a shared scorer per image (pointer head, as in probe v2)."""
+
+    grid, dim = 6, 64  # cells per side (6: ~11 px cells of the 64 px image), width of g_theta
+
+    def __init__(self, vocab: int, classes: int, n_img: int, width: int = 32, pair_dim: int = 32,
+                 pointer: list[int] | None = None):
+        super().__init__()
+        self.q = QuestionSlots(vocab)
+        self.pointer, self.classes, self.n_img = pointer, classes, n_img
+        qd, c, dim = self.q.out, width, self.dim
+        # 64 -> 32 -> 16 px by two stride-2 CoordConv layers, a 3x3 layer at 16 px, then a 5x5 layer to the grid
+        # (stride 2: 8 x 8; stride 3: 6 x 6): a cell sees 31 px, a whole object (~14 px) and its surround
+        s4 = {8: 2, 6: 3}[self.grid]
+        self.stem = nn.ModuleList([nn.Sequential(nn.Conv2d(5, 24, 3, 2, 1), nn.BatchNorm2d(24), nn.ReLU(),
+                                                 nn.Conv2d(24, c, 3, 2, 1), nn.BatchNorm2d(c), nn.ReLU()),
+                                   nn.Sequential(nn.Conv2d(c + 2, c, 3, 1, 1), nn.BatchNorm2d(c), nn.ReLU()),
+                                   nn.Sequential(nn.Conv2d(c + 2, c, 5, s4, 2), nn.BatchNorm2d(c), nn.ReLU())])
+        # g_theta: first layer split into the o_i, o_j and question parts of one Linear over their concatenation
+        self.g_i, self.g_j = nn.Linear(c + 2, dim), nn.Linear(c + 2, dim, bias=False)
+        self.g_q = nn.Linear(qd, dim, bias=False)
+        # question-conditioned pair (FiLM on each role): the question scales and shifts the o_i and the o_j part
+        # of the first layer, so 'this cell is the first / second named object' is one product, not an MLP's job
+        self.g_film = nn.Linear(qd, 4 * dim)
+        self.g = nn.Sequential(nn.ReLU(), nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim), nn.ReLU())
+        extra = 0
+        if n_img > 1:
+            self.cross = nn.Sequential(nn.Linear(4 * dim + qd, 2 * pair_dim), nn.ReLU(),
+                                       nn.Linear(2 * pair_dim, pair_dim), nn.ReLU())
+            extra = n_img * n_img * pair_dim
+        self.head = nn.Sequential(nn.Linear(qd + n_img * dim + extra, 256), nn.ReLU(),
+                                  nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, classes))
+        if pointer is not None:
+            self.point = nn.Sequential(nn.Linear(qd + dim + (pair_dim if n_img > 1 else 0), 128), nn.ReLU(),
+                                       nn.Linear(128, 1))
+
+    def forward(self, imgs: torch.Tensor, ids: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
+        q = self.q(ids, lens)
+        b, k = imgs.shape[:2]
+        raw = imgs.flatten(0, 1).float() / 255.0
+        present = (raw.flatten(1).amax(1) > 0).float().view(b, k, 1)  # missing image slots are all zero
+        x = raw
+        for layer in self.stem:  # CoordConv: x/y channels into every layer
+            x = layer(with_coords(x))
+        o = with_coords(x).flatten(2).transpose(1, 2)  # (bk, cells, c+2): cell features + x/y
+        n = o.shape[1]
+        gq = self.g_q(q).repeat_interleave(k, 0)[:, None, None]
+        gi, bi, gj, bj = self.g_film(q).repeat_interleave(k, 0)[:, None].chunk(4, -1)
+        ei, ej = self.g_i(o) * (1 + gi) + bi, self.g_j(o) * (1 + gj) + bj
+        pre = ei[:, :, None] + ej[:, None] + gq  # (bk, n, n, dim): every ordered pair
+        r = self.g(pre).sum((1, 2)).view(b, k, -1) / n * present
+        parts = [q, r.flatten(1)]
+        if k > 1:
+            ri = r[:, :, None].expand(b, k, k, r.shape[-1])
+            rj = r[:, None].expand(b, k, k, r.shape[-1])
+            qq = q[:, None, None].expand(b, k, k, q.shape[-1])
+            h = self.cross(torch.cat([ri, rj, (ri - rj).abs(), ri * rj, qq], -1))
+            parts.append(h.flatten(1))
+        if self.pointer is not None:
+            feats = [q[:, None].expand(b, k, q.shape[-1]), r] + ([h.mean(2)] if k > 1 else [])
+            score = self.point(torch.cat(feats, -1)).squeeze(-1).masked_fill(present.view(b, k) == 0, -1e4)
+            out = torch.full((b, self.classes), -1e4)
+            cols = [(i, c) for i, c in enumerate(self.pointer[:k]) if c >= 0]
+            return out.index_copy(1, torch.tensor([c for _, c in cols]), score[:, [i for i, _ in cols]])
+        return self.head(torch.cat(parts, 1))
+
+
+VISION_PROBES = {"film-gru": FiLMProbe, "film-cmp": FiLMCompare, "film-v2": FiLMCompare, "rn": RelationNet}
 FIRST_PROBES = ["film-gru"]  # run on every task; the others only on tasks it does not learn (--second, --v2)
 SECOND_PROBES = ["film-cmp"]
 V2_PROBES = ["film-v2"]
+RN_PROBES = ["rn"]
 # probe v2: the film-gru network with the answer head chosen by answer type (answer_head) and a lower peak
 # learning rate (1e-3: at 3e-3 the v1 probe often never leaves the constant answer on yes/no comparisons, e.g.
 # rsn-state-coherence stays at loss 0.693 for 10 epochs); the text-only models of a v2 run use the same settings
-TRAIN_CFG = {"film-gru": {}, "film-cmp": {}, "film-v2": {"lr": 1e-3, "heads": True}}
+TRAIN_CFG = {"film-gru": {}, "film-cmp": {}, "film-v2": {"lr": 1e-3, "heads": True}, "rn": {"lr": 1e-3, "heads": True}}
 TEXT_PROBES = {"text-gru": TextGRU, "text-bag": TextBag}
+# the text-only models of an rn run: also one with the rn's question encoder (the image is all it may add)
+TEXT_PROBES_RN = {**TEXT_PROBES, "text-slots": TextSlots}
 
 
 def encode(items, vocab: dict[str, int], n_img: int, grow: bool):
@@ -364,7 +489,8 @@ def run_task(t, items, n_train: int, n_test: int, epochs: int, bench: str, probe
     res["probe"] = best
     res["vision"] = round(scores[best], 3)
     # conservative: the better of the two text-only models (same answer head and settings as the vision run)
-    text = {p: train_eval(train, test, answers, n_img, cls, epochs, **cfg) for p, cls in TEXT_PROBES.items()}
+    text_probes = TEXT_PROBES_RN if probes == RN_PROBES else TEXT_PROBES
+    text = {p: train_eval(train, test, answers, n_img, cls, epochs, **cfg) for p, cls in text_probes.items()}
     res["text_probe"] = max(text, key=text.get)
     res["text_only"] = round(max(text.values()), 3)
     return res
@@ -392,8 +518,13 @@ def write_docs(results: dict) -> None:
         "two-character labels; 12 epochs on the first-try item count, then on the retry count, then 30 epochs on the",
         f"first-try count, then 12 epochs on {results.get('v2', {}).get('big_train', 5000)} items, each only if not learnt yet, the same steps for",
         "every task; its text models use the same settings). Rows learnt by v1 were",
-        "not rerun with v2. The reported run is the one that separates vision from text most, and `text` is the",
-        "highest text score of all runs of the task (a selection among at most seven runs on the same 200 test",
+        "not rerun with v2. A task still failing is then tried with a Relation Network (`rn`, Santoro et al. 2017:",
+        "a CoordConv CNN to a 6 x 6 grid of cells, a shared MLP over every ordered pair of cells and the question,",
+        "summed, images compared pairwise, an MLP to the answer; question code = the GRU plus a positional code of",
+        f"the first 16 tokens, and its text models add one with that encoder): 12 epochs on {results.get('retry_train', '?')} items, then on",
+        f"{results.get('rn', {}).get('steps (train, epochs)', [[0], [4000]])[-1][0]} items if not learnt, the same steps for every task.",
+        "The reported run is the one that separates vision from text most, and `text` is the",
+        "highest text score of all runs of the task (a selection among at most nine runs on the same 200 test",
         "items); `probe` = the probe of the reported run, `n` = its",
         "training items, `no` = not learnt by any run (all runs are listed in `drake_bench/synth/learnability.json`).",
         "Render any task's card and example grid with `drake-bench task-card BENCHMARK TASK --out card.png`.",
@@ -449,12 +580,20 @@ def main() -> None:
                     help="v2's third try: --train items for this many epochs (0: none)")
     ap.add_argument("--v2-big-train", type=int, default=5000,
                     help="v2's fourth try: this many items for --v2-epochs epochs (0: none)")
+    ap.add_argument("--rn", action="store_true",
+                    help="train the Relation Network probe (rn) on the tasks in learnability.json not learnable yet")
+    ap.add_argument("--rn-epochs", type=int, default=12)
+    ap.add_argument("--rn-big-train", type=int, default=4000,
+                    help="rn's second try: this many items for --rn-epochs epochs (0: none)")
+    ap.add_argument("--rn-lr", type=float, default=TRAIN_CFG["rn"]["lr"], help="rn's peak learning rate")
     ap.add_argument("--no-write", action="store_true", help="print only (probe development)")
     args = ap.parse_args()
+    TRAIN_CFG["rn"]["lr"] = args.rn_lr
+    later = args.second or args.v2 or args.rn  # a later probe on the tasks the earlier runs did not learn
     torch.set_num_threads(args.threads)
     old = json.loads(OUT_JSON.read_text()) if OUT_JSON.is_file() else {}
     keep = {k: old[k] for k in ("train", "test", "epochs", "retry_train", "retry_epochs")
-            if (args.second or args.v2) and k in old}
+            if later and k in old}
     results = {"train": args.train, "test": args.test, "epochs": args.epochs, "retry_train": args.retry_train,
                "retry_epochs": args.retry_epochs, **keep,
                "margin": args.margin, "tasks": dict(old.get("tasks", {}))}
@@ -464,16 +603,21 @@ def main() -> None:
                          "steps (train, epochs)": [[args.train, args.v2_epochs], [args.retry_train, args.v2_epochs],
                                                    [args.train, args.v2_long_epochs],
                                                    [args.v2_big_train, args.v2_epochs]]} if args.v2 else old["v2"]
+    if args.rn or "rn" in old:
+        results["rn"] = {"probe": "rn", "lr": args.rn_lr, "grid": RelationNet.grid, "g_dim": RelationNet.dim,
+                         "tasks": "only the tasks no film run learnt",
+                         "steps (train, epochs)": [[args.retry_train, args.rn_epochs],
+                                                   [args.rn_big_train, args.rn_epochs]]} if args.rn else old["rn"]
     todo = [(b, t.id) for b in ("drake-synth", "hflb-synth") for t in load_benchmark(b).tasks
             if not args.tasks or t.id in args.tasks]
     for bench, tid in todo:
         if args.skip_done and f"{bench}/{tid}" in results["tasks"]:
             continue
         key = f"{bench}/{tid}"
-        if (args.second or args.v2) and (key not in results["tasks"] or results["tasks"][key].get("learnable")):
+        if later and (key not in results["tasks"] or results["tasks"][key].get("learnable")):
             continue
         t0 = time.time()
-        if args.second or args.v2:
+        if later:
             # a later probe on a task the earlier runs did not learn; the text-only score kept is the highest of
             # all runs' text-only measurements (conservative)
             prev = results["tasks"][key]
@@ -481,19 +625,25 @@ def main() -> None:
             runs = prev.get("runs") or [{k: prev.get(k) for k in fields}]
             if args.second:
                 sizes, probes = [(args.train, args.epochs)], SECOND_PROBES
+            elif args.rn:  # rn: --retry-train items, then --rn-big-train items if not learnt (same for every task)
+                sizes, probes = [(args.retry_train, args.rn_epochs), (args.rn_big_train, args.rn_epochs)], RN_PROBES
             else:  # v2: first try at --train items, retried at --retry-train items, then longer, then at
                 # --v2-big-train items, each only when not learnt (the same steps for every task)
                 sizes, probes = [(args.train, args.v2_epochs), (args.retry_train, args.v2_epochs),
                                  (args.train, args.v2_long_epochs), (args.v2_big_train, args.v2_epochs)], V2_PROBES
-                # resume: a step already in the runs is not trained again
-                done = {(x["train"], x["epochs"]) for x in runs if x["probe"] in probes}
+            if not args.second:  # resume: a step already in the runs is not trained again
+                done = {(x["train"], x["epochs"]) for x in runs
+                        if x["probe"] in probes and x.get("lr", TRAIN_CFG[x["probe"]]["lr"]) == TRAIN_CFG[probes[0]]["lr"]}
                 sizes = [z for z in sizes if z not in done and z[0] > 0 and z[1] > 0]
             best = dict(prev)
             text_max = max(x["text_only"] for x in runs)
             for n_train, epochs in sizes:
+                t1 = time.time()
                 t, items = make_items(bench, tid, n_train + args.test)
                 r = run_task(t, items, n_train, args.test, epochs, bench, probes)
                 runs.append({k: r[k] for k in fields + (("head",) if "head" in r else ())})
+                if args.rn:  # rn runs also record their learning rate and wall time (vision + text models)
+                    runs[-1].update(lr=TRAIN_CFG[probes[0]]["lr"], seconds=round(time.time() - t1, 1))
                 text_max = max(text_max, r["text_only"])
                 print(f"  {probes[0]} n {n_train}: vision {r['vision']:.2f} text {r['text_only']:.2f}", flush=True)
                 if r["vision"] - r["text_only"] >= best["vision"] - best["text_only"]:
