@@ -66,6 +66,7 @@ drake_bench/synth/learnability.json (read by task cards); the table goes to docs
     python scripts/bench_synth_learnability.py --rn                # relation network on the tasks still not learnt
     python scripts/bench_synth_learnability.py --tasks rel-spatial icon-clock --retry-train 0 --no-write
     python scripts/bench_synth_learnability.py --skip-done          # resume
+    python scripts/bench_synth_learnability.py --confirm rel-spatial  # held-out recheck of a reported run
 """
 
 from __future__ import annotations
@@ -536,6 +537,14 @@ def write_docs(results: dict) -> None:
     missing = [k.split("/")[1] for k in image_keys if k not in learnt]
     lines += [f"Summary: {len(learnt)} of {len(image_keys)} image tasks learnable and needing the image"
               + (f"; not learnt: {', '.join(f'`{m}`' for m in missing)}." if missing else "."), ""]
+    confirmed = [(k, rows[k]["confirm"]) for k in image_keys if rows.get(k, {}).get("confirm")]
+    if confirmed:
+        lines += ["Held-out confirmations (`--confirm`: the reported run re-trained and tested on items never used to",
+                  "select or tune a probe; its own text-only models):", ""]
+        lines += [f"* `{k.split('/')[1]}`: vision {c['vision']:.2f}, text {c['text_only']:.2f}, chance {c['chance']:.2f} on "
+                  f"{c['test']} items ({c['probe']}, {c['train']} training items): "
+                  + ("confirmed." if c["learnable"] else "**not confirmed** at the 0.10 margin.") for k, c in confirmed]
+        lines.append("")
     for bench in ("drake-synth", "hflb-synth", "fedllm-synth"):
         spec = load_benchmark(bench)
         lines += [f"## {bench} (mirrors {spec.mirrors})", "", spec.description, ""]
@@ -586,6 +595,10 @@ def main() -> None:
     ap.add_argument("--rn-big-train", type=int, default=4000,
                     help="rn's second try: this many items for --rn-epochs epochs (0: none)")
     ap.add_argument("--rn-lr", type=float, default=TRAIN_CFG["rn"]["lr"], help="rn's peak learning rate")
+    ap.add_argument("--confirm", nargs="+", default=None, metavar="TASK",
+                    help="re-train each task's reported run and test it on --confirm-test items never used to select or "
+                         "tune anything (the items after the selection test items); recorded under 'confirm'")
+    ap.add_argument("--confirm-test", type=int, default=400)
     ap.add_argument("--no-write", action="store_true", help="print only (probe development)")
     args = ap.parse_args()
     TRAIN_CFG["rn"]["lr"] = args.rn_lr
@@ -608,6 +621,26 @@ def main() -> None:
                          "tasks": "only the tasks no film run learnt",
                          "steps (train, epochs)": [[args.retry_train, args.rn_epochs],
                                                    [args.rn_big_train, args.rn_epochs]]} if args.rn else old["rn"]
+    if args.confirm:
+        for key in [k for k in results["tasks"] if k.split("/")[1] in args.confirm]:
+            rep = results["tasks"][key]
+            bench, tid = key.split("/")
+            t1 = time.time()
+            t, items = make_items(bench, tid, rep["train"] + rep["test"] + args.confirm_test)
+            held_out = items[:rep["train"]] + items[rep["train"] + rep["test"]:]
+            probe = rep["probe"]
+            probes = RN_PROBES if probe in RN_PROBES else V2_PROBES if probe in V2_PROBES else [probe]
+            r = run_task(t, held_out, rep["train"], args.confirm_test, rep["epochs"], bench, probes)
+            rep["confirm"] = {"probe": r["probe"], "train": rep["train"], "epochs": rep["epochs"], "test": args.confirm_test,
+                              "vision": r["vision"], "text_only": r["text_only"], "chance": r["chance"],
+                              "learnable": r["vision"] >= max(r["text_only"], r["chance"]) + args.margin,
+                              "seconds": round(time.time() - t1, 1)}
+            print(f"confirm {key}: {rep['confirm']}", flush=True)
+            if not args.no_write:
+                OUT_JSON.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        if not args.no_write:
+            write_docs(results)
+        return
     todo = [(b, t.id) for b in ("drake-synth", "hflb-synth") for t in load_benchmark(b).tasks
             if not args.tasks or t.id in args.tasks]
     for bench, tid in todo:

@@ -15,6 +15,17 @@ def test_task_card_content():
     assert "unseen task" in task_card("drake-synth", "un-similarity")
 
 
+def test_task_card_reports_learnability_as_recorded(monkeypatch):
+    from drake_bench.synth import cards
+
+    row = {"train": 10, "test": 5, "vision": 0.4, "text_only": 0.5, "chance": 0.5, "metric": "exact-match accuracy",
+           "learnable": False, "confirm": {"test": 7, "vision": 0.9, "text_only": 0.3, "chance": 0.5}}
+    monkeypatch.setattr(cards, "learnability", lambda: {"tasks": {"drake-synth/rel-spatial": row}})
+    card = task_card("drake-synth", "rel-spatial")
+    assert "image+question model 0.40, text-only model 0.50" in card and "not learnt by any probe run" in card
+    assert "held-out confirmation (7 items" in card and "image+question model 0.90" in card
+
+
 def test_render_grid_size():
     img = render_grid("drake-synth", "rel-count-across", n=3)
     assert img.height > 3 * 112 and img.width > 5 * 112

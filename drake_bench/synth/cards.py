@@ -98,7 +98,12 @@ def task_card(benchmark: str | BenchmarkSpec, task_id: str) -> str:
         lines.append(
             f"- learnability ({res['train']} train / {res['test']} test items): image+question model "
             f"{res['vision']:.2f}, text-only model {res['text_only']:.2f}, chance {res['chance']:.2f} ({res['metric']})"
+            + ("" if res.get("learnable", True) else "; not learnt by any probe run")
         )
+        if res.get("confirm"):
+            c = res["confirm"]
+            lines.append(f"- held-out confirmation ({c['test']} items never used to select a probe): image+question model "
+                         f"{c['vision']:.2f}, text-only model {c['text_only']:.2f}, chance {c['chance']:.2f}")
     else:
         lines.append("- learnability: not measured (run scripts/bench_synth_learnability.py)")
     ex = examples(spec, t, 2)
