@@ -190,7 +190,8 @@ def register(app: typer.Typer) -> None:
         configs = [
             RunConfig(
                 benchmark=benchmark, scenario=scenario, method=name, seeds=seed_list, allocation=allocation, out=str(out),
-                rounds=rounds, local_steps=local_steps, eval_every_rounds=eval_every, others_subsample=others_subsample, compute_matched=compute_matched,
+                rounds=rounds, local_steps=local_steps, eval_every_rounds=eval_every, others_subsample=others_subsample,
+                compute_matched=compute_matched,
                 fast_adaptation=fast_adaptation, fast_adaptation_tasks=unseen, resume=resume, device=device,
                 data_dir=str(data_dir) if data_dir else None, revision=revision,
             )
