@@ -147,7 +147,7 @@ real checkpoints on a GPU.
 
 | zoo name | what it is | paper counterpart |
 |---|---|---|
-| `tiny-llava-llama-{s,m,l}` | `LlavaForConditionalGeneration`: CLIP vision tower (48 px, patch 8, 2 layers) + 2-layer GELU projector + Llama LM | LLaVA-Llama3.2-1B / 3B, LLaVA-Llama3.1-8B |
+| `tiny-llava-llama-{s,m,l}` | `LlavaForConditionalGeneration`: CLIP vision tower ({vision}; one pretrained tower shared by every tiny LLaVA) + 2-layer GELU projector + Llama LM | LLaVA-Llama3.2-1B / 3B, LLaVA-Llama3.1-8B |
 | `tiny-llava-qwen2-{s,m,l}` | the same around a Qwen2 LM | LLaVA-Qwen2.5-0.5B / 1.5B / 3B |
 | `tiny-llama-{s,m,l}` | `LlamaForCausalLM` | Llama-3.2-1B / 3B, Llama-3.1-8B |
 | `tiny-qwen2-{s,m,l}` | `Qwen2ForCausalLM` | Qwen2.5-0.5B / 1.5B / 3B |
@@ -181,11 +181,21 @@ Prompts follow LLaVA-1.5: `USER: <image>\\n<image>\\n{question}\\nA. ...\\nB. ..
 from the given choices directly. ASSISTANT:`; every item trains on its answer text (choice items in cloze form:
 the option's text, not its letter, which tiny models never learn to match), with loss on answer tokens only.
 `choose` scores each option's text by log-likelihood; `generate` is greedy with left padding. Pretraining
-(`drake_bench.models.pretrain`) first teaches the vision tower and projector the world's attributes on public
-scenes, then trains every parameter on the synthetic public mix (`drake_bench.synth.public`) with a fixed seeded recipe and caches the checkpoint
-under `$DRAKE_BENCH_MODELS` (default `~/.cache/drake_bench/models`).
+(`drake_bench.models.pretrain`) mirrors LLaVA-1.5: one vision tower, the stand-in for CLIP, is trained once on
+public pictures (`drake_bench.models.vision`: single objects labelled with shape, colour, size, style and domain,
+plus multi-object scenes) and shared, frozen, by every tiny LLaVA; stage 1 aligns each model's projector to it on
+public scenes; stage 2 trains every other parameter on the synthetic public mix (`drake_bench.synth.public`) with a
+fixed seeded recipe and caches the checkpoint under `$DRAKE_BENCH_MODELS` (default `~/.cache/drake_bench/models`).
 
 """
+
+
+def vision_text() -> str:
+    from drake_bench.models.zoo import VISION_FEATURE_LAYER, vision_config
+
+    v = vision_config()
+    return (f"{v.image_size} px, patch {v.patch_size}, {v.num_hidden_layers} layers, read at layer "
+            f"{VISION_FEATURE_LAYER}")
 
 
 def shapes_table() -> str:
@@ -201,7 +211,7 @@ def shapes_table() -> str:
 
 def render(res: dict) -> str:
     peak = res["peak_flops"]
-    L = [INTRO.replace("{shapes}", shapes_table()), "## Measurements", "",
+    L = [INTRO.replace("{shapes}", shapes_table()).replace("{vision}", vision_text()), "## Measurements", "",
          f"Measured by `python scripts/bench_models.py` on {res['machine']} "
          f"({res['threads']} torch thread(s), torch {torch.__version__}). "
          "CPU numbers on a shared 2-core machine vary by 2x or more with other load; "
@@ -235,6 +245,12 @@ def render(res: dict) -> str:
         for r in res["knowledge"]:
             L.append(f"| {r['model']} | {r['pretrain_s']} | {r['final_loss']:.2f} | {r['f1_untrained']:.3f} | "
                      f"**{r['f1_pretrained']:.3f}** |")
+        if res.get("tower"):
+            t = res["tower"]
+            acc = ", ".join(f"{k} {v:.2f}" for k, v in t["held_out_accuracy"].items())
+            L += ["", f"The multimodal models' pretraining time excludes the shared vision tower, trained once for all "
+                      f"of them ({t['tower_steps']} steps, batch {t['tower_batch']}; held-out accuracy on single public "
+                      f"objects: {acc}; from `_vision/drake_pretrain.json`)."]
     L += ["", "## Notes", "",
           "* Pretraining runs single-threaded (identical float summation order for a given seed); steps are "
           "timed with the thread count above. Rerun this script after changing the recipe or the zoo.",
@@ -267,6 +283,11 @@ def main() -> None:
     res["pool"] = bench_pool(args.pool_model)
     res["n_eval"] = args.n_eval
     res["knowledge"] = [] if args.skip_knowledge else bench_knowledge(args.models, args.n_eval)
+    if res["knowledge"]:
+        from drake_bench.models.pretrain import DEFAULT_RECIPE
+        from drake_bench.models.vision import ensure_vision_tower, tower_report
+
+        res["tower"] = {k: v for k, v in tower_report(ensure_vision_tower(DEFAULT_RECIPE)).items() if k != "losses"}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(render(res))
     if args.json:
