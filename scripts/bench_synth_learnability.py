@@ -55,8 +55,9 @@ every image vector and every image-pair vector. Its question code is the GRU's p
 of the first 16 tokens (QuestionSlots; with the GRU alone the probe's loss sat at log 2 on rel-spatial for 12
 epochs), so its text-only models add one with that same encoder (``text-slots``). Peak learning rate ``--rn-lr``
 (1e-3), the v2 answer heads; first on ``--retry-train`` items (2000), then, if not learnt, on ``--rn-big-train``
-items (4000), ``--rn-epochs`` 12 each (the same two steps for every task; ~3 ms per item, image and epoch on one
-core, so ~1.5 / ~3 min for a one-image task and ~6.5 / ~13 min for a five-image one); an rn run row also records
+items (4000), then on ``--rn-huge-train`` items (10000), ``--rn-epochs`` 12 each (the same three steps for every
+task; ~3 ms per item, image and epoch on one core, so ~1.5 / ~3 / ~7 min for a one-image task and ~6.5 / ~13 /
+~35 min for a five-image one); an rn run row also records
 its ``lr`` and ``seconds``. The selection rule is the one above. Every run is listed under ``runs`` in
 drake_bench/synth/learnability.json (read by task cards); the table goes to docs/synth_tasks.md.
 
@@ -523,9 +524,10 @@ def write_docs(results: dict) -> None:
         "a CoordConv CNN to a 6 x 6 grid of cells, a shared MLP over every ordered pair of cells and the question,",
         "summed, images compared pairwise, an MLP to the answer; question code = the GRU plus a positional code of",
         f"the first 16 tokens, and its text models add one with that encoder): 12 epochs on {results.get('retry_train', '?')} items, then on",
-        f"{results.get('rn', {}).get('steps (train, epochs)', [[0], [4000]])[-1][0]} items if not learnt, the same steps for every task.",
+        " then on ".join(str(n) for n, _ in results.get("rn", {}).get("steps (train, epochs)", [[0, 0], [4000, 0]])[1:])
+        + " items, each only if not learnt yet, the same steps for every task.",
         "The reported run is the one that separates vision from text most, and `text` is the",
-        "highest text score of all runs of the task (a selection among at most nine runs on the same 200 test",
+        "highest text score of all runs of the task (a selection among at most ten runs on the same 200 test",
         "items); `probe` = the probe of the reported run, `n` = its",
         "training items, `no` = not learnt by any run (all runs are listed in `drake_bench/synth/learnability.json`).",
         "Render any task's card and example grid with `drake-bench task-card BENCHMARK TASK --out card.png`.",
@@ -594,6 +596,8 @@ def main() -> None:
     ap.add_argument("--rn-epochs", type=int, default=12)
     ap.add_argument("--rn-big-train", type=int, default=4000,
                     help="rn's second try: this many items for --rn-epochs epochs (0: none)")
+    ap.add_argument("--rn-huge-train", type=int, default=10000,
+                    help="rn's third try: this many items for --rn-epochs epochs (0: none)")
     ap.add_argument("--rn-lr", type=float, default=TRAIN_CFG["rn"]["lr"], help="rn's peak learning rate")
     ap.add_argument("--confirm", nargs="+", default=None, metavar="TASK",
                     help="re-train each task's reported run and test it on --confirm-test items never used to select or "
@@ -620,7 +624,8 @@ def main() -> None:
         results["rn"] = {"probe": "rn", "lr": args.rn_lr, "grid": RelationNet.grid, "g_dim": RelationNet.dim,
                          "tasks": "only the tasks no film run learnt",
                          "steps (train, epochs)": [[args.retry_train, args.rn_epochs],
-                                                   [args.rn_big_train, args.rn_epochs]]} if args.rn else old["rn"]
+                                                   [args.rn_big_train, args.rn_epochs],
+                                                   [args.rn_huge_train, args.rn_epochs]]} if args.rn else old["rn"]
     if args.confirm:
         for key in [k for k in results["tasks"] if k.split("/")[1] in args.confirm]:
             rep = results["tasks"][key]
@@ -658,8 +663,10 @@ def main() -> None:
             runs = prev.get("runs") or [{k: prev.get(k) for k in fields}]
             if args.second:
                 sizes, probes = [(args.train, args.epochs)], SECOND_PROBES
-            elif args.rn:  # rn: --retry-train items, then --rn-big-train items if not learnt (same for every task)
-                sizes, probes = [(args.retry_train, args.rn_epochs), (args.rn_big_train, args.rn_epochs)], RN_PROBES
+            elif args.rn:  # rn: --retry-train items, then --rn-big-train, then --rn-huge-train items, each only if
+                # not learnt yet (the same steps for every task)
+                sizes, probes = [(args.retry_train, args.rn_epochs), (args.rn_big_train, args.rn_epochs),
+                                 (args.rn_huge_train, args.rn_epochs)], RN_PROBES
             else:  # v2: first try at --train items, retried at --retry-train items, then longer, then at
                 # --v2-big-train items, each only when not learnt (the same steps for every task)
                 sizes, probes = [(args.train, args.v2_epochs), (args.retry_train, args.v2_epochs),
