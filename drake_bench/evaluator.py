@@ -287,6 +287,14 @@ class Evaluator:
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     # -- one seed ---------------------------------------------------------------------
+    def federation_context(self, fed: FederatedData, seed: int, steps: int) -> FederationContext:
+        """What a method's ``setup`` sees for this run and seed (also used to re-open a finished run's states)."""
+        return FederationContext(
+            benchmark=self.spec.name, modality=self.spec.modality, clients=fed.clients, allocation=dict(self.allocation),
+            architectures=dict(self._arch), rounds=fed.config.rounds, local_steps=steps, batch_size=fed.config.batch_size,
+            seed=seed, device=self.config.device, public_data=self._public_data(), workdir=self.run_dir(seed) / "work",
+        )
+
     def run_seed(self, seed: int) -> tuple[RawTables, dict[str, Any]]:
         cfg = self.config
         fed = load_federated_data(
@@ -300,11 +308,7 @@ class Evaluator:
         rounds = fed.config.rounds
         eval_every = cfg.eval_every_rounds or self.spec.fl.eval_every_rounds
         run_dir = self.run_dir(seed)
-        federation = FederationContext(
-            benchmark=self.spec.name, modality=self.spec.modality, clients=fed.clients, allocation=dict(self.allocation),
-            architectures=dict(self._arch), rounds=rounds, local_steps=steps, batch_size=fed.config.batch_size,
-            seed=seed, device=cfg.device, public_data=self._public_data(), workdir=run_dir / "work",
-        )
+        federation = self.federation_context(fed, seed, steps)
         _seed_everything(mixed_seed(seed, 0xC0FFEE))
         t0 = time.perf_counter()
         try:

@@ -28,23 +28,16 @@ import numpy as np
 import torch
 
 
-def _self_others(records, clients) -> tuple[float, float]:
-    selfs, others = [], []
-    for c in clients:
-        own = [r.score for r in records if r.client == c and r.role == "self"]
-        per_owner = [np.mean([r.score for r in records if r.client == c and r.owner == j]) for j in clients if j != c]
-        per_owner = [v for v in per_owner if not np.isnan(v)]
-        if own:
-            selfs.append(np.mean(own))
-        if per_owner:
-            others.append(np.mean(per_owner))
-    return 100 * float(np.mean(selfs)), 100 * float(np.mean(others))
+def _self_others(records) -> tuple[float, float]:
+    from drake_bench.evaluation.metrics import _client_others, _client_self
+
+    return 100 * float(np.mean(list(_client_self(records).values()))), 100 * float(np.mean(list(_client_others(records).values())))
 
 
 def main(argv: list[str] | None = None) -> None:
     from drake_bench import checkpoint
     from drake_bench.evaluator import Evaluator, RunConfig
-    from drake_bench.protocol import FederationContext, State
+    from drake_bench.protocol import State
     from drake_bench.registry import create_method
     from drake_bench.stream import load_federated_data
 
@@ -71,11 +64,7 @@ def main(argv: list[str] | None = None) -> None:
                               rounds=cfg.rounds, local_steps=cfg.local_steps, batch_size=cfg.batch_size)
     ev._arch = ev._architectures()
     method = create_method(cfg.method, cfg.method_config)
-    method.setup(FederationContext(
-        benchmark=ev.spec.name, modality=ev.spec.modality, clients=fed.clients, allocation=dict(ev.allocation),
-        architectures=dict(ev._arch), rounds=fed.config.rounds, local_steps=ev.method_local_steps(method),
-        batch_size=fed.config.batch_size, seed=args.seed, device=cfg.device, public_data=ev._public_data(),
-        workdir=run_dir / "work"))
+    method.setup(ev.federation_context(fed, args.seed, ev.method_local_steps(method)))
     last = prog.completed_rounds - 1
     variants = {"local": dict(prog.clients)}
     sent = {c: m for c, m in prog.messages.items() if m is not None and m.tensors}
@@ -88,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     dump = {}
     for name, states in variants.items():
         records = ev.evaluate_round(method, fed, states, args.seed, last)
-        s, o = _self_others(records, fed.clients)
+        s, o = _self_others(records)
         print(f"| {name} | {s:.2f} | {o:.2f} |", flush=True)
         dump[name] = [r.model_dump() for r in records]
     if "server" not in variants:
