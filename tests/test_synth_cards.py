@@ -41,3 +41,27 @@ def test_cli_task_card_and_cards(tmp_path):
     assert len(list((tmp_path / "cards").glob("*.md"))) == 104
     r = runner.invoke(app, ["task-card", "drake-synth", "nope"])
     assert r.exit_code != 0
+
+
+def test_task_table_lists_every_client_task_in_order(monkeypatch):
+    from drake_bench.manifest import load_benchmark
+    from drake_bench.synth import cards
+
+    monkeypatch.setattr(cards, "learnability", lambda: {"tasks": {"drake-synth/rel-spatial": {"learnable": True}}})
+    spec = load_benchmark("drake-synth")
+    rows = [r for r in cards.task_table("drake-synth").splitlines()[2:]]
+    assert len(rows) == len(spec.clients) + 1  # + the unseen row
+    for c, row in zip(spec.clients, rows):
+        assert [t for t in spec.client(c.id).tasks] == [w.strip("`") for w in row.split() if w.startswith("`")]
+    assert "`rel-spatial` (Y/N, 1 img)" in rows[4] and rows[4].endswith("| 1/4 |")  # client 5; only one recorded
+    assert rows[-1].startswith("| unseen |") and rows[-1].endswith("| 0/7 |")
+
+
+def test_readme_task_table_is_current():
+    """The README's drake-synth table is generated; regenerate it with replace_task_table if this fails."""
+    from pathlib import Path
+
+    from drake_bench.synth.cards import replace_task_table
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert replace_task_table(readme, "drake-synth") == readme

@@ -115,6 +115,47 @@ def task_card(benchmark: str | BenchmarkSpec, task_id: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+ANSWER_ABBREV = {"multiple_choice": "MC", "yes_no": "Y/N", "open": "open", "free_text": "text"}
+TABLE_START, TABLE_END = "<!-- task-table:{name}:start -->", "<!-- task-table:{name}:end -->"
+
+
+def task_table(benchmark: str | BenchmarkSpec) -> str:
+    """The short per-client task table the README shows (generated, so it cannot drift from the manifest).
+
+    One row per client (its tasks in stream order, each with answer type and images per item), one for
+    the unseen tasks; ``learnt`` counts the image tasks the learnability script shows learnable and
+    needing the image (docs/synth_tasks.md has the numbers)."""
+    spec = load_benchmark(benchmark)
+    res = learnability().get("tasks", {})
+
+    def cell(tid: str) -> str:
+        t = spec.task(tid)
+        lo, hi = t.num_images
+        imgs = "" if hi == 0 else f", {lo} img" if lo == hi else f", {lo}-{hi} img"
+        return f"`{tid}` ({ANSWER_ABBREV.get(t.answer_type.value, t.answer_type.value)}{imgs})"
+
+    def learnt(ids: list[str]) -> str:
+        rows = [res.get(f"{spec.name}/{t}") for t in ids]
+        return f"{sum(bool(r and r.get('learnable')) for r in rows)}/{len(ids)}"
+
+    lines = ["| client | group | tasks in stream order (answer type, images per item) | learnt |", "|---|---|---|---|"]
+    for c in spec.clients:
+        lines.append(f"| {c.id} | {c.group} | {' · '.join(cell(t) for t in c.tasks)} | {learnt(list(c.tasks))} |")
+    if spec.unseen_tasks:
+        lines.append(f"| unseen | fast adaptation | {' · '.join(cell(t) for t in spec.unseen_tasks)} "
+                     f"| {learnt(list(spec.unseen_tasks))} |")
+    return "\n".join(lines) + "\n"
+
+
+def replace_task_table(text: str, benchmark: str) -> str:
+    """``text`` with the generated table of ``benchmark`` between its marker comments (README upkeep)."""
+    start, end = TABLE_START.format(name=benchmark), TABLE_END.format(name=benchmark)
+    if start not in text or end not in text:
+        raise ValueError(f"no {start} ... {end} block to fill")
+    head, rest = text.split(start, 1)
+    return head + start + "\n" + task_table(benchmark) + end + rest.split(end, 1)[1]
+
+
 def write_cards(benchmark: str, out: str | Path, n: int = 4) -> list[Path]:
     """Write ``<task>.md`` and ``<task>.png`` (image benchmarks) for every task into ``out``."""
     spec = load_benchmark(benchmark)
