@@ -10,7 +10,14 @@ seed's gap alone is not.
 With ``--tasks``: per task at the last evaluation point, the owner's score (Self) and the mean
 over the other clients that evaluated it (Others), item-weighted, from the raw score table.
 
+With ``--transfer REFERENCE``: how training moved each client's scores on the *other* clients'
+tasks relative to REFERENCE (a run of the same benchmark and seeds, e.g. ``zero-shot``), per seed
+at the last evaluation point, averaged over (client, other client's task) pairs and split by
+whether the task's owner is in the client's group (the manifest's client groups). Positive on
+same-group pairs and not on the rest is what "knowledge transfers within a group" looks like.
+
 Usage: python scripts/self_vs_others.py [--tasks] leaderboard/main-job*/drake-synth/dynamic/*/1.0/result.json
+       python scripts/self_vs_others.py --transfer ZERO_SHOT_RESULT RESULT...
 """
 
 from __future__ import annotations
@@ -54,6 +61,35 @@ def task_rows(path: Path) -> list[str]:
     return out
 
 
+def _others_last(res: dict, seed: int) -> dict[tuple[int, int, str], float]:
+    """(client, owner, task) -> Others score at the seed's last evaluation point."""
+    rows = [r for r in res["raw"]["scores"] if r["seed"] == seed and r["role"] == "others"]
+    last = max(r["eval_round"] for r in rows)
+    return {(r["client"], r["owner"], r["task"]): r["score"] for r in rows if r["eval_round"] == last}
+
+
+def transfer_rows(reference: Path, path: Path) -> list[str]:
+    from drake_bench.manifest import load_benchmark
+
+    ref, res = json.loads(reference.read_text()), json.loads(path.read_text())
+    for key in ("manifest_hash", "data_hash"):
+        if ref["benchmark"][key] != res["benchmark"][key]:
+            sys.exit(f"{path}: benchmark {key} differs from the reference {reference}")
+    group = {c.id: c.group for c in load_benchmark(res["benchmark"]["name"]).clients}
+    out = []
+    for seed in res["seeds"]:
+        if seed not in ref["seeds"]:
+            continue
+        base, run = _others_last(ref, seed), _others_last(res, seed)
+        split: dict[bool, list[float]] = {True: [], False: []}
+        for (c, owner, task), score in run.items():
+            if (c, owner, task) in base:
+                split[group[c] == group[owner]].append(100 * (score - base[(c, owner, task)]))
+        fmt = {k: f"{statistics.mean(v):+.2f} ({len(v)})" if v else "-" for k, v in split.items()}
+        out.append(f"| {res['method']['name']} | {res['fl']['local_steps']} | {seed} | {fmt[True]} | {fmt[False]} |")
+    return out
+
+
 def main(argv: list[str]) -> None:
     if not argv:
         sys.exit(__doc__)
@@ -62,6 +98,13 @@ def main(argv: list[str]) -> None:
         print("|:---|---:|---:|---:|:---|---:|---:|")
         for arg in argv[1:]:
             for line in task_rows(Path(arg)):
+                print(line)
+        return
+    if argv[0] == "--transfer":
+        print(f"| method | local steps | seed | same-group tasks vs {Path(argv[1]).parts[-3]} (pairs) | other-group tasks (pairs) |")
+        print("|:---|---:|---:|---:|---:|")
+        for arg in argv[2:]:
+            for line in transfer_rows(Path(argv[1]), Path(arg)):
                 print(line)
         return
     print("| method | local steps | seed | metric | Self | Others | gap | gap s.e. | clients Self > Others |")
