@@ -406,9 +406,19 @@ class Evaluator:
 
         if isinstance(method, PostFederation) and not extra.get("post_federation_done"):
             try:
-                states = method.post_federation(federation, states, server)
+                after = method.post_federation(federation, states, server)
+            except DrakeBenchError:
+                raise
             except Exception as exc:
                 raise self._fail(method, "post_federation", None, None, exc) from exc
+            if not isinstance(after, dict) or sorted(after) != sorted(fed.clients):
+                got = sorted(after) if isinstance(after, dict) else type(after).__name__
+                raise self._fail(method, "post_federation", None, None,
+                                 TypeError(f"must return a dict with a State for every client {sorted(fed.clients)}, got {got}"))
+            states = {}
+            for c in fed.clients:
+                st = self._check_message(method, "post_federation", after[c], c, None)
+                states[c] = st if isinstance(st, State) else State(st.tensors, st.metadata)
             extra["post_federation_done"] = True
             # the deployed models are the post-federation ones: they replace the final evaluation point
             scores = [s for s in scores if s.eval_round != rounds] + self.evaluate_round(method, fed, states, seed, rounds - 1)

@@ -9,10 +9,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from drake_bench import DrakeBenchError, PluginError
 from drake_bench.evaluator import RunConfig, run
 from drake_bench.manifest import manifest_dict
+from drake_bench.protocol import State
 from drake_bench.registry import available_methods, create_method, register_method
 from drake_bench.results import check_result, read_result
 
@@ -99,6 +101,71 @@ def test_nan_and_malformed_outputs_are_plugin_errors(toy, tmp_path):
     register_method(Broken)
     with pytest.raises(PluginError, match=r"'broken' failed in aggregate on round 1: .*no message for clients"):
         run(_cfg(toy, tmp_path / "broken", method="broken", fast_adaptation=False))
+
+
+class Distilled(Counter):
+    """A post-federation stage (TAP's distillation, in spirit): every client ends up answering ``answer``."""
+
+    name = "distilled"
+    answer = "yes"
+    calls: list[tuple[int, list[int]]] = []
+
+    def post_federation(self, federation, client_states, server_state):
+        type(self).calls.append((server_state.metadata["rounds"], sorted(client_states)))
+        counts = torch.tensor([1.0, 0.0]) if self.answer == "yes" else torch.tensor([0.0, 1.0])
+        return {c: State(tensors={"counts": counts.clone()}) for c in client_states}
+
+
+class DistilledNo(Distilled):
+    name = "distilled-no"
+    answer = "no"
+
+
+register_method(Distilled)
+register_method(DistilledNo)
+
+
+def test_post_federation_stage_replaces_only_the_final_evaluation(toy, tmp_path):
+    plain = run(_cfg(toy, tmp_path / "plain", fast_adaptation=False))
+    Distilled.calls.clear()
+    yes = run(_cfg(toy, tmp_path / "yes", method="distilled", fast_adaptation=False))
+    no = run(_cfg(toy, tmp_path / "no", method="distilled-no", fast_adaptation=False))
+    # called once per run, after the last round (the server has aggregated 8 rounds), with every client
+    assert Distilled.calls == [(8, [1, 2, 3]), (8, [1, 2, 3])]
+    key = lambda r: (r.eval_round, r.client, r.task)  # noqa: E731
+    before = {key(r): r.score for r in plain.raw.scores if r.eval_round < 8}
+    for res in (yes, no):
+        assert {key(r): r.score for r in res.raw.scores if r.eval_round < 8} == before
+    # the final point scores the post-federation states: always-yes and always-no are complementary on
+    # every (client, task) of a yes/no benchmark, whatever the items are
+    final_yes = {key(r): r.score for r in yes.raw.scores if r.eval_round == 8}
+    final_no = {key(r): r.score for r in no.raw.scores if r.eval_round == 8}
+    assert final_yes.keys() == final_no.keys() and len(final_yes) > 0
+    assert all(abs(final_yes[k] + final_no[k] - 1.0) < 1e-9 for k in final_yes)
+    assert final_yes != {key(r): r.score for r in plain.raw.scores if r.eval_round == 8}
+
+
+def test_a_malformed_post_federation_result_is_a_plugin_error(toy, tmp_path):
+    class Forgetful(Counter):
+        name = "forgetful"
+
+        def post_federation(self, federation, client_states, server_state):
+            return {c: s for c, s in client_states.items() if c != 2}
+
+    class Poisoned(Counter):
+        name = "poisoned"
+
+        def post_federation(self, federation, client_states, server_state):
+            return {c: State(tensors={"counts": torch.full((2,), float("nan"))}) for c in client_states}
+
+    register_method(Forgetful)
+    register_method(Poisoned)
+    with pytest.raises(PluginError, match=r"'forgetful' failed in post_federation: .*every client \[1, 2, 3\], got \[1, 3\]"):
+        run(_cfg(toy, tmp_path / "f", method="forgetful", fast_adaptation=False))
+    with pytest.raises(PluginError, match=r"'poisoned' failed in post_federation on client 1: .*NaN"):
+        run(_cfg(toy, tmp_path / "p", method="poisoned", fast_adaptation=False))
+    # the eight rounds before the faulty stage stay on disk
+    assert json.loads(next((tmp_path / "p").rglob("progress.json")).read_text())["completed_rounds"] == 8
 
 
 def test_registry_refuses_clashes_and_unknown_names():
