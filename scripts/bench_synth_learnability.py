@@ -58,16 +58,24 @@ epochs), so its text-only models add one with that same encoder (``text-slots``)
 items (4000), then on ``--rn-huge-train`` items (10000), ``--rn-epochs`` 12 each (the same three steps for every
 task; ~3 ms per item, image and epoch on one core, so ~1.5 / ~3 / ~7 min for a one-image task and ~6.5 / ~13 /
 ~35 min for a five-image one); an rn run row also records
-its ``lr`` and ``seconds``. The selection rule is the one above. Every run is listed under ``runs`` in
+its ``lr`` and ``seconds``. ``--rn-support`` then trains the relation network with a support-set read-out
+(``rn-support``, RelationNetSupport) on the Bongard-format tasks still not learnt (5 images, yes/no, "images 1
+and 2 follow a rule; images 3 and 4 break it": ``is_support_set`` decides from the items): the answer is read
+from the query's image-pair vectors with the positives minus those with the negatives, the prototype comparison
+of the few-shot baselines Bongard benchmarks report; same three steps, same text-only models. (rsn-bongard-relation
+stayed at chance under the plain rn up to 10,000 items: its f_phi has to find the support structure among 25
+image-pair vectors while the CNN has not yet learnt which shape is which.) The selection rule is the one above. Every run is listed under ``runs`` in
 drake_bench/synth/learnability.json (read by task cards); the table goes to docs/synth_tasks.md.
 
     python scripts/bench_synth_learnability.py                     # all image tasks (~1 hour, 1 core)
     python scripts/bench_synth_learnability.py --second            # second probe on the tasks not learnt
     python scripts/bench_synth_learnability.py --v2                # probe v2 on the tasks still not learnt
     python scripts/bench_synth_learnability.py --rn                # relation network on the tasks still not learnt
+    python scripts/bench_synth_learnability.py --rn-support        # support-set read-out on Bongard tasks not learnt
     python scripts/bench_synth_learnability.py --tasks rel-spatial icon-clock --retry-train 0 --no-write
     python scripts/bench_synth_learnability.py --skip-done          # resume
     python scripts/bench_synth_learnability.py --confirm rel-spatial  # held-out recheck of a reported run
+    python scripts/bench_synth_learnability.py --docs-only          # rewrite the docs table from the record
 """
 
 from __future__ import annotations
@@ -87,6 +95,7 @@ from torch import nn
 
 from drake_bench.manifest import load_benchmark
 from drake_bench.sample import AnswerType
+from drake_bench.synth.cards import replace_task_table
 from drake_bench.synth.registry import get_generator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -323,12 +332,15 @@ class RelationNet(nn.Module):
             self.point = nn.Sequential(nn.Linear(qd + dim + (pair_dim if n_img > 1 else 0), 128), nn.ReLU(),
                                        nn.Linear(128, 1))
 
-    def forward(self, imgs: torch.Tensor, ids: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
-        q = self.q(ids, lens)
+    @staticmethod
+    def present(imgs: torch.Tensor) -> torch.Tensor:
+        """(b, k, 1): 1 for the item's images, 0 for padding slots (missing image slots are all zero)."""
+        return (imgs.flatten(2).amax(2) > 0).float()[..., None]
+
+    def relations(self, imgs: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """r_k of every image (b, k, dim): g_theta summed over every ordered pair of the image's cells."""
         b, k = imgs.shape[:2]
-        raw = imgs.flatten(0, 1).float() / 255.0
-        present = (raw.flatten(1).amax(1) > 0).float().view(b, k, 1)  # missing image slots are all zero
-        x = raw
+        x = imgs.flatten(0, 1).float() / 255.0
         for layer in self.stem:  # CoordConv: x/y channels into every layer
             x = layer(with_coords(x))
         o = with_coords(x).flatten(2).transpose(1, 2)  # (bk, cells, c+2): cell features + x/y
@@ -337,7 +349,13 @@ class RelationNet(nn.Module):
         gi, bi, gj, bj = self.g_film(q).repeat_interleave(k, 0)[:, None].chunk(4, -1)
         ei, ej = self.g_i(o) * (1 + gi) + bi, self.g_j(o) * (1 + gj) + bj
         pre = ei[:, :, None] + ej[:, None] + gq  # (bk, n, n, dim): every ordered pair
-        r = self.g(pre).sum((1, 2)).view(b, k, -1) / n * present
+        return self.g(pre).sum((1, 2)).view(b, k, -1) / n * self.present(imgs)
+
+    def forward(self, imgs: torch.Tensor, ids: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
+        q = self.q(ids, lens)
+        r = self.relations(imgs, q)
+        b, k = r.shape[:2]
+        present = self.present(imgs)
         parts = [q, r.flatten(1)]
         if k > 1:
             ri = r[:, :, None].expand(b, k, k, r.shape[-1])
@@ -354,7 +372,38 @@ class RelationNet(nn.Module):
         return self.head(torch.cat(parts, 1))
 
 
-VISION_PROBES = {"film-gru": FiLMProbe, "film-cmp": FiLMCompare, "film-v2": FiLMCompare, "rn": RelationNet}
+class RelationNetSupport(RelationNet):
+    """The relation network with a support-set read-out for Bongard-format items (images 1-2 follow a rule,
+    3-4 break it, 5 is the query; the question says so): the answer is read from how the query compares with
+    the positives minus how it compares with the negatives, D = mean_p [h(q, p) + h(p, q)] - mean_n [h(q, n) +
+    h(n, q)] with h the image-pair MLP, then a linear layer to the answer classes. The prototype comparison of
+    the few-shot baselines Bongard benchmarks report (Snell et al. 2017's ProtoNet, as in Bongard-LOGO /
+    Bongard-HOI), on the relation vectors: the head can only answer by comparing images, never from one image
+    alone, so the gradient has to make r_k encode the rule (which shape is above / left of which)."""
+
+    SUPPORT = {"query": 4, "positives": (0, 1), "negatives": (2, 3)}
+
+    def __init__(self, vocab: int, classes: int, n_img: int, width: int = 32, pair_dim: int = 32,
+                 pointer: list[int] | None = None):
+        super().__init__(vocab, classes, n_img, width, pair_dim, pointer)
+        assert n_img == 5 and pointer is None, "the support-set head reads Bongard-format items (5 images, yes/no)"
+        self.support = nn.Sequential(nn.Linear(pair_dim, pair_dim), nn.ReLU(), nn.Linear(pair_dim, classes))
+
+    def forward(self, imgs: torch.Tensor, ids: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
+        q = self.q(ids, lens)
+        r = self.relations(imgs, q)
+        b, k = r.shape[:2]
+        ri = r[:, :, None].expand(b, k, k, r.shape[-1])
+        rj = r[:, None].expand(b, k, k, r.shape[-1])
+        qq = q[:, None, None].expand(b, k, k, q.shape[-1])
+        h = self.cross(torch.cat([ri, rj, (ri - rj).abs(), ri * rj, qq], -1))
+        s = self.SUPPORT
+        sim = lambda idx: sum(h[:, s["query"], i] + h[:, i, s["query"]] for i in idx) / len(idx)  # noqa: E731
+        return self.support(sim(s["positives"]) - sim(s["negatives"]))
+
+
+VISION_PROBES = {"film-gru": FiLMProbe, "film-cmp": FiLMCompare, "film-v2": FiLMCompare, "rn": RelationNet,
+                 "rn-support": RelationNetSupport}
 FIRST_PROBES = ["film-gru"]  # run on every task; the others only on tasks it does not learn (--second, --v2)
 SECOND_PROBES = ["film-cmp"]
 V2_PROBES = ["film-v2"]
@@ -362,7 +411,8 @@ RN_PROBES = ["rn"]
 # probe v2: the film-gru network with the answer head chosen by answer type (answer_head) and a lower peak
 # learning rate (1e-3: at 3e-3 the v1 probe often never leaves the constant answer on yes/no comparisons, e.g.
 # rsn-state-coherence stays at loss 0.693 for 10 epochs); the text-only models of a v2 run use the same settings
-TRAIN_CFG = {"film-gru": {}, "film-cmp": {}, "film-v2": {"lr": 1e-3, "heads": True}, "rn": {"lr": 1e-3, "heads": True}}
+TRAIN_CFG = {"film-gru": {}, "film-cmp": {}, "film-v2": {"lr": 1e-3, "heads": True}, "rn": {"lr": 1e-3, "heads": True},
+             "rn-support": {"lr": 1e-3, "heads": True}}
 TEXT_PROBES = {"text-gru": TextGRU, "text-bag": TextBag}
 # the text-only models of an rn run: also one with the rn's question encoder (the image is all it may add)
 TEXT_PROBES_RN = {**TEXT_PROBES, "text-slots": TextSlots}
@@ -467,6 +517,13 @@ def chance(train, test, answer_type: AnswerType) -> float:
     return float(np.mean([it.answer == top for it in test]))
 
 
+def is_support_set(bench: str, task_id: str) -> bool:
+    """Whether a task's items are Bongard support sets (what ``rn-support`` reads): decided from its items."""
+    _, items = make_items(bench, task_id, 8)
+    return all(len(it.images) == 5 and sorted(it.choices) == ["no", "yes"]
+               and it.question.startswith("Images 1 and 2 follow a rule; images 3 and 4 break it.") for it in items)
+
+
 def make_items(bench: str, task_id: str, n: int):
     t = load_benchmark(bench).task(task_id)
     gen = get_generator(t.source.variant)
@@ -491,7 +548,7 @@ def run_task(t, items, n_train: int, n_test: int, epochs: int, bench: str, probe
     res["probe"] = best
     res["vision"] = round(scores[best], 3)
     # conservative: the better of the two text-only models (same answer head and settings as the vision run)
-    text_probes = TEXT_PROBES_RN if probes == RN_PROBES else TEXT_PROBES
+    text_probes = TEXT_PROBES_RN if probes[0].startswith("rn") else TEXT_PROBES
     text = {p: train_eval(train, test, answers, n_img, cls, epochs, **cfg) for p, cls in text_probes.items()}
     res["text_probe"] = max(text, key=text.get)
     res["text_only"] = round(max(text.values()), 3)
@@ -526,8 +583,14 @@ def write_docs(results: dict) -> None:
         f"the first 16 tokens, and its text models add one with that encoder): 12 epochs on {results.get('retry_train', '?')} items, then on",
         " then on ".join(str(n) for n, _ in results.get("rn", {}).get("steps (train, epochs)", [[0, 0], [4000, 0]])[1:])
         + " items, each only if not learnt yet, the same steps for every task.",
+        "A Bongard-format task (images 1-2 follow a rule, 3-4 break it, 5 is the query) still failing is then tried",
+        "with the relation network read out as a support set (`rn-support`: the query's comparison with the",
+        "positives minus its comparison with the negatives, the prototype comparison of Bongard benchmarks'",
+        "few-shot baselines), on the same three steps.",
         "The reported run is the one that separates vision from text most, and `text` is the",
-        "highest text score of all runs of the task (a selection among at most ten runs on the same 200 test",
+        "highest text score of all runs of the task (a selection among at most "
+        f"{max([len(r.get('runs', [])) for r in results.get('tasks', {}).values()] + [1])} runs on the same "
+        f"{results.get('test', '?')} test",
         "items); `probe` = the probe of the reported run, `n` = its",
         "training items, `no` = not learnt by any run (all runs are listed in `drake_bench/synth/learnability.json`).",
         "Render any task's card and example grid with `drake-bench task-card BENCHMARK TASK --out card.png`.",
@@ -568,6 +631,8 @@ def write_docs(results: dict) -> None:
         lines.append("")
     DOCS.parent.mkdir(parents=True, exist_ok=True)
     DOCS.write_text("\n".join(lines) + "\n")
+    readme = ROOT / "README.md"  # its short drake-synth table has a 'learnt' column read from OUT_JSON
+    readme.write_text(replace_task_table(readme.read_text(), "drake-synth"))
 
 
 def main() -> None:
@@ -598,15 +663,23 @@ def main() -> None:
                     help="rn's second try: this many items for --rn-epochs epochs (0: none)")
     ap.add_argument("--rn-huge-train", type=int, default=10000,
                     help="rn's third try: this many items for --rn-epochs epochs (0: none)")
+    ap.add_argument("--rn-support", action="store_true",
+                    help="rn with the support-set read-out on the Bongard-format tasks still not learnt")
     ap.add_argument("--rn-lr", type=float, default=TRAIN_CFG["rn"]["lr"], help="rn's peak learning rate")
     ap.add_argument("--confirm", nargs="+", default=None, metavar="TASK",
                     help="re-train each task's reported run and test it on --confirm-test items never used to select or "
                          "tune anything (the items after the selection test items); recorded under 'confirm'")
     ap.add_argument("--confirm-test", type=int, default=400)
     ap.add_argument("--no-write", action="store_true", help="print only (probe development)")
+    ap.add_argument("--docs-only", action="store_true",
+                    help="rewrite docs/synth_tasks.md and the README's task table from learnability.json; train nothing")
     args = ap.parse_args()
-    TRAIN_CFG["rn"]["lr"] = args.rn_lr
-    later = args.second or args.v2 or args.rn  # a later probe on the tasks the earlier runs did not learn
+    if args.docs_only:
+        write_docs(json.loads(OUT_JSON.read_text()))
+        print(f"wrote {DOCS} and the README's task table")
+        return
+    TRAIN_CFG["rn"]["lr"] = TRAIN_CFG["rn-support"]["lr"] = args.rn_lr
+    later = args.second or args.v2 or args.rn or args.rn_support  # a later probe on the tasks the earlier runs did not learn
     torch.set_num_threads(args.threads)
     old = json.loads(OUT_JSON.read_text()) if OUT_JSON.is_file() else {}
     keep = {k: old[k] for k in ("train", "test", "epochs", "retry_train", "retry_epochs")
@@ -626,6 +699,14 @@ def main() -> None:
                          "steps (train, epochs)": [[args.retry_train, args.rn_epochs],
                                                    [args.rn_big_train, args.rn_epochs],
                                                    [args.rn_huge_train, args.rn_epochs]]} if args.rn else old["rn"]
+    if args.rn_support or "rn_support" in old:
+        results["rn_support"] = {"probe": "rn-support", "lr": args.rn_lr,
+                                 "tasks": "only Bongard-format tasks (5 images, yes/no, images 1-2 follow a rule and "
+                                          "3-4 break it) no earlier run learnt",
+                                 "steps (train, epochs)": [[args.retry_train, args.rn_epochs],
+                                                           [args.rn_big_train, args.rn_epochs],
+                                                           [args.rn_huge_train, args.rn_epochs]]} \
+            if args.rn_support else old["rn_support"]
     if args.confirm:
         for key in [k for k in results["tasks"] if k.split("/")[1] in args.confirm]:
             rep = results["tasks"][key]
@@ -663,10 +744,12 @@ def main() -> None:
             runs = prev.get("runs") or [{k: prev.get(k) for k in fields}]
             if args.second:
                 sizes, probes = [(args.train, args.epochs)], SECOND_PROBES
-            elif args.rn:  # rn: --retry-train items, then --rn-big-train, then --rn-huge-train items, each only if
-                # not learnt yet (the same steps for every task)
+            elif args.rn or args.rn_support:  # rn: --retry-train items, then --rn-big-train, then --rn-huge-train
+                # items, each only if not learnt yet (the same steps for every task)
+                if args.rn_support and not is_support_set(bench, tid):
+                    continue
                 sizes, probes = [(args.retry_train, args.rn_epochs), (args.rn_big_train, args.rn_epochs),
-                                 (args.rn_huge_train, args.rn_epochs)], RN_PROBES
+                                 (args.rn_huge_train, args.rn_epochs)], RN_PROBES if args.rn else ["rn-support"]
             else:  # v2: first try at --train items, retried at --retry-train items, then longer, then at
                 # --v2-big-train items, each only when not learnt (the same steps for every task)
                 sizes, probes = [(args.train, args.v2_epochs), (args.retry_train, args.v2_epochs),
@@ -682,7 +765,7 @@ def main() -> None:
                 t, items = make_items(bench, tid, n_train + args.test)
                 r = run_task(t, items, n_train, args.test, epochs, bench, probes)
                 runs.append({k: r[k] for k in fields + (("head",) if "head" in r else ())})
-                if args.rn:  # rn runs also record their learning rate and wall time (vision + text models)
+                if args.rn or args.rn_support:  # rn runs also record their learning rate and wall time (vision + text models)
                     runs[-1].update(lr=TRAIN_CFG[probes[0]]["lr"], seconds=round(time.time() - t1, 1))
                 text_max = max(text_max, r["text_only"])
                 print(f"  {probes[0]} n {n_train}: vision {r['vision']:.2f} text {r['text_only']:.2f}", flush=True)
