@@ -311,7 +311,7 @@ def test_drake_bench_run_cli_runs_a_third_party_plugin_end_to_end(toy, tmp_path)
     env = {"PYTHONPATH": f"{target}:{tests_dir}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DRAKE_BENCH_NO_PROGRESS": "1",
            "COLUMNS": "200"}
     cmd = [sys.executable, "-m", "drake_bench.cli", "run", "--benchmark", toy[0], "--data-dir", toy[1], "--methods", "third-party",
-           "--rounds", "8", "--eval-every", "4", "--no-fast-adaptation", "--jobs", "1", "--out", str(out)]
+           "--rounds", "8", "--eval-every", "4", "--no-fast-adaptation", "--jobs", "1", "--out", str(out), "--set", "share=false"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "third-party" in proc.stdout and "Self" in proc.stdout
@@ -319,6 +319,7 @@ def test_drake_bench_run_cli_runs_a_third_party_plugin_end_to_end(toy, tmp_path)
     assert check_result(res) == [] and res.method.name == "third-party"
     assert {r.eval_round for r in res.raw.scores} == {4, 8}
     assert res.fl.eval_every_rounds == 4
+    assert res.method.config["share"] is False  # --set reached the plugin's config and the result file
     scen = out / "toy" / res.scenario.tag
     assert (scen / "accuracy_over_rounds.png").stat().st_size > 0 and "third-party" in (scen / "summary.md").read_text()
 
@@ -340,3 +341,22 @@ def test_report_joins_result_files_and_refuses_a_different_benchmark(toy, tmp_pa
     changed.write_text(json.dumps(other))
     r = CliRunner().invoke(app, ["report", str(path), str(changed)])
     assert r.exit_code != 0 and "not comparable" in r.output + (r.stderr if r.stderr_bytes is not None else "")
+
+
+def test_run_set_option_builds_each_methods_config():
+    import typer
+
+    from drake_bench.commands.run import method_settings
+
+    got = method_settings(["learning_rate=1e-3", "fedit.rank=4", "share=false", "counter.fail_on=[1, 2]"],
+                          ["sft", "fedit", "counter"])
+    assert got["sft"] == {"learning_rate": 0.001} and got["fedit"] == {"learning_rate": 0.001, "rank": 4}
+    assert got["counter"] == {"share": False, "fail_on": [1, 2]}  # counter has no learning_rate: not given one
+    with pytest.raises(typer.BadParameter, match="no selected method has a config field 'learning_rat'"):
+        method_settings(["learning_rat=1e-3"], ["sft", "fedit"])  # a typo is an error, never ignored
+    with pytest.raises(typer.BadParameter, match="method 'fedmosaic' is not among --methods"):
+        method_settings(["fedmosaic.tau=1"], ["sft"])
+    with pytest.raises(typer.BadParameter, match="KEY=VALUE"):
+        method_settings(["learning_rate"], ["sft"])
+    with pytest.raises(PluginError, match="method 'sft': invalid config"):  # the method's own validation
+        create_method("sft", method_settings(["learning_rate=-1"], ["sft"])["sft"])

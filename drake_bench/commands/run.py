@@ -7,9 +7,10 @@ Self/Others A_last/A_AUC, writes one result file per method and an accuracy-over
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -32,6 +33,39 @@ def _ints(text: str) -> list[int]:
         return [int(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
         raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+
+
+def method_settings(settings: list[str], names: list[str]) -> dict[str, dict[str, Any]]:
+    """``--set`` values as one config dict per method.
+
+    ``KEY=VALUE`` goes to every selected method whose config declares KEY (an error when none does:
+    a typo must not be ignored); ``METHOD.KEY=VALUE`` to that method only, validated by its config.
+    VALUE is read as JSON when it parses (``1e-3``, ``true``, ``[1, 2]``), else as a string.
+    """
+    from ..registry import method_class
+
+    out: dict[str, dict[str, Any]] = {n: {} for n in names}
+    for item in settings:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"--set expects KEY=VALUE or METHOD.KEY=VALUE, got {item!r}")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        target, dot, field = key.strip().rpartition(".")
+        if dot:
+            if target not in out:
+                raise typer.BadParameter(f"--set {item!r}: method {target!r} is not among --methods {names}")
+            out[target][field] = value
+            continue
+        takers = [n for n in names
+                  if not hasattr(method_class(n), "Config") or field in method_class(n).Config.model_fields]
+        if not takers:
+            raise typer.BadParameter(f"--set {item!r}: no selected method has a config field {field!r} ({', '.join(names)})")
+        for n in takers:
+            out[n][field] = value
+    return out
 
 
 def _default_jobs() -> int:
@@ -173,12 +207,16 @@ def register(app: typer.Typer) -> None:
         device: Annotated[str, typer.Option(help="cpu, cuda, ...")] = "cpu",
         data_dir: Annotated[Path | None, typer.Option(help="Built benchmark folder (default: local build / embedded).")] = None,
         revision: Annotated[str | None, typer.Option(help="Hub revision to fetch the benchmark from.")] = None,
+        set_: Annotated[list[str] | None, typer.Option(
+            "--set", help="Method config: KEY=VALUE for every method that has KEY, METHOD.KEY=VALUE for one "
+                          "(repeatable; VALUE read as JSON when it parses), e.g. --set learning_rate=1e-3.")] = None,
     ) -> None:
         """Run methods through the standard evaluator and print Self/Others A_last/A_AUC."""
         from ..evaluation.plots import plot_accuracy_over_rounds
         from ..evaluation.table import summary_markdown, summary_table
         from ..evaluator import RunConfig
         from ..manifest import load_benchmark
+        from ..registry import create_method
 
         try:
             spec = load_benchmark(benchmark)
@@ -187,13 +225,19 @@ def register(app: typer.Typer) -> None:
         names = [m.strip() for m in methods.split(",") if m.strip()]
         seed_list = _ints(seeds)
         unseen = spec.unseen_tasks[:adaptation_tasks] if adaptation_tasks else None
+        try:
+            per_method = method_settings(set_ or [], names)
+            for name in names:  # validate here, before anything is built or any worker starts
+                create_method(name, per_method[name])
+        except DrakeBenchError as exc:
+            raise _fail(exc) from None
         configs = [
             RunConfig(
                 benchmark=benchmark, scenario=scenario, method=name, seeds=seed_list, allocation=allocation, out=str(out),
                 rounds=rounds, local_steps=local_steps, eval_every_rounds=eval_every, others_subsample=others_subsample,
                 compute_matched=compute_matched,
                 fast_adaptation=fast_adaptation, fast_adaptation_tasks=unseen, resume=resume, device=device,
-                data_dir=str(data_dir) if data_dir else None, revision=revision,
+                data_dir=str(data_dir) if data_dir else None, revision=revision, method_config=per_method[name],
             )
             for name in names
         ]
