@@ -23,6 +23,7 @@ from drake_bench.registry import register_method
 
 
 from conftest import MIXED_ALLOCATION as ALLOC  # noqa: E402
+from conftest import torch_threads  # noqa: E402
 METHOD_CFG = {"model_loader": "testing", "public_size": 16, "grad_interval": 1}
 ROUNDS = 4
 
@@ -64,12 +65,8 @@ def clean(bench, tmp_path_factory):
     # module-scoped, so it runs before the function-scoped one_torch_thread: set the same thread count
     # here, or the reference run and the resumed run reduce floats in different orders
     out = tmp_path_factory.mktemp("clean")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         res = run(_cfg(bench, out, method="fedmosaic-crash"))
-    finally:
-        torch.set_num_threads(threads)
     run_dir = next(out.rglob("progress.json")).parent
     return res, load_progress(run_dir), run_dir
 
