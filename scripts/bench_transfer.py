@@ -45,18 +45,9 @@ _worker: dict = {}
 
 def _items(task_id: str, n: int, seed: int) -> list:
     from drake_bench.manifest import load_benchmark
-    from drake_bench.sample import Sample
-    from drake_bench.synth.registry import get_generator
+    from drake_bench.synth.loader import fresh_items
 
-    t = load_benchmark(BENCH).task(task_id)
-    gen = get_generator(t.source.variant)
-    out = []
-    for i in range(n):
-        it = gen.item(i, seed=seed, task_id=t.id)
-        out.append(Sample(id=f"{t.id}/{seed}/{i:06d}", images=it.images, question=it.question, choices=it.choices,
-                          answer=it.answer, answer_type=gen.answer_type, task_id=t.id, source=f"synth/{t.source.variant}",
-                          meta={"index": i}))
-    return out
+    return fresh_items(load_benchmark(BENCH).task(task_id), n, seed)
 
 
 def _init(model_name: str, eval_items: int, seed: int, learning_rate: float) -> None:

@@ -62,3 +62,19 @@ def test_loader_pool_ids_unique_across_benchmark():
         assert all(s.task_id == t.id and s.answer_type == t.answer_type for s in pool)
         ids += [s.id for s in pool]
     assert len(ids) == len(set(ids))
+
+
+def test_fresh_items_are_the_pools_samples_under_another_seed():
+    from drake_bench.errors import SourceError
+    from drake_bench.manifest import load_benchmark
+    from drake_bench.synth.loader import SYNTH_LOADER, fresh_items
+
+    task = load_benchmark("drake-synth").task("rel-spatial")
+    pool = list(SYNTH_LOADER.load(task, None))[:4]
+    a, b = fresh_items(task, 4, seed=9001), fresh_items(task, 4, seed=9001)
+    assert [s.question for s in a] == [s.question for s in b]  # deterministic
+    assert [s.images[0].tobytes() for s in a] == [s.images[0].tobytes() for s in b]
+    assert [s.images[0].tobytes() for s in a] != [s.images[0].tobytes() for s in pool]  # not the benchmark's items
+    assert all(s.task_id == task.id and s.answer_type == task.answer_type for s in a)
+    with pytest.raises(SourceError, match="the benchmark pool's own seed"):
+        fresh_items(task, 2, seed=int(task.source.rule.get("seed", 0)))

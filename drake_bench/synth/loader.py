@@ -60,14 +60,27 @@ class SynthLoader:
             raise SourceError(f"task {task.id!r}: manifest answer_type {task.answer_type.value} but generator "
                               f"{gen.name!r} makes {gen.answer_type.value}")
         seed = int(rule.get("seed", 0))
-        source = f"{task.source.dataset}/{task.source.variant}"
         for i in range(pool_size(task)):
-            it = gen.item(i, seed=seed, task_id=task.id, version=version)
-            yield Sample(
-                id=f"{task.id}/{i:06d}", images=it.images, question=it.question, choices=it.choices,
-                answer=it.answer, answer_type=gen.answer_type, task_id=task.id, source=source,
-                meta={**it.meta, "index": i},
-            )
+            yield _sample(task, i, seed, version)
+
+
+def _sample(task: TaskSpec, index: int, seed: int, version: int = GENERATOR_VERSION) -> Sample:
+    gen = get_generator(task.source.variant)
+    it = gen.item(index, seed=seed, task_id=task.id, version=version)
+    return Sample(
+        id=f"{task.id}/{index:06d}", images=it.images, question=it.question, choices=it.choices,
+        answer=it.answer, answer_type=gen.answer_type, task_id=task.id, source=f"{task.source.dataset}/{task.source.variant}",
+        meta={**it.meta, "index": index},
+    )
+
+
+def fresh_items(task: TaskSpec, n: int, seed: int) -> list[Sample]:
+    """``n`` items of an embedded task drawn with another ``seed`` than its pool's: more data of the same
+    task for studies outside the benchmark (probes, transfer measurements), never its train or test split
+    when ``seed`` differs from the manifest's rule seed."""
+    if seed == int(task.source.rule.get("seed", 0)):
+        raise SourceError(f"task {task.id!r}: seed {seed} is the benchmark pool's own seed; pick another")
+    return [_sample(task, i, seed) for i in range(n)]
 
 
 SYNTH_LOADER = SynthLoader()
