@@ -244,9 +244,11 @@ class FiLMProbe(nn.Module):
 class TextGRU(nn.Module):
     """Text-only: the same GRU question encoder and an MLP head, no image."""
 
+    encoder: type[nn.Module] = QuestionGRU
+
     def __init__(self, vocab: int, classes: int, n_img: int, pointer: list[int] | None = None):
         super().__init__()
-        self.q = QuestionGRU(vocab)
+        self.q = self.encoder(vocab)
         self.head = nn.Sequential(nn.Linear(self.q.out, 256), nn.ReLU(), nn.Linear(256, classes))
 
     def forward(self, imgs, ids, lens):
@@ -265,16 +267,10 @@ class TextBag(nn.Module):
         return self.head(self.emb(ids).sum(1) / lens[:, None].float())
 
 
-class TextSlots(nn.Module):
+class TextSlots(TextGRU):
     """Text-only: the relation network's question encoder (GRU + positional token code) and an MLP head, no image."""
 
-    def __init__(self, vocab: int, classes: int, n_img: int, pointer: list[int] | None = None):
-        super().__init__()
-        self.q = QuestionSlots(vocab)
-        self.head = nn.Sequential(nn.Linear(self.q.out, 256), nn.ReLU(), nn.Linear(256, classes))
-
-    def forward(self, imgs, ids, lens):
-        return self.head(self.q(ids, lens))
+    encoder = QuestionSlots
 
 
 class FiLMCompare(FiLMProbe):
