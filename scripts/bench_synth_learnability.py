@@ -689,19 +689,17 @@ def main() -> None:
                          "steps (train, epochs)": [[args.train, args.v2_epochs], [args.retry_train, args.v2_epochs],
                                                    [args.train, args.v2_long_epochs],
                                                    [args.v2_big_train, args.v2_epochs]]} if args.v2 else old["v2"]
+    # rn and rn-support: the same three steps, each only if the task is not learnt yet
+    rn_steps = [(args.retry_train, args.rn_epochs), (args.rn_big_train, args.rn_epochs), (args.rn_huge_train, args.rn_epochs)]
     if args.rn or "rn" in old:
         results["rn"] = {"probe": "rn", "lr": args.rn_lr, "grid": RelationNet.grid, "g_dim": RelationNet.dim,
                          "tasks": "only the tasks no film run learnt",
-                         "steps (train, epochs)": [[args.retry_train, args.rn_epochs],
-                                                   [args.rn_big_train, args.rn_epochs],
-                                                   [args.rn_huge_train, args.rn_epochs]]} if args.rn else old["rn"]
+                         "steps (train, epochs)": [list(z) for z in rn_steps]} if args.rn else old["rn"]
     if args.rn_support or "rn_support" in old:
         results["rn_support"] = {"probe": "rn-support", "lr": args.rn_lr,
                                  "tasks": "only Bongard-format tasks (5 images, yes/no, images 1-2 follow a rule and "
                                           "3-4 break it) no earlier run learnt",
-                                 "steps (train, epochs)": [[args.retry_train, args.rn_epochs],
-                                                           [args.rn_big_train, args.rn_epochs],
-                                                           [args.rn_huge_train, args.rn_epochs]]} \
+                                 "steps (train, epochs)": [list(z) for z in rn_steps]} \
             if args.rn_support else old["rn_support"]
     if args.confirm:
         for key in [k for k in results["tasks"] if k.split("/")[1] in args.confirm]:
@@ -744,8 +742,7 @@ def main() -> None:
                 # items, each only if not learnt yet (the same steps for every task)
                 if args.rn_support and not is_support_set(bench, tid):
                     continue
-                sizes, probes = [(args.retry_train, args.rn_epochs), (args.rn_big_train, args.rn_epochs),
-                                 (args.rn_huge_train, args.rn_epochs)], RN_PROBES if args.rn else ["rn-support"]
+                sizes, probes = rn_steps, RN_PROBES if args.rn else ["rn-support"]
             else:  # v2: first try at --train items, retried at --retry-train items, then longer, then at
                 # --v2-big-train items, each only when not learnt (the same steps for every task)
                 sizes, probes = [(args.train, args.v2_epochs), (args.retry_train, args.v2_epochs),
