@@ -50,6 +50,14 @@ def _items(task_id: str, n: int, seed: int) -> list:
     return fresh_items(load_benchmark(BENCH).task(task_id), n, seed)
 
 
+def training_items(spec, client: int, steps: int, batch: int) -> list:
+    """``steps * batch`` fresh items of the client's tasks, one item of each task in turn."""
+    tasks = list(spec.client(client).tasks)
+    per_task = steps * batch // len(tasks) + 1
+    pools = [_items(t, per_task, TRAIN_SEED + client) for t in tasks]
+    return [pool[i] for i in range(per_task) for pool in pools][: steps * batch]
+
+
 def _init(model_name: str, eval_items: int, seed: int, learning_rate: float) -> None:
     import torch
     from peft import get_peft_model
@@ -84,10 +92,7 @@ def _job(trained_on: int | None, steps: int, batch: int) -> dict:
     t0 = time.time()
     loss_first = loss_last = None
     if trained_on is not None:
-        tasks = list(w["spec"].client(trained_on).tasks)
-        per_task = steps * batch // len(tasks) + 1
-        pools = [_items(t, per_task, TRAIN_SEED + trained_on) for t in tasks]
-        mixed = [pool[i] for i in range(per_task) for pool in pools][: steps * batch]  # one item of each task in turn
+        mixed = training_items(w["spec"], trained_on, steps, batch)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=w["settings"].learning_rate, weight_decay=w["settings"].weight_decay)
         losses = [train_step(model, proc, mixed[i:i + batch], opt) for i in range(0, len(mixed), batch)]
