@@ -360,3 +360,19 @@ def test_run_set_option_builds_each_methods_config():
         method_settings(["learning_rate"], ["sft"])
     with pytest.raises(PluginError, match="method 'sft': invalid config"):  # the method's own validation
         create_method("sft", method_settings(["learning_rate=-1"], ["sft"])["sft"])
+
+
+def test_run_rejects_a_bad_scenario_or_allocation_before_building_anything(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from drake_bench.cli import app
+
+    monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path / "home"))
+    for option, bad, message in (("--scenario", "weird", "unknown scenario 'weird'"),
+                                 ("--scenario", "dirichlet:x", "dirichlet needs a positive alpha"),
+                                 ("--allocation", "nope", "unknown model allocation 'nope'")):
+        r = CliRunner().invoke(app, ["run", "--benchmark", "drake-synth", option, bad, "--out", str(tmp_path / "out")])
+        text = r.output + (r.stderr if r.stderr_bytes is not None else "")
+        assert r.exit_code != 0 and message in text, text
+        assert "method 'sft'" not in text  # the option is at fault, not the first method to hit it
+    assert not (tmp_path / "home").exists() and not (tmp_path / "out").exists()  # nothing built, fetched or written

@@ -226,8 +226,15 @@ def register(app: typer.Typer) -> None:
         seed_list = _ints(seeds)
         unseen = spec.unseen_tasks[:adaptation_tasks] if adaptation_tasks else None
         try:
+            from ..scenarios import parse_scenario
+
+            # validate here, before anything is built or any worker starts, so a typo costs nothing and
+            # the error names the option at fault (not the first method that happened to hit it)
+            parse_scenario(scenario if scenario is not None else spec.scenarios.default)
+            if spec.model_allocations:
+                spec.allocation(allocation)
             per_method = method_settings(set_ or [], names)
-            for name in names:  # validate here, before anything is built or any worker starts
+            for name in names:
                 create_method(name, per_method[name])
         except DrakeBenchError as exc:
             raise _fail(exc) from None
