@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import checkpoint
 from .errors import DrakeBenchError, PluginError
@@ -55,25 +55,32 @@ class RunConfig(BaseModel):
     scenario: str | None = Field(default=None, description="None: the manifest's default scenario.")
     method: str = "sft"
     method_config: dict[str, Any] = Field(default_factory=dict)
-    seeds: list[int] = Field(default_factory=lambda: [0])
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     allocation: str | None = Field(default=None, description="Model allocation name from the manifest.")
-    rounds: int | None = None
-    local_steps: int | None = None
-    batch_size: int | None = None
-    eval_every_rounds: int | None = None
-    others_subsample: int | None = Field(default=None, description="Cap on Others items per task; None: manifest.")
-    self_subsample: int | None = Field(default=None, description="Cap on Self items per task; None: manifest.")
+    rounds: int | None = Field(default=None, ge=1)
+    local_steps: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=1)
+    eval_every_rounds: int | None = Field(default=None, ge=1)
+    others_subsample: int | None = Field(default=None, ge=1, description="Cap on Others items per task; None: manifest.")
+    self_subsample: int | None = Field(default=None, ge=1, description="Cap on Self items per task; None: manifest.")
     compute_matched: bool = Field(default=False, description="Scale local steps by 1/relative compute (spec A10).")
     fast_adaptation: bool = True
-    fast_adaptation_iters: int | None = None
-    fast_adaptation_eval_every: int | None = None
+    fast_adaptation_iters: int | None = Field(default=None, ge=1)
+    fast_adaptation_eval_every: int | None = Field(default=None, ge=1)
     fast_adaptation_tasks: list[str] | None = Field(default=None, description="Subset of unseen tasks; None: all.")
-    fast_adaptation_test_items: int | None = 32
+    fast_adaptation_test_items: int | None = Field(default=32, ge=1)
     device: str = "cpu"
     data_dir: str | None = None
     revision: str | None = None
     out: str = "runs"
     resume: bool = True
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):  # a repeated seed would rerun and double-count itself in mean +- std
+            raise ValueError(f"seeds must be distinct, got {seeds}")
+        return seeds
 
 
 class RunCallbacks:

@@ -376,3 +376,22 @@ def test_run_rejects_a_bad_scenario_or_allocation_before_building_anything(tmp_p
         assert r.exit_code != 0 and message in text, text
         assert "method 'sft'" not in text  # the option is at fault, not the first method to hit it
     assert not (tmp_path / "home").exists() and not (tmp_path / "out").exists()  # nothing built, fetched or written
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--seeds", "0,0"], "--seeds: Value error, seeds must be distinct"),
+    (["--rounds", "0"], "--rounds: Input should be greater than or equal to 1"),
+    (["--local-steps", "-1"], "--local-steps: Input should be greater than or equal to 1"),
+    (["--others-subsample", "0"], "--others-subsample: Input should be greater than or equal to 1"),
+    (["--methods", "sft,fedit,sft"], "--methods lists sft more than once"),
+])
+def test_run_rejects_bad_schedule_values_by_option_name(tmp_path, monkeypatch, options, message):
+    from typer.testing import CliRunner
+
+    from drake_bench.cli import app
+
+    monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path / "home"))
+    r = CliRunner().invoke(app, ["run", *options, "--out", str(tmp_path / "out")], env={"COLUMNS": "300"})  # no wrapping
+    text = r.output + (r.stderr if r.stderr_bytes is not None else "")
+    assert r.exit_code != 0 and message in text, text
+    assert not (tmp_path / "home").exists() and not (tmp_path / "out").exists()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -21,6 +22,11 @@ from ..errors import DrakeBenchError
 
 _err = Console(stderr=True)
 _out = Console()
+
+
+OPTION_OF_FIELD = {"seeds": "--seeds", "rounds": "--rounds", "local_steps": "--local-steps",
+                   "eval_every_rounds": "--eval-every", "others_subsample": "--others-subsample"}
+"""RunConfig field -> the ``run`` option that sets it, so a bad value is reported by the name the user typed."""
 
 
 def _fail(exc: Exception) -> typer.Exit:
@@ -233,21 +239,28 @@ def register(app: typer.Typer) -> None:
             parse_scenario(scenario if scenario is not None else spec.scenarios.default)
             if spec.model_allocations:
                 spec.allocation(allocation)
+            repeated = sorted({n for n in names if names.count(n) > 1})
+            if repeated:  # two runs of one method would write the same result file
+                raise typer.BadParameter(f"--methods lists {', '.join(repeated)} more than once")
             per_method = method_settings(set_ or [], names)
             for name in names:
                 create_method(name, per_method[name])
+            configs = [
+                RunConfig(
+                    benchmark=benchmark, scenario=scenario, method=name, seeds=seed_list, allocation=allocation,
+                    out=str(out), rounds=rounds, local_steps=local_steps, eval_every_rounds=eval_every,
+                    others_subsample=others_subsample, compute_matched=compute_matched,
+                    fast_adaptation=fast_adaptation, fast_adaptation_tasks=unseen, resume=resume, device=device,
+                    data_dir=str(data_dir) if data_dir else None, revision=revision, method_config=per_method[name],
+                )
+                for name in names
+            ]
         except DrakeBenchError as exc:
             raise _fail(exc) from None
-        configs = [
-            RunConfig(
-                benchmark=benchmark, scenario=scenario, method=name, seeds=seed_list, allocation=allocation, out=str(out),
-                rounds=rounds, local_steps=local_steps, eval_every_rounds=eval_every, others_subsample=others_subsample,
-                compute_matched=compute_matched,
-                fast_adaptation=fast_adaptation, fast_adaptation_tasks=unseen, resume=resume, device=device,
-                data_dir=str(data_dir) if data_dir else None, revision=revision, method_config=per_method[name],
-            )
-            for name in names
-        ]
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            option = OPTION_OF_FIELD.get(str(err["loc"][0]), str(err["loc"][0]))
+            raise typer.BadParameter(f"{option}: {err['msg']}") from None
         started = time.perf_counter()
         try:
             # build / fetch the data once, before any worker starts, so workers never race on it
