@@ -44,7 +44,8 @@ class LeakageError(DrakeBenchError, AttributeError):
 
 
 class ScenarioError(DrakeBenchError, ValueError):
-    """A scenario is malformed or does not fit the benchmark (e.g. an async pattern that does not sum to the rounds)."""
+    """A scenario is malformed or does not fit the benchmark (e.g. an async pattern that does not sum to the rounds),
+    or a stream's seed or schedule override (rounds, local steps, batch size) is invalid."""
 
 
 class SourceError(DrakeBenchError):

@@ -340,6 +340,15 @@ class FederatedData:
 
 
 # --------------------------------------------------------------------------- public entry points
+def _check_schedule(seed: Any, **counts: Any) -> None:
+    """Refuse a bad seed or schedule override by name, before any data is built or fetched."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ScenarioError(f"seed must be a non-negative integer, got {seed!r}")
+    for name, value in counts.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
+            raise ScenarioError(f"{name} must be a positive integer or None (the manifest's), got {value!r}")
+
+
 def load_federated_data(
     benchmark: str | BenchmarkSpec,
     scenario: str | Scenario | dict | None = None,
@@ -355,6 +364,7 @@ def load_federated_data(
     """The evaluator's view (all clients). ``clients`` limits what a Hub download fetches."""
     spec = load_benchmark(benchmark)
     sc = parse_scenario(scenario if scenario is not None else spec.scenarios.default)
+    _check_schedule(seed=seed, rounds=rounds, local_steps=local_steps, batch_size=batch_size)
     needed = None
     if revision is not None and clients is not None:
         if isinstance(sc, Dirichlet) and spec.scenarios.dirichlet:

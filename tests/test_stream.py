@@ -142,6 +142,13 @@ def test_clear_errors(toy_built, tmp_path):
         load_client_stream(spec, 1, data_dir=tmp_path / "nothing")
     with pytest.raises(UnknownNameError, match="unknown benchmark"):
         load_client_stream("no-such-benchmark", 1)
+    # bad seeds and schedule overrides are named, and refused before data is even looked for
+    with pytest.raises(ScenarioError, match="seed must be a non-negative integer, got -1"):
+        load_client_stream(spec, 1, seed=-1, data_dir=tmp_path / "nothing")
+    with pytest.raises(ScenarioError, match="seed must be a non-negative integer, got '0'"):
+        load_client_stream(spec, 1, seed="0", data_dir=tmp_path / "nothing")
+    with pytest.raises(ScenarioError, match="local_steps must be a positive integer"):
+        load_client_stream(spec, 1, local_steps=0, data_dir=tmp_path / "nothing")
 
 
 def test_test_views_and_others_subsample(toy_built):
