@@ -315,6 +315,7 @@ def test_drake_bench_run_cli_runs_a_third_party_plugin_end_to_end(toy, tmp_path)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "third-party" in proc.stdout and "Self" in proc.stdout
+    assert "third-party: seed 0 round 8/8" in proc.stderr  # not a terminal: progress comes as plain lines
     res = read_result(next(out.rglob("result.json")))
     assert check_result(res) == [] and res.method.name == "third-party"
     assert {r.eval_round for r in res.raw.scores} == {4, 8}

@@ -135,7 +135,8 @@ def pretrain_tiny_models(names: list[str], console: Console) -> None:
 
 
 def run_many(configs: list, jobs: int, threads: int, console: Console) -> list:
-    """Run each config (one method each) in ``jobs`` worker processes with live progress bars.
+    """Run each config (one method each) in ``jobs`` worker processes with live progress bars
+    (plain timestamped lines per round, evaluation and adaptation task when the console is not a terminal).
 
     Methods are independent runs, so running them side by side is exact: each worker gets its
     own process and ``threads`` torch threads (1 thread per worker is fastest for tiny models on
@@ -150,6 +151,7 @@ def run_many(configs: list, jobs: int, threads: int, console: Console) -> list:
     ctx = mp.get_context("spawn")
     manager = ctx.Manager()
     q = manager.Queue()
+    started = time.perf_counter()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=not console.is_terminal) as bar:
         tasks = {c.method: bar.add_task(f"{c.method}: starting", total=None) for c in configs}
@@ -159,6 +161,8 @@ def run_many(configs: list, jobs: int, threads: int, console: Console) -> list:
             while pending:
                 try:
                     method, done, total, text = q.get(timeout=0.5)
+                    if not console.is_terminal:  # logs, CI, nohup: no live bars, so one plain line per milestone
+                        console.print(f"[{time.perf_counter() - started:5.0f} s] {method}: {text}", highlight=False)
                     update = {"description": f"{method}: {text}"}
                     if done is not None:
                         update.update(completed=done, total=total)
