@@ -46,7 +46,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_transfer import BENCH, EVAL_SEED, TRAIN_SEED, _items, training_items  # noqa: E402
+from bench_transfer import BENCH, EVAL_SEED, TRAIN_SEED, _items, add_training_arguments, training_items  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSWER_TYPES = ("yes_no", "multiple_choice", "open")
@@ -172,9 +172,10 @@ def summarise(res: dict) -> dict:
     atype = {t.id: t.answer_type.value for t in spec.tasks}
     out = {}
     gains: dict[str, dict[str, float]] = {}
-    for name, runs in res["runs"].items():
-        per_client = {c: 100 * statistics.mean(r["trained"][t] - r["zero_shot"][t] for t in r["trained"])
-                      for c, r in runs.items()}
+    for name in res["config"].get("variant_order", list(res["runs"])):  # the JSON's keys are sorted
+        runs = res["runs"][name]
+        per_client = {c: 100 * statistics.mean(runs[c]["trained"][t] - runs[c]["zero_shot"][t] for t in runs[c]["trained"])
+                      for c in sorted(runs, key=int)}
         gains[name] = per_client
         by_type = {}
         for a in ANSWER_TYPES:
@@ -250,14 +251,9 @@ def write_report(res: dict, out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="tiny-llava-llama-m")
-    ap.add_argument("--steps", type=int, default=200, help="training steps per client (the main job's 8 x 25)")
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--eval-items", type=int, default=50, help="fresh items per task")
-    ap.add_argument("--seed", type=int, default=0, help="adapter initialisation")
+    add_training_arguments(ap, 200, "the main job's 8 x 25")
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from: {', '.join(VARIANTS)}")
     ap.add_argument("--clients", default=None, help="comma-separated client ids (default: all)")
-    ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, default=None, help="default: docs/learning_speed/<model>-<steps>steps")
     ap.add_argument("--report-only", action="store_true", help="rewrite the .md and .png from <out>/learning_speed.json")
     args = ap.parse_args()
@@ -293,7 +289,7 @@ def main() -> None:
             print(f"{r['variant']}, client {r['client']}: gain {gain:+.1f} ({r['seconds']:.0f}s)", flush=True)
     res = {"config": {"model": args.model, "steps": args.steps, "batch": args.batch, "eval_items": args.eval_items,
                       "seed": args.seed, "train_seed": TRAIN_SEED, "eval_seed": EVAL_SEED,
-                      "variants": {n: asdict(VARIANTS[n]) for n in names}},
+                      "variants": {n: asdict(VARIANTS[n]) for n in names}, "variant_order": names},
            "runs": runs, "seconds": round(time.time() - t0, 1)}
     res["summary"] = summarise(res)
     args.out.mkdir(parents=True, exist_ok=True)

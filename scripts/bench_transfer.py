@@ -207,16 +207,21 @@ def write_report(res: dict, out: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_training_arguments(ap: argparse.ArgumentParser, steps: int, steps_help: str) -> None:
+    """The options this script shares with bench_learning_speed: model, training length, items, seed, workers."""
     ap.add_argument("--model", default="tiny-llava-llama-m")
-    ap.add_argument("--steps", type=int, default=800, help="training steps per client (the 100-step board's 8 x 100)")
+    ap.add_argument("--steps", type=int, default=steps, help=f"training steps per client ({steps_help})")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--eval-items", type=int, default=50, help="fresh items per task")
     ap.add_argument("--seed", type=int, default=0, help="adapter initialisation")
+    ap.add_argument("--workers", type=int, default=2, help="processes, one torch thread each")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_training_arguments(ap, 800, "the 100-step board's 8 x 100")
     ap.add_argument("--learning-rate", type=float, default=None,
                     help="LoRA learning rate (default: the reference entries' LoraSettings default)")
-    ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, default=None,
                     help="output folder (default: docs/transfer/<model>-<steps>steps-lr<learning rate>)")
     ap.add_argument("--report-only", action="store_true", help="rewrite the .md and .png from <out>/synth_transfer.json")
