@@ -53,7 +53,7 @@ def summary_table(results: Sequence["RunResult"], title: str | None = None) -> T
     """A rich table of :func:`rows`."""
     table = Table(title=title)
     for i, h in enumerate(HEADERS):
-        table.add_column(h, justify="left" if i == 0 else "right")
+        table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)  # "fedit 1.0" on one line
     for row in rows(results):
         table.add_row(*row)
     return table
