@@ -15,7 +15,7 @@ against the same base model untrained. Variants (``VARIANTS``):
   * ``+ projector``: the multimodal projector trained too (peft ``modules_to_save``), as LLaVA's
     visual instruction tuning does;
   * ``4x pretraining``: the base pretrained 4x longer on the public mix (``Recipe.steps_multimodal``);
-    built once into ``<models home>/../models-variants/`` so the default cache is never touched.
+    built once into ``<models home>/_variants/`` so the default checkpoints are never touched.
 
 Reported per variant: the mean gain over clients (x100) with its standard error, the paired
 difference from ``reference`` (same clients, items and adapter initialisation), and the gain by
@@ -81,7 +81,7 @@ def _base(model_name: str, factor: int):
     if factor == 1:
         return load_base(model_name)
     default_home = models_home()
-    home = default_home.parent / "models-variants" / f"pretrain-x{factor}"
+    home = default_home / "_variants" / f"pretrain-x{factor}"  # beside _tokenizer and _vision, not over a checkpoint
     home.mkdir(parents=True, exist_ok=True)
     for shared in (P.TOKENIZER_DIR, "_vision"):  # keyed by recipe fields this variant leaves alone
         if (default_home / shared).exists() and not (home / shared).exists():
