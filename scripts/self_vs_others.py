@@ -16,7 +16,11 @@ at the last evaluation point, averaged over (client, other client's task) pairs 
 whether the task's owner is in the client's group (the manifest's client groups). Positive on
 same-group pairs and not on the rest is what "knowledge transfers within a group" looks like.
 
-Usage: python scripts/self_vs_others.py [--tasks] leaderboard/main-job*/drake-synth/dynamic/*/1.0/result.json
+With ``--answer-types``: Self and Others at the last evaluation point over each answer type's tasks
+(yes/no, multiple choice, open), averaged like the evaluator's (tasks, then clients): where a method's
+numbers move, and where training erases what the base model could answer.
+
+Usage: python scripts/self_vs_others.py [--tasks | --answer-types] leaderboard/main-job*/drake-synth/dynamic/*/1.0/result.json
        python scripts/self_vs_others.py --transfer ZERO_SHOT_RESULT RESULT...
 """
 
@@ -90,6 +94,31 @@ def transfer_rows(reference: Path, path: Path) -> list[str]:
     return out
 
 
+def answer_type_rows(path: Path) -> list[str]:
+    """Self and Others at the last evaluation point restricted to each answer type's tasks (x100)."""
+    from drake_bench.manifest import load_benchmark
+
+    res = json.loads(path.read_text())
+    kind = {t.id: t.answer_type.value for t in load_benchmark(res["benchmark"]["name"]).tasks}
+    out = []
+    for seed in res["seeds"]:
+        scores = [r for r in res["raw"]["scores"] if r["seed"] == seed and r["role"] in ("self", "others")]
+        last = max(r["eval_round"] for r in scores)
+        for answer_type in sorted({kind[r["task"]] for r in scores}):
+            cells = {}
+            for role in ("self", "others"):
+                per_client: dict[int, list[float]] = {}  # unweighted over tasks, then over clients (as the evaluator)
+                for r in scores:
+                    if r["eval_round"] == last and r["role"] == role and kind[r["task"]] == answer_type:
+                        per_client.setdefault(r["client"], []).append(r["score"])
+                cells[role] = (f"{100 * statistics.mean(statistics.mean(v) for v in per_client.values()):.2f}"
+                               if per_client else "-")
+            tasks = len({r["task"] for r in scores if kind[r["task"]] == answer_type})
+            out.append(f"| {res['method']['name']} | {res['fl']['local_steps']} | {seed} | {answer_type} | {tasks} | "
+                       f"{cells['self']} | {cells['others']} |")
+    return out
+
+
 def main(argv: list[str]) -> None:
     if not argv:
         sys.exit(__doc__)
@@ -98,6 +127,13 @@ def main(argv: list[str]) -> None:
         print("|:---|---:|---:|---:|:---|---:|---:|")
         for arg in argv[1:]:
             for line in task_rows(Path(arg)):
+                print(line)
+        return
+    if argv[0] == "--answer-types":
+        print("| method | local steps | seed | answer type | tasks | Self | Others |")
+        print("|:---|---:|---:|:---|---:|---:|---:|")
+        for arg in argv[1:]:
+            for line in answer_type_rows(Path(arg)):
                 print(line)
         return
     if argv[0] == "--transfer":
