@@ -20,7 +20,12 @@ With ``--answer-types``: Self and Others at the last evaluation point over each 
 (yes/no, multiple choice, open), averaged like the evaluator's (tasks, then clients): where a method's
 numbers move, and where training erases what the base model could answer.
 
+With ``--paired REF RUN [REF RUN ...]``: RUN's Others minus REF's per (seed, client) at the last
+evaluation point, over all tasks and per answer type, pooled over every pair given (e.g. SFT and FedIT
+of several boards): mean, its standard error, and how many (seed, client) cells are above or below 0.
+
 Usage: python scripts/self_vs_others.py [--tasks | --answer-types] leaderboard/main-job*/drake-synth/dynamic/*/1.0/result.json
+       python scripts/self_vs_others.py --paired SFT_RESULT FEDIT_RESULT [SFT_RESULT FEDIT_RESULT ...]
        python scripts/self_vs_others.py --transfer ZERO_SHOT_RESULT RESULT...
 """
 
@@ -119,6 +124,43 @@ def answer_type_rows(path: Path) -> list[str]:
     return out
 
 
+def _others_by_type(res: dict, seed: int, kind: dict[str, str]) -> dict[tuple[str, int], float]:
+    """(answer type or 'all', client) -> the client's Others at the seed's last point over that type's tasks."""
+    rows = [r for r in res["raw"]["scores"] if r["seed"] == seed and r["role"] == "others"]
+    last = max(r["eval_round"] for r in rows)
+    cells: dict[tuple[str, int], list[float]] = {}
+    for r in rows:
+        if r["eval_round"] == last:
+            for key in (kind[r["task"]], "all"):
+                cells.setdefault((key, r["client"]), []).append(r["score"])
+    return {k: statistics.mean(v) for k, v in cells.items()}
+
+
+def paired_rows(pairs: list[tuple[Path, Path]]) -> list[str]:
+    """RUN minus REF Others per (seed, client), pooled over every pair of files and their shared seeds."""
+    from drake_bench.manifest import load_benchmark
+
+    diffs: dict[str, list[float]] = {}
+    names = set()
+    for ref_path, run_path in pairs:
+        ref, run = json.loads(ref_path.read_text()), json.loads(run_path.read_text())
+        if ref["benchmark"]["data_hash"] != run["benchmark"]["data_hash"]:
+            sys.exit(f"{run_path}: data hash differs from {ref_path}")
+        names.add((ref["method"]["name"], run["method"]["name"]))
+        kind = {t.id: t.answer_type.value for t in load_benchmark(run["benchmark"]["name"]).tasks}
+        for seed in sorted(set(ref["seeds"]) & set(run["seeds"])):
+            a, b = _others_by_type(ref, seed, kind), _others_by_type(run, seed, kind)
+            for key in sorted(set(a) & set(b)):
+                diffs.setdefault(key[0], []).append(100 * (b[key] - a[key]))
+    label = ", ".join(f"{run_name} - {ref_name}" for ref_name, run_name in sorted(names))
+    out = []
+    for answer_type, d in sorted(diffs.items()):
+        se = statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else float("nan")
+        out.append(f"| {label} | {answer_type} | {statistics.mean(d):+.2f} | {se:.2f} | {len(d)} | "
+                   f"{sum(x > 0 for x in d)} | {sum(x < 0 for x in d)} |")
+    return out
+
+
 def main(argv: list[str]) -> None:
     if not argv:
         sys.exit(__doc__)
@@ -135,6 +177,15 @@ def main(argv: list[str]) -> None:
         for arg in argv[1:]:
             for line in answer_type_rows(Path(arg)):
                 print(line)
+        return
+    if argv[0] == "--paired":
+        files = [Path(a) for a in argv[1:]]
+        if not files or len(files) % 2:
+            sys.exit("--paired takes pairs of result files: REF RUN [REF RUN ...]")
+        print("| Others difference | tasks | mean | s.e. | (seed, client) | > 0 | < 0 |")
+        print("|:---|:---|---:|---:|---:|---:|---:|")
+        for line in paired_rows(list(zip(files[::2], files[1::2]))):
+            print(line)
         return
     if argv[0] == "--transfer":
         print(f"| method | local steps | seed | same-group tasks vs {Path(argv[1]).parts[-3]} (pairs) | other-group tasks (pairs) |")
