@@ -99,6 +99,19 @@ def transfer_rows(reference: Path, path: Path) -> list[str]:
     return out
 
 
+def _client_means_by_type(res: dict, seed: int, kind: dict[str, str], role: str) -> dict[tuple[str, int], float]:
+    """(answer type or 'all', client) -> the client's mean ``role`` score ("self"/"others") over that type's
+    tasks at the seed's last evaluation point (unweighted over tasks, as the evaluator averages)."""
+    rows = [r for r in res["raw"]["scores"] if r["seed"] == seed and r["role"] in ("self", "others")]
+    last = max(r["eval_round"] for r in rows)
+    cells: dict[tuple[str, int], list[float]] = {}
+    for r in rows:
+        if r["eval_round"] == last and r["role"] == role:
+            for key in (kind[r["task"]], "all"):
+                cells.setdefault((key, r["client"]), []).append(r["score"])
+    return {k: statistics.mean(v) for k, v in cells.items()}
+
+
 def answer_type_rows(path: Path) -> list[str]:
     """Self and Others at the last evaluation point restricted to each answer type's tasks (x100)."""
     from drake_bench.manifest import load_benchmark
@@ -107,33 +120,17 @@ def answer_type_rows(path: Path) -> list[str]:
     kind = {t.id: t.answer_type.value for t in load_benchmark(res["benchmark"]["name"]).tasks}
     out = []
     for seed in res["seeds"]:
-        scores = [r for r in res["raw"]["scores"] if r["seed"] == seed and r["role"] in ("self", "others")]
-        last = max(r["eval_round"] for r in scores)
-        for answer_type in sorted({kind[r["task"]] for r in scores}):
+        means = {role: _client_means_by_type(res, seed, kind, role) for role in ("self", "others")}
+        seen = {r["task"] for r in res["raw"]["scores"] if r["seed"] == seed and r["role"] in ("self", "others")}
+        for answer_type in sorted({kind[t] for t in seen}):
             cells = {}
-            for role in ("self", "others"):
-                per_client: dict[int, list[float]] = {}  # unweighted over tasks, then over clients (as the evaluator)
-                for r in scores:
-                    if r["eval_round"] == last and r["role"] == role and kind[r["task"]] == answer_type:
-                        per_client.setdefault(r["client"], []).append(r["score"])
-                cells[role] = (f"{100 * statistics.mean(statistics.mean(v) for v in per_client.values()):.2f}"
-                               if per_client else "-")
-            tasks = len({r["task"] for r in scores if kind[r["task"]] == answer_type})
+            for role, by_client in means.items():  # then unweighted over clients
+                vals = [v for (a, _), v in by_client.items() if a == answer_type]
+                cells[role] = f"{100 * statistics.mean(vals):.2f}" if vals else "-"
+            tasks = sum(kind[t] == answer_type for t in seen)
             out.append(f"| {res['method']['name']} | {res['fl']['local_steps']} | {seed} | {answer_type} | {tasks} | "
                        f"{cells['self']} | {cells['others']} |")
     return out
-
-
-def _others_by_type(res: dict, seed: int, kind: dict[str, str]) -> dict[tuple[str, int], float]:
-    """(answer type or 'all', client) -> the client's Others at the seed's last point over that type's tasks."""
-    rows = [r for r in res["raw"]["scores"] if r["seed"] == seed and r["role"] == "others"]
-    last = max(r["eval_round"] for r in rows)
-    cells: dict[tuple[str, int], list[float]] = {}
-    for r in rows:
-        if r["eval_round"] == last:
-            for key in (kind[r["task"]], "all"):
-                cells.setdefault((key, r["client"]), []).append(r["score"])
-    return {k: statistics.mean(v) for k, v in cells.items()}
 
 
 def paired_rows(pairs: list[tuple[Path, Path]]) -> list[str]:
@@ -149,7 +146,7 @@ def paired_rows(pairs: list[tuple[Path, Path]]) -> list[str]:
         names.add((ref["method"]["name"], run["method"]["name"]))
         kind = {t.id: t.answer_type.value for t in load_benchmark(run["benchmark"]["name"]).tasks}
         for seed in sorted(set(ref["seeds"]) & set(run["seeds"])):
-            a, b = _others_by_type(ref, seed, kind), _others_by_type(run, seed, kind)
+            a, b = (_client_means_by_type(x, seed, kind, "others") for x in (ref, run))
             for key in sorted(set(a) & set(b)):
                 diffs.setdefault(key[0], []).append(100 * (b[key] - a[key]))
     label = ", ".join(f"{run_name} - {ref_name}" for ref_name, run_name in sorted(names))
