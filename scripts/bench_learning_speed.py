@@ -46,7 +46,9 @@ from multiprocessing import get_context
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_transfer import BENCH, EVAL_SEED, TRAIN_SEED, _items, add_training_arguments, training_items  # noqa: E402
+from bench_transfer import (  # noqa: E402
+    BENCH, EVAL_SEED, TRAIN_SEED, _items, add_training_arguments, score_tasks, train_client,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSWER_TYPES = ("yes_no", "multiple_choice", "open")
@@ -130,32 +132,15 @@ def _model(name: str, variant: Variant):
 
 def _job(name: str, variant: Variant, client: int, steps: int, batch: int) -> dict:
     """Zero-shot and trained scores on ``client``'s tasks under one variant."""
-    import torch
-
-    from drake_bench.evaluation.scoring import score_batch
-    from drake_bench.models import predict, train_step
-
     w = _worker
     model, proc, init, settings = _model(name, variant)
     model.load_state_dict(init, strict=False)
-    tasks = list(w["spec"].client(client).tasks)
-
-    def scores() -> dict[str, float]:
-        out = {}
-        for t in tasks:
-            items = w["evals"][t]
-            out[t] = sum(score_batch(predict(model, proc, [s.as_query() for s in items]), items)) / len(items)
-        return out
-
+    evals = {t: w["evals"][t] for t in w["spec"].client(client).tasks}
     t0 = time.time()
-    zero = scores()
-    mixed = training_items(w["spec"], client, steps, batch)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=settings.learning_rate, weight_decay=settings.weight_decay)
-    losses = [train_step(model, proc, mixed[i:i + batch], opt) for i in range(0, len(mixed), batch)]
-    k = max(1, len(losses) // 10)
-    return {"variant": name, "client": client, "zero_shot": zero, "trained": scores(),
-            "loss_first": sum(losses[:k]) / k, "loss_last": sum(losses[-k:]) / k,
+    zero = score_tasks(model, proc, evals)
+    loss_first, loss_last = train_client(model, proc, settings, w["spec"], client, steps, batch)
+    return {"variant": name, "client": client, "zero_shot": zero, "trained": score_tasks(model, proc, evals),
+            "loss_first": loss_first, "loss_last": loss_last,
             "settings": {"rank": settings.rank, "alpha": settings.alpha, "learning_rate": settings.learning_rate},
             "seconds": round(time.time() - t0, 1)}
 

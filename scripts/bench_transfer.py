@@ -79,29 +79,39 @@ def _init(model_name: str, eval_items: int, seed: int, learning_rate: float) -> 
     )
 
 
-def _job(trained_on: int | None, steps: int, batch: int) -> dict:
-    """Train on client ``trained_on``'s tasks (None: zero-shot) and score every client task."""
+def train_client(model, proc, settings, spec, client: int, steps: int, batch: int) -> tuple[float, float]:
+    """Train the active adapter on the client's mixed items with a fresh AdamW; mean loss of the first and last tenth."""
     import torch
 
-    from drake_bench.evaluation.scoring import score_batch
-    from drake_bench.models import predict, train_step
+    from drake_bench.models import train_step
 
+    mixed = training_items(spec, client, steps, batch)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=settings.learning_rate, weight_decay=settings.weight_decay)
+    losses = [train_step(model, proc, mixed[i:i + batch], opt) for i in range(0, len(mixed), batch)]
+    k = max(1, len(losses) // 10)
+    return sum(losses[:k]) / k, sum(losses[-k:]) / k
+
+
+def score_tasks(model, proc, evals: dict[str, list]) -> dict[str, float]:
+    """The evaluator's per-item scores averaged per task."""
+    from drake_bench.evaluation.scoring import score_batch
+    from drake_bench.models import predict
+
+    return {t: sum(score_batch(predict(model, proc, [s.as_query() for s in items]), items)) / len(items)
+            for t, items in evals.items()}
+
+
+def _job(trained_on: int | None, steps: int, batch: int) -> dict:
+    """Train on client ``trained_on``'s tasks (None: zero-shot) and score every client task."""
     w = _worker
     model, proc = w["model"], w["proc"]
     model.load_state_dict(w["init"], strict=False)
     t0 = time.time()
     loss_first = loss_last = None
     if trained_on is not None:
-        mixed = training_items(w["spec"], trained_on, steps, batch)
-        params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=w["settings"].learning_rate, weight_decay=w["settings"].weight_decay)
-        losses = [train_step(model, proc, mixed[i:i + batch], opt) for i in range(0, len(mixed), batch)]
-        k = max(1, len(losses) // 10)
-        loss_first, loss_last = sum(losses[:k]) / k, sum(losses[-k:]) / k
-    scores = {}
-    for t, items in w["evals"].items():
-        preds = predict(model, proc, [s.as_query() for s in items])
-        scores[t] = sum(score_batch(preds, items)) / len(items)
+        loss_first, loss_last = train_client(model, proc, w["settings"], w["spec"], trained_on, steps, batch)
+    scores = score_tasks(model, proc, w["evals"])
     return {"trained_on": trained_on, "scores": scores, "loss_first": loss_first, "loss_last": loss_last,
             "seconds": round(time.time() - t0, 1)}
 
