@@ -186,7 +186,7 @@ class FiLMProbe(nn.Module):
         # image-choice head (probe v2, answers 'image k'): one shared scorer per image slot instead of a class per
         # slot position; pointer[k] = the answer class of image k + 1 (-1: not an answer, e.g. the reference)
         self.pointer = pointer
-        self.classes = classes
+        self.classes, self.n_img = classes, n_img
         qd, c = self.q.out, width
         self.c, self.slots = c, slots
         # full 64 px input (no pooling: small objects and cracks keep every pixel), two stride-2 CoordConv
@@ -238,7 +238,10 @@ class FiLMProbe(nn.Module):
             out = torch.full((b, self.classes), -1e4)
             cols = [(i, c) for i, c in enumerate(self.pointer[:k]) if c >= 0]
             return out.index_copy(1, torch.tensor([c for _, c in cols]), score[:, [i for i, _ in cols]])
-        return self.head(torch.cat([q, torch.cat([v, r], -1).flatten(1)], 1))
+        # an item with fewer images than the probe's slots (a multi-task probe, bench_probe_transfer) leaves the
+        # remaining slots zero, as the image encoder's padding does
+        feats = F.pad(torch.cat([v, r], -1), (0, 0, 0, self.n_img - k))
+        return self.head(torch.cat([q, feats.flatten(1)], 1))
 
 
 class TextGRU(nn.Module):
