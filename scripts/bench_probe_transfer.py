@@ -195,11 +195,14 @@ def report(res: dict, out: Path) -> None:
     write_report(res, out, intro=intro, reference="scratch", stem="synth_probe_transfer",
                  plot_title=f"drake-synth transfer, FiLM probe: fine-tuned from a client - from scratch (x100)\n"
                             f"{cfg['source_items']} source / {cfg['target_items']} target items per task")
+    from drake_bench.manifest import load_benchmark
+
     src = res["source_scores"]
     lines = ["", "Source probes on their own tasks before fine-tuning (accuracy x100, same test items):", "",
              "| client | " + " | ".join(f"task {i}" for i in range(1, 5)) + " |", "|---:|" + ":---|" * 4]
-    for c, sc in src.items():
-        lines.append(f"| {c} | " + " | ".join(f"`{t}` {100 * v:.0f}" for t, v in sc.items()) + " |")
+    for c in load_benchmark(BENCH).clients:  # manifest order (the JSON's keys are sorted)
+        if str(c.id) in src:
+            lines.append(f"| {c.id} | " + " | ".join(f"`{t}` {100 * src[str(c.id)][t]:.0f}" for t in c.tasks) + " |")
     with (out / "synth_probe_transfer.md").open("a") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -195,7 +195,7 @@ def write_report(res: dict, out: Path, intro: str | None = None, reference: str 
         lines.append(f"| {c} | " + " | ".join(f"{s['delta'][str(c)][str(o)]:+.1f}" for o in clients) + " |")
     zero = res[reference.replace("-", "_")]
     lines += ["", f"{reference.capitalize()} scores per task (x100, {cfg['eval_items']} items): "
-              + ", ".join(f"`{t}` {100 * v:.0f}" for t, v in zero.items()) + ".", ""]
+              + ", ".join(f"`{t}` {100 * zero[t]:.0f}" for c in spec.clients for t in c.tasks) + ".", ""]
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
 
