@@ -29,10 +29,10 @@ Items come from the task generators with seeds disjoint from the built benchmark
 (source 1000 + client, target 2000 + client, test 3000). Jobs (scratch, then one per source client) run
 in ``--workers`` processes with one torch thread each; results do not depend on the worker count.
 
-    python scripts/bench_probe_transfer.py                 # ~25 min on 2 cores
+    python scripts/bench_probe_transfer.py                 # ~21 min on 2 cores
     python scripts/bench_probe_transfer.py --report-only   # rewrite the .md / .png from the .json
     python scripts/bench_probe_transfer.py --sources 7,8,9 --source-items 2000 --source-epochs 12 \
-        --out docs/transfer/probe-film-cmp-reasoning-2000x12   # longer-trained sources (~35 min)
+        --out docs/transfer/probe-film-cmp-reasoning-2000x12   # longer-trained sources (~20 min)
 
 Writes ``synth_probe_transfer.{json,md,png}`` to ``--out`` (default docs/transfer/probe-film-cmp/); the
 summary, per-group table and heatmap are bench_transfer.py's.
