@@ -193,7 +193,7 @@ def report(res: dict, out: Path) -> None:
         f"scored on {cfg['test_items']} further items per task; Delta = accuracy minus that of the same fine-tuning "
         "from the untrained initialisation (scratch), x100, averaged over the evaluated client's tasks.")
     write_report(res, out, intro=intro, reference="scratch", stem="synth_probe_transfer",
-                 plot_title=f"drake-synth transfer, FiLM probe: fine-tuned from a client - from scratch (x100)\n"
+                 plot_title=f"FiLM probe: fine-tuned from a client - from scratch (x100)\n"
                             f"{cfg['source_items']} source / {cfg['target_items']} target items per task")
     from drake_bench.manifest import load_benchmark
 
