@@ -51,19 +51,12 @@ from multiprocessing import get_context
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_transfer import BENCH, summarise, write_report  # noqa: E402
+from bench_transfer import BENCH, _items, summarise, write_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_SEED, TARGET_SEED, TEST_SEED = 1000, 2000, 3000
 N_IMG = 5  # the most images of any drake-synth client task (Bongard sets)
 _worker: dict = {}
-
-
-def _items(task_id: str, n: int, seed: int) -> list:
-    from drake_bench.manifest import load_benchmark
-    from drake_bench.synth.loader import fresh_items
-
-    return fresh_items(load_benchmark(BENCH).task(task_id), n, seed)
 
 
 def _splits(cfg: dict) -> dict[str, dict]:
@@ -76,7 +69,9 @@ def _splits(cfg: dict) -> dict[str, dict]:
 
 
 def vocabulary(cfg: dict) -> tuple[dict[str, int], dict[str, int]]:
-    """Question words and answer classes over every item any run will see (sorted, so the same in every process)."""
+    """Question words and answer classes over every item of every client (sorted, so the same in every process).
+    All ten clients' source items count even when ``--sources`` picks a few, so every run has the same input and
+    output space, hence the same initialisation and the same scratch baseline."""
     from bench_synth_learnability import tokens
 
     from drake_bench.manifest import load_benchmark
