@@ -90,9 +90,19 @@ def available_benchmarks() -> list[str]:
     return sorted(p.name[: -len(".json")] for p in files.iterdir() if p.name.endswith(".json"))
 
 
+def archived_benchmarks() -> list[str]:
+    """``name@version`` of the superseded manifests kept in ``splits/archive/`` (results made on them stay
+    reproducible: ``load_benchmark("drake-synth@1.3.0")``)."""
+    folder = resources.files("drake_bench.splits").joinpath("archive")
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
 @lru_cache(maxsize=None)
-def _load_shipped(name: str) -> BenchmarkSpec:
-    res = resources.files("drake_bench.splits").joinpath(f"{name}.json")
+def _load_shipped(name: str, archived: bool = False) -> BenchmarkSpec:
+    rel = f"archive/{name}.json" if archived else f"{name}.json"
+    res = resources.files("drake_bench.splits").joinpath(rel)
     try:
         text = res.read_text()
     except FileNotFoundError:
@@ -100,17 +110,29 @@ def _load_shipped(name: str) -> BenchmarkSpec:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ManifestError(f"splits/{name}.json: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    return parse_manifest(data, where=f"splits/{name}.json")
+        raise ManifestError(f"splits/{rel}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return parse_manifest(data, where=f"splits/{rel}")
 
 
 def load_benchmark(name_or_path: str | Path | BenchmarkSpec) -> BenchmarkSpec:
-    """A benchmark's spec, by shipped name (``"drake"``) or by manifest path."""
+    """A benchmark's spec, by shipped name (``"drake"``), pinned version (``"drake-synth@1.3.0"``: the current
+    manifest when it has that version, else an archived one) or manifest path."""
     if isinstance(name_or_path, BenchmarkSpec):
         return name_or_path
     text = str(name_or_path)
     if text.endswith(".json") or Path(text).is_file():
         return read_manifest(text)
+    if "@" in text:
+        name, version = text.split("@", 1)
+        if name in available_benchmarks() and _load_shipped(name).version == version:
+            return _load_shipped(name)
+        if text in archived_benchmarks():
+            spec = _load_shipped(text, archived=True)
+            if (spec.name, spec.version) != (name, version):
+                raise ManifestError(f"splits/archive/{text}.json holds {spec.name}@{spec.version}, not {text}")
+            return spec
+        known = [f"{n}@{_load_shipped(n).version}" for n in available_benchmarks()] + archived_benchmarks()
+        raise UnknownNameError("benchmark version", text, sorted(known))
     if text not in available_benchmarks():
         raise UnknownNameError("benchmark", text, available_benchmarks())
     return _load_shipped(text)

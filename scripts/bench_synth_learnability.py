@@ -96,7 +96,7 @@ from torch import nn
 from drake_bench.manifest import load_benchmark
 from drake_bench.sample import AnswerType
 from drake_bench.synth.cards import replace_task_table
-from drake_bench.synth.registry import get_generator
+from drake_bench.synth.loader import task_generator
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT_JSON = ROOT / "drake_bench" / "synth" / "learnability.json"
@@ -525,8 +525,8 @@ def is_support_set(bench: str, task_id: str) -> bool:
 
 def make_items(bench: str, task_id: str, n: int):
     t = load_benchmark(bench).task(task_id)
-    gen = get_generator(t.source.variant)
-    return t, [gen.item(i, seed=12345, task_id=t.id) for i in range(n)]  # seed disjoint from the build
+    gen, version = task_generator(t)  # the implementation the manifest's rule names
+    return t, [gen.item(i, seed=12345, task_id=t.id, version=version) for i in range(n)]  # seed disjoint from the build
 
 
 def run_task(t, items, n_train: int, n_test: int, epochs: int, bench: str, probes: list[str]) -> dict:

@@ -58,8 +58,9 @@ def build_synth(name: str | BenchmarkSpec, scale: float | None = None, out: str 
     return root
 
 
-def ensure_built(name: str, scale: float | None = None) -> Path:
-    """The built root of embedded benchmark ``name`` under ``built_root(name)``, building it if missing or stale."""
+def ensure_built(name: str | BenchmarkSpec, scale: float | None = None) -> Path:
+    """The built root of embedded benchmark ``name`` (a name, ``name@version`` or a spec) under
+    ``built_root(name)``, building it if missing or stale: switching versions rebuilds in place."""
     spec = load_benchmark(name)
     root = built_root(spec.name)
     token = _scale.set(scale)

@@ -13,13 +13,16 @@ from ..spec import (
     ScenarioDefaults, SourceSpec, TaskSizes, TaskSpec,
 )
 from .registry import get_generator
-from .world import GENERATOR_VERSION
 
 DEFAULT_POOL = 250
 LARGE_POOL = 500
 """One task per image benchmark gets a double pool: at scale >= 22 it crosses the 11k threshold (10k/1k branch)."""
 SEED = 0
-VERSION = f"1.{GENERATOR_VERSION}.0"
+VERSION = "1.3.0"
+"""hflb-synth's and fedllm-synth's version (their generators are unchanged since 1.3.0)."""
+DRAKE_VERSION = "1.4.0"
+"""drake-synth 1.4.0: the reasoning group's text speaks one figurative lexicon (generator version 4 of
+rsn-find-image, rsn-common-color, rsn-common-shape). 1.3.0 is archived in splits/archive/."""
 LICENSE = "Apache-2.0"
 METRIC = {
     AnswerType.MULTIPLE_CHOICE: "accuracy",
@@ -111,7 +114,7 @@ def _task(dataset: str, gen_name: str, group: str, split: str, counterpart: str,
         split=split,
         source=SourceSpec(
             dataset=dataset, variant=gen_name, loader="synth",
-            rule={"pool_size": n, "generator_version": GENERATOR_VERSION, "seed": SEED, **(extra_rule or {})},
+            rule={"pool_size": n, "generator_version": gen.version, "seed": SEED, **(extra_rule or {})},
             license=LICENSE, redistributable=True,
             citation="drake_bench synthetic generator (procedural, Pillow-rendered)",
         ),
@@ -166,7 +169,7 @@ def drake_synth_spec() -> BenchmarkSpec:
     qwen_m = {5, 8, 3, 4}
     return BenchmarkSpec(
         name="drake-synth",
-        version=VERSION,
+        version=DRAKE_VERSION,
         title="DRAKE-synth: procedurally generated mirror of DRAKE",
         description=(
             "Embedded multi-modal PFL benchmark with DRAKE's structure: 10 clients x 4 ordered tasks (visual relation "
@@ -203,6 +206,13 @@ def drake_synth_spec() -> BenchmarkSpec:
             Choice(key="drake-synth.tasks", tag="R", decision="each DRAKE task is mirrored by a synthetic task of the "
                    "same image count, answer type and skill family (task names say which)",
                    reason="keeps DRAKE's group structure: related skills inside a group, few across groups"),
+            Choice(key="drake-synth.reasoning-lexicon", tag="R", decision="the reasoning group's text speaks one "
+                   "figurative lexicon ('fire' = red, 'wheel' = circle): rsn-metaphor-match, rsn-find-image (client 7), "
+                   "rsn-figurative-verify, rsn-idiom-match (client 8), rsn-phrase-select, rsn-common-color and "
+                   "rsn-common-shape (client 9) read or answer in it; other groups name colours and shapes literally",
+                   reason="DRAKE's reasoning clients share figurative understanding (IRFL on clients 7, 8, 9); in 1.3.0 "
+                          "client 9 shared nothing with 7 and 8 that other groups did not teach, and measured "
+                          "within-group transfer was below across-group (docs/transfer/probe-film-cmp-reasoning-2000x12-1.3.0)"),
             Choice(key="drake-synth.answer_types", tag="I", decision="20 multiple-choice, 12 yes/no, 8 open client tasks, "
                    "following the inferred per-task answer types of spec §1.3"),
             Choice(key="drake-synth.cross-family", tag="R", decision="llama-m on clients 1, 2, 7; qwen2-m on 3, 4, 5, 8; "

@@ -11,10 +11,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import SourceError
+from ..errors import SourceError, UnknownNameError
 from ..sample import Sample
 from ..spec import TaskSpec
-from .registry import get_generator
+from .registry import Generator, get_generator
 from .world import GENERATOR_VERSION
 
 SCALE_ENV = "DRAKE_BENCH_SYNTH_SCALE"
@@ -46,26 +46,34 @@ class SynthLoader:
     name = "synth"
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
-        rule = task.source.rule
-        version = int(rule.get("generator_version", GENERATOR_VERSION))
-        if version != GENERATOR_VERSION:
-            raise SourceError(
-                f"task {task.id!r}: manifest asks for synth generator version {version}, this drake_bench has "
-                f"{GENERATOR_VERSION}; install the matching drake_bench or regenerate the manifest"
-            )
-        if not task.source.variant:
-            raise SourceError(f"task {task.id!r}: synth source needs source.variant (the generator name)")
-        gen = get_generator(task.source.variant)
-        if gen.answer_type != task.answer_type:
-            raise SourceError(f"task {task.id!r}: manifest answer_type {task.answer_type.value} but generator "
-                              f"{gen.name!r} makes {gen.answer_type.value}")
-        seed = int(rule.get("seed", 0))
+        gen, version = task_generator(task)
+        seed = int(task.source.rule.get("seed", 0))
         for i in range(pool_size(task)):
-            yield _sample(task, i, seed, version)
+            yield _sample(task, i, seed, gen, version)
 
 
-def _sample(task: TaskSpec, index: int, seed: int, version: int = GENERATOR_VERSION) -> Sample:
-    gen = get_generator(task.source.variant)
+def task_generator(task: TaskSpec) -> tuple[Generator, int]:
+    """The generator implementation and generator version a task's manifest rule asks for."""
+    rule = task.source.rule
+    if not task.source.variant:
+        raise SourceError(f"task {task.id!r}: synth source needs source.variant (the generator name)")
+    version = int(rule.get("generator_version", GENERATOR_VERSION))
+    if version > GENERATOR_VERSION:
+        raise SourceError(
+            f"task {task.id!r}: manifest asks for synth generator version {version}, this drake_bench has at most "
+            f"{GENERATOR_VERSION}; install a newer drake_bench"
+        )
+    try:
+        gen = get_generator(task.source.variant, version)
+    except UnknownNameError as exc:
+        raise SourceError(f"task {task.id!r}: {exc}") from None
+    if gen.answer_type != task.answer_type:
+        raise SourceError(f"task {task.id!r}: manifest answer_type {task.answer_type.value} but generator "
+                          f"{gen.name!r} (version {gen.version}) makes {gen.answer_type.value}")
+    return gen, version
+
+
+def _sample(task: TaskSpec, index: int, seed: int, gen: Generator, version: int) -> Sample:
     it = gen.item(index, seed=seed, task_id=task.id, version=version)
     return Sample(
         id=f"{task.id}/{index:06d}", images=it.images, question=it.question, choices=it.choices,
@@ -80,7 +88,8 @@ def fresh_items(task: TaskSpec, n: int, seed: int) -> list[Sample]:
     when ``seed`` differs from the manifest's rule seed."""
     if seed == int(task.source.rule.get("seed", 0)):
         raise SourceError(f"task {task.id!r}: seed {seed} is the benchmark pool's own seed; pick another")
-    return [_sample(task, i, seed) for i in range(n)]
+    gen, version = task_generator(task)
+    return [_sample(task, i, seed, gen, version) for i in range(n)]
 
 
 SYNTH_LOADER = SynthLoader()

@@ -1,8 +1,16 @@
 """Multi-modal reasoning generators (DRAKE clients 7, 8, 9): figurative phrases, Bongard sets, odd one out.
 
-The figurative tasks share one lexicon (``world.COLOR_FIGURES`` / ``SHAPE_FIGURES``: 'fire'
-means red, 'wheel' means circle), so knowledge learnt on one reasoning client transfers
-to the others, which is the within-group relatedness DRAKE shows.
+The group's text speaks one figurative lexicon (``world.COLOR_FIGURES`` / ``SHAPE_FIGURES``:
+'fire' means red, 'wheel' means circle), read or written by tasks on all three clients, so
+knowledge learnt on one reasoning client carries to the others, which is the within-group
+relatedness DRAKE shows; the other groups name colours and shapes literally, so their
+answers to the same visual questions differ (interference across groups).
+
+Generator version 4 (drake-synth 1.4.0) moved three tasks into the lexicon: rsn-find-image
+(client 7) reads it, rsn-common-color and rsn-common-shape (client 9) answer in it. Version 3
+had them literal, and client 9 shared nothing with clients 7 and 8 that other groups did not
+teach as well (docs/transfer/probe-film-cmp-reasoning-2000x12-1.3.0). Their version-3
+implementations stay registered, so drake-synth@1.3.0 still builds byte for byte.
 """
 
 from __future__ import annotations
@@ -83,6 +91,22 @@ def find_image(rng: np.random.Generator) -> Item:
     c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
     imgs, ans = pick_among(rng, Obj(s, c), near_misses(rng, c, s, 2))
     return Item(imgs, f"Which image contains {an(c + ' ' + s)}?", ans, image_options(3))
+
+
+@generator("rsn-find-image", "reasoning", MC, "multi", (3, 3),
+           "Which of three two-object images contains a figuratively named object ('a sea box' = blue square)? The "
+           "other objects differ in colour, shape or both (VizWiz multi-image analogue).", version=4)
+def find_image_figurative(rng: np.random.Generator) -> Item:
+    c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
+    nm = near_misses(rng, c, s, 5)  # every other object misses one word of the phrase or both
+    scenes = [[Obj(s, c, size="small"), nm[0]], nm[1:3], nm[3:5]]
+    order = rng.permutation(3)
+    imgs = []
+    for i in order:
+        objs = [Obj(o.shape, o.color, size="small") for o in scenes[int(i)]]
+        imgs.append(render(Scene(place(rng, [objs[int(k)] for k in rng.permutation(2)]))))
+    ans = f"image {int(np.where(order == 0)[0][0]) + 1}"
+    return Item(imgs, f"Which image contains 'a {figure(c, s)}'?", ans, image_options(3))
 
 
 @generator("rsn-state-coherence", "reasoning", YN, "multi", (4, 4),
@@ -196,6 +220,28 @@ def common_color(rng: np.random.Generator) -> Item:
            "Name the shape shared by all images of a concept set (Bongard-HOI concept query analogue).")
 def common_shape(rng: np.random.Generator) -> Item:
     return common(rng, "shape")
+
+
+def common_figure(rng: np.random.Generator, attr: str) -> Item:
+    """``common`` answered with the lexicon's word for the shared value ('fire', not 'red')."""
+    it = common(rng, attr)
+    word = FIG_OF_COLOR[it.answer] if attr == "color" else FIG_OF_SHAPE[it.answer]
+    kind = "colour" if attr == "color" else "shape"
+    return Item(it.images, f"Which {kind} appears in every image? Answer with its figure word.", word, meta={"literal": it.answer})
+
+
+@generator("rsn-common-color", "reasoning", OPEN, "multi", (3, 3),
+           "Name the colour shared by all images of a concept set by its figure word ('fire' for red; Bongard-OpenWorld "
+           "concept query analogue).", version=4)
+def common_color_figure(rng: np.random.Generator) -> Item:
+    return common_figure(rng, "color")
+
+
+@generator("rsn-common-shape", "reasoning", OPEN, "multi", (3, 3),
+           "Name the shape shared by all images of a concept set by its figure word ('wheel' for circle; Bongard-HOI "
+           "concept query analogue).", version=4)
+def common_shape_figure(rng: np.random.Generator) -> Item:
+    return common_figure(rng, "shape")
 
 
 @generator("rsn-odd-one-out", "reasoning", MC, "multi", (4, 4),

@@ -3,6 +3,11 @@
 A generator is a pure function of a numpy Generator; the item rng is seeded from
 (benchmark seed, task id, generator version, index), so items are independent and
 a pool at a larger scale extends the pool at a smaller one.
+
+A generator name can hold several implementations, each tagged with the generator version
+that introduced it. A manifest's task rule names the version it was built with, and the
+registry serves the newest implementation not newer than that: an older benchmark version
+(``drake-synth@1.3.0``) keeps building byte for byte after a generator is redesigned.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from PIL import Image
 
 from ..errors import UnknownNameError
 from ..sample import AnswerType
-from .world import GENERATOR_VERSION, rng_for
+from .world import BASE_VERSION, GENERATOR_VERSION, rng_for
 
 
 @dataclass
@@ -39,25 +44,33 @@ class Generator:
     num_images: tuple[int, int]
     description: str
     fn: Callable[[np.random.Generator], Item]
+    version: int = BASE_VERSION
+    """Generator version that introduced this implementation (its items' rng seed uses it by default)."""
 
-    def item(self, index: int, seed: int = 0, task_id: str | None = None, version: int = GENERATOR_VERSION) -> Item:
-        it = self.fn(rng_for("item", seed, task_id or self.name, version, index))
+    def item(self, index: int, seed: int = 0, task_id: str | None = None, version: int | None = None) -> Item:
+        it = self.fn(rng_for("item", seed, task_id or self.name, self.version if version is None else version, index))
         if self.answer_type in (AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO) and it.answer not in it.choices:
             raise AssertionError(f"generator {self.name!r}: answer {it.answer!r} not among choices {it.choices}")
         return it
 
 
-_GENERATORS: dict[str, Generator] = {}
+_GENERATORS: dict[str, list[Generator]] = {}
+"""name -> implementations, oldest first."""
 _FAMILY_MODULES = ["relation", "reasoning", "vqa", "unseen", "hflb", "text"]
 
 
-def generator(name: str, family: str, answer_type: AnswerType, images: str, num_images: tuple[int, int], description: str):
-    """Decorator registering a generator function under ``name``."""
+def generator(name: str, family: str, answer_type: AnswerType, images: str, num_images: tuple[int, int], description: str,
+              version: int = BASE_VERSION):
+    """Decorator registering a generator function under ``name``, as the implementation introduced in ``version``."""
 
     def deco(fn: Callable[[np.random.Generator], Item]) -> Callable[[np.random.Generator], Item]:
-        if name in _GENERATORS:
-            raise ValueError(f"duplicate synth generator {name!r}")
-        _GENERATORS[name] = Generator(name, family, answer_type, images, num_images, description, fn)  # type: ignore[arg-type]
+        impls = _GENERATORS.setdefault(name, [])
+        if any(g.version == version for g in impls):
+            raise ValueError(f"duplicate synth generator {name!r} for generator version {version}")
+        if version > GENERATOR_VERSION:
+            raise ValueError(f"synth generator {name!r}: version {version} is newer than GENERATOR_VERSION {GENERATOR_VERSION}")
+        impls.append(Generator(name, family, answer_type, images, num_images, description, fn, version))  # type: ignore[arg-type]
+        impls.sort(key=lambda g: g.version)
         return fn
 
     return deco
@@ -74,16 +87,25 @@ def _load_all() -> None:
                 raise
 
 
-def get_generator(name: str) -> Generator:
+def get_generator(name: str, version: int | None = None) -> Generator:
+    """The implementation of ``name`` a manifest built with generator ``version`` uses (default: the newest)."""
     _load_all()
     if name not in _GENERATORS:
         raise UnknownNameError("synth generator", name, sorted(_GENERATORS))
-    return _GENERATORS[name]
+    impls = _GENERATORS[name]
+    if version is None:
+        return impls[-1]
+    usable = [g for g in impls if g.version <= version]
+    if not usable:
+        raise UnknownNameError("generator version", version, [str(g.version) for g in impls],
+                               where=f"synth generator {name!r}")
+    return usable[-1]
 
 
 def iter_generators() -> Iterator[Generator]:
+    """The newest implementation of every generator, by name."""
     _load_all()
-    yield from (_GENERATORS[k] for k in sorted(_GENERATORS))
+    yield from (_GENERATORS[k][-1] for k in sorted(_GENERATORS))
 
 
 # -- helpers shared by generator modules -------------------------------------------
