@@ -61,7 +61,7 @@ def open_built(
         if spec.embedded:
             from .synth import ensure_built
 
-            ensure_built(spec)  # builds when missing or stale (other manifest, scale or generator version)
+            root = ensure_built(spec)  # builds when missing or stale (other manifest, scale or generator version)
         hint = (
             f"Build it with `drake-bench build {spec.name} --source-dir DIR`"
             + (f" or download it with `drake-bench download {spec.name} --revision REV`" if spec.hub_repo else "")

@@ -28,6 +28,7 @@ GROUP_ORDER = [1, 5, 6, 7, 8, 9, 2, 3, 4, 10]  # visual-relation | multimodal-re
 
 def parse() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--benchmark", default="drake-synth", help="current drake-synth, or pinned: drake-synth@1.3.0")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--rounds", type=int, default=None, help="None: the manifest's 8")
     ap.add_argument("--local-steps", type=int, default=None, help="None: the manifest's 25")
@@ -50,7 +51,7 @@ def config_for(method: str, a: argparse.Namespace):
     mcfg = {}
     if method in ("fedmosaic", "fedit-pqlora") and a.public_size:
         mcfg["public_size"] = a.public_size
-    cfg = RunConfig(benchmark="drake-synth", scenario="dynamic", method=method, method_config=mcfg, seeds=a.seeds,
+    cfg = RunConfig(benchmark=a.benchmark, scenario="dynamic", method=method, method_config=mcfg, seeds=a.seeds,
                     allocation=a.allocation, rounds=a.rounds, local_steps=a.local_steps,
                     others_subsample=a.others_subsample, self_subsample=a.self_subsample,
                     eval_every_rounds=a.eval_every, fast_adaptation=False, out=a.out)
@@ -61,8 +62,9 @@ def result_file(board: Path, method: str) -> Path:
     return board / f"drake-synth-dynamic-{method}.json"
 
 
-REPRO = "python scripts/bench_fedmosaic.py --out {out}  # = drake-bench run --methods fedmosaic,sft,fedit-pqlora,fedit " \
-        "--allocation cross-family --seeds 0,1,2 --no-fast-adaptation --out {out}, then this report"
+REPRO = "python scripts/bench_fedmosaic.py --benchmark {bench} --out {out}  # = drake-bench run --benchmark {bench} " \
+        "--methods fedmosaic,sft,fedit-pqlora,fedit --allocation cross-family --seeds 0,1,2 --no-fast-adaptation " \
+        "--out {out}, then this report"
 
 
 def report(a: argparse.Namespace) -> None:
@@ -115,8 +117,9 @@ def report(a: argparse.Namespace) -> None:
         ms = ms if isinstance(ms, dict) else ms.model_dump()
         return 100 * ms["mean"], 100 * (ms["std"] or 0.0)
 
-    lines = ["# drake-synth, dynamic scenario: FedMosaic and baselines", ""]
     first = ordered[0]
+    bench = f"{first.benchmark.name}@{first.benchmark.version}"
+    lines = [f"# {bench}, dynamic scenario: FedMosaic and baselines", ""]
     fl, rc = first.fl, first.fl.extra.get("run_config", {})
     fm = results["fedmosaic"].method.config if "fedmosaic" in results else {}
     lines += [f"Allocation `{first.model_allocation.name}` ({', '.join(sorted(set(first.model_allocation.clients.values())))}; "
@@ -127,7 +130,7 @@ def report(a: argparse.Namespace) -> None:
               f"{fm.get('lr_pq')} (P/Q) / {fm.get('lr_other')} (rest), m {fm.get('grad_interval')}, tau {fm.get('tau')}, "
               f"alpha {fm.get('ema_alpha', fm.get('alpha'))}, N_s {fm.get('mask_ratio', fm.get('n_s'))}, mu "
               f"{fm.get('noise_std', fm.get('mu'))}, |D_p| {fm.get('public_size')}) and is not compute-matched (same local "
-              "steps as the baselines). Reproduce: `" + REPRO.format(out=a.out) + "`.", ""]
+              "steps as the baselines). Reproduce: `" + REPRO.format(out=a.out, bench=bench) + "`.", ""]
     lines.append(summary_markdown(ordered))
     if all(m in results for m in METHODS):
         o = {m: agg(m, "others_last") for m in METHODS}

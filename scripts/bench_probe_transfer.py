@@ -33,7 +33,7 @@ in ``--workers`` processes with one torch thread each; results do not depend on 
     python scripts/bench_probe_transfer.py --report-only   # rewrite the .md / .png from the .json
     python scripts/bench_probe_transfer.py --benchmark drake-synth@1.3.0   # the archived version
     python scripts/bench_probe_transfer.py --benchmark drake-synth@1.3.0 --sources 7,8,9 --source-items 2000 \
-        --source-epochs 12 --out docs/transfer/probe-film-cmp-reasoning-2000x12-1.3.0   # longer-trained sources (~20 min)
+        --source-epochs 12 --out docs/transfer/probe-film-cmp-reasoning-2000x12   # longer-trained sources (~20 min)
 
 Writes ``synth_probe_transfer.{json,md,png}`` to ``--out`` (default docs/transfer/probe-film-cmp-<version>/); the
 summary, per-group table and heatmap are bench_transfer.py's. The JSON records the benchmark version and

@@ -88,6 +88,10 @@ def register(app: typer.Typer) -> None:
             repo_id = repo or spec.hub_repo
             if not repo_id:
                 raise DrakeBenchError(f"benchmark {spec.name!r} has no hub_repo in its manifest; pass --repo org/name")
+            if root is None and spec.embedded:
+                from ..synth.builder import synth_root
+
+                root = synth_root(spec)  # an archived version builds beside the current one
             folder = root or built_root(spec.name)
             ops = do_publish(folder, repo_id, tag, dry_run=dry_run, spec=spec, private=private or None)
         except DrakeBenchError as exc:

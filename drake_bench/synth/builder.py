@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..build import build_benchmark, is_built
 from ..errors import DrakeBenchError
-from ..manifest import load_benchmark
+from ..manifest import available_benchmarks, load_benchmark
 from ..spec import BenchmarkSpec
 from ..store import BUILD_INFO, built_root, finalize_build
 from .loader import _scale, current_scale
@@ -46,7 +46,7 @@ def build_synth(name: str | BenchmarkSpec, scale: float | None = None, out: str 
     token = _scale.set(scale)
     try:
         s = current_scale()
-        root = Path(out) if out is not None else built_root(spec.name)
+        root = Path(out) if out is not None else synth_root(spec)
         if is_built(root) and not _matches(root, spec, s):
             for t in spec.tasks:  # stale shards from another scale/version: rebuild them
                 shutil.rmtree(root / "data" / t.id, ignore_errors=True)
@@ -58,11 +58,18 @@ def build_synth(name: str | BenchmarkSpec, scale: float | None = None, out: str 
     return root
 
 
+def synth_root(spec: BenchmarkSpec) -> Path:
+    """Where an embedded benchmark is built: ``built/<name>`` for the shipped version, ``built/<name>@<version>``
+    for an archived one, so runs on two versions side by side never rebuild each other's data."""
+    current = spec.name in available_benchmarks() and load_benchmark(spec.name).version == spec.version
+    return built_root(spec.name if current else f"{spec.name}@{spec.version}")
+
+
 def ensure_built(name: str | BenchmarkSpec, scale: float | None = None) -> Path:
-    """The built root of embedded benchmark ``name`` (a name, ``name@version`` or a spec) under
-    ``built_root(name)``, building it if missing or stale: switching versions rebuilds in place."""
+    """The built root of embedded benchmark ``name`` (a name, ``name@version`` or a spec; see ``synth_root``),
+    building it if missing or stale."""
     spec = load_benchmark(name)
-    root = built_root(spec.name)
+    root = synth_root(spec)
     token = _scale.set(scale)
     try:
         s = current_scale()

@@ -212,7 +212,7 @@ def drake_synth_spec() -> BenchmarkSpec:
                    "rsn-common-shape (client 9) read or answer in it; other groups name colours and shapes literally",
                    reason="DRAKE's reasoning clients share figurative understanding (IRFL on clients 7, 8, 9); in 1.3.0 "
                           "client 9 shared nothing with 7 and 8 that other groups did not teach, and measured "
-                          "within-group transfer was below across-group (docs/transfer/probe-film-cmp-reasoning-2000x12-1.3.0)"),
+                          "within-group transfer was below across-group (docs/transfer/probe-film-cmp-reasoning-2000x12)"),
             Choice(key="drake-synth.answer_types", tag="I", decision="20 multiple-choice, 12 yes/no, 8 open client tasks, "
                    "following the inferred per-task answer types of spec §1.3"),
             Choice(key="drake-synth.cross-family", tag="R", decision="llama-m on clients 1, 2, 7; qwen2-m on 3, 4, 5, 8; "

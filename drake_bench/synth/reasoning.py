@@ -9,7 +9,7 @@ answers to the same visual questions differ (interference across groups).
 Generator version 4 (drake-synth 1.4.0) moved three tasks into the lexicon: rsn-find-image
 (client 7) reads it, rsn-common-color and rsn-common-shape (client 9) answer in it. Version 3
 had them literal, and client 9 shared nothing with clients 7 and 8 that other groups did not
-teach as well (docs/transfer/probe-film-cmp-reasoning-2000x12-1.3.0). Their version-3
+teach as well (docs/transfer/probe-film-cmp-reasoning-2000x12). Their version-3
 implementations stay registered, so drake-synth@1.3.0 still builds byte for byte.
 """
 

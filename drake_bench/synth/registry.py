@@ -102,10 +102,11 @@ def get_generator(name: str, version: int | None = None) -> Generator:
     return usable[-1]
 
 
-def iter_generators() -> Iterator[Generator]:
-    """The newest implementation of every generator, by name."""
+def iter_generators(every_version: bool = False) -> Iterator[Generator]:
+    """The newest implementation of every generator, by name (``every_version``: all of them, oldest first)."""
     _load_all()
-    yield from (_GENERATORS[k][-1] for k in sorted(_GENERATORS))
+    for k in sorted(_GENERATORS):
+        yield from (_GENERATORS[k] if every_version else _GENERATORS[k][-1:])
 
 
 # -- helpers shared by generator modules -------------------------------------------

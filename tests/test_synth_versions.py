@@ -1,0 +1,110 @@
+"""Benchmark versions: redesigned generators leave archived manifests building byte for byte."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from drake_bench.errors import ManifestError, SourceError, UnknownNameError
+from drake_bench.manifest import archived_benchmarks, available_benchmarks, load_benchmark
+from drake_bench.synth.loader import SYNTH_LOADER, fresh_items, task_generator
+from drake_bench.synth.registry import generator, get_generator, iter_generators
+from drake_bench.synth.world import BASE_VERSION, COLOR_FIGURES, GENERATOR_VERSION, SHAPE_FIGURES
+
+ROOT = Path(__file__).resolve().parents[1]
+REDESIGNED_IN_4 = {"rsn-find-image", "rsn-common-color", "rsn-common-shape"}
+
+
+def test_registry_serves_the_newest_implementation_not_newer_than_asked():
+    for name in REDESIGNED_IN_4:
+        old, new = get_generator(name, 3), get_generator(name, 4)
+        assert (old.version, new.version) == (3, 4) and old.fn is not new.fn
+        assert get_generator(name) is new
+    same = get_generator("rel-spatial")
+    assert get_generator("rel-spatial", 3) is same is get_generator("rel-spatial", 4) and same.version == BASE_VERSION
+    with pytest.raises(UnknownNameError, match="generator version 2 in synth generator 'rel-spatial'"):
+        get_generator("rel-spatial", 2)
+    assert {g.name for g in iter_generators(every_version=True) if g.version == 4} == REDESIGNED_IN_4
+
+
+def test_registering_a_version_twice_or_from_the_future_is_refused():
+    with pytest.raises(ValueError, match="duplicate synth generator 'rel-spatial' for generator version 3"):
+        generator("rel-spatial", "relation", get_generator("rel-spatial").answer_type, "single", (1, 1), "x")(lambda r: None)
+    with pytest.raises(ValueError, match="newer than GENERATOR_VERSION"):
+        generator("brand-new", "relation", get_generator("rel-spatial").answer_type, "single", (1, 1), "x",
+                  version=GENERATOR_VERSION + 1)(lambda r: None)
+
+
+def test_pinned_versions_load_current_and_archived_manifests():
+    current = load_benchmark("drake-synth")
+    assert load_benchmark(f"drake-synth@{current.version}") is current
+    assert "drake-synth@1.3.0" in archived_benchmarks()
+    old = load_benchmark("drake-synth@1.3.0")
+    assert (old.name, old.version) == ("drake-synth", "1.3.0") and old.content_hash != current.content_hash
+    assert all(t.source.rule["generator_version"] == 3 for t in old.tasks)
+    changed = {t.id for t in current.tasks if t.source.rule["generator_version"] == 4}
+    assert changed == REDESIGNED_IN_4
+    with pytest.raises(UnknownNameError, match="drake-synth@1.3.0"):
+        load_benchmark("drake-synth@0.9")
+    from drake_bench.synth.builder import synth_root
+
+    assert synth_root(current).name == "drake-synth" and synth_root(old).name == "drake-synth@1.3.0"  # side by side
+
+
+@pytest.mark.parametrize("pinned", archived_benchmarks())
+def test_archived_manifests_are_what_their_file_names_say(pinned):
+    spec = load_benchmark(pinned)
+    assert f"{spec.name}@{spec.version}" == pinned and spec.name in available_benchmarks()
+    assert spec.version != load_benchmark(spec.name).version  # the current version is never archived too
+
+
+def test_manifest_from_the_future_is_refused_naming_the_task():
+    task = load_benchmark("drake-synth").task("rel-spatial")
+    future = task.model_copy(update={"source": task.source.model_copy(
+        update={"rule": {**task.source.rule, "generator_version": GENERATOR_VERSION + 1}})})
+    with pytest.raises(SourceError, match="task 'rel-spatial'.*install a newer drake_bench"):
+        task_generator(future)
+
+
+def test_old_and_new_items_of_a_redesigned_task():
+    old, new = load_benchmark("drake-synth@1.3.0").task("rsn-common-color"), load_benchmark("drake-synth").task("rsn-common-color")
+    a, b = fresh_items(old, 6, seed=77), fresh_items(new, 6, seed=77)
+    assert all(s.answer in {"red", "green", "blue", "yellow", "purple", "orange"} for s in a)
+    assert all(s.answer in COLOR_FIGURES for s in b)  # 1.4.0 answers with the figure word
+    assert len(list(SYNTH_LOADER.load(new.model_copy(update={"source": new.source.model_copy(
+        update={"rule": {**new.source.rule, "pool_size": 10}})}), None))) == 10
+
+
+def test_archived_drake_synth_rebuilds_the_data_the_leaderboard_cites(tmp_path):
+    """Boards made on 1.3.0 stay reproducible: its build has the data hash their result files record."""
+    from drake_bench.synth.builder import build_synth
+
+    cited = {json.loads(p.read_text())["benchmark"]["data_hash"]
+             for p in (ROOT / "leaderboard").glob("main-job*/drake-synth/*/*/*/result.json")
+             if json.loads(p.read_text())["benchmark"]["version"] == "1.3.0"}
+    if not cited:
+        pytest.skip("no leaderboard board is on drake-synth 1.3.0 any more")
+    root = build_synth("drake-synth@1.3.0", out=tmp_path / "b")
+    assert {json.loads((root / "build_info.json").read_text())["data_hash"]} == cited
+
+
+def test_reasoning_group_speaks_the_figurative_lexicon():
+    """Group structure: every reasoning client reads or answers in the lexicon on at least two tasks, no other
+    group's task uses it (their colours and shapes are named literally)."""
+    spec = load_benchmark("drake-synth")
+    phrase = re.compile(rf"\b({'|'.join(COLOR_FIGURES)}) ({'|'.join(SHAPE_FIGURES)})s?\b")  # 'a fire wheel'
+
+    def uses(task_id: str) -> bool:  # a figurative phrase in the text, or a figure word as the whole answer
+        items = fresh_items(spec.task(task_id), 12, seed=5)
+        return any(phrase.search(f"{s.question} {' '.join(s.choices)}") or s.answer in COLOR_FIGURES
+                   or s.answer in SHAPE_FIGURES for s in items)
+
+    for c in spec.clients:
+        n = sum(uses(t) for t in c.tasks)
+        if c.group == "multimodal-reasoning":
+            assert n >= 2, (c.id, n)
+        else:
+            assert n == 0, (c.id, [t for t in c.tasks if uses(t)])
