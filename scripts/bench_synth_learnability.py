@@ -786,6 +786,7 @@ def main() -> None:
             r["runs"] = runs
         r["learnable"] = r["vision"] >= max(r["text_only"], r["chance"]) + args.margin
         r["seconds"] = round(time.time() - t0, 1)
+        r["generator_version"] = int(load_benchmark(bench).task(tid).source.rule["generator_version"])
         print(f"{bench}/{tid:28s} vision {r['vision']:.2f}  text {r['text_only']:.2f}  chance {r['chance']:.2f}"
               f"  n {r['train']}  {'ok' if r['learnable'] else 'NO'}  ({r['seconds']:.0f}s)", flush=True)
         if not args.no_write:
