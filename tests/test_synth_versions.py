@@ -108,3 +108,13 @@ def test_reasoning_group_speaks_the_figurative_lexicon():
             assert n >= 2, (c.id, n)
         else:
             assert n == 0, (c.id, [t for t in c.tasks if uses(t)])
+
+
+def test_cli_list_shows_archived_versions():
+    from typer.testing import CliRunner
+
+    from drake_bench.cli import app
+
+    out = CliRunner().invoke(app, ["list"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "drake-synth@1.3.0" in out.output and "1.3.0 (archived)" in out.output

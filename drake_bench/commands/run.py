@@ -288,16 +288,18 @@ def register(app: typer.Typer) -> None:
     @app.command("list")
     def list_cmd() -> None:
         """List the benchmarks and the registered methods."""
-        from ..manifest import available_benchmarks, load_benchmark
+        from ..manifest import archived_benchmarks, available_benchmarks, load_benchmark
         from ..registry import available_methods, method_class
 
-        t = Table(title="benchmarks")
-        for col in ("name", "clients", "tasks", "unseen", "modality", "kind", "rounds x steps"):
+        t = Table(title="benchmarks (archived versions load by pinned name, e.g. drake-synth@1.3.0)")
+        for col in ("name", "version", "clients", "tasks", "unseen", "modality", "kind", "rounds x steps"):
             t.add_column(col)
-        for name in available_benchmarks():
+        for name in available_benchmarks() + archived_benchmarks():
             s = load_benchmark(name)
-            t.add_row(name, str(len(s.clients)), str(len(s.tasks) - len(s.unseen_tasks)), str(len(s.unseen_tasks)), s.modality,
-                      f"embedded mirror of {s.mirrors}" if s.embedded else "real", f"{s.fl.rounds} x {s.fl.local_steps}")
+            kind = f"embedded mirror of {s.mirrors}" if s.embedded else "real"
+            t.add_row(name, s.version + (" (archived)" if "@" in name else ""), str(len(s.clients)),
+                      str(len(s.tasks) - len(s.unseen_tasks)), str(len(s.unseen_tasks)), s.modality, kind,
+                      f"{s.fl.rounds} x {s.fl.local_steps}")
         _out.print(t)
         m = Table(title="methods (entry point group drake_bench.methods)")
         for col in ("name", "version", "class"):
