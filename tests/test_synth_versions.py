@@ -36,6 +36,8 @@ def test_registering_a_version_twice_or_from_the_future_is_refused():
     with pytest.raises(ValueError, match="newer than GENERATOR_VERSION"):
         generator("brand-new", "relation", get_generator("rel-spatial").answer_type, "single", (1, 1), "x",
                   version=GENERATOR_VERSION + 1)(lambda r: None)
+    with pytest.raises(UnknownNameError, match="unknown synth generator 'brand-new'"):
+        get_generator("brand-new")  # the refused registration left nothing behind
 
 
 def test_pinned_versions_load_current_and_archived_manifests():

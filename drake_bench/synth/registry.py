@@ -64,11 +64,11 @@ def generator(name: str, family: str, answer_type: AnswerType, images: str, num_
     """Decorator registering a generator function under ``name``, as the implementation introduced in ``version``."""
 
     def deco(fn: Callable[[np.random.Generator], Item]) -> Callable[[np.random.Generator], Item]:
-        impls = _GENERATORS.setdefault(name, [])
-        if any(g.version == version for g in impls):
-            raise ValueError(f"duplicate synth generator {name!r} for generator version {version}")
         if version > GENERATOR_VERSION:
             raise ValueError(f"synth generator {name!r}: version {version} is newer than GENERATOR_VERSION {GENERATOR_VERSION}")
+        if any(g.version == version for g in _GENERATORS.get(name, [])):
+            raise ValueError(f"duplicate synth generator {name!r} for generator version {version}")
+        impls = _GENERATORS.setdefault(name, [])  # only once the registration is valid: a refusal leaves no trace
         impls.append(Generator(name, family, answer_type, images, num_images, description, fn, version))  # type: ignore[arg-type]
         impls.sort(key=lambda g: g.version)
         return fn
