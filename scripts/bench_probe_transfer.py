@@ -226,10 +226,11 @@ def main() -> None:
                     help="default docs/transfer/probe-film-cmp-<benchmark version>")
     ap.add_argument("--report-only", action="store_true", help="rewrite the .md and .png from the .json")
     args = ap.parse_args()
-    if args.out is None:
-        from drake_bench.manifest import load_benchmark
+    from drake_bench.manifest import load_benchmark
 
-        args.out = ROOT / "docs" / "transfer" / f"probe-film-cmp-{load_benchmark(args.benchmark).version}"
+    spec = load_benchmark(args.benchmark)
+    if args.out is None:
+        args.out = ROOT / "docs" / "transfer" / f"probe-film-cmp-{spec.version}"
     path = args.out / "synth_probe_transfer.json"
     if args.report_only:
         res = json.loads(path.read_text())
@@ -238,15 +239,12 @@ def main() -> None:
         report(res, args.out)
         print(f"wrote {args.out / 'synth_probe_transfer.md'}")
         return
-    from drake_bench.manifest import load_benchmark
-
     cfg = {k: getattr(args, k) for k in ("source_items", "source_epochs", "target_items", "target_epochs",
                                          "test_items", "lr", "batch", "seed")}
     cfg["eval_items"] = cfg["test_items"]  # the name bench_transfer's report reads
-    spec = load_benchmark(args.benchmark)
     bench_transfer.BENCH = cfg["benchmark"] = f"{spec.name}@{spec.version}"
     cfg["manifest_hash"] = spec.content_hash
-    clients = [c.id for c in load_benchmark(bench_transfer.BENCH).clients]
+    clients = [c.id for c in spec.clients]
     sources = clients if args.sources is None else [int(x) for x in args.sources.split(",")]
     if unknown := sorted(set(sources) - set(clients)):
         ap.error(f"--sources: no client {unknown} in {bench_transfer.BENCH} (clients {clients})")
