@@ -92,8 +92,8 @@ def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, roo
         if s.task_id != task.id:
             raise SourceError(f"task {task.id!r}: loader {loader.name!r} yielded an item of task {s.task_id!r}")
     train, test = subsample(pool, spec.subsampling, task.id)
-    write_split(root, task.id, "train", train)
-    write_split(root, task.id, "test", test)
+    write_split(root, task.id, "train", train, spec.storage)
+    write_split(root, task.id, "test", test, spec.storage)
     sizes = {"pool": len(pool), "train": len(train), "test": len(test)}
     (root / "data" / task.id / DONE_MARK).write_text(json.dumps(sizes))
     return sizes

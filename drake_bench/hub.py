@@ -396,7 +396,7 @@ def _rebuild_index_task(
                 f"{len(missing)} of the {len(entry['ids'])} {split} items the index names, e.g. {missing[:5]}; "
                 "check the source version against the index's source.revision"
             )
-        path = write_split(out, task.id, split, [pool[i] for i in entry["ids"]])
+        path = write_split(out, task.id, split, [pool[i] for i in entry["ids"]], spec.storage)
         _, digest = shard_digest(path)
         if digest != entry["content_digest"]:
             raise IntegrityError(

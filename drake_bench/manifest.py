@@ -18,7 +18,7 @@ import jsonschema
 from pydantic import ValidationError
 
 from .errors import ManifestError, UnknownNameError
-from .spec import BenchmarkSpec
+from .spec import BenchmarkSpec, StorageRule
 
 SCHEMA_FILE = "manifest.schema.json"
 
@@ -41,6 +41,8 @@ def content_hash(manifest: dict[str, Any]) -> str:
 def manifest_dict(spec: BenchmarkSpec) -> dict[str, Any]:
     """Serialise a spec as a manifest, stamping its content hash."""
     data = spec.model_dump(mode="json", exclude={"content_hash"})
+    if data.get("storage") == StorageRule().model_dump(mode="json"):
+        del data["storage"]  # the default encoding is the one manifests had before the field: keep their hashes
     data["content_hash"] = content_hash(data)
     return data
 

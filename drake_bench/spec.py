@@ -105,6 +105,23 @@ class SubsamplingRule(_Strict):
     seed: int = 0
 
 
+class StorageRule(_Strict):
+    """How built shards encode what they hold. Shard hashes are over file bytes, so the encoding is part of a
+    benchmark's data version: a manifest without this block keeps the encoding every benchmark had before it
+    existed (PNG images, datasets' Parquet defaults), byte for byte."""
+
+    images: Literal["png", "webp-lossless"] = Field(
+        default="png",
+        description="Encoding of images a loader hands over as decoded pictures (bytes from a source file are "
+        "stored as they are). webp-lossless decodes to the same pixels at about half PNG's size.",
+    )
+    parquet_compression: Literal["datasets-default", "zstd"] = Field(
+        default="datasets-default",
+        description="datasets-default: datasets' writer (snappy text, uncompressed image bytes); zstd: every "
+        "column zstd-compressed, written by pyarrow with the same features metadata.",
+    )
+
+
 class Choice(_Strict):
     """A decision the source papers leave open, recorded so results can cite it."""
 
@@ -132,6 +149,7 @@ class BenchmarkSpec(_Strict):
     model_allocations: dict[str, ModelAllocation] = Field(default_factory=dict)
     default_allocation: str | None = None
     subsampling: SubsamplingRule = Field(default_factory=SubsamplingRule)
+    storage: StorageRule = Field(default_factory=StorageRule, description="Encoding of the built shards.")
     choices: list[Choice] = Field(default_factory=list)
     citation: str = ""
     content_hash: str | None = Field(default=None, description="sha256 of the canonical manifest without this field.")

@@ -16,8 +16,10 @@ lazily on row access), so clients share one table per task and hold only indices
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +27,11 @@ from typing import Any
 
 from .errors import DataNotBuiltError, IntegrityError, UnknownNameError
 from .sample import AnswerType, Sample
+from .spec import StorageRule
 
 BUILD_INFO = "build_info.json"
+ARROW_CACHE = ".arrow_cache"  # datasets' decoded copy of the shards, made on first read
+ZSTD_LEVEL = 19  # shards are written once and read many times: spend the write time on size
 SPLITS = ("train", "test")
 
 
@@ -69,10 +74,25 @@ def features():
     )
 
 
-def sample_to_row(s: Sample) -> dict[str, Any]:
+def encode_image(image: Any, encoding: str) -> Any:
+    """A decoded picture as the bytes ``encoding`` asks for; anything else (bytes, paths) as it is.
+
+    ``png`` leaves the encoding to datasets (PNG), as every build before ``StorageRule`` did. ``webp-lossless``
+    covers RGB and RGBA, the modes WebP holds exactly; other modes stay PNG so they decode to the same mode.
+    """
+    from PIL import Image as PILImage
+
+    if encoding == "png" or not isinstance(image, PILImage.Image) or image.mode not in ("RGB", "RGBA"):
+        return image
+    buf = io.BytesIO()
+    image.save(buf, format="WEBP", lossless=True, quality=100, method=4, exact=True)
+    return {"bytes": buf.getvalue(), "path": None}
+
+
+def sample_to_row(s: Sample, image_encoding: str = "png") -> dict[str, Any]:
     return {
         "id": s.id,
-        "images": list(s.images),
+        "images": [encode_image(im, image_encoding) for im in s.images],
         "question": s.question,
         "choices": list(s.choices),
         "answer": s.answer,
@@ -97,21 +117,31 @@ def row_to_sample(row: dict[str, Any]) -> Sample:
     )
 
 
-def write_split(root: Path, task_id: str, split: str, samples: Iterable[Sample]) -> Path:
-    """Write one task split as a Parquet shard with embedded images; returns its path."""
+def write_split(root: Path, task_id: str, split: str, samples: Iterable[Sample],
+                storage: StorageRule | None = None) -> Path:
+    """Write one task split as a Parquet shard with embedded images, encoded as ``storage`` says (default: the
+    encoding of manifests without a storage block); returns its path."""
     from datasets import Dataset
 
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    storage = storage or StorageRule()
     _quiet()
-    rows = [sample_to_row(s) for s in samples]
+    rows = [sample_to_row(s, storage.images) for s in samples]
     path = shard_path(Path(root), task_id, split)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".parquet.tmp")
     ds = Dataset.from_list(rows, features=features()) if rows else Dataset.from_dict(
         {k: [] for k in features()}, features=features()
     )
-    ds.to_parquet(str(tmp))
+    if storage.parquet_compression == "zstd":
+        import pyarrow.parquet as pq
+
+        # datasets' writer fixes per-column codecs (image bytes uncompressed); pyarrow writes the same table and
+        # its features metadata, so datasets reads the shard back with the same features
+        pq.write_table(ds.data.table, str(tmp), compression="zstd", compression_level=ZSTD_LEVEL)
+    else:
+        ds.to_parquet(str(tmp))
     tmp.replace(path)  # atomic: an interrupted build never leaves a half-written shard
     return path
 
@@ -153,6 +183,9 @@ def finalize_build(root: Path, benchmark: str, manifest_hash: str, extra: dict[s
         **(extra or {}),
     }
     (root / BUILD_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    # datasets keys its Arrow cache by shard fingerprint, so each rebuild would add a full copy beside the stale
+    # ones (85 MB after a few drake-synth rebuilds); the cache is derived data, the next read recreates it
+    shutil.rmtree(root / ARROW_CACHE, ignore_errors=True)
     return info
 
 
@@ -212,7 +245,7 @@ class BuiltBenchmark:
 
             _quiet()
             self._tables[key] = Dataset.from_parquet(
-                str(path), cache_dir=str(self.root / ".arrow_cache"), keep_in_memory=False
+                str(path), cache_dir=str(self.root / ARROW_CACHE), keep_in_memory=False
             )
         return self._tables[key]
 
