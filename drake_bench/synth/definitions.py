@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..sample import AnswerType
 from ..spec import (
     AsyncDefaults, BenchmarkSpec, Choice, ClientSpec, DirichletDefaults, FLConfig, ModelAllocation,
-    ScenarioDefaults, SourceSpec, TaskSizes, TaskSpec,
+    ScenarioDefaults, SourceSpec, StorageRule, TaskSizes, TaskSpec,
 )
 from .registry import get_generator
 
@@ -18,11 +18,14 @@ DEFAULT_POOL = 250
 LARGE_POOL = 500
 """One task per image benchmark gets a double pool: at scale >= 22 it crosses the 11k threshold (10k/1k branch)."""
 SEED = 0
-VERSION = "1.3.0"
-"""hflb-synth's and fedllm-synth's version (their generators are unchanged since 1.3.0)."""
-DRAKE_VERSION = "1.4.0"
-"""drake-synth 1.4.0: the reasoning group's text speaks one figurative lexicon (generator version 4 of
-rsn-find-image, rsn-common-color, rsn-common-shape). 1.3.0 is archived in splits/archive/."""
+VERSION = "1.4.0"
+"""hflb-synth's and fedllm-synth's version. 1.4.0 stores the same content as 1.3.0 in a third of the bytes
+(``SYNTH_STORAGE``); 1.3.0 is archived in splits/archive/."""
+DRAKE_VERSION = "1.5.0"
+"""drake-synth 1.5.0: ``SYNTH_STORAGE``, and luma grain for the image-quality tasks' noise (generator version 5).
+1.4.0: the reasoning group's text speaks one figurative lexicon (generator version 4 of rsn-find-image,
+rsn-common-color, rsn-common-shape). Both older versions are archived in splits/archive/."""
+SYNTH_STORAGE = StorageRule(images="webp-lossless", parquet_compression="zstd")
 LICENSE = "Apache-2.0"
 METRIC = {
     AnswerType.MULTIPLE_CHOICE: "accuracy",
@@ -137,6 +140,13 @@ def _async() -> AsyncDefaults:
     return AsyncDefaults(patterns=[[2, 2, 2, 2], [1, 3, 1, 3], [3, 1, 3, 1]])
 
 
+STORAGE_CHOICE = Choice(
+    key="synth.storage", tag="R",
+    decision="images stored as lossless WebP, every Parquet column zstd-compressed (storage block; drake-synth <= "
+             "1.4.0 and hflb-/fedllm-synth 1.3.0 stored PNG with datasets' defaults)",
+    reason="the issue asks for a few MB on disk: the same pixels in about 40% of the bytes (tests/test_synth_storage.py "
+           "checks the decoded content against the older versions)")
+
 SYNTH_CHOICES = [
     Choice(key="synth.sizes", tag="R", decision=f"pool {DEFAULT_POOL} items per task (200 train / 50 test by the 8:2 rule); "
            f"{sorted(LARGE_TASKS)} have {LARGE_POOL}; scale with DRAKE_BENCH_SYNTH_SCALE or build_synth(scale=)",
@@ -151,6 +161,7 @@ SYNTH_CHOICES = [
            reason="a text-only model scores chance, so gains must come from looking at the image"),
     Choice(key="synth.images", tag="R", decision="64x64 RGB Pillow renderings, bold colours, at most 5 images per item",
            reason="legible to a tiny CLIP tower at 48 px"),
+    STORAGE_CHOICE,
 ]
 
 
@@ -202,6 +213,7 @@ def drake_synth_spec() -> BenchmarkSpec:
                                                     if c <= 8 else "tiny-llava-llama-l" for c in ids}),
         },
         default_allocation="hetero",
+        storage=SYNTH_STORAGE,
         choices=SYNTH_CHOICES + [
             Choice(key="drake-synth.tasks", tag="R", decision="each DRAKE task is mirrored by a synthetic task of the "
                    "same image count, answer type and skill family (task names say which)",
@@ -271,6 +283,7 @@ def hflb_synth_spec() -> BenchmarkSpec:
                                           clients={str(c): "tiny-llava-llama-m" for c in cids}),
         },
         default_allocation="hetero",
+        storage=SYNTH_STORAGE,
         choices=SYNTH_CHOICES + [
             Choice(key="hflb-synth.tasks", tag="R", decision="each HFLB client is mirrored by an answer format and visual "
                    "domain, each of its 4 tasks by a question type (Table 13 names)"),
@@ -336,7 +349,8 @@ def fedllm_synth_spec() -> BenchmarkSpec:
                                       clients={str(c): "tiny-llama-s" if c % 2 else "tiny-llama-m" for c in cids}),
         },
         default_allocation="hetero",
-        choices=SYNTH_CHOICES[:3] + [
+        storage=SYNTH_STORAGE,
+        choices=SYNTH_CHOICES[:3] + [STORAGE_CHOICE] + [
             Choice(key="fedllm-synth.clients", tag="R", decision="clients 1-18 flan, 19-42 aya (4 per language, "
                    "zorvian, kelanese, mirathi, tuvalic, oshkan, brellic), 43-52 chatbot; 2 distinct task types each",
                    reason="spec A4: clients drawn per source and language; mapping published in the manifest"),

@@ -87,7 +87,7 @@ def render(scene: Scene) -> Image.Image:
         w, h = box[2] - box[0], box[3] - box[1]
         ink = (20, 20, 20) if scene.domain != "night" else (240, 240, 240)
         draw.text(((SIDE - w) / 2 - box[0], (SIDE - h) / 2 - box[1]), scene.text, fill=ink, font=f)
-    return distort(img, scene.distortion, seed=hash_scene(scene))
+    return distort(img, scene.distortion, seed=hash_scene(scene), grain=scene.grain)
 
 
 def hash_scene(scene: Scene) -> int:
@@ -96,15 +96,24 @@ def hash_scene(scene: Scene) -> int:
     return zlib.crc32(repr(scene).encode())
 
 
-def distort(img: Image.Image, kind: str | None, seed: int = 0) -> Image.Image:
-    """Image-quality distortions (Co-Instruct analogue). Strong enough to see at 48 px."""
+def distort(img: Image.Image, kind: str | None, seed: int = 0, grain: int = 1) -> Image.Image:
+    """Image-quality distortions (Co-Instruct analogue). Strong enough to see at 48 px.
+
+    Noise with ``grain`` 1 is independent colour noise per pixel; ``grain`` g > 1 is monochrome noise on g x g
+    cells (sensor-like luma grain), the same strength, but its images compress to about a fifth.
+    """
     if kind is None:
         return img
     if kind == "blur":
         return img.filter(ImageFilter.GaussianBlur(2.2))
     if kind == "noise":
         arr = np.asarray(img).astype(np.int16)
-        noise = np.random.default_rng(seed).normal(0, 55, arr.shape).astype(np.int16)
+        rng = np.random.default_rng(seed)
+        if grain == 1:
+            noise = rng.normal(0, 55, arr.shape).astype(np.int16)
+        else:
+            cells = rng.normal(0, 55, (-(-arr.shape[0] // grain), -(-arr.shape[1] // grain), 1))
+            noise = np.repeat(np.repeat(cells, grain, 0), grain, 1)[: arr.shape[0], : arr.shape[1]].astype(np.int16)
         return Image.fromarray(np.clip(arr + noise, 0, 255).astype(np.uint8))
     if kind == "darkness":
         return ImageEnhance.Brightness(img).enhance(0.3)

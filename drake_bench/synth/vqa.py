@@ -6,6 +6,8 @@ in DRAKE; the icon and dish splits use their own visual domains ("paper", "table
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..sample import AnswerType
@@ -30,30 +32,34 @@ def scene(rng: np.random.Generator, n: tuple[int, int] = (1, 3)) -> Scene:
     return Scene(place(rng, [random_obj(rng) for _ in range(int(rng.integers(n[0], n[1] + 1)))]))
 
 
-def with_distortion(sc: Scene, d: str | None) -> Scene:
-    return Scene(sc.objects, sc.domain, d, sc.text)
+def with_distortion(sc: Scene, d: str | None, grain: int = 1) -> Scene:
+    return Scene(sc.objects, sc.domain, d, sc.text, grain=grain)
 
 
-@generator("vqa-quality-pair", "vqa", MC, "multi", (2, 2),
-           "Compare the quality of two renderings of one scene (Co-Instruct 2-image compare analogue).")
-def quality_pair(rng: np.random.Generator) -> Item:
+# The four image-quality tasks, each registered twice: with per-pixel colour noise (version 3) and with luma grain
+# (version 5, drake-synth 1.5.0). The rest of every item (scene, labels, positions) is drawn the same way.
+GRAIN = {3: 1, 5: 2}
+PAIR = "Compare the quality of two renderings of one scene (Co-Instruct 2-image compare analogue)."
+TYPE = "Name the distortion of one image: blur, noise, darkness or glare (Co-Instruct how/what analogue)."
+TRIPLE = "Pick the best-quality image of three renderings (Co-Instruct 3-image compare analogue)."
+YESNO = "Does one image have a named distortion? (Co-Instruct yes/no analogue)"
+
+
+def quality_pair(rng: np.random.Generator, grain: int = 1) -> Item:
     d = str(rng.choice(DISTORTIONS))
     sc = scene(rng)
     clean = int(rng.integers(0, 2))
-    imgs = [render(with_distortion(sc, None if i == clean else d)) for i in range(2)]
+    imgs = [render(with_distortion(sc, None if i == clean else d, grain)) for i in range(2)]
     return Item(imgs, QUALITY_Q[d][0], f"image {clean + 1}", image_options(2))
 
 
-@generator("vqa-distortion-type", "vqa", MC, "single", (1, 1),
-           "Name the distortion of one image: blur, noise, darkness or glare (Co-Instruct how/what analogue).")
-def distortion_type(rng: np.random.Generator) -> Item:
+def distortion_type(rng: np.random.Generator, grain: int = 1) -> Item:
     d = str(rng.choice(DISTORTIONS))
-    return Item([render(with_distortion(scene(rng), d))], "What is wrong with the quality of this image?", d, list(DISTORTIONS))
+    return Item([render(with_distortion(scene(rng), d, grain))], "What is wrong with the quality of this image?", d,
+                list(DISTORTIONS))
 
 
-@generator("vqa-quality-triple", "vqa", MC, "multi", (3, 3),
-           "Pick the best-quality image of three renderings (Co-Instruct 3-image compare analogue).")
-def quality_triple(rng: np.random.Generator) -> Item:
+def quality_triple(rng: np.random.Generator, grain: int = 1) -> Item:
     sc = scene(rng)
     clean = int(rng.integers(0, 3))
     ds = rng.choice(DISTORTIONS, size=2, replace=False).tolist()
@@ -62,18 +68,30 @@ def quality_triple(rng: np.random.Generator) -> Item:
         if i == clean:
             imgs.append(render(sc))
         else:
-            imgs.append(render(with_distortion(sc, ds[k])))
+            imgs.append(render(with_distortion(sc, ds[k], grain)))
             k += 1
     return Item(imgs, "Which image has the best quality?", f"image {clean + 1}", image_options(3))
 
 
-@generator("vqa-quality-yesno", "vqa", YN, "single", (1, 1),
-           "Does one image have a named distortion? (Co-Instruct yes/no analogue)")
-def quality_yesno(rng: np.random.Generator) -> Item:
+def quality_yesno(rng: np.random.Generator, grain: int = 1) -> Item:
     d = str(rng.choice(DISTORTIONS))
     truth = bool(rng.random() < 0.5)
     actual = d if truth else (None if rng.random() < 0.5 else other(rng, DISTORTIONS, d))
-    return Item([render(with_distortion(scene(rng), actual))], QUALITY_Q[d][1], yn(truth), list(YES_NO))
+    return Item([render(with_distortion(scene(rng), actual, grain))], QUALITY_Q[d][1], yn(truth), list(YES_NO))
+
+
+def _register_quality() -> None:
+    tasks = [("vqa-quality-pair", MC, "multi", (2, 2), PAIR, quality_pair),
+             ("vqa-distortion-type", MC, "single", (1, 1), TYPE, distortion_type),
+             ("vqa-quality-triple", MC, "multi", (3, 3), TRIPLE, quality_triple),
+             ("vqa-quality-yesno", YN, "single", (1, 1), YESNO, quality_yesno)]
+    for name, kind, images, n, text, body in tasks:
+        for version, grain in GRAIN.items():
+            note = "" if grain == 1 else " Noise is monochrome grain on 2x2 cells."
+            generator(name, "vqa", kind, images, n, text + note, version=version)(partial(body, grain=grain))
+
+
+_register_quality()
 
 
 @generator("vqa-corners", "vqa", MC, "single", (1, 1),

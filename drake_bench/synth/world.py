@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-GENERATOR_VERSION = 4
+GENERATOR_VERSION = 5
 """The newest generator version. A redesigned generator is registered as a new implementation tagged with
 the new version (the old one stays, so older manifests still build byte for byte); a change to the shared
 world tables changes every generator's bytes and needs a new version for all of them."""
 BASE_VERSION = 3
 """Version of every implementation not redesigned since (all of them at drake_bench's 1.3.0 manifests).
-Version 4 redesigned rsn-find-image, rsn-common-color and rsn-common-shape (drake-synth 1.4.0)."""
+Version 4 redesigned rsn-find-image, rsn-common-color and rsn-common-shape (drake-synth 1.4.0). Version 5 gave
+the four image-quality tasks luma grain instead of per-pixel colour noise (drake-synth 1.5.0)."""
 
 COLORS: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),
@@ -143,6 +144,9 @@ class Scene:
     domain: str = "plain"
     distortion: str | None = None
     text: str | None = None  # large text rendered in the image (OCR-style tasks)
+    # noise cell side: 1 = independent colour noise per pixel (generator version 3); 2 = monochrome (luma) grain on
+    # 2x2 cells, as visible and a fifth the size on disk (version 5). Out of repr, so scene seeds stay the same.
+    grain: int = field(default=1, repr=False)
 
     def caption(self) -> str:
         if self.text:
