@@ -80,16 +80,29 @@ def test_old_and_new_items_of_a_redesigned_task():
         update={"rule": {**new.source.rule, "pool_size": 10}})}), None))) == 10
 
 
-def test_archived_drake_synth_rebuilds_the_data_the_leaderboard_cites(tmp_path):
-    """Boards made on 1.3.0 stay reproducible: its build has the data hash their result files record."""
+def _cited_drake_synth_data() -> dict[str, set[str]]:
+    """drake-synth version -> the data hashes the main-job boards' result files cite for it."""
+    cited: dict[str, set[str]] = {}
+    for p in (ROOT / "leaderboard").glob("main-job*/drake-synth/*/*/*/result.json"):
+        bench = json.loads(p.read_text())["benchmark"]
+        cited.setdefault(bench["version"], set()).add(bench["data_hash"])
+    return cited
+
+
+@pytest.mark.parametrize("version", sorted(_cited_drake_synth_data()))
+def test_every_drake_synth_version_a_board_cites_rebuilds_its_data(tmp_path, version):
+    """Boards stay reproducible across benchmark versions: today's code builds each version a main-job board ran
+    on (current or archived) to exactly the data hash its result files record."""
     from drake_bench.synth.builder import build_synth
 
-    cited = {json.loads(p.read_text())["benchmark"]["data_hash"]
-             for p in (ROOT / "leaderboard").glob("main-job*/drake-synth/*/*/*/result.json")
-             if json.loads(p.read_text())["benchmark"]["version"] == "1.3.0"}
-    assert cited, "no main-job board cites drake-synth 1.3.0; pin this test to another board on an archived version"
-    root = build_synth("drake-synth@1.3.0", out=tmp_path / "b")
+    cited = _cited_drake_synth_data()[version]
+    assert len(cited) == 1, f"boards on drake-synth {version} cite different data: {cited}"
+    root = build_synth(f"drake-synth@{version}", out=tmp_path / "b")
     assert {json.loads((root / "build_info.json").read_text())["data_hash"]} == cited
+
+
+def test_the_boards_cite_every_drake_synth_version_since_1_3_0():
+    assert {"1.3.0", "1.4.0"} <= set(_cited_drake_synth_data())
 
 
 def test_reasoning_group_speaks_the_figurative_lexicon():

@@ -1,0 +1,126 @@
+#!/usr/bin/env python
+"""Disk size and build time of the embedded benchmarks, current version against the one before (not a test).
+
+Builds each embedded benchmark at its default size twice in one process, side by side: the shipped version and
+its predecessor (archived manifest, the older storage encoding), then reads every shard once through the store
+(which makes datasets' Arrow cache). Reports per version:
+
+  * shards: bytes of the Parquet files (what is published on the Hub and downloaded);
+  * on disk: the built folder as ``du`` counts it (4 KiB blocks, so many small shards cost more than their bytes);
+  * arrow cache: datasets' decoded copy made on first read (dropped and remade by each rebuild);
+  * build seconds (one process, one thread) and how many task splits hold the same content (ids, text and
+    decoded pixels: ``drake_bench.hub.shard_digest``) in both versions.
+
+    python scripts/bench_synth_storage.py          # ~2 minutes on one core; writes docs/synth_storage.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIRS = [("drake-synth", "drake-synth@1.4.0"), ("hflb-synth", "hflb-synth@1.3.0"), ("fedllm-synth", "fedllm-synth@1.3.0")]
+
+
+def _du(path: Path) -> int:
+    """Bytes as du counts them: every file and folder rounded up to 4 KiB blocks."""
+    total = 0
+    for p in [path, *path.rglob("*")]:
+        size = p.stat().st_size if p.is_file() else 4096
+        total += -(-size // 4096) * 4096
+    return total
+
+
+def measure(name: str, out: Path) -> dict:
+    import torch
+
+    from drake_bench.manifest import load_benchmark
+    from drake_bench.store import ARROW_CACHE, BuiltBenchmark
+    from drake_bench.synth.builder import build_synth
+
+    torch.set_num_threads(1)
+    spec = load_benchmark(name)
+    t0 = time.perf_counter()
+    root = build_synth(spec, out=out)
+    seconds = time.perf_counter() - t0
+    shards = sorted((root / "data").glob("*/*.parquet"))
+    on_disk = _du(root)
+    built = BuiltBenchmark.open(root)
+    for p in shards:
+        built.table(p.parent.name, p.name.split("-")[0])
+    cache = sum(p.stat().st_size for p in (root / ARROW_CACHE).rglob("*") if p.is_file())
+    return {"benchmark": name, "version": spec.version, "storage": spec.storage.model_dump(), "root": str(root),
+            "shards": len(shards), "shard_bytes": sum(p.stat().st_size for p in shards), "on_disk_bytes": on_disk,
+            "arrow_cache_bytes": cache, "build_seconds": round(seconds, 1)}
+
+
+def same_content(a: Path, b: Path) -> tuple[int, int, list[str]]:
+    from drake_bench.hub import shard_digest
+
+    rels = sorted(p.relative_to(a) for p in (a / "data").glob("*/*.parquet"))
+    differ = [str(r) for r in rels if shard_digest(a / r) != shard_digest(b / r)]
+    return len(rels) - len(differ), len(rels), differ
+
+
+def report(rows: list[dict]) -> str:
+    mb = lambda n: f"{n / 1e6:.2f}"  # noqa: E731
+    lines = ["# Embedded benchmarks on disk", "",
+             "Written by `python scripts/bench_synth_storage.py` (one process, one thread; both versions built side by "
+             "side in the same run). MB = 10^6 bytes. *Shards* is what the Hub holds and a download fetches; *on disk* "
+             "counts 4 KiB blocks as `du` does; the *Arrow cache* is datasets' decoded copy, made on first read.", "",
+             "| benchmark | version | images | Parquet | shards | shards MB | on disk MB | Arrow cache MB | build s "
+             "| same content |", "|:---|:---|:---|:---|---:|---:|---:|---:|---:|:---|"]
+    for r in rows:
+        lines.append(f"| {r['benchmark'].split('@')[0]} | {r['version']} | {r['storage']['images']} | "
+                     f"{r['storage']['parquet_compression']} | {r['shards']} | {mb(r['shard_bytes'])} | "
+                     f"{mb(r['on_disk_bytes'])} | {mb(r['arrow_cache_bytes'])} | {r['build_seconds']} | "
+                     f"{r.get('same_content', '')} |")
+    new = [r for r in rows if "same_content" in r]
+    old = [r for r in rows if "same_content" not in r]
+    tot = lambda rs, k: sum(r[k] for r in rs)  # noqa: E731
+    lines += ["", "| whole suite | shards MB | on disk MB | Arrow cache MB | build s |", "|:---|---:|---:|---:|---:|"]
+    for label, rs in (("previous versions", old), ("current versions", new)):
+        lines.append(f"| {label} | {mb(tot(rs, 'shard_bytes'))} | {mb(tot(rs, 'on_disk_bytes'))} | "
+                     f"{mb(tot(rs, 'arrow_cache_bytes'))} | {tot(rs, 'build_seconds'):.1f} |")
+    lines.append(f"| ratio current / previous | {tot(new, 'shard_bytes') / tot(old, 'shard_bytes'):.2f} | "
+                 f"{tot(new, 'on_disk_bytes') / tot(old, 'on_disk_bytes'):.2f} | "
+                 f"{tot(new, 'arrow_cache_bytes') / tot(old, 'arrow_cache_bytes'):.2f} | "
+                 f"{tot(new, 'build_seconds') / tot(old, 'build_seconds'):.2f} |")
+    lines += ["", "*Same content* counts the task splits whose ids, text and decoded pixels are identical in both "
+              "versions; the splits that differ are those of tasks redesigned in the new version (drake-synth 1.5.0: "
+              "the four image-quality tasks, whose noise became luma grain).", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "synth_storage.md")
+    args = ap.parse_args()
+    os.environ.setdefault("DRAKE_BENCH_NO_PROGRESS", "1")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for current, previous in PAIRS:
+            old = measure(previous, Path(tmp) / previous)
+            new = measure(current, Path(tmp) / current)
+            same, n, differ = same_content(Path(old["root"]), Path(new["root"]))
+            new["same_content"] = f"{same}/{n}"
+            new["differing"] = differ
+            rows += [old, new]
+            print(f"{current}: {old['shard_bytes'] / 1e6:.2f} -> {new['shard_bytes'] / 1e6:.2f} MB, same content "
+                  f"{same}/{n}", flush=True)
+    for r in rows:
+        r.pop("root")
+    args.out.write_text(report(rows))
+    args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
