@@ -20,6 +20,9 @@ Protocol (fixed before the first full run; every choice is a flag):
     fine-tuned with a fresh optimiser on ``--target-items`` fresh items of each of b's tasks
     (``--target-epochs``, the same seed for every start), then scored on ``--test-items`` further items of
     each of b's tasks;
+  * ``--target-head fresh`` (added after the first reports, which keep the default ``transferred``): before
+    fine-tuning, the source probe's answer head is reset to scratch's initial head, so a target gets the source's
+    body (what its images and questions taught) but not its answer priors; scratch is unchanged;
   * Delta[a][b] = mean over b's tasks of (accuracy fine-tuned from a - accuracy fine-tuned from scratch),
     x100. Same-group pairs above other-group pairs = related clients' knowledge helps more than unrelated
     clients'; negative other-group pairs = interference. The diagonal (a = b: more of the same tasks) is
@@ -174,6 +177,10 @@ def _job(source: int | None) -> dict:
                for t in load_benchmark(bench_transfer.BENCH).client(source).tasks}
         train(net, own, cfg["source_epochs"], cfg["lr"], cfg["batch"], cfg["seed"])
         source_scores = accuracy(net, {t: data[source][t]["test"] for t in own})
+    if cfg.get("target_head", "transferred") == "fresh" and source is not None:
+        # transfer the body only: the answer head restarts from scratch's initial head, so a source can pass on
+        # what its representations learnt but not its answer priors (the standard fine-tuning protocol)
+        net.head.load_state_dict(fresh_probe(cfg, w["vocab"], w["classes"]).head.state_dict())
     scores = {}
     for client, by_task in data.items():
         tuned = train(copy.deepcopy(net), {t: s["target"] for t, s in by_task.items()}, cfg["target_epochs"],
@@ -189,7 +196,8 @@ def report(res: dict, out: Path) -> None:
         f"(manifest {cfg['manifest_hash'][:19]}...): a multi-task FiLM probe "
         f"(`film-cmp`, learning rate {cfg['lr']}, batch {cfg['batch']}) pretrained on {cfg['source_items']} fresh items "
         f"of each of one client's four tasks ({cfg['source_epochs']} epochs), then fine-tuned on "
-        f"{cfg['target_items']} fresh items of each of another client's tasks ({cfg['target_epochs']} epochs) and "
+        f"{cfg['target_items']} fresh items of each of another client's tasks ({cfg['target_epochs']} epochs"
+        f"{'; the answer head restarts from the scratch initialisation' if cfg.get('target_head') == 'fresh' else ''}) and "
         f"scored on {cfg['test_items']} further items per task; Delta = accuracy minus that of the same fine-tuning "
         "from the untrained initialisation (scratch), x100, averaged over the evaluated client's tasks.")
     write_report(res, out, intro=intro, reference="scratch", stem="synth_probe_transfer",
@@ -219,18 +227,22 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="probe initialisation (fine-tuning uses seed + 1)")
     ap.add_argument("--sources", type=str, default=None,
                     help="comma-separated source clients (default: all ten); the scratch run is always included")
+    ap.add_argument("--target-head", choices=("transferred", "fresh"), default="transferred",
+                    help="fresh: fine-tune the source's body with scratch's initial answer head (the body carries the "
+                         "knowledge, not the source's answer priors); the reports before 2026-11-22 used transferred")
     ap.add_argument("--workers", type=int, default=2, help="processes, one torch thread each")
     ap.add_argument("--benchmark", default="drake-synth",
                     help="drake-synth (the current version) or a pinned one, e.g. drake-synth@1.3.0")
     ap.add_argument("--out", type=Path, default=None,
-                    help="default docs/transfer/probe-film-cmp-<benchmark version>")
+                    help="default docs/transfer/probe-film-cmp-<benchmark version>[-fresh-head]")
     ap.add_argument("--report-only", action="store_true", help="rewrite the .md and .png from the .json")
     args = ap.parse_args()
     from drake_bench.manifest import load_benchmark
 
     spec = load_benchmark(args.benchmark)
     if args.out is None:
-        args.out = ROOT / "docs" / "transfer" / f"probe-film-cmp-{spec.version}"
+        head = "-fresh-head" if args.target_head == "fresh" else ""
+        args.out = ROOT / "docs" / "transfer" / f"probe-film-cmp-{spec.version}{head}"
     path = args.out / "synth_probe_transfer.json"
     if args.report_only:
         res = json.loads(path.read_text())
@@ -240,7 +252,7 @@ def main() -> None:
         print(f"wrote {args.out / 'synth_probe_transfer.md'}")
         return
     cfg = {k: getattr(args, k) for k in ("source_items", "source_epochs", "target_items", "target_epochs",
-                                         "test_items", "lr", "batch", "seed")}
+                                         "test_items", "lr", "batch", "seed", "target_head")}
     cfg["eval_items"] = cfg["test_items"]  # the name bench_transfer's report reads
     bench_transfer.BENCH = cfg["benchmark"] = f"{spec.name}@{spec.version}"
     cfg["manifest_hash"] = spec.content_hash
