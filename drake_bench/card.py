@@ -181,6 +181,8 @@ def card_body(spec: BenchmarkSpec, info: dict[str, Any], index_tasks: Collection
         f"- benchmark: `{spec.name}` version `{spec.version}`",
         f"- manifest hash: `{info.get('manifest_hash', '')}`",
         f"- data hash: `{info.get('data_hash', '')}`",
+        f"- storage: images `{spec.storage.images}`, Parquet `{spec.storage.parquet_compression}` (the manifest's "
+        "`storage` block; shard hashes are over these bytes)",
     ]
     if info.get("failed_tasks"):
         lines.append(f"- tasks that failed to build (absent): {', '.join(info['failed_tasks'])}")

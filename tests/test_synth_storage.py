@@ -154,3 +154,19 @@ def test_a_rebuild_drops_the_stale_arrow_cache(tmp_path):
     build_synth("hflb-synth", scale=0.2, out=root, tasks=["hflb-c1-attribute"])
     assert not (root / ARROW_CACHE).exists()
     assert len(BuiltBenchmark.open(root).samples("hflb-c1-attribute", "train", [0, 1])) == 2
+
+
+def test_compact_shards_load_with_datasets_as_the_hub_serves_them(tmp_path, monkeypatch):
+    """What a user of the Hub copy does: `datasets.load_dataset(repo, task)` on WebP + zstd shards."""
+    import datasets
+
+    from drake_bench.card import CARD_FILE
+
+    root = build_synth("hflb-synth", scale=0.1, out=tmp_path / "b", tasks=["hflb-c1-attribute"])
+    assert "storage: images `webp-lossless`, Parquet `zstd`" in (root / CARD_FILE).read_text()
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "ds"))
+    ds = datasets.load_dataset(str(root), "hflb-c1-attribute", split="test", cache_dir=str(tmp_path / "ds"))
+    ours = BuiltBenchmark.open(root).samples("hflb-c1-attribute", "test", range(len(ds)))
+    assert ds.features["images"].feature.__class__.__name__ == "Image"
+    for row, s in zip(ds, ours):
+        assert row["id"] == s.id and np.array_equal(np.asarray(row["images"][0]), _pixels(s.images[0]))
