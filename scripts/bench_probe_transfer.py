@@ -34,6 +34,7 @@ in ``--workers`` processes with one torch thread each; results do not depend on 
 
     python scripts/bench_probe_transfer.py                 # ~21 min on 2 cores, current drake-synth
     python scripts/bench_probe_transfer.py --report-only   # rewrite the .md / .png from the .json
+    python scripts/bench_probe_transfer.py --merge DIR_A DIR_B --out DIR   # one report from runs of other sources
     python scripts/bench_probe_transfer.py --benchmark drake-synth@1.3.0   # the archived version
     python scripts/bench_probe_transfer.py --benchmark drake-synth@1.3.0 --sources 7,8,9 --source-items 2000 \
         --source-epochs 12 --out docs/transfer/probe-film-cmp-reasoning-2000x12   # longer-trained sources (~20 min)
@@ -200,6 +201,9 @@ def report(res: dict, out: Path) -> None:
         f"{'; the answer head restarts from the scratch initialisation' if cfg.get('target_head') == 'fresh' else ''}) and "
         f"scored on {cfg['test_items']} further items per task; Delta = accuracy minus that of the same fine-tuning "
         "from the untrained initialisation (scratch), x100, averaged over the evaluated client's tasks.")
+    if res.get("merged_from"):
+        intro += (" Joined by `--merge` from the runs in " + ", ".join(f"`{d}`" for d in res["merged_from"])
+                  + " (same protocol, identical scratch scores).")
     write_report(res, out, intro=intro, reference="scratch", stem="synth_probe_transfer",
                  plot_title=f"FiLM probe: fine-tuned from a client - from scratch (x100)\n"
                             f"{cfg['source_items']} source / {cfg['target_items']} target items per task")
@@ -213,6 +217,26 @@ def report(res: dict, out: Path) -> None:
             lines.append(f"| {c.id} | " + " | ".join(f"`{t}` {100 * src[str(c.id)][t]:.0f}" for t in c.tasks) + " |")
     with (out / "synth_probe_transfer.md").open("a") as f:
         f.write("\n".join(lines) + "\n")
+
+
+def merge(runs: list[dict], where: list[Path]) -> dict:
+    """One result from runs that trained different sources under the same protocol. The scratch scores must be
+    equal to the digit: they are the reference every Delta is measured against."""
+    first = runs[0]
+    for r, d in zip(runs[1:], where[1:]):
+        if r["config"] != first["config"]:
+            diff = sorted(k for k in set(r["config"]) | set(first["config"]) if r["config"].get(k) != first["config"].get(k))
+            raise SystemExit(f"--merge: {d} ran another protocol than {where[0]} ({', '.join(diff)} differ)")
+        if r["scratch"] != first["scratch"]:
+            raise SystemExit(f"--merge: {d} has other scratch scores than {where[0]}; their Deltas are not comparable")
+        if overlap := sorted(set(r["trained"]) & set(first["trained"])):
+            raise SystemExit(f"--merge: sources {overlap} are in more than one run")
+    res = {"config": first["config"], "scratch": first["scratch"], "trained": {}, "source_scores": {},
+           "seconds": round(sum(r["seconds"] for r in runs), 1), "merged_from": [str(d) for d in where]}
+    for r in runs:
+        res["trained"].update(r["trained"])
+        res["source_scores"].update(r["source_scores"])
+    return res
 
 
 def main() -> None:
@@ -236,6 +260,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None,
                     help="default docs/transfer/probe-film-cmp-<benchmark version>[-fresh-head]")
     ap.add_argument("--report-only", action="store_true", help="rewrite the .md and .png from the .json")
+    ap.add_argument("--merge", type=Path, nargs="+", default=None, metavar="DIR",
+                    help="join runs with different --sources into one report in --out (refused unless their protocol "
+                         "and scratch scores are identical)")
     args = ap.parse_args()
     from drake_bench.manifest import load_benchmark
 
@@ -244,6 +271,15 @@ def main() -> None:
         head = "-fresh-head" if args.target_head == "fresh" else ""
         args.out = ROOT / "docs" / "transfer" / f"probe-film-cmp-{spec.version}{head}"
     path = args.out / "synth_probe_transfer.json"
+    if args.merge:
+        res = merge([json.loads((d / "synth_probe_transfer.json").read_text()) for d in args.merge], args.merge)
+        bench_transfer.BENCH = res["config"]["benchmark"]
+        res["summary"] = summarise(res, reference="scratch")
+        args.out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
+        report(res, args.out)
+        print(f"wrote {args.out / 'synth_probe_transfer.md'}")
+        return
     if args.report_only:
         res = json.loads(path.read_text())
         bench_transfer.BENCH = res["config"]["benchmark"]

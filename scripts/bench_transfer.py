@@ -143,8 +143,11 @@ def summarise(res: dict, reference: str = "zero_shot") -> dict:
         members = [c for c in clients if group[c] == g]
         within = [delta[c][o] for c in members if c in delta for o in members if c != o]
         across = [delta[c][o] for c in members if c in delta for o in clients if group[o] != g]
+        # the column view: what other groups' clients' data does for this group's clients (sources run only)
+        into = [delta[c][o] for c in delta if group[c] != g for o in members]
         if within:
-            by_group[g] = {"clients": members, "within": statistics.mean(within), "across": statistics.mean(across)}
+            by_group[g] = {"clients": members, "within": statistics.mean(within), "across": statistics.mean(across),
+                           "from_other_groups": statistics.mean(into) if into else None}
     return {"delta": {str(c): {str(o): round(v, 2) for o, v in row.items()} for c, row in delta.items()},
             "stats": stats, "by_group": by_group}
 
@@ -182,10 +185,13 @@ def write_report(res: dict, out: Path, intro: str | None = None, reference: str 
     for k in st:
         lines.append(f"| {k} ({st[k]['pairs']}) | {st[k]['mean']:+.2f} | {st[k]['se']:.2f} | "
                      f"{st[k]['positive']}/{st[k]['pairs']} |")
-    lines += ["", "Per group (trained on a member; evaluated on the other members vs on other groups' clients):", "",
-              "| group | clients | within | across |", "|:---|:---|---:|---:|"]
+    lines += ["", "Per group. *within*: trained on a member, evaluated on the other members; *across*: trained on a "
+              "member, evaluated on other groups' clients (row view); *from other groups*: trained on another group's "
+              "client, evaluated on the members (column view; the sources this run trained):", "",
+              "| group | clients | within | across | from other groups |", "|:---|:---|---:|---:|---:|"]
     for g, v in s["by_group"].items():
-        lines.append(f"| {g} | {', '.join(map(str, v['clients']))} | {v['within']:+.2f} | {v['across']:+.2f} |")
+        into = "" if v.get("from_other_groups") is None else f"{v['from_other_groups']:+.2f}"
+        lines.append(f"| {g} | {', '.join(map(str, v['clients']))} | {v['within']:+.2f} | {v['across']:+.2f} | {into} |")
     lines += ["", "Delta matrix (row: trained on client; column: evaluated on client's tasks; groups: "
               + ", ".join(f"{c} {group[c]}" for c in clients) + "):", "",
               "| trained on | " + " | ".join(str(o) for o in clients) + " |",
