@@ -8,10 +8,10 @@ its predecessor (archived manifest, the older storage encoding), then reads ever
   * shards: bytes of the Parquet files (what is published on the Hub and downloaded);
   * on disk: the built folder as ``du`` counts it (4 KiB blocks, so many small shards cost more than their bytes);
   * arrow cache: datasets' decoded copy made on first read (dropped and remade by each rebuild);
-  * build seconds (one process, one thread) and how many task splits hold the same content (ids, text and
+  * build seconds (one process; building uses no torch) and how many task splits hold the same content (ids, text and
     decoded pixels: ``drake_bench.hub.shard_digest``) in both versions.
 
-    python scripts/bench_synth_storage.py          # ~2 minutes on one core; writes docs/synth_storage.md
+    python scripts/bench_synth_storage.py          # about a minute on one core; writes docs/synth_storage.md
 """
 
 from __future__ import annotations
@@ -38,13 +38,10 @@ def _du(path: Path) -> int:
 
 
 def measure(name: str, out: Path) -> dict:
-    import torch
-
     from drake_bench.manifest import load_benchmark
     from drake_bench.store import ARROW_CACHE, BuiltBenchmark
     from drake_bench.synth.builder import build_synth
 
-    torch.set_num_threads(1)
     spec = load_benchmark(name)
     t0 = time.perf_counter()
     root = build_synth(spec, out=out)
@@ -71,7 +68,7 @@ def same_content(a: Path, b: Path) -> tuple[int, int, list[str]]:
 def report(rows: list[dict]) -> str:
     mb = lambda n: f"{n / 1e6:.2f}"  # noqa: E731
     lines = ["# Embedded benchmarks on disk", "",
-             "Written by `python scripts/bench_synth_storage.py` (one process, one thread; both versions built side by "
+             "Written by `python scripts/bench_synth_storage.py` (one process; both versions built side by "
              "side in the same run). MB = 10^6 bytes. *Shards* is what the Hub holds and a download fetches; *on disk* "
              "counts 4 KiB blocks as `du` does; the *Arrow cache* is datasets' decoded copy, made on first read.", "",
              "| benchmark | version | images | Parquet | shards | shards MB | on disk MB | Arrow cache MB | build s "
