@@ -219,6 +219,16 @@ def report(res: dict, out: Path) -> None:
         f.write("\n".join(lines) + "\n")
 
 
+def finish(res: dict, out: Path, save_json: bool = True) -> None:
+    """Summarise a result against scratch, save it (unless only the report is rewritten) and write the report."""
+    bench_transfer.BENCH = res["config"]["benchmark"]
+    res["summary"] = summarise(res, reference="scratch")
+    out.mkdir(parents=True, exist_ok=True)
+    if save_json:
+        (out / "synth_probe_transfer.json").write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
+    report(res, out)
+
+
 def merge(runs: list[dict], where: list[Path]) -> dict:
     """One result from runs that trained different sources under the same protocol. The scratch scores must be
     equal to the digit: they are the reference every Delta is measured against."""
@@ -271,20 +281,10 @@ def main() -> None:
         head = "-fresh-head" if args.target_head == "fresh" else ""
         args.out = ROOT / "docs" / "transfer" / f"probe-film-cmp-{spec.version}{head}"
     path = args.out / "synth_probe_transfer.json"
-    if args.merge:
-        res = merge([json.loads((d / "synth_probe_transfer.json").read_text()) for d in args.merge], args.merge)
-        bench_transfer.BENCH = res["config"]["benchmark"]
-        res["summary"] = summarise(res, reference="scratch")
-        args.out.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
-        report(res, args.out)
-        print(f"wrote {args.out / 'synth_probe_transfer.md'}")
-        return
-    if args.report_only:
-        res = json.loads(path.read_text())
-        bench_transfer.BENCH = res["config"]["benchmark"]
-        res["summary"] = summarise(res, reference="scratch")
-        report(res, args.out)
+    if args.merge or args.report_only:
+        res = (merge([json.loads((d / "synth_probe_transfer.json").read_text()) for d in args.merge], args.merge)
+               if args.merge else json.loads(path.read_text()))
+        finish(res, args.out, save_json=bool(args.merge))  # --report-only leaves the recorded JSON as it is
         print(f"wrote {args.out / 'synth_probe_transfer.md'}")
         return
     cfg = {k: getattr(args, k) for k in ("source_items", "source_epochs", "target_items", "target_epochs",
@@ -314,10 +314,7 @@ def main() -> None:
            "trained": {str(s): results[s]["scores"] for s in sources},
            "source_scores": {str(s): results[s]["source_scores"] for s in sources},
            "seconds": round(time.time() - t0, 1)}
-    res["summary"] = summarise(res, reference="scratch")
-    args.out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
-    report(res, args.out)
+    finish(res, args.out)
     st = res["summary"]["stats"]
     print(" ".join(f"{k}: {v['mean']:+.2f} (s.e. {v['se']:.2f})" for k, v in st.items()))
     print(f"wrote {args.out / 'synth_probe_transfer.md'} ({res['seconds']:.0f}s)")
