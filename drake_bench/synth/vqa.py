@@ -37,7 +37,8 @@ def with_distortion(sc: Scene, d: str | None, grain: int = 1) -> Scene:
 
 
 # The four image-quality tasks, each registered twice: with per-pixel colour noise (version 3) and with luma grain
-# (version 5, drake-synth 1.5.0). The rest of every item (scene, labels, positions) is drawn the same way.
+# (version 5, drake-synth 1.5.0). Both draw an item by the same procedure; the item seed includes the version
+# (registry.Generator.item), so version 5's items are new draws, not version 3's items with other noise.
 GRAIN = {3: 1, 5: 2}
 PAIR = "Compare the quality of two renderings of one scene (Co-Instruct 2-image compare analogue)."
 TYPE = "Name the distortion of one image: blur, noise, darkness or glare (Co-Instruct how/what analogue)."
