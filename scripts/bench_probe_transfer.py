@@ -58,7 +58,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_transfer  # noqa: E402
-from bench_transfer import _items, summarise, write_report  # noqa: E402
+from bench_transfer import _items, announce, summarise, write_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_SEED, TARGET_SEED, TEST_SEED = 1000, 2000, 3000
@@ -315,9 +315,7 @@ def main() -> None:
            "source_scores": {str(s): results[s]["source_scores"] for s in sources},
            "seconds": round(time.time() - t0, 1)}
     finish(res, args.out)
-    st = res["summary"]["stats"]
-    print(" ".join(f"{k}: {v['mean']:+.2f} (s.e. {v['se']:.2f})" for k, v in st.items()))
-    print(f"wrote {args.out / 'synth_probe_transfer.md'} ({res['seconds']:.0f}s)")
+    announce(res, args.out / "synth_probe_transfer.md")
 
 
 if __name__ == "__main__":

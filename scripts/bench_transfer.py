@@ -152,6 +152,13 @@ def summarise(res: dict, reference: str = "zero_shot") -> dict:
             "stats": stats, "by_group": by_group}
 
 
+def announce(res: dict, report_md: Path) -> None:
+    """The run's summary line and where its report went (shared with bench_probe_transfer)."""
+    st = res["summary"]["stats"]
+    print(" ".join(f"{k}: {v['mean']:+.2f} (s.e. {v['se']:.2f})" for k, v in st.items()))
+    print(f"wrote {report_md} ({res['seconds']:.0f}s)")
+
+
 def write_report(res: dict, out: Path, intro: str | None = None, reference: str = "zero-shot",
                  stem: str = "synth_transfer", plot_title: str | None = None) -> None:
     """Markdown summary + matrix and a grouped heatmap of ``res['summary']``; ``intro``, ``reference`` (what Delta is
@@ -294,9 +301,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "synth_transfer.json").write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
     write_report(res, args.out)
-    st = res["summary"]["stats"]
-    print(" ".join(f"{k}: {v['mean']:+.2f} (s.e. {v['se']:.2f})" for k, v in st.items()))
-    print(f"wrote {args.out / 'synth_transfer.md'} ({res['seconds']:.0f}s)")
+    announce(res, args.out / "synth_transfer.md")
 
 
 if __name__ == "__main__":
