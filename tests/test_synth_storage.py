@@ -94,13 +94,13 @@ def test_new_versions_hold_the_same_content_in_fewer_bytes(tmp_path):
     version is a new draw) has the same content digest (ids, text, decoded pixels), in smaller shards."""
     tasks = ["rel-spatial", "rsn-common-color", "vqa-bar-chart", "un-recipe-order", "vqa-quality-pair"]
     old = build_synth("drake-synth@1.4.0", scale=0.2, out=tmp_path / "old", tasks=tasks)
-    new = build_synth("drake-synth", scale=0.2, out=tmp_path / "new", tasks=tasks)
+    new = build_synth("drake-synth@1.5.0", scale=0.2, out=tmp_path / "new", tasks=tasks)
     for t in tasks:
         for split in ("train", "test"):
             po, pn = shard_path(old, t, split), shard_path(new, t, split)
             assert pn.stat().st_size < po.stat().st_size, (t, split)
             assert (shard_digest(po) == shard_digest(pn)) == (t != "vqa-quality-pair"), (t, split)
-    redesigned = {t.id for t in load_benchmark("drake-synth").tasks if t.source.rule["generator_version"] == 5}
+    redesigned = {t.id for t in load_benchmark("drake-synth@1.5.0").tasks if t.source.rule["generator_version"] == 5}
     assert redesigned == {"vqa-quality-pair", "vqa-quality-triple", "vqa-quality-yesno", "vqa-distortion-type"}
 
 

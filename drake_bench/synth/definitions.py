@@ -12,6 +12,7 @@ from ..spec import (
     AsyncDefaults, BenchmarkSpec, Choice, ClientSpec, DirichletDefaults, FLConfig, ModelAllocation,
     ScenarioDefaults, SourceSpec, StorageRule, TaskSizes, TaskSpec,
 )
+from .loader import DOMAIN_VERSION
 from .registry import get_generator
 
 DEFAULT_POOL = 250
@@ -21,10 +22,11 @@ SEED = 0
 VERSION = "1.4.0"
 """hflb-synth's and fedllm-synth's version. 1.4.0 stores the same content as 1.3.0 in a third of the bytes
 (``SYNTH_STORAGE``); 1.3.0 is archived in splits/archive/."""
-DRAKE_VERSION = "1.5.0"
-"""drake-synth 1.5.0: ``SYNTH_STORAGE``, and luma grain for the image-quality tasks' noise (generator version 5).
+DRAKE_VERSION = "1.6.0"
+"""drake-synth 1.6.0: the visual-relation and multimodal-reasoning clients' tasks render in their group's own
+visual domain (``GROUP_DOMAIN``; generator version 6, new draws). 1.5.0: ``SYNTH_STORAGE``, and luma grain for the image-quality tasks' noise (generator version 5).
 1.4.0: the reasoning group's text speaks one figurative lexicon (generator version 4 of rsn-find-image,
-rsn-common-color, rsn-common-shape). Both older versions are archived in splits/archive/."""
+rsn-common-color, rsn-common-shape). The older versions are archived in splits/archive/."""
 SYNTH_STORAGE = StorageRule(images="webp-lossless", parquet_compression="zstd")
 LICENSE = "Apache-2.0"
 METRIC = {
@@ -102,6 +104,10 @@ DRAKE_DIRICHLET = [  # spec A14's ten tasks, by analogue
     "rsn-bongard-relation", "rsn-bongard-concept", "icon-shape-mc", "icon-count-easy", "vqa-quality-yesno",
 ]
 LARGE_TASKS = {"vqa-instance-count", "hflb-c6-number"}
+GROUP_DOMAIN: dict[str, str] = {"visual-relation": "studio", "multimodal-reasoning": "comic"}
+"""drake-synth group -> the visual domain its client tasks render in (VQA keeps plain, paper and table scenes)."""
+DOMAIN_WORDS = {"studio": "studio photographs (wall, floor, cast shadows)",
+                "comic": "comic drawings (halftone paper, ink outlines, panel frame)"}
 
 
 def _task(dataset: str, gen_name: str, group: str, split: str, counterpart: str, task_id: str | None = None,
@@ -110,6 +116,9 @@ def _task(dataset: str, gen_name: str, group: str, split: str, counterpart: str,
     tid = task_id or gen_name
     n = pool or (LARGE_POOL if tid in LARGE_TASKS else DEFAULT_POOL)
     n_train = int(round(n * 0.8))
+    domain = (extra_rule or {}).get("visual_domain")
+    version = max(gen.version, DOMAIN_VERSION) if domain else gen.version
+    description = gen.description + (f" Rendered as {DOMAIN_WORDS[domain]}." if domain else "")
     return TaskSpec(
         id=tid,
         name=f"{gen_name} (mirrors {counterpart})",
@@ -117,7 +126,7 @@ def _task(dataset: str, gen_name: str, group: str, split: str, counterpart: str,
         split=split,
         source=SourceSpec(
             dataset=dataset, variant=gen_name, loader="synth",
-            rule={"pool_size": n, "generator_version": gen.version, "seed": SEED, **(extra_rule or {})},
+            rule={"pool_size": n, "generator_version": version, "seed": SEED, **(extra_rule or {})},
             license=LICENSE, redistributable=True,
             citation="drake_bench synthetic generator (procedural, Pillow-rendered)",
         ),
@@ -126,7 +135,7 @@ def _task(dataset: str, gen_name: str, group: str, split: str, counterpart: str,
         answer_type=gen.answer_type,
         metric=METRIC[gen.answer_type],  # type: ignore[arg-type]
         sizes=TaskSizes(train=n_train, test=n - n_train),
-        description=gen.description,
+        description=description,
         provenance={"answer_type": "R", "images": "R", "sizes": "R"},
     )
 
@@ -170,8 +179,9 @@ def drake_synth_spec() -> BenchmarkSpec:
     clients: list[ClientSpec] = []
     for cid in sorted(DRAKE_CLIENTS):
         group, entries = DRAKE_CLIENTS[cid]
+        domain = {"visual_domain": GROUP_DOMAIN[group]} if group in GROUP_DOMAIN else None
         for gen_name, split, counterpart in entries:
-            tasks.append(_task("drake-synth", gen_name, group, split, counterpart))
+            tasks.append(_task("drake-synth", gen_name, group, split, counterpart, extra_rule=domain))
         clients.append(ClientSpec(id=cid, group=group, tasks=[e[0] for e in entries]))
     for gen_name, split, counterpart in DRAKE_UNSEEN:
         tasks.append(_task("drake-synth", gen_name, "unseen", split, counterpart))
@@ -225,6 +235,15 @@ def drake_synth_spec() -> BenchmarkSpec:
                    reason="DRAKE's reasoning clients share figurative understanding (IRFL on clients 7, 8, 9); in 1.3.0 "
                           "client 9 shared nothing with 7 and 8 that other groups did not teach, and measured "
                           "within-group transfer was below across-group (docs/transfer/probe-film-cmp-reasoning-2000x12)"),
+            Choice(key="drake-synth.group-domains", tag="R", decision="the visual-relation clients' tasks (1, 5, 6) "
+                   "render as studio photographs (wall and floor, cast shadows, shaded rims) and the multimodal-"
+                   "reasoning clients' tasks (7, 8, 9) as comic drawings (halftone paper, ink outlines, panel frame); "
+                   "VQA keeps the plain, paper (icons) and table (dishes) scenes; the public mix draws none of the "
+                   "two (source.rule.visual_domain, generator version 6)",
+                   reason="DRAKE's groups differ in visual domain (product and fashion photos; figurative art, "
+                          "Bongard drawings and comics; natural-image VQA). In 1.5.0 every group shared one plain "
+                          "world and only VQA, whose icon and dish domains are its own, gained more from its own group "
+                          "than from others (docs/transfer/probe-film-cmp-2000x12-1.5.0-fresh-head)"),
             Choice(key="drake-synth.answer_types", tag="I", decision="20 multiple-choice, 12 yes/no, 8 open client tasks, "
                    "following the inferred per-task answer types of spec §1.3"),
             Choice(key="drake-synth.cross-family", tag="R", decision="llama-m on clients 1, 2, 7; qwen2-m on 3, 4, 5, 8; "

@@ -15,7 +15,11 @@ from ..errors import SourceError, UnknownNameError
 from ..sample import Sample
 from ..spec import TaskSpec
 from .registry import Generator, get_generator
-from .world import GENERATOR_VERSION
+from .render import group_domain
+from .world import GENERATOR_VERSION, GROUP_DOMAINS
+
+DOMAIN_VERSION = 6
+"""First generator version that knows ``visual_domain`` (an older one would silently draw plain scenes)."""
 
 SCALE_ENV = "DRAKE_BENCH_SYNTH_SCALE"
 _scale: contextvars.ContextVar[float | None] = contextvars.ContextVar("synth_scale", default=None)
@@ -48,8 +52,9 @@ class SynthLoader:
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         gen, version = task_generator(task)
         seed = int(task.source.rule.get("seed", 0))
+        domain = task_domain(task, version)
         for i in range(pool_size(task)):
-            yield _sample(task, i, seed, gen, version)
+            yield _sample(task, i, seed, gen, version, domain)
 
 
 def task_generator(task: TaskSpec) -> tuple[Generator, int]:
@@ -73,8 +78,23 @@ def task_generator(task: TaskSpec) -> tuple[Generator, int]:
     return gen, version
 
 
-def _sample(task: TaskSpec, index: int, seed: int, gen: Generator, version: int) -> Sample:
-    it = gen.item(index, seed=seed, task_id=task.id, version=version)
+def task_domain(task: TaskSpec, version: int) -> str | None:
+    """The group visual domain a task's rule names (``visual_domain``), checked; None for the generator's own."""
+    domain = task.source.rule.get("visual_domain")
+    if domain is None:
+        return None
+    if domain not in GROUP_DOMAINS:
+        raise SourceError(f"task {task.id!r}: source.rule.visual_domain {domain!r} is not a group visual domain; "
+                          f"known: {sorted(GROUP_DOMAINS)}")
+    if version < DOMAIN_VERSION:
+        raise SourceError(f"task {task.id!r}: source.rule.visual_domain needs generator_version >= {DOMAIN_VERSION}, "
+                          f"the rule says {version}")
+    return str(domain)
+
+
+def _sample(task: TaskSpec, index: int, seed: int, gen: Generator, version: int, domain: str | None = None) -> Sample:
+    with group_domain(domain):
+        it = gen.item(index, seed=seed, task_id=task.id, version=version)
     return Sample(
         id=f"{task.id}/{index:06d}", images=it.images, question=it.question, choices=it.choices,
         answer=it.answer, answer_type=gen.answer_type, task_id=task.id, source=f"{task.source.dataset}/{task.source.variant}",
@@ -89,7 +109,8 @@ def fresh_items(task: TaskSpec, n: int, seed: int) -> list[Sample]:
     if seed == int(task.source.rule.get("seed", 0)):
         raise SourceError(f"task {task.id!r}: seed {seed} is the benchmark pool's own seed; pick another")
     gen, version = task_generator(task)
-    return [_sample(task, i, seed, gen, version) for i in range(n)]
+    domain = task_domain(task, version)
+    return [_sample(task, i, seed, gen, version, domain) for i in range(n)]
 
 
 SYNTH_LOADER = SynthLoader()

@@ -6,15 +6,35 @@ a font cache except the bundled default font), so the same scene gives the same 
 
 from __future__ import annotations
 
+import contextvars
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont
 
-from .world import COLORS, DOMAINS, SIZES, Obj, Scene
+from .world import COLORS, DOMAINS, GROUP_DOMAINS, SIZES, Obj, Scene
 
 SIDE = 64
+_group_domain: contextvars.ContextVar[str | None] = contextvars.ContextVar("synth_group_domain", default=None)
+
+
+@contextmanager
+def group_domain(domain: str | None) -> Iterator[None]:
+    """Render every default ("plain") scene drawn inside the block in a group's visual domain (``GROUP_DOMAINS``).
+
+    Generators stay domain-free: the loader wraps a task's generator in this block when the task's rule names a
+    ``visual_domain``, so one generator serves a group-specific and a plain task alike. Scenes that name their own
+    domain (icons on paper, dishes on a table) keep it."""
+    if domain is not None and domain not in GROUP_DOMAINS:
+        raise ValueError(f"unknown group visual domain {domain!r}; known: {sorted(GROUP_DOMAINS)}")
+    token = _group_domain.set(domain)
+    try:
+        yield
+    finally:
+        _group_domain.reset(token)
 
 
 def _polygon(shape: str, x: int, y: int, r: int, rotation: int = 0) -> list[tuple[float, float]]:
@@ -69,6 +89,9 @@ def font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
 
 def render(scene: Scene) -> Image.Image:
     """Render a scene: background by domain, objects, optional big text, then the distortion."""
+    group = _group_domain.get()
+    if group is not None and scene.domain == "plain":
+        return distort(_render_group(scene, group), scene.distortion, seed=hash_scene(scene), grain=scene.grain)
     img = Image.new("RGB", (SIDE, SIDE), DOMAINS[scene.domain])
     draw = ImageDraw.Draw(img)
     if scene.domain == "table":  # a white plate
@@ -88,6 +111,43 @@ def render(scene: Scene) -> Image.Image:
         ink = (20, 20, 20) if scene.domain != "night" else (240, 240, 240)
         draw.text(((SIDE - w) / 2 - box[0], (SIDE - h) / 2 - box[1]), scene.text, fill=ink, font=f)
     return distort(img, scene.distortion, seed=hash_scene(scene), grain=scene.grain)
+
+
+def _render_group(scene: Scene, domain: str) -> Image.Image:
+    """A plain scene drawn in a group domain: the same objects, colours and positions, other surroundings.
+
+    ``studio`` (product photography): a wall over a darker floor, a soft cast shadow under each object and a
+    shaded rim. ``comic`` (drawings and panels): halftone dots on cream paper, a black panel frame and black ink
+    around every object. Objects keep their fill colours, so every question stays answerable."""
+    img = Image.new("RGB", (SIDE, SIDE), GROUP_DOMAINS[domain])
+    draw = ImageDraw.Draw(img)
+    if domain == "studio":
+        draw.rectangle([0, 44, SIDE, SIDE], fill=(176, 170, 166))  # floor
+        draw.line([(0, 44), (SIDE, 44)], fill=(150, 144, 140), width=1)
+        for o in scene.objects:  # shadows first, so no shadow falls on an object
+            r = SIZES[o.size]
+            draw.ellipse([o.x - r + 2, o.y + r // 2, o.x + r + 4, o.y + r + 3], fill=(110, 108, 112))
+        for o in scene.objects:
+            draw_obj(draw, o)
+            rim = tuple(int(c * 0.55) for c in COLORS[o.color])
+            _outline(draw, o, rim, 1)
+    elif domain == "comic":
+        for yy in range(2, SIDE, 4):  # halftone dots, offset every other row
+            for xx in range(2 + (yy // 4 % 2) * 2, SIDE, 4):
+                draw.point((xx, yy), fill=(214, 196, 160))
+        draw.rectangle([0, 0, SIDE - 1, SIDE - 1], outline=(15, 15, 15), width=2)
+        for o in scene.objects:
+            draw_obj(draw, o)
+            _outline(draw, o, (15, 15, 15), 2 if o.style != "outlined" else 1)
+    return img
+
+
+def _outline(draw: ImageDraw.ImageDraw, o: Obj, color: tuple[int, ...], width: int) -> None:
+    r = SIZES[o.size] + (1 if width > 1 else 0)
+    if o.shape == "circle":
+        draw.ellipse([o.x - r, o.y - r, o.x + r, o.y + r], outline=color, width=width)
+    else:
+        draw.polygon(_polygon(o.shape, o.x, o.y, r, o.rotation), outline=color, width=width)
 
 
 def hash_scene(scene: Scene) -> int:

@@ -14,14 +14,16 @@ from types import MappingProxyType
 
 import numpy as np
 
-GENERATOR_VERSION = 5
+GENERATOR_VERSION = 6
 """The newest generator version. A redesigned generator is registered as a new implementation tagged with
 the new version (the old one stays, so older manifests still build byte for byte); a change to the shared
 world tables changes every generator's bytes and needs a new version for all of them."""
 BASE_VERSION = 3
 """Version of every implementation not redesigned since (all of them at drake_bench's 1.3.0 manifests).
 Version 4 redesigned rsn-find-image, rsn-common-color and rsn-common-shape (drake-synth 1.4.0). Version 5 gave
-the four image-quality tasks luma grain instead of per-pixel colour noise (drake-synth 1.5.0)."""
+the four image-quality tasks luma grain instead of per-pixel colour noise (drake-synth 1.5.0). Version 6 added the
+group visual domains (``GROUP_DOMAINS``), which a task's rule selects with ``visual_domain`` (drake-synth 1.6.0);
+no generator function changed, so a task without that rule key draws the same items as before."""
 
 COLORS: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),
@@ -44,6 +46,14 @@ DOMAINS: dict[str, tuple[int, int, int]] = {
     "table": (150, 100, 60),  # dish domain: wooden table with a plate
     "canvas": (225, 210, 170),  # art domain (hflb AQUA analogue): textured canvas
 }
+
+GROUP_DOMAINS: dict[str, tuple[int, int, int]] = {
+    "studio": (214, 222, 236),  # visual-relation group (product and fashion photos): wall, floor, cast shadows
+    "comic": (250, 240, 214),  # multimodal-reasoning group (figurative art, Bongard drawings, comics): halftone, ink
+}
+"""Visual domains of one DRAKE group each (generator version 6), kept apart from ``DOMAINS``: the public mix and the
+tiny models' pretraining targets draw from ``DOMAINS`` and must not change. A task renders in one when its rule names
+it as ``visual_domain``; its generator's default "plain" scenes are then drawn in that domain."""
 
 NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
 DIRECTIONS = ["left", "right", "up", "down"]
