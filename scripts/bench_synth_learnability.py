@@ -597,6 +597,11 @@ def write_docs(results: dict) -> None:
         "Render any task's card and example grid with `drake-bench task-card BENCHMARK TASK --out card.png`.",
         "",
     ]
+    if any(r.get("rerun_of_reported") for r in results.get("tasks", {}).values()):
+        lines += ["Rows marked `yes*` / `no*` were measured again with `--rerun-reported` after their data changed (drake-synth",
+                  "1.6.0 drew the relation and reasoning clients' tasks in their group's visual domain): the reported run's",
+                  "probe, item count and epochs, re-trained once on the new data, with that run's own text-only models. The",
+                  "numbers they replace are kept under `previous` in the JSON.", ""]
     image_keys = [f"{b}/{t.id}" for b in ("drake-synth", "hflb-synth") for t in load_benchmark(b).tasks]
     rows = results.get("tasks", {})
     learnt = [k for k in image_keys if rows.get(k, {}).get("learnable")]
@@ -626,7 +631,7 @@ def write_docs(results: dict) -> None:
             pos = next((f"{c.id}/{c.tasks.index(t.id) + 1}" for c in spec.clients if t.id in c.tasks), "unseen")
             r = results.get("tasks", {}).get(f"{bench}/{t.id}")
             nums = (f"{r['vision']:.2f} | {r['text_only']:.2f} | {r['chance']:.2f} | {r.get('probe', '-')} | "
-                    f"{r['train']} | {'yes' if r.get('learnable') else 'no'}") if r else "- | - | - | - | - | -"
+                    f"{r['train']} | {'yes' if r.get('learnable') else 'no'}{'*' if r.get('rerun_of_reported') else ''}") if r else "- | - | - | - | - | -"
             imgs = f"{t.num_images[0]}" if t.num_images[0] == t.num_images[1] else f"{t.num_images[0]}-{t.num_images[1]}"
             lines.append(f"| `{t.id}` | {pos} | {t.group} / {t.split} | {imgs} | {t.answer_type.value} | {nums} | {t.description} |")
         lines.append("")

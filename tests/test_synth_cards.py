@@ -65,3 +65,41 @@ def test_readme_task_table_is_current():
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert replace_task_table(readme, "drake-synth") == readme
+
+
+def test_task_card_says_when_learnability_was_measured_on_other_data(monkeypatch):
+    """A card of an archived version must not pass off numbers measured on the current version's data as its own."""
+    from drake_bench.synth import cards
+
+    row = {"train": 10, "test": 5, "vision": 0.9, "text_only": 0.5, "chance": 0.5, "metric": "exact-match accuracy",
+           "learnable": True, "generator_version": 6}
+    monkeypatch.setattr(cards, "learnability", lambda: {"tasks": {"drake-synth/rel-spatial": row}})
+    assert "measured on" not in task_card("drake-synth", "rel-spatial")  # 1.6.0 builds version 6
+    old = task_card("drake-synth@1.5.0", "rel-spatial")
+    assert "measured on this task's generator version 6 data; this manifest builds version 3 (benchmark drake-synth@1.5.0)" in old
+
+
+def test_example_grid_of_a_relation_task_is_drawn_in_its_group_domain():
+    from drake_bench.synth.render import group_domain, render
+    from drake_bench.synth.world import Scene
+
+    with group_domain("studio"):
+        wall = render(Scene([])).getpixel((8, 2))
+
+    def colours(task: str) -> set:
+        return {c for _, c in render_grid("drake-synth", task, n=1).convert("RGB").getcolors(1 << 16)}
+
+    assert wall in colours("rel-spatial") and wall not in colours("vqa-corners")
+
+
+def test_client_gallery_has_a_row_per_client_in_its_domain():
+    from drake_bench.synth.cards import render_clients
+    from drake_bench.synth.render import group_domain, render
+    from drake_bench.synth.world import Scene
+
+    img = render_clients("drake-synth", per_task=1).convert("RGB")
+    assert img.height == 22 + 10 * 70
+    with group_domain("comic"):
+        paper = render(Scene([])).getpixel((30, 30))
+    rows = [{c for _, c in img.crop((150, 22 + r * 70, img.width, 22 + r * 70 + 64)).getcolors(1 << 16)} for r in range(10)]
+    assert [paper in cols for cols in rows] == [c in (7, 8, 9) for c in range(1, 11)]  # comic paper: reasoning rows

@@ -100,6 +100,10 @@ def task_card(benchmark: str | BenchmarkSpec, task_id: str) -> str:
             f"{res['vision']:.2f}, text-only model {res['text_only']:.2f}, chance {res['chance']:.2f} ({res['metric']})"
             + ("" if res.get("learnable", True) else "; not learnt by any probe run")
         )
+        measured, built = res.get("generator_version"), t.source.rule.get("generator_version")
+        if measured is not None and built is not None and measured != built:
+            lines.append(f"- note: learnability was measured on this task's generator version {measured} data; this "
+                         f"manifest builds version {built} (benchmark {spec.name}@{spec.version})")
         if res.get("confirm"):
             c = res["confirm"]
             lines.append(f"- held-out confirmation ({c['test']} items never used to select a probe): image+question model "
@@ -156,8 +160,31 @@ def replace_task_table(text: str, benchmark: str) -> str:
     return head + start + "\n" + task_table(benchmark) + end + rest.split(end, 1)[1]
 
 
+def render_clients(benchmark: str | BenchmarkSpec, per_task: int = 2) -> Image.Image:
+    """One row per client: the first image of the first ``per_task`` items of each of its tasks, labelled with the
+    client's group, so a client's visual domain and its group's shared look can be seen at a glance."""
+    spec = load_benchmark(benchmark)
+    cell, label_w, header = 64, 150, 22
+    n_tasks = max(len(c.tasks) for c in spec.clients)
+    width = label_w + n_tasks * (per_task * (cell + 2) + 8)
+    canvas = Image.new("RGB", (width, header + len(spec.clients) * (cell + 6)), (255, 255, 255))
+    draw = ImageDraw.Draw(canvas)
+    draw.text((6, 4), f"{spec.name} {spec.version}: first images of each client's tasks, in stream order",
+              fill=(0, 0, 0), font=font(12))
+    for r, c in enumerate(spec.clients):
+        y = header + r * (cell + 6)
+        draw.text((6, y + cell // 2 - 14), f"client {c.id}", fill=(0, 0, 0), font=font(12))
+        draw.text((6, y + cell // 2 + 2), c.group, fill=(90, 90, 90), font=font(11))
+        for k, tid in enumerate(c.tasks):
+            x = label_w + k * (per_task * (cell + 2) + 8)
+            for j, s in enumerate(examples(spec, spec.task(tid), per_task)):
+                canvas.paste(s.images[0].convert("RGB").resize((cell, cell), Image.NEAREST), (x + j * (cell + 2), y))
+    return canvas
+
+
 def write_cards(benchmark: str, out: str | Path, n: int = 4) -> list[Path]:
-    """Write ``<task>.md`` and ``<task>.png`` (image benchmarks) for every task into ``out``."""
+    """Write ``<task>.md`` and ``<task>.png`` (image benchmarks) for every task into ``out``, and for an image
+    benchmark ``clients.png`` (:func:`render_clients`)."""
     spec = load_benchmark(benchmark)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -170,4 +197,7 @@ def write_cards(benchmark: str, out: str | Path, n: int = 4) -> list[Path]:
             png = out / f"{t.id}.png"
             render_grid(spec, t.id, n).save(png)
             written.append(png)
+    if spec.modality == "multimodal" and spec.clients and spec.clients[0].tasks:
+        render_clients(spec).save(out / "clients.png")
+        written.append(out / "clients.png")
     return written
