@@ -124,9 +124,9 @@ def _render_group(scene: Scene, domain: str) -> Image.Image:
     if domain == "studio":
         draw.rectangle([0, 44, SIDE, SIDE], fill=(176, 170, 166))  # floor
         draw.line([(0, 44), (SIDE, 44)], fill=(150, 144, 140), width=1)
-        for o in scene.objects:  # shadows first, so no shadow falls on an object
+        for o in scene.objects:  # shadows first, so no shadow falls on an object; flat and pale, not object-like
             r = SIZES[o.size]
-            draw.ellipse([o.x - r + 2, o.y + r // 2, o.x + r + 4, o.y + r + 3], fill=(110, 108, 112))
+            draw.ellipse([o.x - r + 2, o.y + r - 2, o.x + r + 4, o.y + r + 2], fill=(150, 148, 156))
         for o in scene.objects:
             draw_obj(draw, o)
             rim = tuple(int(c * 0.55) for c in COLORS[o.color])
@@ -136,14 +136,15 @@ def _render_group(scene: Scene, domain: str) -> Image.Image:
             for xx in range(2 + (yy // 4 % 2) * 2, SIDE, 4):
                 draw.point((xx, yy), fill=(214, 196, 160))
         draw.rectangle([0, 0, SIDE - 1, SIDE - 1], outline=(15, 15, 15), width=2)
-        for o in scene.objects:
+        for o in scene.objects:  # ink just outside the fill, so small objects keep every coloured pixel
             draw_obj(draw, o)
-            _outline(draw, o, (15, 15, 15), 2 if o.style != "outlined" else 1)
+            _outline(draw, o, (15, 15, 15), 2 if o.size == "large" and o.style != "outlined" else 1, outside=True)
     return img
 
 
-def _outline(draw: ImageDraw.ImageDraw, o: Obj, color: tuple[int, ...], width: int) -> None:
-    r = SIZES[o.size] + (1 if width > 1 else 0)
+def _outline(draw: ImageDraw.ImageDraw, o: Obj, color: tuple[int, ...], width: int, outside: bool = False) -> None:
+    """An outline of ``width`` px (Pillow draws it inwards from the radius); ``outside``: beyond the fill."""
+    r = SIZES[o.size] + (width if outside else 0)
     if o.shape == "circle":
         draw.ellipse([o.x - r, o.y - r, o.x + r, o.y + r], outline=color, width=width)
     else:
