@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Disk size and build time of the embedded benchmarks, current version against the one before (not a test).
+"""Disk size and build time of the embedded benchmarks, current encoding against the one before (not a test).
 
 Builds each embedded benchmark at its default size twice in one process, side by side: the shipped version and
 its predecessor (archived manifest, the older storage encoding), then reads every shard once through the store
@@ -10,6 +10,9 @@ its predecessor (archived manifest, the older storage encoding), then reads ever
   * arrow cache: datasets' decoded copy made on first read (dropped and remade by each rebuild);
   * build seconds (one process; building uses no torch) and how many task splits hold the same content (ids, text and
     decoded pixels: ``drake_bench.hub.shard_digest``) in both versions.
+
+Then builds the shipped version of each benchmark whose content changed since (``CONTENT_PAIRS``: drake-synth
+1.6.0 against 1.5.0) and totals the shipped suite.
 
     python scripts/bench_synth_storage.py          # about a minute on one core; writes docs/synth_storage.md
 """
@@ -25,7 +28,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAIRS = [("drake-synth", "drake-synth@1.4.0"), ("hflb-synth", "hflb-synth@1.3.0"), ("fedllm-synth", "fedllm-synth@1.3.0")]
+PAIRS = [("drake-synth@1.5.0", "drake-synth@1.4.0"), ("hflb-synth", "hflb-synth@1.3.0"), ("fedllm-synth", "fedllm-synth@1.3.0")]
+"""(new encoding, old encoding). drake-synth is pinned to 1.5.0, the version that introduced the compact encoding:
+1.6.0 redraws 24 tasks in their group's visual domain, which is a content change, not an encoding one."""
+CONTENT_PAIRS = [("drake-synth", "drake-synth@1.5.0")]
+"""(shipped, previous) of a content change in the same encoding: what a redesign costs on disk."""
+SHIPPED = ["drake-synth", "hflb-synth", "fedllm-synth"]
 
 
 def _du(path: Path) -> int:
@@ -65,7 +73,7 @@ def same_content(a: Path, b: Path) -> tuple[int, int, list[str]]:
     return len(rels) - len(differ), len(rels), differ
 
 
-def report(rows: list[dict]) -> str:
+def report(rows: list[dict], content: list[dict] | None = None) -> str:
     mb = lambda n: f"{n / 1e6:.2f}"  # noqa: E731
     lines = ["# Embedded benchmarks on disk", "",
              "Written by `python scripts/bench_synth_storage.py` (one process; both versions built side by "
@@ -82,16 +90,31 @@ def report(rows: list[dict]) -> str:
     old = [r for r in rows if "same_content" not in r]
     tot = lambda rs, k: sum(r[k] for r in rs)  # noqa: E731
     lines += ["", "| whole suite | shards MB | on disk MB | Arrow cache MB | build s |", "|:---|---:|---:|---:|---:|"]
-    for label, rs in (("previous versions", old), ("current versions", new)):
+    for label, rs in (("previous encoding (PNG)", old), ("compact encoding (WebP, zstd)", new)):
         lines.append(f"| {label} | {mb(tot(rs, 'shard_bytes'))} | {mb(tot(rs, 'on_disk_bytes'))} | "
                      f"{mb(tot(rs, 'arrow_cache_bytes'))} | {tot(rs, 'build_seconds'):.1f} |")
-    lines.append(f"| ratio current / previous | {tot(new, 'shard_bytes') / tot(old, 'shard_bytes'):.2f} | "
+    lines.append(f"| ratio compact / previous | {tot(new, 'shard_bytes') / tot(old, 'shard_bytes'):.2f} | "
                  f"{tot(new, 'on_disk_bytes') / tot(old, 'on_disk_bytes'):.2f} | "
                  f"{tot(new, 'arrow_cache_bytes') / tot(old, 'arrow_cache_bytes'):.2f} | "
                  f"{tot(new, 'build_seconds') / tot(old, 'build_seconds'):.2f} |")
     lines += ["", "*Same content* counts the task splits whose ids, text and decoded pixels are identical in both "
               "versions; the splits that differ are those of tasks redesigned in the new version (drake-synth 1.5.0: "
               "the four image-quality tasks, whose noise became luma grain).", ""]
+    if content:
+        lines += ["## Content changes since, in the same encoding", "",
+                  "| benchmark | version | shards | shards MB | on disk MB | Arrow cache MB | build s | same content |",
+                  "|:---|:---|---:|---:|---:|---:|---:|:---|"]
+        for r in content:
+            lines.append(f"| {r['benchmark'].split('@')[0]} | {r['version']} | {r['shards']} | {mb(r['shard_bytes'])} | "
+                         f"{mb(r['on_disk_bytes'])} | {mb(r['arrow_cache_bytes'])} | {r['build_seconds']} | "
+                         f"{r.get('same_content', '')} |")
+        shipped = {r["benchmark"]: r for r in rows + content if r["benchmark"] in SHIPPED}
+        names = ", ".join(f"{b} {shipped[b]['version']}" for b in SHIPPED)
+        lines += ["", f"The shipped suite ({names}): "
+                  f"{mb(tot(shipped.values(), 'shard_bytes'))} MB of shards, {mb(tot(shipped.values(), 'on_disk_bytes'))} "
+                  f"MB on disk, built in {tot(shipped.values(), 'build_seconds'):.1f} s. drake-synth 1.6.0 draws the "
+                  "relation and reasoning clients' 24 tasks in their group's visual domain (studio photographs, comic "
+                  "drawings); the other tasks' splits are unchanged.", ""]
     return "\n".join(lines)
 
 
@@ -111,10 +134,18 @@ def main() -> int:
             rows += [old, new]
             print(f"{current}: {old['shard_bytes'] / 1e6:.2f} -> {new['shard_bytes'] / 1e6:.2f} MB, same content "
                   f"{same}/{n}", flush=True)
-    for r in rows:
+        content = []
+        for current, previous in CONTENT_PAIRS:  # the previous version was built above
+            prev_root = next(Path(r["root"]) for r in rows if r["benchmark"] == previous)
+            new = measure(current, Path(tmp) / current)
+            same, n, differ = same_content(prev_root, Path(new["root"]))
+            new.update(same_content=f"{same}/{n}", differing=differ)
+            content.append(new)
+            print(f"{current}: {new['shard_bytes'] / 1e6:.2f} MB, same content as {previous} {same}/{n}", flush=True)
+    for r in rows + content:
         r.pop("root")
-    args.out.write_text(report(rows))
-    args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
+    args.out.write_text(report(rows, content))
+    args.out.with_suffix(".json").write_text(json.dumps({"encoding": rows, "content": content}, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0
 
