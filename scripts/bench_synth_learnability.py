@@ -819,19 +819,14 @@ def rerun_reported(results: dict, args: argparse.Namespace) -> None:
     for key in [k for k in results["tasks"] if k.split("/")[1] in args.rerun_reported]:
         prev = results["tasks"][key]
         bench, tid = key.split("/")
-        version = int(load_benchmark(bench).task(tid).source.rule["generator_version"])
         t0 = time.time()
         t, items = make_items(bench, tid, prev["train"] + prev["test"])
-        probe = prev["probe"]
-        probes = RN_PROBES if probe in RN_PROBES else V2_PROBES if probe in V2_PROBES else [probe]
-        if probe == "rn-support":
-            probes = ["rn-support"]
-        r = run_task(t, items, prev["train"], prev["test"], prev["epochs"], bench, probes)
+        r = run_task(t, items, prev["train"], prev["test"], prev["epochs"], bench, [prev["probe"]])
         r["runs"] = [{k: r[k] for k in ("probe", "train", "epochs", "vision", "text_only")}]
         r["learnable"] = r["vision"] >= max(r["text_only"], r["chance"]) + args.margin
         r["seconds"] = round(time.time() - t0, 1)
-        r["generator_version"] = version
-        r["domain"] = load_benchmark(bench).task(tid).source.rule.get("visual_domain")
+        r["generator_version"] = int(t.source.rule["generator_version"])
+        r["domain"] = t.source.rule.get("visual_domain")
         r["rerun_of_reported"] = True
         r["previous"] = {k: prev.get(k) for k in ("generator_version", "probe", "train", "epochs", "vision", "text_only",
                                                    "chance", "learnable")}

@@ -24,7 +24,8 @@ VERSION = "1.4.0"
 (``SYNTH_STORAGE``); 1.3.0 is archived in splits/archive/."""
 DRAKE_VERSION = "1.6.0"
 """drake-synth 1.6.0: the visual-relation and multimodal-reasoning clients' tasks render in their group's own
-visual domain (``GROUP_DOMAIN``; generator version 6, new draws). 1.5.0: ``SYNTH_STORAGE``, and luma grain for the image-quality tasks' noise (generator version 5).
+visual domain (``GROUP_DOMAIN``; generator version 6, new draws). 1.5.0: ``SYNTH_STORAGE``, and luma grain for
+the image-quality tasks' noise (generator version 5).
 1.4.0: the reasoning group's text speaks one figurative lexicon (generator version 4 of rsn-find-image,
 rsn-common-color, rsn-common-shape). The older versions are archived in splits/archive/."""
 SYNTH_STORAGE = StorageRule(images="webp-lossless", parquet_compression="zstd")
