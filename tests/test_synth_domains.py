@@ -21,6 +21,12 @@ def _px(img) -> np.ndarray:
     return np.asarray(img.convert("RGB")).astype(int)
 
 
+def _empty_pixel(domain: str, y: int, x: int) -> tuple:
+    """Pixel (y, x) of an empty plain scene drawn in a group ``domain``."""
+    with group_domain(domain):
+        return tuple(_px(render(Scene([])))[y, x])
+
+
 @pytest.mark.parametrize("domain", sorted(GROUP_DOMAINS))
 def test_group_domain_restyles_plain_scenes_and_keeps_their_objects(domain):
     plain = _px(render(_scene()))
@@ -40,11 +46,7 @@ def test_scenes_with_their_own_domain_are_not_restyled():
 
 
 def test_the_two_group_domains_differ_from_each_other_and_from_every_shared_domain():
-    corners = {}
-    for d in GROUP_DOMAINS:
-        with group_domain(d):
-            corners[d] = tuple(_px(render(Scene([])))[2, 8])
-    assert len(set(corners.values())) == 2
+    assert len({_empty_pixel(d, 2, 8) for d in GROUP_DOMAINS}) == 2
     assert not set(GROUP_DOMAINS) & set(DOMAINS)  # the public mix and pretraining targets draw DOMAINS only
     with pytest.raises(ValueError, match="unknown group visual domain 'forest'"):
         with group_domain("forest"):
@@ -66,10 +68,7 @@ def test_manifest_gives_each_group_its_domain_and_no_other_task_one():
 def test_items_of_each_group_are_drawn_in_its_domain():
     """The corner pixel tells a client's group: studio wall, comic frame, or one of the shared backgrounds."""
     spec = load_benchmark("drake-synth")
-    with group_domain("studio"):
-        studio = tuple(_px(render(Scene([])))[2, 8])
-    with group_domain("comic"):
-        comic = tuple(_px(render(Scene([])))[0, 8])
+    studio, comic = _empty_pixel("studio", 2, 8), _empty_pixel("comic", 0, 8)
     for c in spec.clients:
         for tid in c.tasks:
             for s in fresh_items(spec.task(tid), 3, seed=9):

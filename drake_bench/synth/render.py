@@ -88,10 +88,21 @@ def font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
 
 
 def render(scene: Scene) -> Image.Image:
-    """Render a scene: background by domain, objects, optional big text, then the distortion."""
+    """Render a scene: background and objects by domain, optional big text, then the distortion."""
     group = _group_domain.get()
-    if group is not None and scene.domain == "plain":
-        return distort(_render_group(scene, group), scene.distortion, seed=hash_scene(scene), grain=scene.grain)
+    img = _render_group(scene, group) if group is not None and scene.domain == "plain" else _render_shared(scene)
+    if scene.text:
+        draw = ImageDraw.Draw(img)
+        f = font(30 if len(scene.text) <= 2 else 20)
+        box = draw.textbbox((0, 0), scene.text, font=f)
+        w, h = box[2] - box[0], box[3] - box[1]
+        ink = (20, 20, 20) if scene.domain != "night" else (240, 240, 240)
+        draw.text(((SIDE - w) / 2 - box[0], (SIDE - h) / 2 - box[1]), scene.text, fill=ink, font=f)
+    return distort(img, scene.distortion, seed=hash_scene(scene), grain=scene.grain)
+
+
+def _render_shared(scene: Scene) -> Image.Image:
+    """Background and objects of a scene in one of the shared ``DOMAINS``."""
     img = Image.new("RGB", (SIDE, SIDE), DOMAINS[scene.domain])
     draw = ImageDraw.Draw(img)
     if scene.domain == "table":  # a white plate
@@ -104,17 +115,12 @@ def render(scene: Scene) -> Image.Image:
             draw_obj(draw, Obj(**{**o.__dict__, "style": "outlined"}), outline_only_color=COLORS[o.color])
         else:
             draw_obj(draw, o)
-    if scene.text:
-        f = font(30 if len(scene.text) <= 2 else 20)
-        box = draw.textbbox((0, 0), scene.text, font=f)
-        w, h = box[2] - box[0], box[3] - box[1]
-        ink = (20, 20, 20) if scene.domain != "night" else (240, 240, 240)
-        draw.text(((SIDE - w) / 2 - box[0], (SIDE - h) / 2 - box[1]), scene.text, fill=ink, font=f)
-    return distort(img, scene.distortion, seed=hash_scene(scene), grain=scene.grain)
+    return img
 
 
 def _render_group(scene: Scene, domain: str) -> Image.Image:
-    """A plain scene drawn in a group domain: the same objects, colours and positions, other surroundings.
+    """Background and objects of a plain scene in a group domain: the same objects, colours and positions, other
+    surroundings (text and distortion are drawn by :func:`render`, as for every domain).
 
     ``studio`` (product photography): a wall over a darker floor, a soft cast shadow under each object and a
     shaded rim. ``comic`` (drawings and panels): halftone dots on cream paper, a black panel frame and black ink
