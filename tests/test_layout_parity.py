@@ -25,14 +25,14 @@ def test_synth_build_has_the_layout_of_a_source_build(toy_built, tmp_path):
     from drake_bench.synth import build_synth
 
     _spec, real_root = toy_built
-    synth_root = build_synth("drake-synth", out=tmp_path / "synth", tasks=["vqa-corners", "rel-same-count"])
+    synth_root = build_synth("drake-synth", out=tmp_path / "synth", tasks=["vqa-corners", "rel-defect-2"])
     assert _shape(synth_root) == _shape(real_root)
     a = pq.read_schema(next(Path(real_root).glob("data/*/train-*.parquet")))
     b = pq.read_schema(next(Path(synth_root).glob("data/*/train-*.parquet")))
     assert a.names == b.names == list(features())
     assert a.remove_metadata().equals(b.remove_metadata())
     info = BuiltBenchmark.open(synth_root).info
-    assert set(info["sizes"]) == {"vqa-corners", "rel-same-count"} and info["manifest_hash"].startswith("sha256:")
+    assert set(info["sizes"]) == {"vqa-corners", "rel-defect-2"} and info["manifest_hash"].startswith("sha256:")
 
 
 def test_one_reader_serves_both(toy_built, tmp_path):

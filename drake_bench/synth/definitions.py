@@ -22,8 +22,11 @@ SEED = 0
 VERSION = "1.4.0"
 """hflb-synth's and fedllm-synth's version. 1.4.0 stores the same content as 1.3.0 in a third of the bytes
 (``SYNTH_STORAGE``); 1.3.0 is archived in splits/archive/."""
-DRAKE_VERSION = "1.6.0"
-"""drake-synth 1.6.0: the visual-relation and multimodal-reasoning clients' tasks render in their group's own
+DRAKE_VERSION = "1.7.0"
+"""drake-synth 1.7.0: each of the visual-relation and multimodal-reasoning groups has a visual skill its clients share
+and no other group teaches (``GROUP_SKILL``; generator version 7), as image quality is VQA's: defect inspection
+(rel-defect-2 and rel-statement-defect replace rel-same-count and rel-statement-color) and object states
+(rsn-state-coherence, rsn-bongard-concept and rsn-odd-one-out redrawn about them). 1.6.0: the visual-relation and multimodal-reasoning clients' tasks render in their group's own
 visual domain (``GROUP_DOMAIN``; generator version 6, new draws). 1.5.0: ``SYNTH_STORAGE``, and luma grain for
 the image-quality tasks' noise (generator version 5).
 1.4.0: the reasoning group's text speaks one figurative lexicon (generator version 4 of rsn-find-image,
@@ -43,7 +46,7 @@ DRAKE_CLIENTS: dict[int, tuple[str, list[tuple[str, str, str]]]] = {
     1: ("visual-relation", [
         ("rel-count-across", "fashion-relation", "Fashion200K ClothCombination"),
         ("rel-relative-caption", "fashion-relation", "FashionIQ"),
-        ("rel-same-count", "dual-image-relation", "VISION 2_Img"),
+        ("rel-defect-2", "dual-image-relation", "VISION 2_Img"),
         ("rel-edit-instruction", "dual-image-relation", "MagicBrush")]),
     2: ("vqa", [
         ("vqa-quality-pair", "image-quality", "Co-Instruct 2_ImgCompare"),
@@ -67,7 +70,7 @@ DRAKE_CLIENTS: dict[int, tuple[str, list[tuple[str, str, str]]]] = {
         ("rel-spatial", "spatial-temporal", "VSR")]),
     6: ("visual-relation", [
         ("rel-style-consistency", "fashion-relation", "Fashion200K StyleConsistency"),
-        ("rel-statement-color", "dual-image-relation", "NLVR2 Subset2"),
+        ("rel-statement-defect", "dual-image-relation", "NLVR2 Subset2"),
         ("rel-composed-retrieval", "dual-image-relation", "CIRR"),
         ("rel-motion", "spatial-temporal", "SEED-Bench-2 TemporalQA")]),
     7: ("multimodal-reasoning", [
@@ -245,6 +248,17 @@ def drake_synth_spec() -> BenchmarkSpec:
                           "Bongard drawings and comics; natural-image VQA). In 1.5.0 every group shared one plain "
                           "world and only VQA, whose icon and dish domains are its own, gained more from its own group "
                           "than from others (docs/transfer/probe-film-cmp-2000x12-1.5.0-fresh-head)"),
+            Choice(key="drake-synth.group-skills", tag="R", decision="each group has a visual skill that a task of every "
+                   "one of its clients needs and no other group's task draws: image quality for VQA (clients 2, 3, 4, "
+                   "10), cracks for visual relation (rel-defect-2, rel-defect-4, rel-statement-defect on clients 1, 5, "
+                   "6: VISION's 2- and 4-image defect inspection, and NLVR2-style statements about it), object states "
+                   "drawn as comic emanata for multimodal reasoning (rsn-state-coherence, rsn-bongard-concept, "
+                   "rsn-odd-one-out on clients 7, 8, 9: MIT-States and Bongard) (generator version 7)",
+                   reason="the probe-transfer runs on 1.3.0 to 1.6.0 found that a learner carries task skill, not "
+                          "look, between clients: VQA, the one group whose skills (image quality, icons) no other group "
+                          "taught, was the one that gained more from its own clients; the relation and reasoning tasks "
+                          "asked about colour, shape, size and count, which every group teaches "
+                          "(docs/transfer/probe-film-cmp-1.6.0-fresh-head)"),
             Choice(key="drake-synth.answer_types", tag="I", decision="20 multiple-choice, 12 yes/no, 8 open client tasks, "
                    "following the inferred per-task answer types of spec §1.3"),
             Choice(key="drake-synth.cross-family", tag="R", decision="llama-m on clients 1, 2, 7; qwen2-m on 3, 4, 5, 8; "

@@ -11,6 +11,11 @@ Generator version 4 (drake-synth 1.4.0) moved three tasks into the lexicon: rsn-
 had them literal, and client 9 shared nothing with clients 7 and 8 that other groups did not
 teach as well (docs/transfer/probe-film-cmp-reasoning-2000x12). Their version-3
 implementations stay registered, so drake-synth@1.3.0 still builds byte for byte.
+
+Generator version 7 (drake-synth 1.7.0) gave the group a visual skill of its own as well: object states
+(``world.STATES``, MIT-States analogue), drawn as comic emanata, which rsn-state-coherence (client 7),
+rsn-bongard-concept (client 8) and rsn-odd-one-out (client 9) ask about and no other group's task draws.
+Until 1.6.0 those tasks asked about size, colour and shape, which every group teaches.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from ..sample import AnswerType
 from .registry import YES_NO, Item, generator, image_options, yn
 from .relation import one, two_related
 from .render import render
-from .world import an, COLOR_FIGURES, COLORS, SHAPE_FIGURES, SHAPES, Obj, Scene, other, place, random_obj
+from .world import an, COLOR_FIGURES, COLORS, SHAPE_FIGURES, SHAPES, STATES, Obj, Scene, other, place, random_obj
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 COLS = list(COLORS)
@@ -122,6 +127,26 @@ def state_coherence(rng: np.random.Generator) -> Item:
     return Item(imgs, "Are all the objects the same size?", yn(same), list(YES_NO))
 
 
+def _in_state(rng: np.random.Generator, state: str, size: str | None = None) -> Obj:
+    o = random_obj(rng, size=size)
+    o.state = state
+    return o
+
+
+@generator("rsn-state-coherence", "reasoning", YN, "multi", (4, 4),
+           "Are the objects of four images all in the same state (calm, shining or shaking, drawn as comic emanata)? "
+           "(MIT-States StateCoherence analogue)", version=7)
+def state_coherence_emanata(rng: np.random.Generator) -> Item:
+    same = bool(rng.random() < 0.5)
+    z = str(rng.choice(STATES))
+    states = [z] * 4
+    if not same:
+        for i in rng.permutation(4)[: int(rng.integers(1, 3))]:
+            states[int(i)] = other(rng, STATES, z)
+    imgs = [render(one(_in_state(rng, st, size="small"))) for st in states]
+    return Item(imgs, "Are all the objects in the same state?", yn(same), list(YES_NO))
+
+
 @generator("rsn-figurative-verify", "reasoning", YN, "single", (1, 1),
            "Does one image show a figurative phrase ('a sea box' = blue square)? (IRFL figurative verification analogue)")
 def figurative_verify(rng: np.random.Generator) -> Item:
@@ -162,6 +187,25 @@ def bongard_concept(rng: np.random.Generator) -> Item:
 
     def neg() -> Scene:
         return Scene(place(rng, [random_obj(rng, colors=rest, size="small") for _ in range(int(rng.integers(1, 3)))]))
+
+    return bongard(rng, None, pos, neg)
+
+
+@generator("rsn-bongard-concept", "reasoning", YN, "multi", (5, 5),
+           "Bongard set whose rule is 'contains a <shining|shaking> object' (object states drawn as comic emanata); "
+           "does the query follow it? (Bongard-OpenWorld analogue)", version=7)
+def bongard_state(rng: np.random.Generator) -> Item:
+    state = str(rng.choice(STATES[1:]))
+    rest = [s for s in STATES if s != state]
+
+    def pos() -> Scene:
+        objs = [_in_state(rng, state, "small")] + [_in_state(rng, str(rng.choice(rest)), "small")
+                                                   for _ in range(int(rng.integers(0, 2)))]
+        return Scene(place(rng, [objs[int(i)] for i in rng.permutation(len(objs))], margin=9, pad=8))
+
+    def neg() -> Scene:
+        return Scene(place(rng, [_in_state(rng, str(rng.choice(rest)), "small") for _ in range(int(rng.integers(1, 3)))],
+                           margin=9, pad=8))
 
     return bongard(rng, None, pos, neg)
 
@@ -250,5 +294,16 @@ def odd_one_out(rng: np.random.Generator) -> Item:
     s = str(rng.choice(SHAPES))
     odd = Obj(other(rng, SHAPES, s), str(rng.choice(COLS)))
     same = [Obj(s, str(rng.choice(COLS))) for _ in range(3)]
+    imgs, ans = pick_among(rng, odd, same)
+    return Item(imgs, "Which image does not fit with the others?", ans, image_options(4))
+
+
+@generator("rsn-odd-one-out", "reasoning", MC, "multi", (4, 4),
+           "Three objects are in one state (calm, shining or shaking, drawn as comic emanata), one is not: which? "
+           "(Bongard-HOI action incoherence analogue)", version=7)
+def odd_state_out(rng: np.random.Generator) -> Item:
+    z = str(rng.choice(STATES))
+    odd = _in_state(rng, other(rng, STATES, z), "small")
+    same = [_in_state(rng, z, "small") for _ in range(3)]
     imgs, ans = pick_among(rng, odd, same)
     return Item(imgs, "Which image does not fit with the others?", ans, image_options(4))

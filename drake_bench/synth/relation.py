@@ -2,6 +2,12 @@
 
 Every yes/no label and every option position is drawn first and the scene is built to
 match it, so question text alone carries no information about the answer.
+
+The group's own skill is defect inspection: every relation client has a task that asks about cracks
+(rel-defect-2 on client 1, rel-defect-4 on 5, rel-statement-defect on 6; generator version 7, drake-synth
+1.7.0), and no other group's task draws one, as image quality is the VQA clients' own skill. Until 1.6.0
+clients 1 and 6 had rel-same-count and rel-statement-color there, which every other group teaches too
+(counting, colours); those generators stay registered for the archived versions.
 """
 
 from __future__ import annotations
@@ -134,6 +140,36 @@ def defect4(rng: np.random.Generator) -> Item:
         o.cracked = flag and i == bad
         imgs.append(render(one(o)))
     return Item(imgs, "Is any of the objects cracked?", yn(flag), list(YES_NO))
+
+
+@generator("rel-defect-2", "relation", YN, "multi", (2, 2),
+           "Is either of two objects cracked? (VISION 2-image defect inspection analogue)", version=7)
+def defect2(rng: np.random.Generator) -> Item:
+    flag = bool(rng.random() < 0.5)
+    bad = int(rng.integers(0, 2))
+    imgs = []
+    for i in range(2):
+        o = random_obj(rng, size="large")
+        o.cracked = flag and i == bad
+        imgs.append(render(one(o)))
+    return Item(imgs, "Is either of the two objects cracked?", yn(flag), list(YES_NO))
+
+
+@generator("rel-statement-defect", "relation", YN, "multi", (2, 2),
+           "Is a statement about cracked objects in two images true ('both' / 'exactly one')? (NLVR2 subset 2 "
+           "analogue)", version=7)
+def statement_defect(rng: np.random.Generator) -> Item:
+    quant = str(rng.choice(["both images contain", "exactly one image contains"]))
+    truth = bool(rng.random() < 0.5)
+    n_with = (2 if truth else int(rng.integers(0, 2))) if quant.startswith("both") else (1 if truth else int(rng.choice([0, 2])))
+    has = set(rng.permutation(2)[:n_with].tolist())
+    imgs = []
+    for i in range(2):
+        objs = [random_obj(rng, size="large") for _ in range(int(rng.integers(1, 3)))]
+        if i in has:
+            objs[int(rng.integers(0, len(objs)))].cracked = True
+        imgs.append(render(Scene(place(rng, objs))))
+    return Item(imgs, f"True or false: {quant} a cracked object.", yn(truth), list(YES_NO))
 
 
 RELS = {"left of": (0, -1), "right of": (0, 1), "above": (1, -1), "below": (1, 1)}

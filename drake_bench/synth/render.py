@@ -80,6 +80,28 @@ def draw_obj(draw: ImageDraw.ImageDraw, o: Obj, outline_only_color: tuple[int, i
     if o.cracked:  # a bold dark zig-zag: the "defect" of the inspection tasks
         pts = [(o.x - r, o.y - r // 2), (o.x - r // 3, o.y + r // 3), (o.x + r // 3, o.y - r // 3), (o.x + r, o.y + r // 2)]
         draw.line(pts, fill=(20, 20, 20), width=3)
+    if o.state != "calm":
+        draw_state(draw, o)
+
+
+def draw_state(draw: ImageDraw.ImageDraw, o: Obj) -> None:
+    """Comic emanata for an object's state, in ink just beyond its outline: eight short rays (shining) or two
+    tremble strokes on each side (shaking). Drawn outside the object, so its colour and shape stay readable."""
+    r = SIZES[o.size]
+    ink = (20, 20, 20)
+    if o.state == "shining":
+        for k in range(8):
+            a = k * math.pi / 4 + math.pi / 8
+            c, s = math.cos(a), math.sin(a)
+            draw.line([(o.x + (r + 3) * c, o.y + (r + 3) * s), (o.x + (r + 7) * c, o.y + (r + 7) * s)], fill=ink, width=2)
+    elif o.state == "shaking":
+        h = max(3, r // 2)
+        for side in (-1, 1):
+            for off in (3, 6):
+                x = o.x + side * (r + off)
+                draw.line([(x, o.y - h), (x, o.y + h)], fill=ink, width=1 + (off == 3))
+    else:
+        raise ValueError(f"unknown object state {o.state!r}")
 
 
 @lru_cache(maxsize=4)

@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-GENERATOR_VERSION = 6
+GENERATOR_VERSION = 7
 """The newest generator version. A redesigned generator is registered as a new implementation tagged with
 the new version (the old one stays, so older manifests still build byte for byte); a change to the shared
 world tables changes every generator's bytes and needs a new version for all of them."""
@@ -23,7 +23,9 @@ BASE_VERSION = 3
 Version 4 redesigned rsn-find-image, rsn-common-color and rsn-common-shape (drake-synth 1.4.0). Version 5 gave
 the four image-quality tasks luma grain instead of per-pixel colour noise (drake-synth 1.5.0). Version 6 added the
 group visual domains (``GROUP_DOMAINS``), which a task's rule selects with ``visual_domain`` (drake-synth 1.6.0);
-no generator function changed, so a task without that rule key draws the same items as before."""
+no generator function changed, so a task without that rule key draws the same items as before. Version 7 gave the
+relation and reasoning groups a skill of their own (drake-synth 1.7.0): cracks on two more relation tasks, object
+states (``STATES``) on three reasoning tasks."""
 
 COLORS: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),
@@ -38,6 +40,9 @@ CORNERS: dict[str, int] = {"circle": 0, "square": 4, "triangle": 3, "diamond": 4
 SIZES: dict[str, int] = {"small": 7, "large": 13}
 """Radius in pixels of a 64 px image: small objects are still ~5 px at 48 px."""
 STYLES: list[str] = ["filled", "outlined", "striped"]
+STATES: list[str] = ["calm", "shining", "shaking"]
+"""Object states of the multimodal-reasoning group (MIT-States analogue, generator version 7), drawn as comic emanata:
+short rays around a shining object, tremble strokes either side of a shaking one. Only reasoning tasks draw them."""
 
 DOMAINS: dict[str, tuple[int, int, int]] = {
     "plain": (232, 232, 232),  # default domain: light grey background, filled shapes
@@ -147,6 +152,7 @@ class Obj:
     style: str = "filled"
     cracked: bool = False
     rotation: int = 0  # degrees; used for upright vs upside-down triangles
+    state: str = field(default="calm", repr=False)  # out of repr: older scenes keep their seeds (``hash_scene``)
 
     def phrase(self) -> str:
         return f"{self.size} {self.color} {self.shape}"
@@ -172,12 +178,13 @@ class Scene:
 
 
 def place(rng: np.random.Generator, objs: list[Obj], margin: int = 3, tries: int = 300,
-          fixed: list[Obj] | None = None) -> list[Obj]:
+          fixed: list[Obj] | None = None, pad: int = 0) -> list[Obj]:
     """Give each object a non-overlapping position (rejection sampling, deterministic given rng).
 
     A large object that cannot fit after ``tries`` is shrunk to small, so callers must read
     sizes after placement (generators form questions from the placed objects). ``fixed``
-    objects keep their positions and are avoided; the returned list excludes them.
+    objects keep their positions and are avoided; the returned list excludes them. ``pad`` keeps objects that
+    farther from the image border (room for marks drawn around an object, such as state emanata).
     """
     placed: list[Obj] = list(fixed or [])
     for o in objs:
@@ -185,8 +192,8 @@ def place(rng: np.random.Generator, objs: list[Obj], margin: int = 3, tries: int
             if attempt == tries:
                 o.size = "small"
             r = SIZES[o.size]
-            x = int(rng.integers(r + 1, 64 - r))
-            y = int(rng.integers(r + 1, 64 - r))
+            x = int(rng.integers(r + 1 + pad, 64 - r - pad))
+            y = int(rng.integers(r + 1 + pad, 64 - r - pad))
             if all((x - p.x) ** 2 + (y - p.y) ** 2 > (r + SIZES[p.size] + margin) ** 2 for p in placed):
                 break
         o.x, o.y = x, y
