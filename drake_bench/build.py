@@ -10,6 +10,7 @@ lose the others: they stay on disk and the error lists every failed task.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -65,6 +66,17 @@ def _clear_task(root: Path, task_id: str) -> None:
         folder.rmdir()
 
 
+def _drop_foreign_tasks(root: Path, spec: BenchmarkSpec) -> None:
+    """Remove task folders the manifest does not list: a rebuild over another version's build (a task renamed or
+    dropped) must not leave its shards behind, where build_info.json would hash them into the data hash."""
+    known = {t.id for t in spec.tasks}
+    data = root / "data"
+    if data.is_dir():
+        for folder in data.iterdir():
+            if folder.is_dir() and folder.name not in known:
+                shutil.rmtree(folder)
+
+
 def manifest_hash(spec: BenchmarkSpec) -> str:
     """The manifest hash a build cites: the stamped one, else computed (specs built in code have none)."""
     return spec.content_hash or manifest_dict(spec)["content_hash"]
@@ -111,6 +123,7 @@ def build_benchmark(
     spec = load_benchmark(benchmark)
     root = Path(out) if out is not None else built_root(spec.name)
     root.mkdir(parents=True, exist_ok=True)
+    _drop_foreign_tasks(root, spec)
     wanted = [t for t in spec.tasks if tasks is None or t.id in set(tasks)]
     if tasks is not None:
         for t in tasks:

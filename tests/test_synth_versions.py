@@ -140,3 +140,16 @@ def test_cli_list_shows_archived_versions(monkeypatch):
     rows = [r for r in buf.getvalue().splitlines() if "drake-synth" in r and "│" in r]
     assert any("drake-synth@1.3.0" in r and "1.3.0 (archived)" in r for r in rows), rows
     assert any("drake-synth " in r and load_benchmark("drake-synth").version in r for r in rows), rows
+
+
+def test_a_rebuild_over_another_versions_build_drops_the_tasks_it_no_longer_has(tmp_path):
+    """1.7.0 replaced rel-same-count; building 1.7.0 where 1.6.0 was built must not keep (and hash) its shards."""
+    from drake_bench.synth.builder import build_synth
+
+    build_synth("drake-synth@1.6.0", scale=0.1, out=tmp_path, tasks=["rel-same-count", "rel-spatial"])
+    root = build_synth("drake-synth", scale=0.1, out=tmp_path, tasks=["rel-defect-2", "rel-spatial"])
+    assert sorted(p.name for p in (root / "data").iterdir()) == ["rel-defect-2", "rel-spatial"]
+    info = json.loads((root / "build_info.json").read_text())
+    assert set(info["sizes"]) == {"rel-defect-2", "rel-spatial"}
+    alone = build_synth("drake-synth", scale=0.1, out=tmp_path / "alone", tasks=["rel-defect-2", "rel-spatial"])
+    assert json.loads((alone / "build_info.json").read_text())["data_hash"] == info["data_hash"]
