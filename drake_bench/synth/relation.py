@@ -132,37 +132,32 @@ def statement_count(rng: np.random.Generator) -> Item:
 @generator("rel-defect-4", "relation", YN, "multi", (4, 4),
            "Does any of four objects carry a crack? (VISION 4-image defect inspection analogue)")
 def defect4(rng: np.random.Generator) -> Item:
+    return inspection(rng, 4, "Is any of the objects cracked?")
+
+
+def inspection(rng: np.random.Generator, n: int, question: str) -> Item:
+    """``n`` images of one large object each; with probability 1/2 one of them is cracked (VISION analogues)."""
     flag = bool(rng.random() < 0.5)
-    bad = int(rng.integers(0, 4))
+    bad = int(rng.integers(0, n))
     imgs = []
-    for i in range(4):
+    for i in range(n):
         o = random_obj(rng, size="large")
         o.cracked = flag and i == bad
         imgs.append(render(one(o)))
-    return Item(imgs, "Is any of the objects cracked?", yn(flag), list(YES_NO))
+    return Item(imgs, question, yn(flag), list(YES_NO))
 
 
 @generator("rel-defect-2", "relation", YN, "multi", (2, 2),
            "Is either of two objects cracked? (VISION 2-image defect inspection analogue)", version=7)
 def defect2(rng: np.random.Generator) -> Item:
-    flag = bool(rng.random() < 0.5)
-    bad = int(rng.integers(0, 2))
-    imgs = []
-    for i in range(2):
-        o = random_obj(rng, size="large")
-        o.cracked = flag and i == bad
-        imgs.append(render(one(o)))
-    return Item(imgs, "Is either of the two objects cracked?", yn(flag), list(YES_NO))
+    return inspection(rng, 2, "Is either of the two objects cracked?")
 
 
 @generator("rel-statement-defect", "relation", YN, "multi", (2, 2),
            "Is a statement about cracked objects in two images true ('both' / 'exactly one')? (NLVR2 subset 2 "
            "analogue)", version=7)
 def statement_defect(rng: np.random.Generator) -> Item:
-    quant = str(rng.choice(["both images contain", "exactly one image contains"]))
-    truth = bool(rng.random() < 0.5)
-    n_with = (2 if truth else int(rng.integers(0, 2))) if quant.startswith("both") else (1 if truth else int(rng.choice([0, 2])))
-    has = set(rng.permutation(2)[:n_with].tolist())
+    quant, truth, has = quantified(rng)
     imgs = []
     for i in range(2):
         objs = [random_obj(rng, size="large") for _ in range(int(rng.integers(1, 3)))]
@@ -215,14 +210,19 @@ def style_consistency(rng: np.random.Generator) -> Item:
     return Item(imgs, "Are these objects drawn in the same style?", yn(same), list(YES_NO))
 
 
+def quantified(rng: np.random.Generator) -> tuple[str, bool, set[int]]:
+    """An NLVR2-style quantifier over two images, its truth (drawn first) and which images must hold the property."""
+    quant = str(rng.choice(["both images contain", "exactly one image contains"]))
+    truth = bool(rng.random() < 0.5)
+    n_with = (2 if truth else int(rng.integers(0, 2))) if quant.startswith("both") else (1 if truth else int(rng.choice([0, 2])))
+    return quant, truth, set(rng.permutation(2)[:n_with].tolist())
+
+
 @generator("rel-statement-color", "relation", YN, "multi", (2, 2),
            "Is a statement about colours in two images true ('both' / 'exactly one')? (NLVR2 subset 2 analogue)")
 def statement_color(rng: np.random.Generator) -> Item:
     color = str(rng.choice(COLS))
-    quant = str(rng.choice(["both images contain", "exactly one image contains"]))
-    truth = bool(rng.random() < 0.5)
-    n_with = (2 if truth else int(rng.integers(0, 2))) if quant.startswith("both") else (1 if truth else int(rng.choice([0, 2])))
-    has = set(rng.permutation(2)[:n_with].tolist())
+    quant, truth, has = quantified(rng)
     imgs = []
     for i in range(2):
         objs = [random_obj(rng, color=color, size="small")] if i in has else []
