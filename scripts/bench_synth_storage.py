@@ -11,8 +11,8 @@ its predecessor (archived manifest, the older storage encoding), then reads ever
   * build seconds (one process; building uses no torch) and how many task splits hold the same content (ids, text and
     decoded pixels: ``drake_bench.hub.shard_digest``) in both versions.
 
-Then builds the shipped version of each benchmark whose content changed since (``CONTENT_PAIRS``: drake-synth
-1.6.0 against 1.5.0) and totals the shipped suite.
+Then builds each later version of a benchmark whose content changed since (``CONTENT_PAIRS``: drake-synth 1.6.0
+against 1.5.0, then the shipped 1.7.0 against 1.6.0) and totals the shipped suite.
 
     python scripts/bench_synth_storage.py          # about a minute on one core; writes docs/synth_storage.md
 """
@@ -31,8 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PAIRS = [("drake-synth@1.5.0", "drake-synth@1.4.0"), ("hflb-synth", "hflb-synth@1.3.0"), ("fedllm-synth", "fedllm-synth@1.3.0")]
 """(new encoding, old encoding). drake-synth is pinned to 1.5.0, the version that introduced the compact encoding:
 1.6.0 redraws 24 tasks in their group's visual domain, which is a content change, not an encoding one."""
-CONTENT_PAIRS = [("drake-synth", "drake-synth@1.5.0")]
-"""(shipped, previous) of a content change in the same encoding: what a redesign costs on disk."""
+CONTENT_PAIRS = [("drake-synth@1.6.0", "drake-synth@1.5.0"), ("drake-synth", "drake-synth@1.6.0")]
+"""(later, previous) of each content change in the same encoding, oldest first (a previous version is one built
+before it): what each redesign costs on disk."""
 SHIPPED = ["drake-synth", "hflb-synth", "fedllm-synth"]
 
 
@@ -68,8 +69,9 @@ def measure(name: str, out: Path) -> dict:
 def same_content(a: Path, b: Path) -> tuple[int, int, list[str]]:
     from drake_bench.hub import shard_digest
 
-    rels = sorted(p.relative_to(a) for p in (a / "data").glob("*/*.parquet"))
-    differ = [str(r) for r in rels if shard_digest(a / r) != shard_digest(b / r)]
+    """Splits of ``b`` with the same content in ``a``; a split of a task only one version has counts as differing."""
+    rels = sorted(p.relative_to(b) for p in (b / "data").glob("*/*.parquet"))
+    differ = [str(r) for r in rels if not (a / r).is_file() or shard_digest(a / r) != shard_digest(b / r)]
     return len(rels) - len(differ), len(rels), differ
 
 
@@ -102,19 +104,20 @@ def report(rows: list[dict], content: list[dict] | None = None) -> str:
               "the four image-quality tasks, whose noise became luma grain).", ""]
     if content:
         lines += ["## Content changes since, in the same encoding", "",
-                  "| benchmark | version | shards | shards MB | on disk MB | Arrow cache MB | build s | same content |",
+                  "| benchmark | version | shards | shards MB | on disk MB | Arrow cache MB | build s | same content as |",
                   "|:---|:---|---:|---:|---:|---:|---:|:---|"]
         for r in content:
             lines.append(f"| {r['benchmark'].split('@')[0]} | {r['version']} | {r['shards']} | {mb(r['shard_bytes'])} | "
                          f"{mb(r['on_disk_bytes'])} | {mb(r['arrow_cache_bytes'])} | {r['build_seconds']} | "
-                         f"{r.get('same_content', '')} |")
+                         f"{r.get('against', '')}: {r.get('same_content', '')} |")
         shipped = {r["benchmark"]: r for r in rows + content if r["benchmark"] in SHIPPED}
         names = ", ".join(f"{b} {shipped[b]['version']}" for b in SHIPPED)
         lines += ["", f"The shipped suite ({names}): "
                   f"{mb(tot(shipped.values(), 'shard_bytes'))} MB of shards, {mb(tot(shipped.values(), 'on_disk_bytes'))} "
                   f"MB on disk, built in {tot(shipped.values(), 'build_seconds'):.1f} s. drake-synth 1.6.0 draws the "
                   "relation and reasoning clients' 24 tasks in their group's visual domain (studio photographs, comic "
-                  "drawings); the other tasks' splits are unchanged.", ""]
+                  "drawings); 1.7.0 replaces two relation tasks and redraws three reasoning tasks (the groups' own "
+                  "skills: cracks, object states). The other tasks' splits are unchanged.", ""]
     return "\n".join(lines)
 
 
@@ -136,10 +139,10 @@ def main() -> int:
                   f"{same}/{n}", flush=True)
         content = []
         for current, previous in CONTENT_PAIRS:  # the previous version was built above
-            prev_root = next(Path(r["root"]) for r in rows if r["benchmark"] == previous)
+            prev_root = next(Path(r["root"]) for r in rows + content if r["benchmark"] == previous)
             new = measure(current, Path(tmp) / current)
             same, n, differ = same_content(prev_root, Path(new["root"]))
-            new.update(same_content=f"{same}/{n}", differing=differ)
+            new.update(same_content=f"{same}/{n}", differing=differ, against=previous.split("@")[-1])
             content.append(new)
             print(f"{current}: {new['shard_bytes'] / 1e6:.2f} MB, same content as {previous} {same}/{n}", flush=True)
     for r in rows + content:
