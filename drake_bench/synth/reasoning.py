@@ -24,7 +24,7 @@ import numpy as np
 
 from ..sample import AnswerType
 from .registry import YES_NO, Item, generator, image_options, yn
-from .relation import one, two_related
+from .relation import consistent, one, two_related
 from .render import render
 from .world import an, COLOR_FIGURES, COLORS, SHAPE_FIGURES, SHAPES, STATES, Obj, Scene, other, place, random_obj
 
@@ -137,12 +137,7 @@ def _in_state(rng: np.random.Generator, state: str, size: str | None = None) -> 
            "Are the objects of four images all in the same state (calm, shining or shaking, drawn as comic emanata)? "
            "(MIT-States StateCoherence analogue)", version=7)
 def state_coherence_emanata(rng: np.random.Generator) -> Item:
-    same = bool(rng.random() < 0.5)
-    z = str(rng.choice(STATES))
-    states = [z] * 4
-    if not same:
-        for i in rng.permutation(4)[: int(rng.integers(1, 3))]:
-            states[int(i)] = other(rng, STATES, z)
+    same, states = consistent(rng, STATES, 4)
     imgs = [render(one(_in_state(rng, st, size="small"))) for st in states]
     return Item(imgs, "Are all the objects in the same state?", yn(same), list(YES_NO))
 
