@@ -67,9 +67,9 @@ def measure(name: str, out: Path) -> dict:
 
 
 def same_content(a: Path, b: Path) -> tuple[int, int, list[str]]:
+    """Splits of ``b`` with the same content in ``a``; a split of a task only one version has counts as differing."""
     from drake_bench.hub import shard_digest
 
-    """Splits of ``b`` with the same content in ``a``; a split of a task only one version has counts as differing."""
     rels = sorted(p.relative_to(b) for p in (b / "data").glob("*/*.parquet"))
     differ = [str(r) for r in rels if not (a / r).is_file() or shard_digest(a / r) != shard_digest(b / r)]
     return len(rels) - len(differ), len(rels), differ
