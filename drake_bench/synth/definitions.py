@@ -22,8 +22,9 @@ SEED = 0
 VERSION = "1.4.0"
 """hflb-synth's and fedllm-synth's version. 1.4.0 stores the same content as 1.3.0 in a third of the bytes
 (``SYNTH_STORAGE``); 1.3.0 is archived in splits/archive/."""
-DRAKE_VERSION = "1.7.0"
-"""drake-synth 1.7.0: each of the visual-relation and multimodal-reasoning groups has a visual skill its clients share
+DRAKE_VERSION = "1.8.0"
+"""drake-synth 1.8.0: the reasoning group's state tasks ask about presence instead of comparing states across
+images, and rsn-common-state replaces rsn-common-shape on client 9 (generator version 8). 1.7.0: each of the visual-relation and multimodal-reasoning groups has a visual skill its clients share
 and no other group teaches (choice ``drake-synth.group-skills``; generator version 7), as image quality is VQA's:
 defect inspection (rel-defect-2 and rel-statement-defect replace rel-same-count and rel-statement-color) and object
 states (rsn-state-coherence, rsn-bongard-concept and rsn-odd-one-out redrawn about them). 1.6.0: the visual-relation
@@ -86,7 +87,7 @@ DRAKE_CLIENTS: dict[int, tuple[str, list[tuple[str, str, str]]]] = {
     9: ("multimodal-reasoning", [
         ("rsn-phrase-select", "figurative-understanding", "IRFL PhraseSelection"),
         ("rsn-common-color", "context-dependent-reasoning", "Bongard-OpenWorld ConceptQuery"),
-        ("rsn-common-shape", "context-dependent-reasoning", "Bongard-HOI ConceptQuery"),
+        ("rsn-common-state", "context-dependent-reasoning", "Bongard-HOI ConceptQuery"),
         ("rsn-odd-one-out", "context-dependent-reasoning", "Bongard-HOI ActionIncoherence")]),
     10: ("vqa", [
         ("vqa-quality-yesno", "image-quality", "Co-Instruct YesNo"),
@@ -234,8 +235,8 @@ def drake_synth_spec() -> BenchmarkSpec:
                    reason="keeps DRAKE's group structure: related skills inside a group, few across groups"),
             Choice(key="drake-synth.reasoning-lexicon", tag="R", decision="the reasoning group's text speaks one "
                    "figurative lexicon ('fire' = red, 'wheel' = circle): rsn-metaphor-match, rsn-find-image (client 7), "
-                   "rsn-figurative-verify, rsn-idiom-match (client 8), rsn-phrase-select, rsn-common-color and "
-                   "rsn-common-shape (client 9) read or answer in it; other groups name colours and shapes literally",
+                   "rsn-figurative-verify, rsn-idiom-match (client 8), rsn-phrase-select and rsn-common-color "
+                   "(client 9) read or answer in it; other groups name colours and shapes literally",
                    reason="DRAKE's reasoning clients share figurative understanding (IRFL on clients 7, 8, 9); in 1.3.0 "
                           "client 9 shared nothing with 7 and 8 that other groups did not teach, and measured "
                           "within-group transfer was below across-group (docs/transfer/probe-film-cmp-reasoning-2000x12)"),
@@ -253,12 +254,18 @@ def drake_synth_spec() -> BenchmarkSpec:
                    "10), cracks for visual relation (rel-defect-2, rel-defect-4, rel-statement-defect on clients 1, 5, "
                    "6: VISION's 2- and 4-image defect inspection, and NLVR2-style statements about it), object states "
                    "drawn as comic emanata for multimodal reasoning (rsn-state-coherence, rsn-bongard-concept, "
-                   "rsn-odd-one-out on clients 7, 8, 9: MIT-States and Bongard) (generator version 7)",
+                   "rsn-odd-one-out, rsn-common-state on clients 7, 8, 9, 9: MIT-States and Bongard) (generator "
+                   "version 7); the state tasks ask about presence (is every object in a named state, which image "
+                   "is not calm, does the query show the positives' marks), as the crack tasks do (generator version 8)",
                    reason="the probe-transfer runs on 1.3.0 to 1.6.0 found that a learner carries task skill, not "
                           "look, between clients: VQA, the one group whose skills (image quality, icons) no other group "
                           "taught, was the one that gained more from its own clients; the relation and reasoning tasks "
                           "asked about colour, shape, size and count, which every group teaches "
-                          "(docs/transfer/probe-film-cmp-1.6.0-fresh-head)"),
+                          "(docs/transfer/probe-film-cmp-1.6.0-fresh-head). On 1.7.0 the crack skill carried inside "
+                          "the relation group, but the reasoning sources did not learn their state tasks, which "
+                          "compared states across images (all the same? which differs?), and only client 9's "
+                          "colour and shape tasks were learnt, which every group teaches "
+                          "(docs/transfer/probe-film-cmp-2000x12-1.7.0-fresh-head)"),
             Choice(key="drake-synth.answer_types", tag="I", decision="20 multiple-choice, 12 yes/no, 8 open client tasks, "
                    "following the inferred per-task answer types of spec §1.3"),
             Choice(key="drake-synth.cross-family", tag="R", decision="llama-m on clients 1, 2, 7; qwen2-m on 3, 4, 5, 8; "

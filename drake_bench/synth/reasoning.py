@@ -137,9 +137,21 @@ def _in_state(rng: np.random.Generator, state: str, size: str | None = None) -> 
            "Are the objects of four images all in the same state (calm, shining or shaking, drawn as comic emanata)? "
            "(MIT-States StateCoherence analogue)", version=7)
 def state_coherence_emanata(rng: np.random.Generator) -> Item:
-    same, states = consistent(rng, STATES, 4)
+    same, states, _ = consistent(rng, STATES, 4)
     imgs = [render(one(_in_state(rng, st, size="small"))) for st in states]
     return Item(imgs, "Are all the objects in the same state?", yn(same), list(YES_NO))
+
+
+@generator("rsn-state-coherence", "reasoning", YN, "multi", (4, 4),
+           "Are the objects of four images all in a named state (calm, shining or shaking, drawn as comic emanata)? "
+           "(MIT-States StateCoherence analogue)", version=8)
+def state_coherence_named(rng: np.random.Generator) -> Item:
+    # version 7 asked whether all four states were the same, a comparison across images that the probe learnt
+    # only from 2,000 items alone and a transfer source did not learn among its four tasks; naming the state
+    # makes it a presence question per image (is any object not <state>?), as the relation group's crack tasks are
+    same, states, named = consistent(rng, STATES, 4)  # 'no': one or two of the four are not in the named state
+    imgs = [render(one(_in_state(rng, st, size="small"))) for st in states]
+    return Item(imgs, f"Are all four objects {named}?", yn(same), list(YES_NO))
 
 
 @generator("rsn-figurative-verify", "reasoning", YN, "single", (1, 1),
@@ -203,6 +215,24 @@ def bongard_state(rng: np.random.Generator) -> Item:
                            margin=9, pad=8))
 
     return bongard(rng, None, pos, neg)
+
+
+@generator("rsn-bongard-concept", "reasoning", YN, "multi", (5, 5),
+           "Bongard set whose rule is 'contains a <shining|shaking> object' against calm negatives (object states "
+           "drawn as comic emanata); does the query follow it? (Bongard-OpenWorld analogue)", version=8)
+def bongard_state_presence(rng: np.random.Generator) -> Item:
+    # version 7's negatives could hold the other marked state, so the rule had to be told apart from it; here the
+    # negatives are calm, so the query follows the rule when it shows the marks the positives share
+    state = str(rng.choice(STATES[1:]))
+
+    def scene(marked: bool) -> Scene:
+        n_calm = int(rng.integers(0, 2) if marked else rng.integers(1, 3))  # one or two objects per image
+        objs = [_in_state(rng, "calm", "small") for _ in range(n_calm)]
+        if marked:
+            objs.insert(int(rng.integers(0, len(objs) + 1)), _in_state(rng, state, "small"))
+        return Scene(place(rng, objs, margin=9, pad=8))
+
+    return bongard(rng, None, lambda: scene(True), lambda: scene(False))
 
 
 @generator("rsn-panel-sequence", "reasoning", MC, "multi", (3, 3),
@@ -302,3 +332,28 @@ def odd_state_out(rng: np.random.Generator) -> Item:
     same = [_in_state(rng, z, "small") for _ in range(3)]
     imgs, ans = pick_among(rng, odd, same)
     return Item(imgs, "Which image does not fit with the others?", ans, image_options(4))
+
+
+@generator("rsn-odd-one-out", "reasoning", MC, "multi", (4, 4),
+           "Three objects are calm, one shines or shakes (comic emanata): which image does not fit? (Bongard-HOI action "
+           "incoherence analogue)", version=8)
+def odd_marked_out(rng: np.random.Generator) -> Item:
+    # version 7's three alike could be in any state; here they are calm, so the odd image is the one with marks
+    odd = _in_state(rng, str(rng.choice(STATES[1:])), "small")
+    same = [_in_state(rng, "calm", "small") for _ in range(3)]
+    imgs, ans = pick_among(rng, odd, same)
+    return Item(imgs, "Which image does not fit with the others?", ans, image_options(4))
+
+
+@generator("rsn-common-state", "reasoning", OPEN, "multi", (3, 3),
+           "Name the state (calm, shining or shaking, drawn as comic emanata) shared by all images of a concept set "
+           "(Bongard-HOI concept query analogue).", version=8)
+def common_state(rng: np.random.Generator) -> Item:
+    shared = str(rng.choice(STATES))
+    imgs, fills = [], [other(rng, STATES, shared) for _ in range(3)]
+    if len(set(fills)) == 1:  # both other states occur, so only the shared one is in every image
+        fills[int(rng.integers(0, 3))] = other(rng, STATES, shared, fills[0])
+    for f in fills:
+        objs = [_in_state(rng, shared, "small"), _in_state(rng, f, "small")]
+        imgs.append(render(Scene(place(rng, [objs[int(i)] for i in rng.permutation(2)], margin=9, pad=8))))
+    return Item(imgs, "Which state appears in every image?", shared)

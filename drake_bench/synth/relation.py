@@ -101,21 +101,22 @@ def edit_instruction(rng: np.random.Generator) -> Item:
     return edit_pair(rng, "plain")
 
 
-def consistent(rng: np.random.Generator, values: list[str], n: int) -> tuple[bool, list[str]]:
-    """``n`` values of one attribute, all the same with probability 1/2 (drawn first), else one or two changed."""
+def consistent(rng: np.random.Generator, values: list[str], n: int) -> tuple[bool, list[str], str]:
+    """``n`` values of one attribute, all the same with probability 1/2 (drawn first), else one or two changed; and
+    the value they were changed from (uniform and independent of the answer, so a question may name it)."""
     same = bool(rng.random() < 0.5)
     v = str(rng.choice(values))
     out = [v] * n
     if not same:
         for i in rng.permutation(n)[: int(rng.integers(1, 3))]:
             out[int(i)] = other(rng, values, v)
-    return same, out
+    return same, out, v
 
 
 @generator("rel-color-consistency", "relation", YN, "multi", (4, 4),
            "Do the objects in four images all have the same colour? (Fashion200K ColorConsistency analogue)")
 def color_consistency(rng: np.random.Generator) -> Item:
-    same, cols = consistent(rng, COLS, 4)
+    same, cols, _ = consistent(rng, COLS, 4)
     imgs = [render(one(random_obj(rng, color=col, size="large"))) for col in cols]
     return Item(imgs, "Do all four objects have the same colour?", yn(same), list(YES_NO))
 

@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-GENERATOR_VERSION = 7
+GENERATOR_VERSION = 8
 """The newest generator version. A redesigned generator is registered as a new implementation tagged with
 the new version (the old one stays, so older manifests still build byte for byte); a change to the shared
 world tables changes every generator's bytes and needs a new version for all of them."""
@@ -25,7 +25,9 @@ the four image-quality tasks luma grain instead of per-pixel colour noise (drake
 group visual domains (``GROUP_DOMAINS``), which a task's rule selects with ``visual_domain`` (drake-synth 1.6.0);
 no generator function changed, so a task without that rule key draws the same items as before. Version 7 gave the
 relation and reasoning groups a skill of their own (drake-synth 1.7.0): cracks on two more relation tasks, object
-states (``STATES``) on three reasoning tasks."""
+states (``STATES``) on three reasoning tasks. Version 8 asked the reasoning group's state tasks about presence
+(is a named state there, which image is not calm) instead of comparison, and added rsn-common-state (drake-synth
+1.8.0)."""
 
 COLORS: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),
