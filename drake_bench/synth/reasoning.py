@@ -328,8 +328,13 @@ def odd_one_out(rng: np.random.Generator) -> Item:
            "(Bongard-HOI action incoherence analogue)", version=7)
 def odd_state_out(rng: np.random.Generator) -> Item:
     z = str(rng.choice(STATES))
-    odd = _in_state(rng, other(rng, STATES, z), "small")
-    same = [_in_state(rng, z, "small") for _ in range(3)]
+    return state_odd_out(rng, other(rng, STATES, z), z)
+
+
+def state_odd_out(rng: np.random.Generator, odd_state: str, same_state: str) -> Item:
+    """Four one-object images, three in ``same_state`` and one in ``odd_state``: which does not fit?"""
+    odd = _in_state(rng, odd_state, "small")
+    same = [_in_state(rng, same_state, "small") for _ in range(3)]
     imgs, ans = pick_among(rng, odd, same)
     return Item(imgs, "Which image does not fit with the others?", ans, image_options(4))
 
@@ -339,10 +344,7 @@ def odd_state_out(rng: np.random.Generator) -> Item:
            "incoherence analogue)", version=8)
 def odd_marked_out(rng: np.random.Generator) -> Item:
     # version 7's three alike could be in any state; here they are calm, so the odd image is the one with marks
-    odd = _in_state(rng, str(rng.choice(STATES[1:])), "small")
-    same = [_in_state(rng, "calm", "small") for _ in range(3)]
-    imgs, ans = pick_among(rng, odd, same)
-    return Item(imgs, "Which image does not fit with the others?", ans, image_options(4))
+    return state_odd_out(rng, str(rng.choice(STATES[1:])), "calm")
 
 
 @generator("rsn-common-state", "reasoning", OPEN, "multi", (3, 3),
