@@ -12,7 +12,7 @@ its predecessor (archived manifest, the older storage encoding), then reads ever
     decoded pixels: ``drake_bench.hub.shard_digest``) in both versions.
 
 Then builds each later version of a benchmark whose content changed since (``CONTENT_PAIRS``: drake-synth 1.6.0
-against 1.5.0, then the shipped 1.7.0 against 1.6.0) and totals the shipped suite.
+against 1.5.0, 1.7.0 against 1.6.0, then the shipped 1.8.0 against 1.7.0) and totals the shipped suite.
 
     python scripts/bench_synth_storage.py          # about a minute on one core; writes docs/synth_storage.md
 """
@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PAIRS = [("drake-synth@1.5.0", "drake-synth@1.4.0"), ("hflb-synth", "hflb-synth@1.3.0"), ("fedllm-synth", "fedllm-synth@1.3.0")]
 """(new encoding, old encoding). drake-synth is pinned to 1.5.0, the version that introduced the compact encoding:
 1.6.0 redraws 24 tasks in their group's visual domain, which is a content change, not an encoding one."""
-CONTENT_PAIRS = [("drake-synth@1.6.0", "drake-synth@1.5.0"), ("drake-synth", "drake-synth@1.6.0")]
+CONTENT_PAIRS = [("drake-synth@1.6.0", "drake-synth@1.5.0"), ("drake-synth@1.7.0", "drake-synth@1.6.0"),
+                 ("drake-synth", "drake-synth@1.7.0")]
 """(later, previous) of each content change in the same encoding, oldest first (a previous version is one built
 before it): what each redesign costs on disk."""
 SHIPPED = ["drake-synth", "hflb-synth", "fedllm-synth"]
