@@ -23,15 +23,16 @@ VERSION = "1.4.0"
 """hflb-synth's and fedllm-synth's version. 1.4.0 stores the same content as 1.3.0 in a third of the bytes
 (``SYNTH_STORAGE``); 1.3.0 is archived in splits/archive/."""
 DRAKE_VERSION = "1.8.0"
-"""drake-synth 1.8.0: the reasoning group's state tasks ask about presence instead of comparing states across
-images, and rsn-common-state replaces rsn-common-shape on client 9 (generator version 8). 1.7.0: each of the visual-relation and multimodal-reasoning groups has a visual skill its clients share
-and no other group teaches (choice ``drake-synth.group-skills``; generator version 7), as image quality is VQA's:
-defect inspection (rel-defect-2 and rel-statement-defect replace rel-same-count and rel-statement-color) and object
-states (rsn-state-coherence, rsn-bongard-concept and rsn-odd-one-out redrawn about them). 1.6.0: the visual-relation
-and multimodal-reasoning clients' tasks render in their group's own visual domain (``GROUP_DOMAIN``; generator
-version 6, new draws). 1.5.0: ``SYNTH_STORAGE``, and luma grain for the image-quality tasks' noise (generator
-version 5). 1.4.0: the reasoning group's text speaks one figurative lexicon (generator version 4 of rsn-find-image,
-rsn-common-color, rsn-common-shape). The older versions are archived in splits/archive/."""
+"""drake-synth 1.8.0: the reasoning group's state tasks ask about presence instead of comparing states across images,
+and rsn-common-state replaces rsn-common-shape on client 9 (generator version 8). 1.7.0: each of the visual-relation
+and multimodal-reasoning groups has a visual skill its clients share and no other group teaches (choice
+``drake-synth.group-skills``; generator version 7), as image quality is VQA's: defect inspection (rel-defect-2 and
+rel-statement-defect replace rel-same-count and rel-statement-color) and object states (rsn-state-coherence,
+rsn-bongard-concept and rsn-odd-one-out redrawn about them). 1.6.0: the visual-relation and multimodal-reasoning
+clients' tasks render in their group's own visual domain (``GROUP_DOMAIN``; generator version 6, new draws). 1.5.0:
+``SYNTH_STORAGE``, and luma grain for the image-quality tasks' noise (generator version 5). 1.4.0: the reasoning
+group's text speaks one figurative lexicon (generator version 4 of rsn-find-image, rsn-common-color,
+rsn-common-shape). The older versions are archived in splits/archive/."""
 SYNTH_STORAGE = StorageRule(images="webp-lossless", parquet_compression="zstd")
 LICENSE = "Apache-2.0"
 METRIC = {

@@ -16,6 +16,12 @@ Generator version 7 (drake-synth 1.7.0) gave the group a visual skill of its own
 (``world.STATES``, MIT-States analogue), drawn as comic emanata, which rsn-state-coherence (client 7),
 rsn-bongard-concept (client 8) and rsn-odd-one-out (client 9) ask about and no other group's task draws.
 Until 1.6.0 those tasks asked about size, colour and shape, which every group teaches.
+
+Generator version 8 (drake-synth 1.8.0) asks the state tasks about presence (is every object in a named state,
+which image is the one not calm, does the query show the positives' marks), as the relation group's crack tasks
+do, and rsn-common-state (client 9) replaces rsn-common-shape. On 1.7.0 the transfer sources did not learn the
+comparison-format state tasks among their four, so the state skill could not carry
+(docs/transfer/probe-film-cmp-1.8.0-fresh-head/PREDICTION.md).
 """
 
 from __future__ import annotations
