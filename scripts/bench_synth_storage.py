@@ -118,7 +118,8 @@ def report(rows: list[dict], content: list[dict] | None = None) -> str:
                   f"MB on disk, built in {tot(shipped.values(), 'build_seconds'):.1f} s. drake-synth 1.6.0 draws the "
                   "relation and reasoning clients' 24 tasks in their group's visual domain (studio photographs, comic "
                   "drawings); 1.7.0 replaces two relation tasks and redraws three reasoning tasks (the groups' own "
-                  "skills: cracks, object states). The other tasks' splits are unchanged.", ""]
+                  "skills: cracks, object states); 1.8.0 redraws those three and replaces one more reasoning task (state "
+                  "tasks about presence). The other tasks' splits are unchanged.", ""]
     return "\n".join(lines)
 
 
