@@ -28,7 +28,7 @@ DONE_MARK = ".done"
 
 
 def split_sizes(n: int, rule: SubsamplingRule) -> tuple[int, int]:
-    """(train, test) sizes for a pool of ``n`` items: 10k/1k when large, else 8:2 (spec A2)."""
+    """(train, test) sizes for a pool of ``n`` items: 10k/1k when large, else 8:2 (docs/design-notes.md#large-threshold)."""
     if n >= rule.large_threshold:
         return rule.train, rule.test
     n_train = int(round(n * rule.train_ratio))

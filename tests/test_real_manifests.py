@@ -99,7 +99,7 @@ def test_drake_fl_scenarios_allocations() -> None:
     assert spec.scenarios.dirichlet.alphas == [1.0, 0.5, 0.1] and len(spec.scenarios.dirichlet.tasks) == 10
     alloc = spec.allocation()
     assert [alloc[c] for c in range(1, 11)] == ["llava-llama3.2-1b"] * 4 + ["llava-llama3.2-3b"] * 6
-    # Table 14 counts per experiment
+    # FedMosaic paper Table 14 counts per experiment
     expected = {
         "tab4-llama-qwen": {"llava-llama3.2-3b": 3, "llava-qwen2.5-1.5b": 4, "llava-qwen2.5-3b": 3},
         "tab16-1b-3b-8b": {"llava-llama3.2-1b": 3, "llava-llama3.2-3b": 5, "llava-llama3.1-8b": 2},

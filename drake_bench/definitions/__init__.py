@@ -1,8 +1,8 @@
 """Python definitions of the real benchmarks; ``scripts/make_real_manifests.py`` writes them to ``splits/*.json``.
 
-Each module returns a :class:`~drake_bench.spec.BenchmarkSpec` built from the paper's tables
-(see ``shared/specs/benchmarks.md``). Anything the paper does not state is tagged [I]/[R] in
-the spec's ``choices`` list and in the per-task ``provenance`` map.
+Each module returns a :class:`~drake_bench.spec.BenchmarkSpec` built from the FedMosaic paper's tables
+(see ``_common.PAPER``). Anything the paper does not state is tagged [I]/[R] in
+the BenchmarkSpec's ``choices`` list (longer reasons: docs/design-notes.md) and in the per-task ``provenance`` map.
 """
 
 from __future__ import annotations

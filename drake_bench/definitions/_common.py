@@ -1,4 +1,8 @@
-"""Shared pieces of the real benchmark definitions (paper citation, subsampling rule, FL configs)."""
+"""Shared pieces of the real benchmark definitions (paper citation, subsampling rule, FL configs).
+
+"Table N", "Tab. N", "Fig. N", "Sec. N" and "App. A.N" in these definitions and in the manifests built from them
+are those of the FedMosaic paper (``PAPER``, each manifest's ``citation``) unless another paper is named.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ PAPER = (
     "Clients (FedMosaic / DRAKE), anonymous, under review"
 )
 
-# Paper A.27: "10,000 training and 1,000 test samples, if the dataset is large; otherwise 8:2".
+# FedMosaic paper, App. A.27: "10,000 training and 1,000 test samples, if the dataset is large; otherwise 8:2".
 SUBSAMPLING = SubsamplingRule(large_threshold=11000, train=10000, test=1000, train_ratio=0.8, seed=0)
 
 SUBSAMPLING_CHOICES = [
@@ -17,7 +21,7 @@ SUBSAMPLING_CHOICES = [
         key="subsampling.large_threshold",
         tag="R",
         decision="a task is 'large' when its candidate pool has >= 11,000 items; train/test draws are disjoint",
-        reason="paper A.27 gives no threshold (spec A2); 11,000 is the smallest pool that fits 10k + 1k disjointly",
+        reason="the FedMosaic paper (App. A.27) does not say when a dataset is large; 11,000 is the smallest pool that fits 10k + 1k disjointly (docs/design-notes.md#large-threshold)",
     ),
     Choice(
         key="subsampling.seed",
@@ -29,7 +33,7 @@ SUBSAMPLING_CHOICES = [
 
 
 def fl(rounds: int, local_steps: int, eval_every: int, others_subsample: int | None = 200) -> FLConfig:
-    """Table 12 FL configuration; batch size 4 (A.6) for every benchmark."""
+    """FL configuration from the FedMosaic paper's Table 12; batch size 4 (its App. A.6) for every benchmark."""
     return FLConfig(
         rounds=rounds,
         local_steps=local_steps,
@@ -51,18 +55,18 @@ COMMON_CHOICES = [
         key="fl.others_subsample",
         tag="R",
         decision="a seeded cap of 200 test items per task for Others during intermediate evaluation; full sets for final tables",
-        reason="spec A16: each model is evaluated on every other client's tasks, which is costly",
+        reason="Others evaluates each model on every other client's tasks (36 per client in DRAKE, nine times Self), which is costly; a seeded cap keeps runs comparable (docs/design-notes.md#others-subsample)",
     ),
     Choice(
         key="stream.schedule",
         tag="R",
         decision="iteration-based ingestion: each task's train split is spread evenly over the local iterations of its rounds; batches drawn uniformly from an infinite memory",
-        reason="spec A6 / §4.3: Algorithm 1's one-step-per-sample cannot hold with 10k samples per 500 steps",
+        reason="the FedMosaic paper's Algorithm 1 takes one step per arriving sample, which cannot hold with 10k samples per 500 steps (docs/design-notes.md#stream-schedule)",
     ),
     Choice(
         key="metrics.std",
         tag="R",
         decision="population std (ddof=0) over 3 seeds",
-        reason="spec A11: the paper does not state its std convention",
+        reason="the FedMosaic paper reports mean ± std over 3 seeds without saying which std; stating one keeps runs comparable (docs/design-notes.md#std-convention)",
     ),
 ]

@@ -1,6 +1,6 @@
-"""DRAKE: 40 training tasks over 10 clients (paper Table 37) plus 7 unseen tasks (paper §5, A.27).
+"""DRAKE: 40 training tasks over 10 clients (FedMosaic paper Table 37) plus 7 unseen tasks (its Sec. 5, App. A.27).
 
-Task rows follow ``shared/specs/benchmarks.md`` §1.3/§1.5. The paper gives no per-task answer
+Task rows follow the paper's task descriptions (App. A.27) and client table (Table 37). The paper gives no per-task answer
 types, image counts or source distributions; every such value is tagged [I] in the task's
 ``provenance`` and the general decisions are listed in the manifest's ``choices``.
 """
@@ -209,7 +209,7 @@ _ROWS: list[tuple] = [
      {"split": "R", "source.rule": "R", "answer_type": "I"}),
 ]
 
-# Table 37, in listed (Dynamic) order [P].
+# FedMosaic paper Table 37, in listed (Dynamic) order [P].
 TABLE_37: dict[int, list[str]] = {
     1: ["fashion200k-clothcombination", "fashioniq", "vision-2img", "magicbrush"],
     2: ["coinstruct-2imgcompare", "seedbench2-kgqa", "iconqa-shortanswer-easy", "wcvqa-dishname"],
@@ -255,56 +255,56 @@ def _allocations() -> dict[str, ModelAllocation]:
     Q05, Q15, Q3 = "llava-qwen2.5-0.5b", "llava-qwen2.5-1.5b", "llava-qwen2.5-3b"
     rng = range(1, 11)
     return {
-        "default": _alloc("[P] clients 1-4 LLaVA-Llama3.2-1B, 5-10 LLaVA-Llama3.2-3B (Table 8 rule); Tab. 2, 3, 7, Dirichlet and all other analyses",
-                          "Tables 5, 8 and 14 (Tab. 2/3/7 rows, 'All other analysis/ablation')", {c: L1 if c <= 4 else L3 for c in rng}),
+        "default": _alloc("[P] clients 1-4 LLaVA-Llama3.2-1B, 5-10 LLaVA-Llama3.2-3B (FedMosaic paper Table 8 rule); Tab. 2, 3, 7, Dirichlet and all other analyses",
+                          "FedMosaic paper Tables 5, 8 and 14 (Tab. 2/3/7 rows, 'All other analysis/ablation')", {c: L1 if c <= 4 else L3 for c in rng}),
         "tab4-llama-qwen": _alloc("[P counts, R placement] 3 LLaVA-Llama3.2-3B + 4 LLaVA-Qwen2.5-1.5B + 3 LLaVA-Qwen2.5-3B; small-gain clients 1-4 get the 1.5B",
-                                  "Table 14, Tab. 4 row", {**{c: Q15 for c in (1, 2, 3, 4)}, **{c: L3 for c in (5, 6, 7)}, **{c: Q3 for c in (8, 9, 10)}}),
-        "tab16-1b-3b-8b": _alloc("[P counts, R placement] 3x1B, 5x3B, 2x8B; the 8B go to clients 7 and 8 (largest 1B->3B gains in Table 8)",
-                                 "Table 14, Tab. 16 row", {**{c: L1 for c in (1, 2, 3)}, **{c: L3 for c in (4, 5, 6, 9, 10)}, **{c: L8 for c in (7, 8)}}),
-        "tab17-homo-llama3b": _alloc("[P] all clients LLaVA-Llama3.2-3B", "Table 14, Tab. 17 DRAKE-Homo row", {c: L3 for c in rng}),
-        "tab18-homo-qwen3b": _alloc("[P] all clients LLaVA-Qwen2.5-3B", "Table 14, Tab. 18 DRAKE-Homo row", {c: Q3 for c in rng}),
+                                  "FedMosaic paper Table 14, Tab. 4 row", {**{c: Q15 for c in (1, 2, 3, 4)}, **{c: L3 for c in (5, 6, 7)}, **{c: Q3 for c in (8, 9, 10)}}),
+        "tab16-1b-3b-8b": _alloc("[P counts, R placement] 3x1B, 5x3B, 2x8B; the 8B go to clients 7 and 8 (largest 1B->3B gains in FedMosaic paper Table 8)",
+                                 "FedMosaic paper Table 14, Tab. 16 row", {**{c: L1 for c in (1, 2, 3)}, **{c: L3 for c in (4, 5, 6, 9, 10)}, **{c: L8 for c in (7, 8)}}),
+        "tab17-homo-llama3b": _alloc("[P] all clients LLaVA-Llama3.2-3B", "FedMosaic paper Table 14, Tab. 17 DRAKE-Homo row", {c: L3 for c in rng}),
+        "tab18-homo-qwen3b": _alloc("[P] all clients LLaVA-Qwen2.5-3B", "FedMosaic paper Table 14, Tab. 18 DRAKE-Homo row", {c: Q3 for c in rng}),
         "tab18-hetero-qwen": _alloc("[P counts, R placement] 3x Qwen2.5-0.5B (clients 1-3), 2x Qwen2.5-1.5B (clients 4, 10: smallest known gains), 5x Qwen2.5-3B",
-                                    "Table 14, Tab. 18 DRAKE-Hetero row", {**{c: Q05 for c in (1, 2, 3)}, **{c: Q15 for c in (4, 10)}, **{c: Q3 for c in (5, 6, 7, 8, 9)}}),
+                                    "FedMosaic paper Table 14, Tab. 18 DRAKE-Hetero row", {**{c: Q05 for c in (1, 2, 3)}, **{c: Q15 for c in (4, 10)}, **{c: Q3 for c in (5, 6, 7, 8, 9)}}),
         "tab19-llama3b-qwen1.5b": _alloc("[P counts, R placement] 6x LLaVA-Llama3.2-3B (clients 5-10), 4x LLaVA-Qwen2.5-1.5B (clients 1-4)",
-                                         "Table 14, Tab. 19 first row", {c: Q15 if c <= 4 else L3 for c in rng}),
+                                         "FedMosaic paper Table 14, Tab. 19 first row", {c: Q15 if c <= 4 else L3 for c in rng}),
         "tab19-llama1b-3b-qwen1.5b": _alloc("[P counts, R placement] 2x LLaVA-Llama3.2-1B (clients 1-2), 3x LLaVA-Qwen2.5-1.5B (clients 3, 4, 10), 5x LLaVA-Llama3.2-3B (clients 5-9)",
-                                            "Table 14, Tab. 19 second row", {**{c: L1 for c in (1, 2)}, **{c: Q15 for c in (3, 4, 10)}, **{c: L3 for c in (5, 6, 7, 8, 9)}}),
+                                            "FedMosaic paper Table 14, Tab. 19 second row", {**{c: L1 for c in (1, 2)}, **{c: Q15 for c in (3, 4, 10)}, **{c: L3 for c in (5, 6, 7, 8, 9)}}),
     }
 
 
 CHOICES = [
     Choice(key="tasks.sources", tag="I", decision="DEMON, Co-Instruct, NLVR2, TQA, MagicBrush, HQ-Edit tasks are read from LLaVA-NeXT-Interleave's M4-Instruct annotations (filtered by metadata.dataset); DreamSim, Image-CoDe and Contrast-Caption from Mantis-Instruct",
-           reason="spec §1.1: a public folder list of M4-Instruct contains exactly these names"),
+           reason="the paper does not name its copies; a public folder list of M4-Instruct holds exactly these dataset names, and Mantis-Instruct the other three (docs/design-notes.md#drake-sources)"),
     Choice(key="tasks.user_converted", tag="R", decision="FashionIQ, CIRR, IRFL, Bongard-HOI and Bongard-OpenWorld are read from LLaVA-format conversation JSON that the user prepares from the original datasets (one file per task, named in source.rule.annotation)",
            reason="the paper does not say which distribution of these datasets it used and they are not in M4-Instruct's folder list"),
-    Choice(key="tasks.answer_types", tag="I", decision="per-task answer types follow spec §1.3 (MC / YN / OPEN); 'MC or OPEN' cells are MC, 'YN or MC' cells are YN",
-           reason="the paper gives no per-task answer types"),
+    Choice(key="tasks.answer_types", tag="I", decision="per-task answer types (MC / YN / OPEN) are inferred from each source's question format (DEMON sources: their question_type metadata); where MC or OPEN both fit, MC; where YN or MC both fit, YN",
+           reason="the paper gives no per-task answer types; closed types are scored exactly (docs/design-notes.md#answer-types)"),
     Choice(key="tasks.nlvr2-subsets", tag="R", decision="NLVR2 Subset1/Subset2 are two disjoint seeded halves of M4-Instruct's nlvr2 pool (rule.half)",
-           reason="spec A3: the paper does not describe the split"),
-    Choice(key="tasks.mitstates", tag="R", decision="MIT-States uses DEMON's StateCoherence subset", reason="spec A3"),
+           reason="the paper does not describe the split; disjoint seeded halves are the simplest reproducible one (docs/design-notes.md#drake-partitions)"),
+    Choice(key="tasks.mitstates", tag="R", decision="MIT-States uses DEMON's StateCoherence subset", reason="DEMON has two MIT-States subsets (StateCoherence, PropertyCoherence) and the paper does not say which it used; one is fixed so every build has the same task"),
     Choice(key="tasks.fashion200k", tag="I", decision="Fashion200K variants are selected from DEMON's Fashion200K items by instruction keyword (combin / colo / style)",
            reason="the variant names are the paper's; DEMON ships one Fashion200K subset"),
     Choice(key="tasks.iconqa-levels", tag="R", decision="IconQA Easy = grade 'kindergarten', Hard = grade 'grade1'; ShortAnswer = ques_type fill_in_blank, MultiChoice = choose_txt",
-           reason="spec A3; paper A.27 names kindergarten- and grade-1-level questions"),
+           reason="FedMosaic paper App. A.27 splits IconQA by kindergarten- and grade-1-level questions without saying which is Easy; the lower grade is taken as Easy"),
     Choice(key="tasks.coinstruct", tag="I", decision="Co-Instruct split by question type: YesNo = single-image items answered yes/no; HowWhat = single-image how/what questions; 2_/3_ImgCompare = items with 2 / 3 images",
-           reason="paper A.27: 'by question type (e.g., Yes/No, How/what questions)'"),
+           reason="FedMosaic paper App. A.27: 'by question type (e.g., Yes/No, How/what questions)'"),
     Choice(key="tasks.wcvqa", tag="I", decision="WCVQA uses WorldCuisines' original tasks: task 1 dish name without context / with context / with adversarial context, task 2 location; English prompts",
-           reason="paper A.27 'using their original split'; the language is not stated"),
+           reason="FedMosaic paper App. A.27: 'using their original split'; the language is not stated"),
     Choice(key="tasks.seedbench2", tag="I", decision="SEED-Bench-2 KGQA = dimension 'Science Knowledge'; InstanceQA = the five Instance dimensions; TemporalQA = Action Recognition/Prediction and Procedure Understanding (up to 8 frames)",
            reason="the paper names the tasks but not the SEED-Bench-2 dimensions behind them"),
     Choice(key="unseen.recipeqa", tag="I", decision="the two RecipeQA unseen tasks are DEMON's RecipeQA_ImageCoherence and RecipeQA_VisualCloze",
            reason="7 unseen tasks minus the 5 named ones leaves 2 RecipeQA subsets"),
     Choice(key="unseen.contrast-caption", tag="R", decision="Contrast-Caption seen/unseen image domains are two seeded halves of Mantis contrastive_caption until the image-domain split is published",
            reason="the paper does not say how images were judged in or out of LLaVA's pre-training distribution"),
-    Choice(key="totals", tag="P", decision="the paper reports 375k images (text) and 357K (Table 12) with 274K questions; drake_bench reports the computed totals of its build",
-           reason="spec A1 inconsistency"),
+    Choice(key="totals", tag="P", decision="the FedMosaic paper reports 375k images (Sec. 5, App. A.27) and 357K (Table 12) with 274K questions; drake_bench reports the computed totals of its build",
+           reason="the paper's two image totals disagree, so neither can be checked against"),
     Choice(key="scenarios.dirichlet.tasks", tag="R", decision="the 10 merged Dirichlet tasks use IRFL MetaphorSimileMatching/IdiomMatching, IconQA MultiChoiceEasy/ShortAnswerEasy and Co-Instruct YesNo",
-           reason="spec A14: the paper says 'randomly choose' without naming variants"),
+           reason="FedMosaic paper App. A.25 says it 'randomly choose[s]' the tasks without naming the IRFL / IconQA variants; fixing them makes the scenario reproducible (docs/design-notes.md#dirichlet-tasks)"),
     Choice(key="fl.eval_every_rounds", tag="R", decision="evaluate every 5 rounds (after rounds 5, 10, 15, 20); A_AUC = mean of those points",
-           reason="spec §5.1: 'five rounds of evaluation intervals'"),
-    Choice(key="model_allocations.placement", tag="R", decision="where Table 14 gives only model counts, models are placed by the Table 8 rule (larger models to clients with larger SFT gains)",
-           reason="the paper gives per-client placement only for the default 1B/3B split"),
-    Choice(key="model_allocations.random", tag="P", decision="Table 9's random 3/7..7/3 assignments are drawn at run time, not fixed in the manifest", reason="paper A.4"),
+           reason="FedMosaic paper Sec. 6.1: 'All experiments use five rounds of evaluation intervals' (docs/design-notes.md#eval-interval)"),
+    Choice(key="model_allocations.placement", tag="R", decision="where the FedMosaic paper's Table 14 gives only model counts, models are placed by its Table 8 rule (larger models to clients with larger SFT gains)",
+           reason="the paper gives per-client placement only for the default 1B/3B split (docs/design-notes.md#model-placement)"),
+    Choice(key="model_allocations.random", tag="P", decision="the FedMosaic paper's Table 9 random 3/7..7/3 assignments are drawn at run time, not fixed in the manifest", reason="FedMosaic paper App. A.4 assigns model sizes to clients at random in each run"),
 ]
 
 
@@ -317,7 +317,7 @@ def drake() -> BenchmarkSpec:
         version="1.0.0",
         title="DRAKE: multi-modal personalized federated learning benchmark",
         description=("40 training tasks from 19 datasets in 3 groups (visual relation, multi-modal reasoning, VQA), "
-                     "10 clients x 4 tasks in Table 37 order, and 7 unseen tasks for fast adaptation."),
+                     "10 clients x 4 tasks in the FedMosaic paper's Table 37 order, and 7 unseen tasks for fast adaptation."),
         modality="multimodal",
         tasks=tasks,
         clients=clients,

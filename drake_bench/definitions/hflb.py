@@ -1,4 +1,4 @@
-"""HFLB (FedDAT's benchmark): 7 VQA datasets over 9 clients, 4 tasks each (paper A.6, Tables 12, 13).
+"""HFLB (FedDAT's benchmark): 7 VQA datasets over 9 clients, 4 tasks each (FedMosaic paper App. A.6, Tables 12, 13).
 
 The paper splits each client's data into 4 tasks "using keyword rules or GPT judgement" (Table 13).
 GPT judgement is not reproducible offline, so drake_bench replaces it with keyword rules published
@@ -105,16 +105,16 @@ def _tasks_and_clients() -> tuple[list[TaskSpec], list[ClientSpec]]:
 
 CHOICES = [
     Choice(key="tasks.gpt-judgement", tag="R", decision="SNLI-VE, NLVR2 and VizWiz tasks use the keyword rules in source.rule (first matching category wins, 'rest' takes the remainder) instead of GPT judgement",
-           reason="GPT judgement (Table 13) is not reproducible offline and its prompts are unpublished"),
+           reason="GPT judgement (FedMosaic paper Table 13) is not reproducible offline and its prompts are unpublished"),
     Choice(key="tasks.gqa-clients", tag="I", decision="GQA yes/no = answers yes/no; two-choice = structural type 'choose' (options parsed from 'X or Y'); four-choice = structural 'query' with 3 seeded distractors drawn from answers of the same semantic type",
            reason="the paper names the three QA types without defining them"),
-    Choice(key="tasks.gqa-semantic", tag="I", decision="GQA tasks split by the question's types.semantic (attr / rel / obj / cat / global)", reason="spec §2"),
+    Choice(key="tasks.gqa-semantic", tag="I", decision="GQA tasks split by the question's types.semantic (attr / rel / obj / cat / global)", reason="GQA annotates every question with these semantic types, whose names are the FedMosaic paper's Table 13 task names (docs/design-notes.md#hflb-task-rules)"),
     Choice(key="tasks.vqa-attribute", tag="I", decision="Abstract VQA: Number and Yes/No by answer_type; Attribute = answer_type 'other' with an attribute question prefix (source.rule); Others = the remaining 'other' questions",
-           reason="spec §2: answer_type plus keywords for Attribute"),
-    Choice(key="tasks.coco-qa", tag="I", decision="COCO-QA native question types 0-3 (object, number, color, location)", reason="spec §2"),
-    Choice(key="tasks.aqua", tag="P", decision="AQUA split by keyword rules: 'standing', 'sit', 'wear/hold/walk/talk', other", reason="Table 13"),
-    Choice(key="subsampling.hflb", tag="R", decision="HFLB tasks use DRAKE's rule (10k/1k when >= 11,000 items, else 8:2)", reason="spec A2: HFLB subsampling is not described"),
-    Choice(key="fl.eval_every_rounds", tag="R", decision="evaluate every 5 rounds", reason="spec §5.1"),
+           reason="VQA's answer_type annotation gives Number and Yes/No directly; Attribute has no annotation, so a question-prefix rule carves it out of 'other'"),
+    Choice(key="tasks.coco-qa", tag="I", decision="COCO-QA native question types 0-3 (object, number, color, location)", reason="COCO-QA's own question types are exactly the FedMosaic paper's Table 13 task names"),
+    Choice(key="tasks.aqua", tag="P", decision="AQUA split by keyword rules: 'standing', 'sit', 'wear/hold/walk/talk', other", reason="FedMosaic paper Table 13 gives these keywords"),
+    Choice(key="subsampling.hflb", tag="R", decision="HFLB tasks use DRAKE's rule (10k/1k when >= 11,000 items, else 8:2)", reason="the FedMosaic paper does not describe HFLB's subsampling; one rule keeps both image benchmarks comparable (docs/design-notes.md#large-threshold)"),
+    Choice(key="fl.eval_every_rounds", tag="R", decision="evaluate every 5 rounds", reason="FedMosaic paper Sec. 6.1: 'All experiments use five rounds of evaluation intervals'"),
     Choice(key="scenarios.asynchronous", tag="I", decision="HFLB reuses DRAKE's async patterns", reason="the paper reports async only for DRAKE"),
 ]
 
@@ -127,7 +127,7 @@ def hflb() -> BenchmarkSpec:
         name="hflb", hub_repo="drake-bench/hflb",
         version="1.0.0",
         title="HFLB: heterogeneous federated learning benchmark (FedDAT), dynamic 4-task split",
-        description="7 VQA datasets over 9 clients (GQA split three ways by QA type), each client's data split into 4 tasks (Table 13).",
+        description="7 VQA datasets over 9 clients (GQA split three ways by QA type), each client's data split into 4 tasks (FedMosaic paper Table 13).",
         modality="multimodal",
         tasks=tasks,
         clients=clients,
@@ -135,9 +135,9 @@ def hflb() -> BenchmarkSpec:
         scenarios=ScenarioDefaults(default="dynamic", asynchronous=AsyncDefaults(patterns=[[5, 5, 5, 5], [3, 7, 3, 7], [7, 3, 7, 3]])),
         model_allocations={
             "default": ModelAllocation(description="[P] clients 1-3 LLaVA-Llama3.2-1B, 4-9 LLaVA-Llama3.2-3B",
-                                       source="Tables 2, 8, 14 (Tab. 2 HFLB-Dynamic row), 25",
+                                       source="FedMosaic paper Tables 2, 8, 14 (Tab. 2 HFLB-Dynamic row), 25",
                                        clients={str(c): L1 if c <= 3 else L3 for c in range(1, 10)}),
-            "tab17-homo-llama3b": ModelAllocation(description="[P] all clients LLaVA-Llama3.2-3B", source="Table 14, Tab. 17 HFLB-Homo row",
+            "tab17-homo-llama3b": ModelAllocation(description="[P] all clients LLaVA-Llama3.2-3B", source="FedMosaic paper Table 14, Tab. 17 HFLB-Homo row",
                                                   clients={str(c): L3 for c in range(1, 10)}),
         },
         default_allocation="default",

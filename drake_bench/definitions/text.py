@@ -1,7 +1,7 @@
-"""Text-only benchmarks: Fed-LLM-Large, Fed-Aya and Fed-Scope (paper A.6, Tables 12, 14, 20, 6, 7).
+"""Text-only benchmarks: Fed-LLM-Large, Fed-Aya and Fed-Scope (FedMosaic paper App. A.6, Tables 12, 14, 20, 6, 7).
 
 The paper gives sizes, rounds, steps and model counts but no client-to-data map for any of the
-three (spec A4); the maps below are drakebench's published [R] constructions.
+three (docs/design-notes.md#text-client-maps); the maps below are drakebench's published [R] constructions.
 """
 
 from __future__ import annotations
@@ -73,11 +73,11 @@ def fed_llm_large() -> BenchmarkSpec:
         clients.append(ClientSpec(id=c, group=tasks[-1].group, tasks=ids))
     choices = [
         Choice(key="clients.construction", tag="R", decision="clients 1-18: two Fed-ChatbotIT users each (size ranks 2c-2, 2c-1); clients 19-36: two FedLLM-Bench Fed-Aya clients each; clients 37-52: two Fed-FLAN tasks each (task ranks i mod 8, i+1 mod 8, disjoint quarter shards)",
-               reason="spec A4: the paper does not give the 52-client construction"),
-        Choice(key="tasks.size", tag="R", decision="each task is capped at 300 items (seeded), ~31K questions over 104 tasks, then split 8:2", reason="Table 12: 31K questions"),
-        Choice(key="scenarios.dynamic", tag="R", decision="task 1 in rounds 1-2, task 2 in rounds 3-4", reason="spec §4.1"),
-        Choice(key="fl.eval_every_rounds", tag="R", decision="evaluate every round", reason="spec A7"),
-        Choice(key="model_allocations.placement", tag="R", decision="odd clients Llama-3.2-1B, even clients Llama-3.2-3B, so every source has both sizes", reason="Table 14 gives counts only"),
+               reason="the FedMosaic paper does not give the 52-client construction; publishing one makes runs agree (docs/design-notes.md#text-client-maps)"),
+        Choice(key="tasks.size", tag="R", decision="each task is capped at 300 items (seeded), ~31K questions over 104 tasks, then split 8:2", reason="FedMosaic paper Table 12: 31K questions"),
+        Choice(key="scenarios.dynamic", tag="R", decision="task 1 in rounds 1-2, task 2 in rounds 3-4", reason="the FedMosaic paper shifts tasks at equal intervals in Dynamic (every 5 of DRAKE's 20 rounds); 2 tasks over 4 rounds shift after round 2"),
+        Choice(key="fl.eval_every_rounds", tag="R", decision="evaluate every round", reason="with 4 rounds, a 5-round interval would give one point and A_AUC = A_last (docs/design-notes.md#eval-interval)"),
+        Choice(key="model_allocations.placement", tag="R", decision="odd clients Llama-3.2-1B, even clients Llama-3.2-3B, so every source has both sizes", reason="FedMosaic paper Table 14 gives counts only"),
         Choice(key="sources.client_rank", tag="R", decision="a source's clients are ranked by item count (descending), ties by client key; rank r is the r-th", reason="the source's client keys are not published in the paper"),
     ]
     return BenchmarkSpec(
@@ -86,7 +86,7 @@ def fed_llm_large() -> BenchmarkSpec:
         modality="text", tasks=tasks, clients=clients, fl=fl(rounds=4, local_steps=10, eval_every=1),
         scenarios=ScenarioDefaults(default="dynamic"),
         model_allocations={"default": ModelAllocation(description="[P counts, R placement] 26x Llama-3.2-1B (odd clients), 26x Llama-3.2-3B (even clients)",
-                                                      source="Table 14, Tab. 6 Fed-LLM-Large-Dynamic row", clients=_odd_even(52, L1, L3))},
+                                                      source="FedMosaic paper Table 14, Tab. 6 Fed-LLM-Large-Dynamic row", clients=_odd_even(52, L1, L3))},
         default_allocation="default", subsampling=SUBSAMPLING,
         choices=[*SUBSAMPLING_CHOICES, *COMMON_CHOICES, *choices], citation=PAPER,
     )
@@ -115,13 +115,13 @@ def fed_aya() -> BenchmarkSpec:
         clients.append(ClientSpec(id=c, group="multilingual-qa", tasks=ids))
     choices = [
         Choice(key="clients.languages", tag="R", decision="12 Aya languages from distinct families (language_code): " + ", ".join(AYA_LANGUAGES) + "; clients 1-4 get two languages, clients 5-8 one",
-               reason="spec A4: the language-to-client map is not given"),
+               reason="the FedMosaic paper does not give the language-to-client map; publishing one makes runs agree (docs/design-notes.md#text-client-maps)"),
         Choice(key="tasks.topics", tag="R", decision="4 topic tasks per client from a cached topic-label file (source.rule.topic_labels: item key -> topic); without the file, items fall into topics by a stable hash of their text (no topic shift)",
                reason="the paper's GPT-4 topic split is not reproducible offline"),
-        Choice(key="tasks.size", tag="R", decision="each task capped at 1,125 seeded items (36K / 32 tasks)", reason="Table 12: 36K questions"),
-        Choice(key="metrics.judge", tag="P", decision="GPT-4 judge rated 1-10 against the reference (Fig. 9 prompt); offline default Rouge-L", reason="spec A15"),
-        Choice(key="fl.eval_every_rounds", tag="R", decision="evaluate every 5 rounds", reason="spec §5.1"),
-        Choice(key="model_allocations.placement", tag="R", decision="odd clients Llama-3.2-1B, even clients Llama-3.2-3B", reason="Table 14 gives counts only"),
+        Choice(key="tasks.size", tag="R", decision="each task capped at 1,125 seeded items (36K / 32 tasks)", reason="FedMosaic paper Table 12: 36K questions"),
+        Choice(key="metrics.judge", tag="P", decision="GPT-4 judge rated 1-10 against the reference (FedMosaic paper Fig. 9 prompt); offline default Rouge-L", reason="a GPT-4 judge needs an online API and is not reproducible offline (docs/design-notes.md#offline-judge)"),
+        Choice(key="fl.eval_every_rounds", tag="R", decision="evaluate every 5 rounds", reason="FedMosaic paper Sec. 6.1: 'All experiments use five rounds of evaluation intervals'"),
+        Choice(key="model_allocations.placement", tag="R", decision="odd clients Llama-3.2-1B, even clients Llama-3.2-3B", reason="FedMosaic paper Table 14 gives counts only"),
     ]
     return BenchmarkSpec(
         name="fed-aya", hub_repo="drake-bench/fed-aya", version="1.0.0", title="Fed-Aya: multilingual QA over 12 languages, topic-shifted",
@@ -129,7 +129,7 @@ def fed_aya() -> BenchmarkSpec:
         modality="text", tasks=tasks, clients=clients, fl=fl(rounds=20, local_steps=50, eval_every=5),
         scenarios=ScenarioDefaults(default="dynamic"),
         model_allocations={"default": ModelAllocation(description="[P counts, R placement] 4x Llama-3.2-1B (odd), 4x Llama-3.2-3B (even)",
-                                                      source="Table 14, Tab. 20 Fed-aya-Dynamic row", clients=_odd_even(8, L1, L3))},
+                                                      source="FedMosaic paper Table 14, Tab. 20 Fed-aya-Dynamic row", clients=_odd_even(8, L1, L3))},
         default_allocation="default", subsampling=SUBSAMPLING,
         choices=[*SUBSAMPLING_CHOICES, *COMMON_CHOICES, *choices], citation=PAPER + "; " + AYA,
     )
@@ -152,13 +152,13 @@ def fed_scope() -> BenchmarkSpec:
         clients.append(ClientSpec(id=c, group=group, tasks=[tid]))
     choices = [
         Choice(key="clients.datasets", tag="R", decision="clients {code, code, math, math, general} = two halves of CodeAlpaca-20k, two halves of GSM8K train, Dolly-15k",
-               reason="spec A4: the 5-to-3 client assignment is not given"),
-        Choice(key="sources", tag="I", decision="FS-LLM's Fed-CodeAlpaca, Fed-GSM8K-3 and Dolly are read from their upstream releases", reason="spec §3.1"),
-        Choice(key="tasks.size", tag="R", decision="each client capped at 6,000 seeded items (30K / 5)", reason="Table 12: 30K questions"),
+               reason="the FedMosaic paper does not give the 5-to-3 client assignment; 5 clients are spread as evenly as possible over the 3 kinds (docs/design-notes.md#text-client-maps)"),
+        Choice(key="sources", tag="I", decision="FS-LLM's Fed-CodeAlpaca, Fed-GSM8K-3 and Dolly are read from their upstream releases", reason="the FedMosaic paper names Fed-Scope's evaluation benchmarks, not its data; these are FederatedScope-LLM's coding, math and general datasets"),
+        Choice(key="tasks.size", tag="R", decision="each client capped at 6,000 seeded items (30K / 5)", reason="FedMosaic paper Table 12: 30K questions"),
         Choice(key="metrics", tag="P", decision="evaluation follows FS-LLM: MMLU (general), GSM8K (math), HumanEval (code) via external-benchmark hooks; Self = the client's matching benchmark, Others = the other two [R]",
-               reason="spec §3.1, §5.1"),
-        Choice(key="fl.eval_every_rounds", tag="R", decision="evaluate every 5 rounds", reason="spec §5.1"),
-        Choice(key="model_allocations.placement", tag="R", decision="clients 2 and 4 (one code, one math) use Llama-3.1-8B; clients 1, 3, 5 Llama-3.2-3B", reason="Table 14 gives counts only"),
+               reason="FedMosaic paper App. A.6: Fed-Scope follows FederatedScope-LLM's evaluation with MMLU, GSM8K and HumanEval; Self/Others [R] mirror DRAKE's own vs other clients' tasks"),
+        Choice(key="fl.eval_every_rounds", tag="R", decision="evaluate every 5 rounds", reason="FedMosaic paper Sec. 6.1: 'All experiments use five rounds of evaluation intervals'"),
+        Choice(key="model_allocations.placement", tag="R", decision="clients 2 and 4 (one code, one math) use Llama-3.1-8B; clients 1, 3, 5 Llama-3.2-3B", reason="FedMosaic paper Table 14 gives counts only"),
     ]
     return BenchmarkSpec(
         name="fed-scope", hub_repo="drake-bench/fed-scope", version="1.0.0", title="Fed-Scope: coding, math and general capability (FederatedScope-LLM datasets)",
@@ -166,7 +166,7 @@ def fed_scope() -> BenchmarkSpec:
         modality="text", tasks=tasks, clients=clients, fl=fl(rounds=20, local_steps=30, eval_every=5),
         scenarios=ScenarioDefaults(default="static"),
         model_allocations={"default": ModelAllocation(description="[P counts, R placement] 3x Llama-3.2-3B (clients 1, 3, 5), 2x Llama-3.1-8B (clients 2, 4)",
-                                                      source="Table 14, Tab. 7 and Tab. 20 Fed-Scope-Static rows",
+                                                      source="FedMosaic paper Table 14, Tab. 7 and Tab. 20 Fed-Scope-Static rows",
                                                       clients={"1": L3, "2": L8, "3": L3, "4": L8, "5": L3})},
         default_allocation="default", subsampling=SUBSAMPLING,
         choices=[*SUBSAMPLING_CHOICES, *COMMON_CHOICES, *choices], citation=PAPER + "; " + FS_LLM,

@@ -70,7 +70,7 @@ def plot_accuracy_over_rounds(results: Sequence["RunResult"], path: str | Path) 
 
 
 def plot_adaptation(results: Sequence["RunResult"], path: str | Path) -> Figure:
-    """Fast adaptation on unseen tasks (spec 5.2): score vs fine-tuning iteration per method and init
+    """Fast adaptation on unseen tasks (FedMosaic paper Sec. 6.2, Fig. 7; docs/design-notes.md#fast-adaptation): score vs fine-tuning iteration per method and init
     (solid = init from the method's aggregate, dashed = fresh adapters), mean ± std over seeds."""
     if not results:
         raise ValueError("plot_adaptation: no results to plot")

@@ -1,4 +1,8 @@
-"""Per-item scoring: turn one model response into a score in [0, 1] (spec 5.1 and A8).
+"""Per-item scoring: turn one model response into a score in [0, 1].
+
+The FedMosaic paper (App. A.6) scores "the correct choice for multi-choice questions and the correct tokens
+compared to the ground-truth answer for the open-ended questions"; the exact rules below are drake_bench's
+(docs/design-notes.md#open-answer-scoring).
 
 Every rule that can move a score is fixed here, with a version (:data:`SCORER_VERSION`)
 that result files record, so that two results are comparable only when scored alike.
@@ -52,7 +56,7 @@ def _strip_punctuation(text: str) -> str:
 
 
 def normalize_answer(text: str) -> list[str]:
-    """Normalised tokens of a short answer (A8): lowercase, punctuation and articles removed, number words as digits.
+    """Normalised tokens of a short answer (docs/design-notes.md#open-answer-scoring): lowercase, punctuation and articles removed, number words as digits.
 
     Why tokens and not a string: the OPEN score is a multiset overlap of these tokens.
     Unicode-aware (NFKC, ``str.casefold``) so non-English answers keep their letters.
@@ -96,7 +100,7 @@ def _letter_index(letter: str, n: int) -> int | None:
 def parse_choice(text: str, choices: Sequence[str]) -> int | None:
     """Index of the option a response names, or None when it names none (scored 0).
 
-    Accepted, in this order of precedence ([R], spec A8):
+    Accepted, in this order of precedence ([R], docs/design-notes.md#open-answer-scoring):
 
     1. the exact option text after :func:`normalize_answer` (checked first, so options whose
        text is itself a letter or a yes/no word are read as text);
@@ -158,7 +162,7 @@ def answer_index(sample: Sample) -> int:
 
 
 def open_score(prediction: str, answer: str) -> float:
-    """Token recall of the ground truth, |GT ∩ pred| / |GT| over multisets, clipped to [0, 1] (A8).
+    """Token recall of the ground truth, |GT ∩ pred| / |GT| over multisets, clipped to [0, 1] (docs/design-notes.md#open-answer-scoring).
 
     An answer that normalises to nothing (e.g. only an article) falls back to exact match of the
     normalised strings, so the ratio is never 0/0.
@@ -194,7 +198,7 @@ _SCORER = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False, tokenizer=_Uni
 
 
 def rouge_l_f1(prediction: str, reference: str) -> float:
-    """Rouge-L F1 in [0, 1] (Fed-LLM-Large, and the offline default for Fed-Aya, A15)."""
+    """Rouge-L F1 in [0, 1] (Fed-LLM-Large, and the offline default for Fed-Aya: docs/design-notes.md#offline-judge)."""
     return float(_SCORER.score(reference, prediction)["rougeL"].fmeasure)
 
 

@@ -2,7 +2,7 @@
 
 Columns: method, Self A_last, Self A_AUC, Others A_last, Others A_AUC, worst client (Self at
 A_last), uplink MB per round. Scores are shown x100 as ``mean ± std`` (population std over seeds,
-spec A11); MB are decimal megabytes (10^6 bytes), summed over clients per round.
+docs/design-notes.md#std-convention); MB are decimal megabytes (10^6 bytes), summed over clients per round.
 """
 
 from __future__ import annotations

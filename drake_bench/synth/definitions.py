@@ -1,6 +1,6 @@
 """Specs of the embedded benchmarks: drake-synth, hflb-synth, fedllm-synth (manifests are generated from these).
 
-Structure mirrors the real benchmarks (spec benchmarks.md §1-3, §10): DRAKE's 10 clients
+Structure mirrors the real benchmarks (``drake_bench.definitions``; docs/design-notes.md#toy-scale): DRAKE's 10 clients
 x 4 ordered tasks with the same groups on the same client ids plus 7 unseen tasks,
 HFLB's 9 clients x 4 question-type tasks, Fed-LLM-Large's 52 clients x 2 tasks.
 """
@@ -43,7 +43,8 @@ METRIC = {
 }
 
 # -- drake-synth ---------------------------------------------------------------------
-# client -> (group, [(generator, split, real counterpart)] in Dynamic order); mirrors Table 37.
+# client -> (group, [(generator, split, real counterpart)] in Dynamic order); mirrors the FedMosaic paper's Table 37
+# (drake_bench.definitions.drake.TABLE_37).
 DRAKE_CLIENTS: dict[int, tuple[str, list[tuple[str, str, str]]]] = {
     1: ("visual-relation", [
         ("rel-count-across", "fashion-relation", "Fashion200K ClothCombination"),
@@ -105,7 +106,7 @@ DRAKE_UNSEEN: list[tuple[str, str, str]] = [
     ("un-contrast-caption", "novel-task-type", "Mantis contrast-caption (seen images)"),
     ("un-contrast-caption-night", "novel-visual-domain", "Mantis contrast-caption (unseen images)"),
 ]
-DRAKE_DIRICHLET = [  # spec A14's ten tasks, by analogue
+DRAKE_DIRICHLET = [  # analogues of drake's ten Dirichlet tasks (drake_bench.definitions.drake.DIRICHLET_TASKS)
     "rel-edit-instruction", "rel-spatial", "rel-statement-count", "rsn-metaphor-match", "rsn-idiom-match",
     "rsn-bongard-relation", "rsn-bongard-concept", "icon-shape-mc", "icon-count-easy", "vqa-quality-yesno",
 ]
@@ -169,7 +170,8 @@ SYNTH_CHOICES = [
     Choice(key="synth.fl", tag="R", decision="8 rounds x 25 local steps, batch 4, eval every 2 rounds, seeded test "
            "subsamples of 20 items per own task (Self) and 4 per other client's task (Others: 36 tasks x 4 = 144 items "
            "per client), fast adaptation 50 iterations evaluated every 10",
-           reason="spec §10 toy-scale plan: every protocol path on CPU in minutes; each client's Others mean still "
+           reason="a toy scale on which every protocol path runs on CPU in minutes (docs/design-notes.md#toy-scale); "
+                  "each client's Others mean still "
                   "rests on 144 items and Self on 80 (pass self_subsample/others_subsample for full test sets)"),
     Choice(key="synth.balance", tag="R", decision="labels and option positions are drawn before the image is built; "
            "yes/no is 50/50 and the correct option is uniform over positions",
@@ -214,17 +216,17 @@ def drake_synth_spec() -> BenchmarkSpec:
                                    dirichlet=DirichletDefaults(tasks=DRAKE_DIRICHLET, alphas=[1.0, 0.5, 0.1])),
         model_allocations={
             "hetero": ModelAllocation(description="clients 1-4 small, 5-10 medium LLaVA-Llama",
-                                      source="Table 14, Tab. 2 DRAKE-Dynamic row (4 x 1B / 6 x 3B)",
+                                      source="FedMosaic paper Table 14, Tab. 2 DRAKE-Dynamic row (4 x 1B / 6 x 3B)",
                                       clients={str(c): "tiny-llava-llama-s" if c <= 4 else "tiny-llava-llama-m" for c in ids}),
             "cross-family": ModelAllocation(
                 description="3 LLaVA-Llama m, 4 LLaVA-Qwen2 m, 3 LLaVA-Qwen2 l; every group mixes families",
-                source="Table 14, Tab. 4 row (0/3/0 Llama, 0/4/3 Qwen); client mapping [R]",
+                source="FedMosaic paper Table 14, Tab. 4 row (0/3/0 Llama, 0/4/3 Qwen); client mapping [R]",
                 clients={str(c): "tiny-llava-llama-m" if c in llama_m else "tiny-llava-qwen2-m" if c in qwen_m
                          else "tiny-llava-qwen2-l" for c in ids}),
-            "homo-llama": ModelAllocation(description="all clients LLaVA-Llama m", source="Table 14, Tab. 17 DRAKE-Homo",
+            "homo-llama": ModelAllocation(description="all clients LLaVA-Llama m", source="FedMosaic paper Table 14, Tab. 17 DRAKE-Homo",
                                           clients={str(c): "tiny-llava-llama-m" for c in ids}),
             "three-sizes": ModelAllocation(description="clients 1-3 s, 4-8 m, 9-10 l LLaVA-Llama",
-                                           source="Table 14, Tab. 16 row (3/5/2); client mapping [R]",
+                                           source="FedMosaic paper Table 14, Tab. 16 row (3/5/2); client mapping [R]",
                                            clients={str(c): "tiny-llava-llama-s" if c <= 3 else "tiny-llava-llama-m"
                                                     if c <= 8 else "tiny-llava-llama-l" for c in ids}),
         },
@@ -268,11 +270,12 @@ def drake_synth_spec() -> BenchmarkSpec:
                           "colour and shape tasks were learnt, which every group teaches "
                           "(docs/transfer/probe-film-cmp-2000x12-1.7.0-fresh-head)"),
             Choice(key="drake-synth.answer_types", tag="I", decision="20 multiple-choice, 12 yes/no, 8 open client tasks, "
-                   "following the inferred per-task answer types of spec §1.3"),
+                   "following the per-task answer types inferred for drake (its choice tasks.answer_types)"),
             Choice(key="drake-synth.cross-family", tag="R", decision="llama-m on clients 1, 2, 7; qwen2-m on 3, 4, 5, 8; "
                    "qwen2-l on 6, 9, 10", reason="each group holds both families, so cross-family sharing is exercised"),
             Choice(key="drake-synth.three-sizes", tag="R", decision="s on clients 1-3, m on 4-8, l on 9-10"),
-            Choice(key="drake-synth.dirichlet", tag="R", decision="the ten spec-A14 tasks mapped to their analogues: "
+            Choice(key="drake-synth.dirichlet", tag="R", decision="drake's ten Dirichlet tasks (its scenarios.dirichlet.tasks) mapped to "
+                   "their analogues: "
                    + ", ".join(DRAKE_DIRICHLET)),
         ],
         citation="drake_bench drake-synth (procedural mirror of DRAKE, FedMosaic, ICLR 2026 submission)",
@@ -319,16 +322,16 @@ def hflb_synth_spec() -> BenchmarkSpec:
         scenarios=ScenarioDefaults(default="dynamic", asynchronous=_async()),
         model_allocations={
             "hetero": ModelAllocation(description="clients 1-3 small, 4-9 medium LLaVA-Llama",
-                                      source="Table 14, Tab. 2 HFLB-Dynamic row (3 x 1B / 6 x 3B)",
+                                      source="FedMosaic paper Table 14, Tab. 2 HFLB-Dynamic row (3 x 1B / 6 x 3B)",
                                       clients={str(c): "tiny-llava-llama-s" if c <= 3 else "tiny-llava-llama-m" for c in cids}),
-            "homo-llama": ModelAllocation(description="all clients LLaVA-Llama m", source="Table 14, Tab. 17 HFLB-Homo",
+            "homo-llama": ModelAllocation(description="all clients LLaVA-Llama m", source="FedMosaic paper Table 14, Tab. 17 HFLB-Homo",
                                           clients={str(c): "tiny-llava-llama-m" for c in cids}),
         },
         default_allocation="hetero",
         storage=SYNTH_STORAGE,
         choices=SYNTH_CHOICES + [
             Choice(key="hflb-synth.tasks", tag="R", decision="each HFLB client is mirrored by an answer format and visual "
-                   "domain, each of its 4 tasks by a question type (Table 13 names)"),
+                   "domain, each of its 4 tasks by a question type (FedMosaic paper Table 13 names)"),
         ],
         citation="drake_bench hflb-synth (procedural mirror of HFLB / FedDAT)",
     )
@@ -387,7 +390,7 @@ def fedllm_synth_spec() -> BenchmarkSpec:
         scenarios=ScenarioDefaults(default="dynamic"),
         model_allocations={
             "hetero": ModelAllocation(description="26 small and 26 medium Llama; odd client ids small, even medium",
-                                      source="Table 14, Tab. 6 row (26 x 1B / 26 x 3B); client mapping [R]",
+                                      source="FedMosaic paper Table 14, Tab. 6 row (26 x 1B / 26 x 3B); client mapping [R]",
                                       clients={str(c): "tiny-llama-s" if c % 2 else "tiny-llama-m" for c in cids}),
         },
         default_allocation="hetero",
@@ -395,12 +398,14 @@ def fedllm_synth_spec() -> BenchmarkSpec:
         choices=SYNTH_CHOICES[:3] + [STORAGE_CHOICE] + [
             Choice(key="fedllm-synth.clients", tag="R", decision="clients 1-18 flan, 19-42 aya (4 per language, "
                    "zorvian, kelanese, mirathi, tuvalic, oshkan, brellic), 43-52 chatbot; 2 distinct task types each",
-                   reason="spec A4: clients drawn per source and language; mapping published in the manifest"),
+                   reason="the FedMosaic paper does not give Fed-LLM-Large's client construction; clients drawn per "
+                          "source and language, mapping published in the manifest"),
             Choice(key="fedllm-synth.sizes", tag="R", decision=f"pool {FEDLLM_POOL} per task (48 train / 12 test); "
-                   "scale 5 approaches the paper's 31K questions"),
+                   "scale 5 approaches the FedMosaic paper's 31K questions (Table 12)"),
             Choice(key="fedllm-synth.allocation", tag="R", decision="odd client ids tiny-llama-s, even tiny-llama-m",
                    reason="every source holds both model sizes"),
-            Choice(key="fedllm-synth.eval", tag="R", decision="evaluate every round (spec A7)"),
+            Choice(key="fedllm-synth.eval", tag="R", decision="evaluate every round, as fed-llm-large does "
+                   "(4 rounds at a 5-round interval would give one point)"),
         ],
         citation="drake_bench fedllm-synth (procedural mirror of Fed-LLM-Large)",
     )
