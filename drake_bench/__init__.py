@@ -15,13 +15,47 @@ from .errors import (  # noqa: E402
     UnknownNameError,
 )
 from .manifest import available_benchmarks, load_benchmark  # noqa: E402
+from .protocol import (  # noqa: E402
+    AdaptationInit,
+    ClientContext,
+    FederationContext,
+    Message,
+    Method,
+    MethodMeta,
+    ModelIdentity,
+    PostFederation,
+    ReportsModels,
+    State,
+)
+from .registry import available_methods, create_method, register_method  # noqa: E402
+from .run_config import RunConfig  # noqa: E402
 from .sample import AnswerType, MethodSample, Sample  # noqa: E402
 from .scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario  # noqa: E402
 from .spec import BenchmarkSpec, ClientSpec, TaskSpec  # noqa: E402
 from .stream import ClientStream, FederatedData, load_client_stream, load_federated_data  # noqa: E402
 
+from .evaluator import run  # noqa: E402
+from .runner import run_methods  # noqa: E402
+
+
 __all__ = [
     "__version__",
+    "AdaptationInit",
+    "ClientContext",
+    "FederationContext",
+    "Message",
+    "Method",
+    "MethodMeta",
+    "ModelIdentity",
+    "PostFederation",
+    "ReportsModels",
+    "RunConfig",
+    "State",
+    "available_methods",
+    "create_method",
+    "register_method",
+    "run",
+    "run_methods",
     "AnswerType",
     "Asynchronous",
     "BenchmarkSpec",

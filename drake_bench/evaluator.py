@@ -1,32 +1,46 @@
 """The standard evaluator: drives a method through a benchmark's rounds and owns every number.
 
-Methods train and predict; the evaluator decides what they see (streams with the leakage
-guard), when they are evaluated (every ``eval_every_rounds``), on what (Self: the client's own
-tasks seen so far; Others: other clients' seen tasks, seeded subsample per spec A16; unseen
-tasks through fast adaptation), and how items are scored (drake_bench.evaluation.scoring). It
-measures message bytes, wall time and peak memory itself, checkpoints after every round and
-resumes a killed run to identical results. A plugin that raises or returns something malformed
-fails with a :class:`PluginError` naming the method, client and round; what finished stays on disk.
+Methods train and predict; the evaluator decides what they see (streams with the leakage guard),
+when they are evaluated (every ``eval_every_rounds`` and after the last round), on what (Self: the
+client's own tasks seen so far; Others: other clients' seen tasks, a seeded subsample; unseen
+tasks through fast adaptation), and how items are scored (:mod:`drake_bench.evaluation.scoring`).
+It measures message bytes, wall time and peak memory itself, checkpoints after every round and
+resumes a killed run to identical results.
+
+One seed's run is a sequence of small steps, as a Flower ``Strategy`` splits a round into
+configure and aggregate calls: :meth:`Evaluator.init_or_resume`, then per round
+:meth:`~Evaluator.train_round`, :meth:`~Evaluator.aggregate_round`, :meth:`~Evaluator.evaluate`
+and a checkpoint, then :meth:`~Evaluator.post_federation` and :meth:`~Evaluator.fast_adaptation`.
+Every call into the plugin goes through :class:`~drake_bench.guard.GuardedMethod`.
+
+The evaluator knows nothing about models: a method reports its models' identities and its
+inference settings (:class:`~drake_bench.protocol.ReportsModels`), and the result file records them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import resource
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import checkpoint
-from .errors import DrakeBenchError, PluginError
+from .errors import DrakeBenchError
 from .evaluation.metrics import AdaptationRecord, CostRecord, RawTables, ScoreRecord
 from .evaluation.scoring import score_batch
+from .guard import GuardedMethod
+from .manifest import load_benchmark
+from .protocol import ClientContext, FederationContext, Message, Method, State, mixed_seed
+from .registry import create_method
 from .results import (
     BenchmarkRef,
     EvaluationSettings,
@@ -39,52 +53,23 @@ from .results import (
     new_result,
     write_result,
 )
-from .manifest import load_benchmark
-from .protocol import AdaptationInit, ClientContext, FederationContext, Message, Method, PostFederation, State, mixed_seed
-from .registry import create_method
+from .run_config import RunConfig
 from .sample import Sample
 from .scenarios import parse_scenario
 from .stream import FederatedData, load_federated_data
 
-class RunConfig(BaseModel):
-    """Everything that defines a run; stored verbatim in the result file."""
+__all__ = ["Evaluator", "RunCallbacks", "RunConfig", "SeedRun", "run"]
 
-    model_config = ConfigDict(extra="forbid")
-
-    benchmark: str = "drake-synth"
-    scenario: str | None = Field(default=None, description="None: the manifest's default scenario.")
-    method: str = "sft"
-    method_config: dict[str, Any] = Field(default_factory=dict)
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
-    allocation: str | None = Field(default=None, description="Model allocation name from the manifest.")
-    rounds: int | None = Field(default=None, ge=1)
-    local_steps: int | None = Field(default=None, ge=1)
-    batch_size: int | None = Field(default=None, ge=1)
-    eval_every_rounds: int | None = Field(default=None, ge=1)
-    others_subsample: int | None = Field(default=None, ge=1, description="Cap on Others items per task; None: manifest.")
-    self_subsample: int | None = Field(default=None, ge=1, description="Cap on Self items per task; None: manifest.")
-    compute_matched: bool = Field(default=False, description="Scale local steps by 1/relative compute (spec A10).")
-    fast_adaptation: bool = True
-    fast_adaptation_iters: int | None = Field(default=None, ge=1)
-    fast_adaptation_eval_every: int | None = Field(default=None, ge=1)
-    fast_adaptation_tasks: list[str] | None = Field(default=None, description="Subset of unseen tasks; None: all.")
-    fast_adaptation_test_items: int | None = Field(default=32, ge=1)
-    device: str = "cpu"
-    data_dir: str | None = None
-    revision: str | None = None
-    out: str = "runs"
-    resume: bool = True
-
-    @field_validator("seeds")
-    @classmethod
-    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
-        if len(set(seeds)) != len(seeds):  # a repeated seed would rerun and double-count itself in mean +- std
-            raise ValueError(f"seeds must be distinct, got {seeds}")
-        return seeds
+# Salts mixed into the run seed before each kind of call, so each draws from its own random stream.
+SALT_SETUP = 0xC0FFEE
+SALT_INIT_CLIENT = 0xA11
+SALT_AGGREGATE = 0x5E
+SALT_ADAPTATION_BATCHES = 0xFA
+ADAPTATION_ROUND_OFFSET = 10_000  # fast-adaptation contexts use rounds from here, apart from the federation's
 
 
 class RunCallbacks:
-    """Hooks for progress display; the CLI draws rich bars with them."""
+    """Hooks for progress display; the CLI draws bars (or plain lines) with them."""
 
     def on_round(self, seed: int, round_idx: int, total: int) -> None: ...
 
@@ -108,8 +93,36 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+@dataclass
+class SeedRun:
+    """Everything one seed's federation carries from round to round (what a checkpoint holds)."""
+
+    seed: int
+    fed: FederatedData
+    method: GuardedMethod
+    federation: FederationContext
+    local_steps: int
+    eval_every: int
+    run_dir: Path
+    states: dict[int, State] = field(default_factory=dict)
+    server: State = field(default_factory=State)
+    messages: dict[int, Message | None] = field(default_factory=dict)
+    scores: list[ScoreRecord] = field(default_factory=list)
+    costs: list[CostRecord] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    start_round: int = 0
+
+    @property
+    def rounds(self) -> int:
+        return self.fed.config.rounds
+
+    @property
+    def clients(self) -> list[int]:
+        return self.fed.clients
+
+
 class Evaluator:
-    """Runs one method on one benchmark/scenario for each seed and returns the raw tables."""
+    """Runs one method on one benchmark and scenario for each seed and returns the raw tables."""
 
     def __init__(self, config: RunConfig, callbacks: RunCallbacks | None = None):
         self.config = config
@@ -117,6 +130,10 @@ class Evaluator:
         self.spec = load_benchmark(config.benchmark)
         self.scenario = parse_scenario(config.scenario if config.scenario is not None else self.spec.scenarios.default)
         self.allocation = self._allocation()
+        self._arch: dict[int, str] = {}
+        self.checkpoints: dict[str, dict[str, Any]] = {}
+        self.evaluation: EvaluationSettings | None = None
+        self.data_hash: str | None = None
 
     # -- set-up ----------------------------------------------------------------
     def _allocation(self) -> dict[int, str]:
@@ -124,29 +141,25 @@ class Evaluator:
             return self.spec.allocation(self.config.allocation)
         return {c: "none" for c in self.spec.client_ids}
 
-    def _architectures(self) -> dict[int, str]:
+    def describe_models(self, method: GuardedMethod) -> None:
+        """Ask the method what its models are (architectures, weight identities, inference settings)."""
+        identities = {m: method.model_identity(m) for m in sorted(set(self.allocation.values()))}
+        self._arch = {c: identities[m].architecture for c, m in self.allocation.items()}
+        self.checkpoints = {m: dict(ident.weights) for m, ident in identities.items()}
+        settings = method.evaluation_settings()
         try:
-            from .models.zoo import architecture_key
-        except ImportError:  # pragma: no cover - models extra missing
-            return dict(self.allocation)
-        out = {}
-        for c, name in self.allocation.items():
-            try:
-                out[c] = architecture_key(name)
-            except Exception:  # not a zoo name (e.g. a model-free plugin): the name is the architecture
-                out[c] = name
-        return out
+            self.evaluation = EvaluationSettings(**settings)
+        except Exception as exc:
+            raise method.error("evaluation_settings", f"not valid EvaluationSettings: {exc}") from None
 
     def method_local_steps(self, method: Method) -> int:
         steps = self.config.local_steps or self.spec.fl.local_steps
         if self.config.compute_matched:
-            rel = float(getattr(method, "relative_compute", 1.0))
-            steps = max(1, round(steps / rel))
+            steps = max(1, round(steps / float(method.meta.relative_compute)))
         return steps
 
     def run_dir(self, seed: int) -> Path:
-        name = self.config.method
-        return Path(self.config.out) / "checkpoints" / self.spec.name / self.scenario.tag() / name / f"seed-{seed}"
+        return Path(self.config.out) / "checkpoints" / self.spec.name / self.scenario.tag() / self.config.method / f"seed-{seed}"
 
     def _public_data(self) -> Callable[[int], list[Sample]]:
         modality = self.spec.modality
@@ -158,41 +171,116 @@ class Evaluator:
 
         return get
 
-    # -- guarded plugin calls ------------------------------------------------------
-    def _fail(self, method: Method, what: str, client: int | None, round_idx: int | None, exc: BaseException) -> PluginError:
-        where = []
-        if client is not None:
-            where.append(f"client {client}")
-        if round_idx is not None:
-            where.append(f"round {round_idx + 1}")
-        loc = (" on " + ", ".join(where)) if where else ""
-        return PluginError(f"method {method.name!r} failed in {what}{loc}: {type(exc).__name__}: {exc}")
+    def ctx(self, client: int, round_idx: int, seed: int) -> ClientContext:
+        return ClientContext(
+            client_id=client,
+            model_name=self.allocation[client],
+            architecture=self._arch[client],
+            round_idx=round_idx,
+            seed=mixed_seed(seed, client, round_idx),
+            device=self.config.device,
+        )
 
-    def _check_message(self, method: Method, what: str, msg: Any, client: int | None, round_idx: int | None) -> Message:
-        if not isinstance(msg, Message):
-            raise self._fail(method, what, client, round_idx, TypeError(f"returned {type(msg).__name__}, expected Message"))
-        try:
-            msg.validate()
-        except ValueError as exc:
-            raise self._fail(method, what, client, round_idx, exc) from None
-        return msg
+    def federation_context(self, fed: FederatedData, seed: int, steps: int) -> FederationContext:
+        """What a method's ``setup`` sees for this run and seed (also used to re-open a finished run's states)."""
+        return FederationContext(
+            benchmark=self.spec.name, modality=self.spec.modality, clients=fed.clients, allocation=dict(self.allocation),
+            architectures=dict(self._arch), rounds=fed.config.rounds, local_steps=steps, batch_size=fed.config.batch_size,
+            seed=seed, device=self.config.device, public_data=self._public_data(), workdir=self.run_dir(seed) / "work",
+        )
 
-    # -- evaluation ----------------------------------------------------------------
-    def _predict_scores(self, method: Method, ctx: ClientContext, state: State, samples: list[Sample]) -> float:
-        queries = [s.as_query() for s in samples]
-        try:
-            preds = method.predict(ctx, state, queries)
-        except DrakeBenchError:
-            raise
-        except Exception as exc:
-            raise self._fail(method, "predict", ctx.client_id, ctx.round_idx, exc) from exc
-        if not isinstance(preds, list) or len(preds) != len(samples) or not all(isinstance(p, str) for p in preds):
-            raise self._fail(method, "predict", ctx.client_id, ctx.round_idx,
-                             TypeError(f"must return a list of {len(samples)} strings"))
+    def fingerprint(self, method: Method, seed: int, steps: int, eval_every: int, fed: FederatedData) -> str:
+        """Hash of everything that shapes a seed's trajectory: a checkpoint resumes only the same run."""
+        cfg = self.config
+        assert self.evaluation is not None
+        key = {
+            "manifest": self.spec.content_hash, "data": fed.store.data_hash, "scenario": self.scenario.model_dump(mode="json"),
+            "method": [method.meta.name, method.meta.version, method.config.model_dump(mode="json")],
+            "allocation": self.allocation,
+            "seed": seed, "rounds": fed.config.rounds, "local_steps": steps, "batch_size": fed.config.batch_size,
+            "eval_every": eval_every, "others": cfg.others_subsample, "self": cfg.self_subsample,
+            "evaluation": self.evaluation.model_dump(mode="json"),
+            "checkpoints": self.checkpoints,
+        }
+        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    # -- one seed, step by step -------------------------------------------------------
+    def init_or_resume(self, seed: int) -> SeedRun:
+        """Open the data, create and set up the method, then either resume the checkpoint or initialise every state."""
+        cfg = self.config
+        fed = load_federated_data(
+            self.spec, self.scenario, seed, data_dir=cfg.data_dir, revision=cfg.revision,
+            rounds=cfg.rounds, local_steps=cfg.local_steps, batch_size=cfg.batch_size,
+        )
+        self.data_hash = fed.store.data_hash
+        raw_method = create_method(cfg.method, cfg.method_config)
+        method = GuardedMethod(raw_method, seed)
+        self.describe_models(method)
+        steps = self.method_local_steps(raw_method)
+        eval_every = cfg.eval_every_rounds or self.spec.fl.eval_every_rounds
+        run = SeedRun(seed=seed, fed=fed, method=method, federation=self.federation_context(fed, seed, steps),
+                      local_steps=steps, eval_every=eval_every, run_dir=self.run_dir(seed))
+        _seed_everything(mixed_seed(seed, SALT_SETUP))
+        t0 = time.perf_counter()
+        method.setup(run.federation)
+        setup_seconds = time.perf_counter() - t0
+
+        fingerprint = self.fingerprint(raw_method, seed, steps, eval_every, fed)
+        prog = checkpoint.load(run.run_dir) if cfg.resume else None
+        if prog is not None and prog.extra.get("fingerprint") != fingerprint:
+            raise DrakeBenchError(
+                f"checkpoint in {run.run_dir} was written by a different run configuration (benchmark, scenario, method "
+                "config, allocation, rounds, steps or evaluation settings differ); resume only continues the same "
+                "run: use another --out, or --no-resume to start over"
+            )
+        if prog is not None:
+            run.states, run.server, run.messages = prog.clients, prog.server or State(), prog.messages
+            run.scores = [ScoreRecord(**r) for r in prog.records.get("scores", [])]
+            run.costs = [CostRecord(**r) for r in prog.records.get("costs", [])]
+            run.start_round, run.extra = prog.completed_rounds, prog.extra
+            return run
+        for c in fed.clients:
+            _seed_everything(mixed_seed(seed, c, SALT_INIT_CLIENT))
+            run.states[c] = method.init_client(self.ctx(c, 0, seed))
+        run.server = method.init_server()
+        run.messages = {c: None for c in fed.clients}
+        run.extra = {"setup_seconds": setup_seconds, "fingerprint": fingerprint}
+        return run
+
+    def train_round(self, run: SeedRun, r: int) -> dict[int, tuple[Message, float]]:
+        """Every client's ``client_update`` of round ``r``: its upload and the seconds it took."""
+        uploads: dict[int, tuple[Message, float]] = {}
+        for c in run.clients:
+            self.cb.on_client(run.seed, r, c)
+            ctx = self.ctx(c, r, run.seed)
+            batches = run.fed.client_stream(c).round(r, local_steps=run.local_steps)
+            _seed_everything(ctx.seed)
+            t0 = time.perf_counter()
+            upload, run.states[c] = run.method.client_update(ctx, run.states[c], run.messages[c], batches)
+            uploads[c] = (upload, time.perf_counter() - t0)
+        return uploads
+
+    def aggregate_round(self, run: SeedRun, r: int, uploads: dict[int, tuple[Message, float]]) -> None:
+        """The server's ``aggregate`` of round ``r``, then the round's cost records (bytes both ways, time, memory)."""
+        _seed_everything(mixed_seed(run.seed, r, SALT_AGGREGATE))
+        messages, run.server = run.method.aggregate(r, run.server, {c: up for c, (up, _) in uploads.items()})
+        run.messages.update(messages)
+        peak = _peak_memory_bytes()
+        for c in run.clients:
+            up, dt = uploads[c]
+            run.costs.append(CostRecord(seed=run.seed, round=r + 1, client=c, uplink_bytes=up.num_bytes(),
+                                        downlink_bytes=messages[c].num_bytes(), train_seconds=dt, peak_memory_bytes=peak))
+
+    def is_eval_round(self, run: SeedRun, r: int) -> bool:
+        return (r + 1) % run.eval_every == 0 or r + 1 == run.rounds
+
+    def _predict_score(self, method: GuardedMethod, ctx: ClientContext, state: State, samples: list[Sample]) -> float:
+        preds = method.predict(ctx, state, [s.as_query() for s in samples])
         return float(np.mean(score_batch(preds, samples))) if samples else 0.0
 
-    def evaluate_round(self, method: Method, fed: FederatedData, states: dict[int, State], seed: int, round_idx: int) -> list[ScoreRecord]:
-        cfg = self.config
+    def evaluate(self, run: SeedRun, states: dict[int, State], round_idx: int) -> list[ScoreRecord]:
+        """Self and Others scores of every client's model after round ``round_idx``, on the tasks seen so far."""
+        cfg, fed = self.config, run.fed
         others_limit = cfg.others_subsample if cfg.others_subsample is not None else self.spec.fl.others_subsample
         self_limit = cfg.self_subsample if cfg.self_subsample is not None else self.spec.fl.self_subsample
         seen = {c: fed.seen_tasks(c, round_idx) for c in fed.clients}
@@ -206,7 +294,7 @@ class Evaluator:
 
         records = []
         for c in fed.clients:
-            ctx = self.ctx(c, round_idx, seed)
+            ctx = self.ctx(c, round_idx, run.seed)
             for j in fed.clients:
                 role = "self" if j == c else "others"
                 limit = self_limit if role == "self" else others_limit
@@ -214,25 +302,31 @@ class Evaluator:
                     samples = items(task, j, limit)
                     if not samples:
                         continue
-                    score = self._predict_scores(method, ctx, states[c], samples)
-                    records.append(ScoreRecord(seed=seed, eval_round=round_idx + 1, client=c, task=task, owner=j,
+                    score = self._predict_score(run.method, ctx, states[c], samples)
+                    records.append(ScoreRecord(seed=run.seed, eval_round=round_idx + 1, client=c, task=task, owner=j,
                                                role=role, n=len(samples), score=score))
         return records
 
-    def ctx(self, client: int, round_idx: int, seed: int) -> ClientContext:
-        return ClientContext(
-            client_id=client,
-            model_name=self.allocation[client],
-            architecture=self._arch[client],
-            round_idx=round_idx,
-            seed=mixed_seed(seed, client, round_idx),
-            device=self.config.device,
-        )
+    def save_checkpoint(self, run: SeedRun, completed_rounds: int) -> None:
+        checkpoint.save(run.run_dir, checkpoint.RunProgress(
+            completed_rounds=completed_rounds, clients=run.states, server=run.server, messages=run.messages,
+            records={"scores": [s.model_dump() for s in run.scores], "costs": [c.model_dump() for c in run.costs]},
+            extra=run.extra,
+        ))
 
-    # -- fast adaptation on unseen tasks (spec 5.2, A12) ----------------------------
-    def fast_adaptation(self, method: Method, fed: FederatedData, states: dict[int, State], server: State, seed: int) -> list[AdaptationRecord]:
-        cfg = self.config
-        if not isinstance(method, AdaptationInit) or not fed.unseen_tasks:
+    def post_federation(self, run: SeedRun) -> None:
+        """The optional stage after the last round; its models replace the final evaluation point."""
+        if not run.method.has_post_federation or run.extra.get("post_federation_done"):
+            return
+        run.states = run.method.post_federation(run.federation, run.states, run.server)
+        run.extra["post_federation_done"] = True
+        last = run.rounds
+        run.scores = [s for s in run.scores if s.eval_round != last] + self.evaluate(run, run.states, last - 1)
+
+    def fast_adaptation(self, run: SeedRun) -> list[AdaptationRecord]:
+        """Adapt to each unseen task from the method's start and from a fresh start, once per architecture."""
+        cfg, fed, method, seed = self.config, run.fed, run.method, run.seed
+        if not cfg.fast_adaptation or not method.has_adaptation or not fed.unseen_tasks:
             return []
         iters = cfg.fast_adaptation_iters or self.spec.fl.fast_adaptation_iters
         every = cfg.fast_adaptation_eval_every or self.spec.fl.fast_adaptation_eval_every
@@ -250,19 +344,16 @@ class Evaluator:
                 train = fed.train_samples(task)
                 test = fed.test_samples(task, limit=cfg.fast_adaptation_test_items)
                 inits = {
-                    "method": lambda: method.adaptation_state(arch, {c: states[c] for c in members}, server),
+                    "method": lambda: method.adaptation_state(arch, {c: run.states[c] for c in members}, run.server, rep),
                     "fresh": lambda: method.init_client(self.ctx(rep, 0, seed)),
                 }
                 for init_name, make in inits.items():
-                    try:
-                        state = make()
-                    except Exception as exc:
-                        raise self._fail(method, f"fast adaptation init ({init_name})", rep, None, exc) from exc
-                    rng = np.random.default_rng([seed, rep, len(task), 0xFA])
+                    state = make()
+                    rng = np.random.default_rng([seed, rep, len(task), SALT_ADAPTATION_BATCHES])
                     done = 0
                     while True:
-                        ctx = self.ctx(rep, 10_000 + done, seed)
-                        score = self._predict_scores(method, ctx, state, test)
+                        ctx = self.ctx(rep, ADAPTATION_ROUND_OFFSET + done, seed)
+                        score = self._predict_score(method, ctx, state, test)
                         records.append(AdaptationRecord(seed=seed, task=task, arch=arch, init=init_name, iteration=done, score=score))
                         if done >= iters:
                             break
@@ -270,215 +361,36 @@ class Evaluator:
                         batches = [[train[i].for_method() for i in rng.choice(len(train), size=min(batch_size, len(train)), replace=False)]
                                    for _ in range(steps)]
                         _seed_everything(ctx.seed)
-                        try:
-                            _msg, state = method.client_update(ctx, state, None, batches)
-                        except Exception as exc:
-                            raise self._fail(method, "fast adaptation client_update", rep, None, exc) from exc
+                        _msg, state = method.client_update(ctx, state, None, batches, call="fast adaptation client_update")
                         done += steps
         return records
 
-    def fingerprint(self, method: Method, seed: int, steps: int, eval_every: int, fed: FederatedData) -> str:
-        """Hash of everything that shapes a seed's trajectory: a checkpoint resumes only the same run."""
-        import hashlib
-        import json
-
-        cfg = self.config
-        key = {
-            "manifest": self.spec.content_hash, "data": fed.store.data_hash, "scenario": self.scenario.model_dump(mode="json"),
-            "method": [method.name, method.version, method.config.model_dump(mode="json")], "allocation": self.allocation,
-            "seed": seed, "rounds": fed.config.rounds, "local_steps": steps, "batch_size": fed.config.batch_size,
-            "eval_every": eval_every, "others": cfg.others_subsample, "self": cfg.self_subsample,
-            "evaluation": evaluation_settings().model_dump(mode="json"),
-            "checkpoints": checkpoint_identities(self.allocation),
-        }
-        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-    # -- one seed ---------------------------------------------------------------------
-    def federation_context(self, fed: FederatedData, seed: int, steps: int) -> FederationContext:
-        """What a method's ``setup`` sees for this run and seed (also used to re-open a finished run's states)."""
-        return FederationContext(
-            benchmark=self.spec.name, modality=self.spec.modality, clients=fed.clients, allocation=dict(self.allocation),
-            architectures=dict(self._arch), rounds=fed.config.rounds, local_steps=steps, batch_size=fed.config.batch_size,
-            seed=seed, device=self.config.device, public_data=self._public_data(), workdir=self.run_dir(seed) / "work",
-        )
-
     def run_seed(self, seed: int) -> tuple[RawTables, dict[str, Any]]:
-        cfg = self.config
-        fed = load_federated_data(
-            self.spec, self.scenario, seed, data_dir=cfg.data_dir, revision=cfg.revision,
-            rounds=cfg.rounds, local_steps=cfg.local_steps, batch_size=cfg.batch_size,
-        )
-        self._arch = self._architectures()
-        self.data_hash = fed.store.data_hash
-        method = create_method(cfg.method, cfg.method_config)
-        steps = self.method_local_steps(method)
-        rounds = fed.config.rounds
-        eval_every = cfg.eval_every_rounds or self.spec.fl.eval_every_rounds
-        run_dir = self.run_dir(seed)
-        federation = self.federation_context(fed, seed, steps)
-        _seed_everything(mixed_seed(seed, 0xC0FFEE))
-        t0 = time.perf_counter()
-        try:
-            method.setup(federation)
-        except DrakeBenchError:
-            raise
-        except Exception as exc:
-            raise self._fail(method, "setup", None, None, exc) from exc
-        setup_seconds = time.perf_counter() - t0
-
-        fingerprint = self.fingerprint(method, seed, steps, eval_every, fed)
-        prog = checkpoint.load(run_dir) if cfg.resume else None
-        if prog is not None and prog.extra.get("fingerprint") != fingerprint:
-            raise DrakeBenchError(
-                f"checkpoint in {run_dir} was written by a different run configuration (benchmark, scenario, method "
-                "config, allocation, rounds, steps or evaluation settings differ); resume only continues the same "
-                "run: use another --out, or --no-resume to start over"
-            )
-        if prog is None:
-            states = {}
-            for c in fed.clients:
-                _seed_everything(mixed_seed(seed, c, 0xA11))
-                try:
-                    st = method.init_client(self.ctx(c, 0, seed))
-                except Exception as exc:
-                    raise self._fail(method, "init_client", c, None, exc) from exc
-                states[c] = st
-            server = method.init_server()
-            messages: dict[int, Message | None] = {c: None for c in fed.clients}
-            scores: list[ScoreRecord] = []
-            costs: list[CostRecord] = []
-            start = 0
-            extra = {"setup_seconds": setup_seconds, "fingerprint": fingerprint}
-        else:
-            states, server, messages = prog.clients, prog.server or State(), prog.messages
-            scores = [ScoreRecord(**r) for r in prog.records.get("scores", [])]
-            costs = [CostRecord(**r) for r in prog.records.get("costs", [])]
-            start = prog.completed_rounds
-            extra = prog.extra
-
-        for r in range(start, rounds):
-            self.cb.on_round(seed, r, rounds)
-            uploads: dict[int, Message] = {}
-            round_costs = {}
-            for c in fed.clients:
-                self.cb.on_client(seed, r, c)
-                ctx = self.ctx(c, r, seed)
-                batches = fed.client_stream(c).round(r, local_steps=steps)
-                _seed_everything(ctx.seed)
-                t0 = time.perf_counter()
-                try:
-                    out = method.client_update(ctx, states[c], messages[c], batches)
-                except DrakeBenchError:
-                    raise
-                except Exception as exc:
-                    raise self._fail(method, "client_update", c, r, exc) from exc
-                dt = time.perf_counter() - t0
-                if not (isinstance(out, tuple) and len(out) == 2):
-                    raise self._fail(method, "client_update", c, r, TypeError("must return (upload Message, new State)"))
-                upload = self._check_message(method, "client_update (upload)", out[0], c, r)
-                new_state = self._check_message(method, "client_update (state)", out[1], c, r)
-                states[c] = new_state if isinstance(new_state, State) else State(new_state.tensors, new_state.metadata)
-                uploads[c] = upload
-                round_costs[c] = (upload.num_bytes(), dt)
-            _seed_everything(mixed_seed(seed, r, 0x5E))
-            try:
-                out = method.aggregate(r, server, uploads)
-            except DrakeBenchError:
-                raise
-            except Exception as exc:
-                raise self._fail(method, "aggregate", None, r, exc) from exc
-            if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], dict)):
-                raise self._fail(method, "aggregate", None, r, TypeError("must return (dict client -> Message, server State)"))
-            new_messages, server = out
-            missing = [c for c in fed.clients if c not in new_messages]
-            if missing:
-                raise self._fail(method, "aggregate", None, r, ValueError(f"no message for clients {missing}"))
-            for c in fed.clients:
-                messages[c] = self._check_message(method, "aggregate (message)", new_messages[c], c, r)
-            server = self._check_message(method, "aggregate (server state)", server, None, r)
-            server = server if isinstance(server, State) else State(server.tensors, server.metadata)
-            peak = _peak_memory_bytes()
-            for c in fed.clients:
-                up, dt = round_costs[c]
-                costs.append(CostRecord(seed=seed, round=r + 1, client=c, uplink_bytes=up,
-                                        downlink_bytes=messages[c].num_bytes(), train_seconds=dt, peak_memory_bytes=peak))
-            if (r + 1) % eval_every == 0 or r + 1 == rounds:
+        """One seed from start (or its checkpoint) to the raw tables."""
+        run = self.init_or_resume(seed)
+        for r in range(run.start_round, run.rounds):
+            self.cb.on_round(seed, r, run.rounds)
+            uploads = self.train_round(run, r)
+            self.aggregate_round(run, r, uploads)
+            if self.is_eval_round(run, r):
                 self.cb.on_eval(seed, r)
-                scores.extend(self.evaluate_round(method, fed, states, seed, r))
-            checkpoint.save(run_dir, checkpoint.RunProgress(
-                completed_rounds=r + 1, clients=states, server=server, messages=messages,
-                records={"scores": [s.model_dump() for s in scores], "costs": [c.model_dump() for c in costs]},
-                extra=extra,
-            ))
-
-        if isinstance(method, PostFederation) and not extra.get("post_federation_done"):
-            try:
-                after = method.post_federation(federation, states, server)
-            except DrakeBenchError:
-                raise
-            except Exception as exc:
-                raise self._fail(method, "post_federation", None, None, exc) from exc
-            if not isinstance(after, dict) or sorted(after) != sorted(fed.clients):
-                got = sorted(after) if isinstance(after, dict) else type(after).__name__
-                raise self._fail(method, "post_federation", None, None,
-                                 TypeError(f"must return a dict with a State for every client {sorted(fed.clients)}, got {got}"))
-            states = {}
-            for c in fed.clients:
-                st = self._check_message(method, "post_federation", after[c], c, None)
-                states[c] = st if isinstance(st, State) else State(st.tensors, st.metadata)
-            extra["post_federation_done"] = True
-            # the deployed models are the post-federation ones: they replace the final evaluation point
-            scores = [s for s in scores if s.eval_round != rounds] + self.evaluate_round(method, fed, states, seed, rounds - 1)
-        adaptation = self.fast_adaptation(method, fed, states, server, seed) if cfg.fast_adaptation else []
-        info = {"local_steps": steps, "rounds": rounds, "eval_every_rounds": eval_every, "method_version": method.version,
-                "method_config": method.config.model_dump(mode="json"), **extra}
-        return RawTables(scores=scores, adaptation=adaptation, costs=costs), info
+                run.scores.extend(self.evaluate(run, run.states, r))
+            self.save_checkpoint(run, r + 1)
+        self.post_federation(run)
+        adaptation = self.fast_adaptation(run)
+        meta = run.method.method
+        info = {"local_steps": run.local_steps, "rounds": run.rounds, "eval_every_rounds": run.eval_every,
+                "method_version": meta.meta.version, "method_config": meta.config.model_dump(mode="json"), **run.extra}
+        return RawTables(scores=run.scores, adaptation=adaptation, costs=run.costs), info
 
 
 # --------------------------------------------------------------------------- whole run
-def model_identity(name: str) -> dict[str, Any]:
-    """What fixes a base model's weights: a tiny zoo model's pretraining recipe, else its source.
-
-    Part of the checkpoint fingerprint (a run never resumes onto re-pretrained bases) and of the
-    result file (two results are comparable only on the same bases).
-    """
-    from .errors import UnknownNameError
-    from .models.zoo import model_info
-
-    try:
-        entry = model_info(name)
-    except UnknownNameError:  # a method that brings its own models (allocation names are free-form)
-        return {"source": name}
-    if entry.tiny:
-        from .models.pretrain import DEFAULT_RECIPE
-
-        return {"source": "drake_bench tiny zoo", "recipe": DEFAULT_RECIPE.as_dict()}
-    return {"source": entry.source}
-
-
-def checkpoint_identities(allocation: dict[int, str]) -> dict[str, dict[str, Any]]:
-    """:func:`model_identity` of every distinct model in an allocation."""
-    return {m: model_identity(m) for m in sorted(set(allocation.values()))}
-
-
-def evaluation_settings() -> EvaluationSettings:
-    from .models import engine, prompting
-
-    return EvaluationSettings(
-        decoding={"do_sample": False, "num_beams": 1, "max_new_tokens": engine.OPEN_MAX_NEW_TOKENS,
-                  "free_text_max_new_tokens": engine.FREE_TEXT_MAX_NEW_TOKENS,
-                  "choice_scoring": "option text log-likelihood (cloze)"},
-        batch_size=engine.EVAL_BATCH_SIZE,
-        prompt_template_version=prompting.TEMPLATE_VERSION,
-        padding_side="left",
-    )
-
-
 def run(config: RunConfig, callbacks: RunCallbacks | None = None) -> RunResult:
-    """Run every seed (resuming from checkpoints), write the result file, and return it.
+    """Run every seed of one method (resuming from checkpoints), write the result file, and return it.
 
     If a seed fails, the seeds finished so far are written as a ``partial`` result before the
-    error propagates, so nothing that finished is lost.
+    error propagates, so nothing that finished is lost. Several methods side by side, with the
+    benchmark built and models prepared first: :func:`drake_bench.runner.run_methods`.
     """
     ev = Evaluator(config, callbacks)
     raws: list[RawTables] = []
@@ -493,6 +405,7 @@ def run(config: RunConfig, callbacks: RunCallbacks | None = None) -> RunResult:
             costs=[r for t in raws for r in t.costs],
         )
         alloc_name = config.allocation or ev.spec.default_allocation or "none"
+        assert ev.evaluation is not None
         return new_result(
             benchmark=BenchmarkRef(name=ev.spec.name, version=ev.spec.version, manifest_hash=ev.spec.content_hash or "",
                                    data_hash=data_hash),
@@ -500,8 +413,7 @@ def run(config: RunConfig, callbacks: RunCallbacks | None = None) -> RunResult:
             method=MethodRef(name=config.method, version=str(info.get("method_version", "unknown")),
                              config=info.get("method_config", config.method_config)),
             model_allocation=ModelAllocationRef(
-                name=alloc_name, clients={str(k): v for k, v in ev.allocation.items()},
-                checkpoints=checkpoint_identities(ev.allocation)),
+                name=alloc_name, clients={str(k): v for k, v in ev.allocation.items()}, checkpoints=ev.checkpoints),
             seeds=done or list(config.seeds),
             fl=FLSettings(
                 rounds=info.get("rounds", config.rounds or ev.spec.fl.rounds),
@@ -513,7 +425,7 @@ def run(config: RunConfig, callbacks: RunCallbacks | None = None) -> RunResult:
                 num_clients=len(ev.spec.clients),
                 extra={"compute_matched": config.compute_matched, "run_config": config.model_dump(mode="json")},
             ),
-            evaluation=evaluation_settings(),
+            evaluation=ev.evaluation,
             environment=capture_environment(config.device),
             raw=merged,
             status=status,  # type: ignore[arg-type]

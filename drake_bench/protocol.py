@@ -1,45 +1,58 @@
-"""The method plugin protocol: what a PFL method implements to run under the standard evaluator.
+"""The method plugin protocol: everything a PFL method implements to run under the standard evaluator.
 
-A method is any object with these attributes and methods (a ``typing.Protocol``, not a base
-class: MTEB's lesson). Everything that crosses a boundary is explicit and serialisable:
+A method is any class with the attributes and calls of :class:`Method` (a ``typing.Protocol``,
+not a base class: any object of the right shape is a method, as in MTEB's model protocols). The
+registry checks ``isinstance(obj, Method)`` when a method is created; the evaluator checks every
+value a call returns (see :mod:`drake_bench.guard`) and names the method, seed, client, round and
+call at fault when one is wrong.
 
-* :class:`State` — a client's or the server's state: tensors (saved with safetensors) plus
-  JSON metadata. The evaluator checkpoints every state after every round and gives them back
-  on resume; the Flower backend moves them between processes.
-* :class:`Message` — what travels between server and client: tensors plus small metadata.
-  The evaluator measures its bytes (uplink and downlink), so a method cannot under-report.
+Everything that crosses the boundary is explicit and serialisable:
 
-Round structure (the evaluator drives it; methods never see the schedule or test data)::
+* :class:`State`: a client's or the server's state, tensors (saved with safetensors) plus JSON
+  metadata. The evaluator checkpoints every state after every round and hands them back on resume.
+* :class:`Message`: what travels between server and client, tensors plus small JSON metadata.
+  The evaluator measures its bytes (uplink and downlink) itself, so a method cannot under-report.
 
-    method.setup(federation)                                   # once: load models, align (FedMosaic), ...
-    client_state[c] = method.init_client(ctx(c))               # per client
+The order of calls, driven by the evaluator (methods never see the schedule or any test answer)::
+
+    method = Config -> Method(config)                               # registry, from --set / method_config
+    identity = method.model_identity(name)  [optional]              # per distinct model of the allocation
+    method.setup(federation)                                        # once per seed: load models, align, ...
+    client_state[c] = method.init_client(ctx(c, round 0))           # per client
     server_state = method.init_server()
-    for round r:
+    for each round r:
         upload[c], client_state[c] = method.client_update(ctx(c, r), client_state[c], message[c], batches)
-        message, server_state = method.aggregate(r, server_state, upload)   # message: a dict, one per client
-        [evaluate: method.predict(ctx(c, r), client_state[c], queries)]
-    optional: method.post_federation(...)   (TAP's distillation stage)
-    optional: method.adaptation_state(...)  (init for fast adaptation on unseen tasks)
+        message, server_state = method.aggregate(r, server_state, upload)      # one message per client
+        every eval_every rounds: method.predict(ctx(c, r), client_state[c], queries)   # answers hidden
+    client_state = method.post_federation(federation, client_state, server_state)   [optional]
+    start = method.adaptation_state(architecture, client_states, server_state)       [optional]
+        -> client_update / predict on each unseen task (fast adaptation)
+
+``docs/writing-a-method.md`` walks through each call with a tested example.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
 
+import numpy as np
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from .sample import MethodSample, Sample
 
 
 @dataclass
 class Message:
-    """Tensors plus small JSON metadata exchanged between a client and the server."""
+    """Tensors plus small JSON metadata exchanged between a client and the server.
+
+    The evaluator counts :meth:`num_bytes` of every upload and download; what a method does not
+    put in a message cannot travel, so communication cost is measured, never self-reported.
+    """
 
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -50,7 +63,7 @@ class Message:
         return int(payload + len(json.dumps(self.metadata, sort_keys=True, default=str).encode()))
 
     def validate(self) -> None:
-        """Raise ValueError on a malformed message (wrong types, non-finite values)."""
+        """Raise ValueError on a malformed message (wrong types, non-finite values, non-JSON metadata)."""
         if not isinstance(self.tensors, dict) or not isinstance(self.metadata, dict):
             raise ValueError("Message.tensors and Message.metadata must be dicts")
         for k, t in self.tensors.items():
@@ -65,9 +78,10 @@ class Message:
 
 
 class State(Message):
-    """A client's or the server's persistent state (same shape as a message, never measured as traffic)."""
+    """A client's or the server's persistent state (same shape as a message, never counted as traffic)."""
 
     def save(self, path: Path) -> None:
+        """Write atomically as safetensors (metadata in the header), so a kill never leaves half a file."""
         from safetensors.torch import save_file
 
         path = Path(path)
@@ -91,7 +105,12 @@ class State(Message):
 
 @dataclass(frozen=True)
 class ClientContext:
-    """Who and when a client-side call is for. ``seed`` is already mixed with client and round."""
+    """Who and when a client-side call is for.
+
+    ``seed`` is already mixed from the run seed, the client and the round (see :func:`mixed_seed`),
+    and the evaluator seeds python, numpy and torch with it before every call, so a method that
+    draws random numbers is reproducible without doing anything.
+    """
 
     client_id: int
     model_name: str
@@ -103,7 +122,7 @@ class ClientContext:
 
 @dataclass(frozen=True)
 class FederationContext:
-    """What a method may know about the federation before it starts (no data, no tasks)."""
+    """What a method may know about the federation before it starts: its shape, never its data or tasks."""
 
     benchmark: str
     modality: str
@@ -115,53 +134,172 @@ class FederationContext:
     batch_size: int
     seed: int
     device: str
-    public_data: Callable[[int], list[Sample]]  # n -> public items (synthetic or real public mix)
+    public_data: Callable[[int], list[Sample]]  # n -> public items, disjoint from every benchmark task
     workdir: Path
+
+
+class MethodMeta(BaseModel):
+    """What a method is, typed (as MTEB's ``ModelMeta``): recorded in every result file it produces."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$",
+                      description="Registry name: lower case, digits, '-', '_' or '.'; the entry point's name.")
+    version: str = Field(min_length=1, description="Bump it whenever a change can move a score: boards key on name + version.")
+    summary: str = Field(default="", description="One line for `drake-bench list` and the docs.")
+    reference: str | None = Field(default=None, description="The paper (title, venue or arXiv id) the method follows.")
+    relative_compute: float = Field(
+        default=1.0, gt=0,
+        description="Compute of one local step relative to plain LoRA fine-tuning of the same base (1.0). "
+                    "`--compute-matched` divides the local steps by it, so methods are compared at equal compute.")
+
+
+class ModelIdentity(BaseModel):
+    """What a method reports about one base model of the allocation, before ``setup``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    architecture: str = Field(
+        description="Clients whose models share an architecture can exchange parameters directly; "
+                    "fast adaptation runs once per architecture.")
+    weights: dict[str, Any] = Field(
+        default_factory=dict,
+        description="What fixes the weights (a source id, a revision, a recipe, a sha256). Recorded in the "
+                    "result file and the checkpoint fingerprint: a run never resumes onto other weights.")
 
 
 @runtime_checkable
 class Method(Protocol):
-    """A PFL method. See the module docstring for when each call happens."""
+    """A PFL method. The module docstring shows when each call happens; every call is checked.
 
-    name: ClassVar[str]
-    version: ClassVar[str]
+    A method raising :class:`~drake_bench.errors.DrakeBenchError` (e.g. a LeakageError) is passed
+    through; any other exception becomes a :class:`~drake_bench.errors.PluginError` naming the
+    method, seed, client, round and call.
+    """
+
+    meta: ClassVar[MethodMeta]
+    Config: ClassVar[type[BaseModel]]
     config: BaseModel
 
-    def setup(self, federation: FederationContext) -> None: ...
+    def setup(self, federation: FederationContext) -> None:
+        """Once per seed, before any client is initialised: load models, align, allocate buffers.
 
-    def init_client(self, ctx: ClientContext) -> State: ...
+        Args:
+            federation: the federation's shape (clients, allocation, architectures, schedule sizes,
+                seed, device, a public-data sampler and a private work folder). No benchmark data.
+        """
 
-    def init_server(self) -> State: ...
+    def init_client(self, ctx: ClientContext) -> State:
+        """A client's state before round 1 (``ctx.round_idx`` is 0).
+
+        Returns:
+            The client's :class:`State`; checkpointed, then passed back to this client's calls.
+        """
+
+    def init_server(self) -> State:
+        """The server's state before round 1 (an empty ``State()`` when the server keeps nothing)."""
 
     def client_update(
         self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
-    ) -> tuple[Message, State]: ...
+    ) -> tuple[Message, State]:
+        """One round of local training on one client.
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]: ...
+        Args:
+            ctx: client, model, architecture, round (0-based) and the call's seed.
+            state: this client's state after its previous call.
+            message: what ``aggregate`` sent this client last round (None in round 1 and during fast
+                adaptation).
+            batches: this round's batches of training items (``len(batches)`` local steps); each item
+                carries images, question, choices and its answer, never its task or its row.
 
-    def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample]) -> list[str]: ...
+        Returns:
+            ``(upload, new_state)``: the upload is measured (uplink bytes) and passed to ``aggregate``;
+            the state is checkpointed. The evaluator times the call (training seconds per client).
+        """
+
+    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+        """The server's step after every client's ``client_update`` of round ``round_idx`` (0-based).
+
+        Returns:
+            ``(messages, new_server_state)``: exactly one :class:`Message` for every client id in
+            ``uploads`` (measured as downlink bytes, delivered to that client's next ``client_update``).
+        """
+
+    def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample]) -> list[str]:
+        """Answers for evaluation queries (answers blanked), one string per query in order.
+
+        Called on the client's own tasks (Self), other clients' tasks (Others) and unseen tasks during
+        fast adaptation. The evaluator scores the strings (exact choice, number or token recall).
+        """
+
+
+@runtime_checkable
+class ReportsModels(Protocol):
+    """Optional: a method that runs base models says which, so results record the exact weights.
+
+    Without it, every allocation name is its own architecture and its identity is its name, and the
+    evaluation settings record only that decoding is the method's own.
+    """
+
+    def model_identity(self, model_name: str) -> ModelIdentity:
+        """The architecture and weight identity of one allocation model name (called before ``setup``)."""
+
+    def evaluation_settings(self) -> dict[str, Any]:
+        """Every knob of inference that moves scores (decoding, prompt template version, batch size, padding side).
+
+        Returns a dict validated as :class:`drake_bench.results.EvaluationSettings`.
+        """
 
 
 @runtime_checkable
 class PostFederation(Protocol):
-    """Optional stage after the last round (TAP's post-FL distillation)."""
+    """Optional: a stage after the last round whose states replace the final evaluation (TAP's distillation)."""
 
-    def post_federation(self, federation: FederationContext, client_states: dict[int, State], server_state: State) -> dict[int, State]: ...
+    def post_federation(self, federation: FederationContext, client_states: dict[int, State], server_state: State) -> dict[int, State]:
+        """Returns a new :class:`State` for every client."""
 
 
 @runtime_checkable
 class AdaptationInit(Protocol):
-    """Optional: the starting state for fast adaptation on unseen tasks (spec A12)."""
+    """Optional: where fast adaptation on an unseen task starts for one architecture.
 
-    def adaptation_state(self, architecture: str, client_states: dict[int, State], server_state: State) -> State: ...
+    Without it a method is not evaluated on unseen tasks. The evaluator also runs the same
+    adaptation from ``init_client`` (a fresh start), so the gain of the federated start is measured.
+    """
+
+    def adaptation_state(self, architecture: str, client_states: dict[int, State], server_state: State) -> State:
+        """The starting state for the clients of ``architecture`` (their final states are given)."""
+
+
+PROTOCOL_CALLS = ("setup", "init_client", "init_server", "client_update", "aggregate", "predict")
+"""The required calls, in the order the evaluator first makes them."""
+
+OPTIONAL_CALLS = {"model_identity": ReportsModels, "evaluation_settings": ReportsModels,
+                  "post_federation": PostFederation, "adaptation_state": AdaptationInit}
+"""Optional calls and the protocol each belongs to."""
+
+
+def protocol_problems(obj: Any) -> list[str]:
+    """What keeps ``obj`` (a class or an instance) from being a :class:`Method`, in words; empty when it is one."""
+    problems = []
+    meta = getattr(obj, "meta", None)
+    if not isinstance(meta, MethodMeta):
+        problems.append(f"`meta` must be a drake_bench.MethodMeta, got {type(meta).__name__}")
+    config_cls = getattr(obj, "Config", None)
+    if not (isinstance(config_cls, type) and issubclass(config_cls, BaseModel)):
+        problems.append("`Config` must be a pydantic BaseModel class (its fields are what --set can change)")
+    for call in PROTOCOL_CALLS:
+        if not callable(getattr(obj, call, None)):
+            problems.append(f"missing call `{call}`")
+    partial = [p.__name__ for p in (ReportsModels,) if any(hasattr(obj, c) for c, q in OPTIONAL_CALLS.items() if q is p)
+               and not all(callable(getattr(obj, c, None)) for c, q in OPTIONAL_CALLS.items() if q is p)]
+    problems += [f"implements part of the optional {name} protocol: give both model_identity and evaluation_settings"
+                 for name in partial]
+    if not isinstance(obj, type) and not isinstance(getattr(obj, "config", None), BaseModel):
+        problems.append("instance has no `config` (a Config instance); set self.config in __init__")
+    return problems
 
 
 def mixed_seed(*parts: int) -> int:
     """A 63-bit seed from several integers (run seed, client, round): same inputs, same seed."""
-    import numpy as np
-
     return int(np.random.SeedSequence([abs(int(p)) for p in parts]).generate_state(2, dtype=np.uint32).view(np.uint64)[0] >> 1)
-
-
-def is_finite_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)

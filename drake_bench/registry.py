@@ -3,8 +3,10 @@
 The reference entries register exactly as third parties do (see pyproject's
 ``[project.entry-points."drake_bench.methods"]``); a plugin package adds the same table to
 its own pyproject and is found after ``pip install``, no fork needed. Scripts and notebooks can
-also call :func:`register_method`. Two methods with one name is an error (lm-eval's lesson:
-silent overwrites make results unattributable).
+also call :func:`register_method`. Two methods with one name is an error: a silent overwrite
+would make results unattributable. Every registration is checked against the
+:class:`~drake_bench.protocol.Method` protocol (as lm-eval's registry checks a base type), so a
+plugin that is not a method fails when it is registered or created, naming what it lacks.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from .errors import PluginError, UnknownNameError
-from .protocol import Method
+from .protocol import Method, protocol_problems
 
 GROUP = "drake_bench.methods"
 _explicit: dict[str, Any] = {}
@@ -38,9 +40,10 @@ def _dist(ep: EntryPoint) -> str:
 
 def register_method(cls: Any, name: str | None = None) -> Any:
     """Register a method class in-process (usable as a decorator). Clashes are errors."""
-    key = name or getattr(cls, "name", None)
-    if not key:
-        raise PluginError(f"{cls!r} has no `name`; give the class a `name` attribute")
+    problems = protocol_problems(cls)
+    if problems:
+        raise PluginError(f"{cls!r} is not a drake_bench Method: " + "; ".join(problems))
+    key = name or cls.meta.name
     if key in _explicit and _explicit[key] is not cls:
         raise PluginError(f"method name clash: {key!r} is already registered in this process by {_explicit[key]!r}")
     eps = _entry_points()
@@ -51,29 +54,48 @@ def register_method(cls: Any, name: str | None = None) -> Any:
 
 
 def available_methods() -> list[str]:
+    """Names of every method registered by entry point or :func:`register_method`."""
     return sorted(set(_entry_points()) | set(_explicit))
 
 
 def method_class(name: str) -> Any:
+    """The class registered as ``name`` (imported on first use); refuses one that is not a Method."""
     if name in _explicit:
         return _explicit[name]
     eps = _entry_points()
     if name not in eps:
         raise UnknownNameError("method", name, available_methods())
     try:
-        return eps[name].load()
+        cls = eps[name].load()
     except Exception as exc:  # a broken plugin must name itself
         raise PluginError(f"method plugin {name!r} ({eps[name].value}) failed to import: {exc!r}") from exc
+    problems = protocol_problems(cls)
+    if problems:
+        raise PluginError(f"method plugin {name!r} ({eps[name].value}) is not a drake_bench Method: " + "; ".join(problems))
+    if cls.meta.name != name:
+        raise PluginError(f"method plugin {name!r} ({eps[name].value}) calls itself {cls.meta.name!r} in its meta; "
+                          "the entry point's name and meta.name must agree (results are filed under it)")
+    return cls
 
 
 def create_method(name: str, config: dict[str, Any] | None = None) -> Method:
-    """Instantiate a registered method with a config dict validated by its own pydantic config class."""
+    """Instantiate a registered method with ``config`` validated by the method's own ``Config`` class."""
     cls = method_class(name)
+    unknown = sorted(set(config or {}) - set(cls.Config.model_fields))
+    if unknown:  # refused even when the plugin's Config would ignore extras: a typo must never be silently dropped
+        raise PluginError(f"method {name!r}: invalid config {config!r}: unknown field(s) {unknown}; "
+                          f"its fields are {sorted(cls.Config.model_fields)} (`drake-bench describe {name}`)")
     try:
-        method = cls(**(config or {})) if not hasattr(cls, "Config") else cls(cls.Config(**(config or {})))
+        parsed = cls.Config(**(config or {}))
     except Exception as exc:
         raise PluginError(f"method {name!r}: invalid config {config!r}: {exc}") from exc
-    missing = [a for a in ("setup", "init_client", "init_server", "client_update", "aggregate", "predict", "name", "version", "config") if not hasattr(method, a)]
-    if missing:
-        raise PluginError(f"method {name!r} does not implement the Method protocol: missing {missing}")
+    try:
+        method = cls(parsed)
+    except Exception as exc:
+        raise PluginError(f"method {name!r} failed in __init__: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(method, Method):
+        raise PluginError(f"method {name!r} does not implement the Method protocol: " + "; ".join(protocol_problems(method)))
+    problems = protocol_problems(method)
+    if problems:
+        raise PluginError(f"method {name!r} does not implement the Method protocol: " + "; ".join(problems))
     return method

@@ -16,20 +16,21 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, Message, State
+from drake_bench.protocol import ClientContext, Message, MethodMeta, State
 from drake_bench.sample import MethodSample
 
 from .lora_clients import LoraMethod, LoraSettings, average
 
 
 class FedIT(LoraMethod):
-    name = "fedit"
-    version = "1.0"
-    relative_compute = 1.0  # Table 15
+    meta = MethodMeta(
+        name="fedit", version="1.0", relative_compute=1.0,
+        summary="FedAvg of one LoRA adapter per architecture (federated instruction tuning).",
+        reference="Zhang et al., Towards Building the Federated GPT: Federated Instruction Tuning (ICASSP 2024)")
 
     class Config(LoraSettings):
         model_config = ConfigDict(extra="forbid")
-        weighting: str = Field(default="equal", pattern="^(equal)$", description="Equal weights within an architecture (Table 7 'Vanilla').")
+        weighting: str = Field(default="equal", pattern="^(equal)$", description="How uploads of one architecture are averaged: 'equal' weights (the FedMosaic paper's Table 7 'Vanilla').")
 
     def client_update(self, ctx: ClientContext, state: State, message: Message | None,
                       batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:

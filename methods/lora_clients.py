@@ -3,15 +3,11 @@
 Not part of the protocol (methods are free to do anything); the reference entries use it so
 SFT, FedIT and the rest differ only where their papers differ.
 
-[R] Toy-scale optimisation defaults: AdamW, constant learning rate 3e-3 for LoRA rank 8 on the
-tiny zoo models (the paper's 2e-5 / 5e-5 / 3e-4 are for 1B-8B models and barely move a
-64-wide model in 200 steps; on drake-synth client 3, 200 steps at 1e-3 left Self at the base
-model's level while 3e-3 raised it by ~0.17); a fresh optimiser each round (the paper does not say whether
-optimiser moments persist across rounds; a fresh one keeps client state to adapter weights). Measured since:
-over 800 continuous steps on one client's four tasks 1e-3 learns them better than 3e-3 (+10.1 vs +4.3 over
-zero-shot, docs/transfer/), and the main job at 1e-3 shows SFT's Self above Others on every seed
-(leaderboard/main-job-lr1e-3); the default stays 3e-3 so that every published board keeps its meaning
-(``drake-bench run --set learning_rate=1e-3`` to use the other).
+Toy-scale optimisation: AdamW at a constant learning rate of 3e-3 for rank-8 LoRA, because the
+papers' rates (2e-5 to 3e-4) are for 1B-8B models and barely move a 64-wide model within a round;
+a fresh optimiser every round, because the papers do not say whether optimiser moments persist
+and a fresh one keeps a client's state to its adapter weights. The measurements behind the rate
+are in docs/findings/toy-learning-rate.md.
 """
 
 from __future__ import annotations
@@ -22,20 +18,26 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, FederationContext, State
+from drake_bench.protocol import ClientContext, FederationContext, ModelIdentity, State
 from drake_bench.sample import MethodSample
 
 
 class LoraSettings(BaseModel):
+    """Settings shared by the LoRA-based reference entries (SFT, FedIT, zero-shot)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    rank: int = Field(default=8, ge=1)
-    alpha: int = 16
-    learning_rate: float = Field(default=3e-3, gt=0)
-    weight_decay: float = 0.0
-    offload_dir: str | None = Field(default=None, description="Keep client adapters on disk instead of RAM.")
+    rank: int = Field(default=8, ge=1, description="LoRA rank r of every adapted linear layer of the language model.")
+    alpha: int = Field(default=16, description="LoRA scaling numerator: the update is scaled by alpha / rank.")
+    learning_rate: float = Field(
+        default=3e-3, gt=0,
+        description="AdamW learning rate, constant. 3e-3 moves the tiny zoo models within a round; the papers' "
+                    "2e-5 to 3e-4 are for 1B-8B models.")
+    weight_decay: float = Field(default=0.0, description="AdamW weight decay on the adapter weights.")
+    offload_dir: str | None = Field(default=None, description="Keep client adapters on disk instead of RAM (for many clients).")
     model_loader: Literal["zoo", "testing"] = Field(
-        default="zoo", description="'testing': untrained tiny models from drake_bench.models.testing (fast tests only).")
+        default="zoo", description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny "
+                                   "models from drake_bench.models.testing (fast tests only).")
 
 
 class LoraClients:
@@ -115,6 +117,18 @@ class LoraMethod:
     def __init__(self, config: BaseModel | None = None):
         self.config = config or self.Config()
         self.clients = LoraClients(self.config)
+
+    def model_identity(self, model_name: str) -> ModelIdentity:
+        """Zoo models: the architecture key and what fixes the weights (pretraining recipe or source)."""
+        from drake_bench.models.identity import architecture, model_identity
+
+        return ModelIdentity(architecture=architecture(model_name), weights=model_identity(model_name))
+
+    def evaluation_settings(self) -> dict:
+        """The zoo engine's greedy decoding, cloze choice scoring and prompt template version."""
+        from drake_bench.models.identity import evaluation_settings
+
+        return evaluation_settings()
 
     def setup(self, federation: FederationContext) -> None:
         self.clients.setup(federation)

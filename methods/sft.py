@@ -11,16 +11,15 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import ConfigDict
 
-from drake_bench.protocol import ClientContext, Message, State
+from drake_bench.protocol import ClientContext, Message, MethodMeta, State
 from drake_bench.sample import MethodSample
 
 from .lora_clients import LoraMethod, LoraSettings
 
 
 class SFT(LoraMethod):
-    name = "sft"
-    version = "1.0"
-    relative_compute = 1.0  # Table 15
+    meta = MethodMeta(name="sft", version="1.0", relative_compute=1.0,
+                      summary="Local LoRA fine-tuning on each client; nothing is shared (the personalisation baseline).")
 
     class Config(LoraSettings):
         model_config = ConfigDict(extra="forbid")

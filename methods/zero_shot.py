@@ -16,16 +16,15 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import ConfigDict
 
-from drake_bench.protocol import ClientContext, Message, State
+from drake_bench.protocol import ClientContext, Message, MethodMeta, State
 from drake_bench.sample import MethodSample
 
 from .lora_clients import LoraMethod, LoraSettings
 
 
 class ZeroShot(LoraMethod):
-    name = "zero-shot"
-    version = "1.0"
-    relative_compute = 1.0  # no training: compute matching leaves nothing to scale
+    meta = MethodMeta(name="zero-shot", version="1.0", relative_compute=1.0,
+                      summary="The pretrained base models, never trained: the reference row.")
 
     class Config(LoraSettings):
         model_config = ConfigDict(extra="forbid")

@@ -176,9 +176,9 @@ def main() -> None:
     if not a.report_only:
         from rich.console import Console
 
-        from drake_bench.commands.run import run_many
+        from drake_bench.runner import run_methods
 
-        results = run_many([config_for(m, a) for m in a.methods], jobs=a.jobs, threads=1, console=Console(stderr=True))
+        results = run_methods([config_for(m, a) for m in a.methods], jobs=a.jobs, threads=1, console=Console(stderr=True))
         for m, res in zip(a.methods, results):
             shutil.copyfile(res.path(a.out), result_file(board, m))
     else:  # results of an earlier `drake-bench run ... --out <out>` not yet copied to the board

@@ -13,15 +13,14 @@ from collections.abc import Iterable, Sequence
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from drake_bench.protocol import ClientContext, FederationContext, Message, State
+from drake_bench.protocol import ClientContext, FederationContext, Message, MethodMeta, State
 from drake_bench.sample import MethodSample
 
 VOCAB = ["yes", "no"]
 
 
 class Counter:
-    name = "counter"
-    version = "1.0"
+    meta = MethodMeta(name="counter", version="1.0", summary="Counts trained answers, predicts the most frequent one.")
     FAIL_ON: tuple[int, int] | None = None  # a code-level fault (not config): a fixed plugin resumes the same run
 
     class Config(BaseModel):

@@ -14,7 +14,7 @@ import torch
 from drake_bench import DrakeBenchError, PluginError
 from drake_bench.evaluator import RunConfig, run
 from drake_bench.manifest import manifest_dict
-from drake_bench.protocol import State
+from drake_bench.protocol import MethodMeta, State
 from drake_bench.registry import available_methods, create_method, register_method
 from drake_bench.results import check_result, read_result
 
@@ -79,7 +79,7 @@ def test_failure_names_method_client_round_and_resume_is_exact(toy, tmp_path, mo
     clean = run(_cfg(toy, tmp_path / "clean", fast_adaptation=False))
     out = tmp_path / "crash"
     monkeypatch.setattr(Counter, "FAIL_ON", (2, 4))
-    with pytest.raises(PluginError, match=r"method 'counter' failed in client_update on client 2, round 5: RuntimeError: boom"):
+    with pytest.raises(PluginError, match=r"method 'counter' failed in client_update \(seed 0, client 2, round 5\): RuntimeError: boom"):
         run(_cfg(toy, out, fast_adaptation=False))
     monkeypatch.setattr(Counter, "FAIL_ON", None)  # the plugin is fixed; same configuration resumes
     progress = json.loads(next(out.rglob("progress.json")).read_text())
@@ -89,24 +89,24 @@ def test_failure_names_method_client_round_and_resume_is_exact(toy, tmp_path, mo
 
 
 def test_nan_and_malformed_outputs_are_plugin_errors(toy, tmp_path):
-    with pytest.raises(PluginError, match=r"client 3, round 2: .*NaN"):
+    with pytest.raises(PluginError, match=r"client_update \(seed 0, client 3, round 2\): the upload: .*NaN"):
         run(_cfg(toy, tmp_path / "nan", fast_adaptation=False, method_config={"nan_on": [3, 1]}))
 
     class Broken(Counter):
-        name = "broken"
+        meta = MethodMeta(name="broken", version="1.0")
 
         def aggregate(self, round_idx, server_state, uploads):
             return {}, server_state
 
     register_method(Broken)
-    with pytest.raises(PluginError, match=r"'broken' failed in aggregate on round 1: .*no message for clients"):
+    with pytest.raises(PluginError, match=r"'broken' failed in aggregate \(seed 0, round 1\): .*no message for clients"):
         run(_cfg(toy, tmp_path / "broken", method="broken", fast_adaptation=False))
 
 
 class Distilled(Counter):
     """A post-federation stage (TAP's distillation, in spirit): every client ends up answering ``answer``."""
 
-    name = "distilled"
+    meta = MethodMeta(name="distilled", version="1.0")
     answer = "yes"
     calls: list[tuple[int, list[int]]] = []
 
@@ -117,7 +117,7 @@ class Distilled(Counter):
 
 
 class DistilledNo(Distilled):
-    name = "distilled-no"
+    meta = MethodMeta(name="distilled-no", version="1.0")
     answer = "no"
 
 
@@ -147,22 +147,22 @@ def test_post_federation_stage_replaces_only_the_final_evaluation(toy, tmp_path)
 
 def test_a_malformed_post_federation_result_is_a_plugin_error(toy, tmp_path):
     class Forgetful(Counter):
-        name = "forgetful"
+        meta = MethodMeta(name="forgetful", version="1.0")
 
         def post_federation(self, federation, client_states, server_state):
             return {c: s for c, s in client_states.items() if c != 2}
 
     class Poisoned(Counter):
-        name = "poisoned"
+        meta = MethodMeta(name="poisoned", version="1.0")
 
         def post_federation(self, federation, client_states, server_state):
             return {c: State(tensors={"counts": torch.full((2,), float("nan"))}) for c in client_states}
 
     register_method(Forgetful)
     register_method(Poisoned)
-    with pytest.raises(PluginError, match=r"'forgetful' failed in post_federation: .*every client \[1, 2, 3\], got \[1, 3\]"):
+    with pytest.raises(PluginError, match=r"'forgetful' failed in post_federation \(seed 0\): .*every client \[1, 2, 3\], got \[1, 3\]"):
         run(_cfg(toy, tmp_path / "f", method="forgetful", fast_adaptation=False))
-    with pytest.raises(PluginError, match=r"'poisoned' failed in post_federation on client 1: .*NaN"):
+    with pytest.raises(PluginError, match=r"'poisoned' failed in post_federation \(seed 0, client 1\): .*NaN"):
         run(_cfg(toy, tmp_path / "p", method="poisoned", fast_adaptation=False))
     # the eight rounds before the faulty stage stay on disk
     assert json.loads(next((tmp_path / "p").rglob("progress.json")).read_text())["completed_rounds"] == 8
@@ -186,16 +186,17 @@ def test_registry_refuses_clashes_and_unknown_names():
 PLUGIN = '''
 from minimal_method import Counter as _C
 
+from drake_bench import MethodMeta
+
 class ThirdParty(_C):
-    name = "third-party"
-    version = "0.0.1"
+    meta = MethodMeta(name="{ep_name}", version="0.0.1")
 '''
 
 
 def _install_plugin(tmp_path: Path, pkg: str, ep_name: str) -> Path:
     src = tmp_path / f"src-{pkg}"
     (src / pkg).mkdir(parents=True)
-    (src / pkg / "__init__.py").write_text(PLUGIN)
+    (src / pkg / "__init__.py").write_text(PLUGIN.replace("{ep_name}", ep_name))
     (src / "pyproject.toml").write_text(textwrap.dedent(f"""
         [build-system]
         requires = ["setuptools>=68"]
@@ -287,20 +288,26 @@ def test_a_run_killed_mid_flight_resumes_to_identical_results(toy, tmp_path):
 
 
 def test_model_identity_follows_the_pretraining_recipe_and_template(monkeypatch):
-    """A checkpoint never resumes onto re-pretrained bases or a changed prompt template."""
-    from drake_bench.evaluator import model_identity
+    """A checkpoint never resumes onto re-pretrained bases or a changed prompt template (the zoo methods' report)."""
+    from drake_bench.methods.sft import SFT
     from drake_bench.models import pretrain, prompting
 
-    tiny = model_identity("tiny-llava-llama-s")
-    assert tiny["recipe"]["version"] == pretrain.RECIPE_VERSION
-    assert model_identity("llava-1.5-7b") == {"source": "llava-hf/llava-1.5-7b-hf"}
-    assert model_identity("my-own-model") == {"source": "my-own-model"}
+    sft = SFT()
+    tiny = sft.model_identity("tiny-llava-llama-s")
+    assert tiny.weights["recipe"]["version"] == pretrain.RECIPE_VERSION
+    assert tiny.architecture != sft.model_identity("tiny-llava-qwen2-s").architecture
+    assert sft.model_identity("llava-1.5-7b").weights == {"source": "llava-hf/llava-1.5-7b-hf"}
+    assert sft.model_identity("my-own-model").model_dump() == {"architecture": "my-own-model", "weights": {"source": "my-own-model"}}
     monkeypatch.setattr(pretrain, "DEFAULT_RECIPE", pretrain.Recipe(steps_multimodal=1))
-    assert model_identity("tiny-llava-llama-s") != tiny
+    assert sft.model_identity("tiny-llava-llama-s") != tiny
     monkeypatch.setattr(prompting, "TEMPLATE_VERSION", "other")
-    from drake_bench.evaluator import evaluation_settings
+    assert sft.evaluation_settings()["prompt_template_version"] == "other"
 
-    assert evaluation_settings().prompt_template_version == "other"
+
+def test_a_model_free_method_reports_no_models_and_the_result_says_so(toy, tmp_path):
+    res = run(_cfg(toy, tmp_path / "free", fast_adaptation=False))
+    assert res.model_allocation.checkpoints == {"none": {"source": "none"}}
+    assert res.evaluation.extra == {"reported_by_method": False}
 
 
 def test_drake_bench_run_cli_runs_a_third_party_plugin_end_to_end(toy, tmp_path):

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 class CrashingFedMosaic(FedMosaic):
     """FedMosaic that raises once in client_update at (client, round) - to test resume."""
 
-    name = "fedmosaic-crash"
+    meta = FedMosaic.meta.model_copy(update={"name": "fedmosaic-crash"})
     FAIL_ON: tuple[int, int] | None = None  # a code-level fault: the fixed plugin resumes the same run
 
     def client_update(self, ctx, state, message, batches):

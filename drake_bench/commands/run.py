@@ -1,8 +1,9 @@
-"""``drake-bench run`` (the main job) and ``drake-bench list``.
+"""``drake-bench run`` (the main job), ``list``, ``describe``, ``check`` and ``report``.
 
 ``drake-bench run`` with no arguments runs the embedded default: drake-synth, PFL-Dynamic,
 heterogeneous tiny models (the manifest's default allocation), SFT vs FedIT, one seed; it prints
 Self/Others A_last/A_AUC, writes one result file per method and an accuracy-over-rounds plot.
+The work itself is :func:`drake_bench.runner.run_methods`; this module only parses options.
 """
 
 from __future__ import annotations
@@ -19,9 +20,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..errors import DrakeBenchError
+from ..run_config import RunConfig
+from ..runner import default_jobs
+from ..console import print_table
 
 _err = Console(stderr=True)
 _out = Console()
+
+
+def _help(field: str) -> str:
+    """The option's help is the RunConfig field's description, so the CLI and Python say the same."""
+    return RunConfig.model_fields[field].description or ""
 
 
 OPTION_OF_FIELD = {"seeds": "--seeds", "rounds": "--rounds", "local_steps": "--local-steps",
@@ -74,118 +83,6 @@ def method_settings(settings: list[str], names: list[str]) -> dict[str, dict[str
     return out
 
 
-def _default_jobs() -> int:
-    import os
-
-    return max(1, min(2, os.cpu_count() or 1))
-
-
-def _worker(config_json: str, threads: int, queue) -> tuple[str, str]:
-    """Run one method in a worker process; errors come back as text (custom exceptions do not pickle)."""
-    import torch
-
-    from ..evaluator import RunCallbacks, RunConfig, run
-    from ..progress import quiet_libraries
-
-    quiet_libraries()
-    torch.set_num_threads(threads)
-    cfg = RunConfig.model_validate_json(config_json)
-    seeds = cfg.seeds
-
-    class Callbacks(RunCallbacks):
-        def on_round(self, seed: int, round_idx: int, total: int) -> None:
-            queue.put((cfg.method, seeds.index(seed) * total + round_idx, total * len(seeds), f"seed {seed} round {round_idx + 1}/{total}"))
-
-        def on_eval(self, seed: int, round_idx: int) -> None:
-            queue.put((cfg.method, None, None, f"seed {seed} evaluating after round {round_idx + 1}"))
-
-        def on_adaptation(self, seed: int, task: str, arch: str) -> None:
-            queue.put((cfg.method, None, None, f"seed {seed} fast adaptation {task} ({arch})"))
-
-    try:
-        return "ok", run(cfg, Callbacks()).model_dump_json()
-    except DrakeBenchError as exc:
-        return "error", f"{type(exc).__name__}: {exc}"
-
-
-def pretrain_tiny_models(names: list[str], console: Console) -> None:
-    """Pretrain (once, then cached) the allocation's tiny zoo models before any worker starts.
-
-    Workers would otherwise wait on each other's file locks behind progress bars stuck at zero
-    for the minutes a first pretraining takes; here the user sees what is being built.
-    """
-    from ..models.pretrain import DEFAULT_RECIPE, checkpoint_dir, ensure_pretrained, is_pretrained
-    from ..errors import UnknownNameError
-    from ..models.zoo import model_info
-
-    todo = []
-    for name in names:
-        try:
-            if model_info(name).tiny and not is_pretrained(name):
-                todo.append(name)
-        except UnknownNameError:  # a method bringing its own models: nothing to pretrain here
-            continue
-    for name in todo:
-        with console.status(f"pretraining {name} once (recipe {DEFAULT_RECIPE.version}; cached in "
-                            f"{checkpoint_dir(name).parent}; the first multimodal model also trains the "
-                            f"shared vision tower, about 4 minutes)"):
-            started = time.perf_counter()
-            ensure_pretrained(name)
-        console.print(f"pretrained {name} ({time.perf_counter() - started:.0f} s)")
-
-
-def run_many(configs: list, jobs: int, threads: int, console: Console) -> list:
-    """Run each config (one method each) in ``jobs`` worker processes with live progress bars
-    (plain timestamped lines per round, evaluation and adaptation task when the console is not a terminal).
-
-    Methods are independent runs, so running them side by side is exact: each worker gets its
-    own process and ``threads`` torch threads (1 thread per worker is fastest for tiny models on
-    a 2-core machine: measured in docs/models.md). Results come back in the order given.
-    """
-    import multiprocessing as mp
-    import queue as queue_mod
-    from concurrent.futures import ProcessPoolExecutor
-
-    from ..results import RunResult
-
-    ctx = mp.get_context("spawn")
-    manager = ctx.Manager()
-    q = manager.Queue()
-    started = time.perf_counter()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False, disable=not console.is_terminal) as bar:
-        tasks = {c.method: bar.add_task(f"{c.method}: starting", total=None) for c in configs}
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = [pool.submit(_worker, c.model_dump_json(), threads, q) for c in configs]
-            pending = set(futures)
-            while pending:
-                try:
-                    method, done, total, text = q.get(timeout=0.5)
-                    if not console.is_terminal:  # logs, CI, nohup: no live bars, so one plain line per milestone
-                        console.print(f"[{time.perf_counter() - started:5.0f} s] {method}: {text}", highlight=False)
-                    update = {"description": f"{method}: {text}"}
-                    if done is not None:
-                        update.update(completed=done, total=total)
-                    bar.update(tasks[method], **update)
-                except queue_mod.Empty:
-                    pass
-                for f in [f for f in pending if f.done()]:
-                    pending.discard(f)
-            outcomes = [f.result() for f in futures]
-        for c, (status, payload) in zip(configs, outcomes):
-            if status == "ok":
-                bar.update(tasks[c.method], description=f"{c.method}: done", completed=1, total=1)
-    results = []
-    for c, (status, payload) in zip(configs, outcomes):
-        if status != "ok":
-            raise DrakeBenchError(f"method {c.method!r}: {payload}")
-        res = RunResult.model_validate_json(payload)
-        if not console.is_terminal:
-            console.print(f"{c.method}: wrote {res.path(c.out)}")
-        results.append(res)
-    return results
-
-
 def register(app: typer.Typer) -> None:
     _register_check(app)
     _register_report(app)
@@ -198,25 +95,25 @@ def register(app: typer.Typer) -> None:
 
     @app.command("run")
     def run_cmd(
-        benchmark: Annotated[str, typer.Option(help="Benchmark name or manifest path.")] = "drake-synth",
-        scenario: Annotated[str | None, typer.Option(help="static | dynamic | async | async:3-7-3-7 | dirichlet:0.5 (default: manifest's).")] = None,
-        methods: Annotated[str, typer.Option(help="Comma-separated registered method names.")] = "sft,fedit",
-        seeds: Annotated[str, typer.Option(help="Comma-separated seeds, each run separately.")] = "0",
-        allocation: Annotated[str | None, typer.Option(help="Model allocation from the manifest (default: its default).")] = None,
-        out: Annotated[Path, typer.Option(help="Output folder for checkpoints, result files and plots.")] = Path("runs"),
-        rounds: Annotated[int | None, typer.Option(help="Override the manifest's rounds.")] = None,
-        local_steps: Annotated[int | None, typer.Option(help="Override the manifest's local steps per round.")] = None,
-        eval_every: Annotated[int | None, typer.Option(help="Evaluate every N rounds (default: manifest's).")] = None,
-        others_subsample: Annotated[int | None, typer.Option(help="Others items per task (default: manifest's).")] = None,
-        compute_matched: Annotated[bool, typer.Option(help="Scale local steps by 1/relative compute (spec A10).")] = False,
-        fast_adaptation: Annotated[bool, typer.Option(help="Evaluate fast adaptation on unseen tasks.")] = True,
+        benchmark: Annotated[str, typer.Option(help=_help("benchmark"))] = "drake-synth",
+        scenario: Annotated[str | None, typer.Option(help=_help("scenario"))] = None,
+        methods: Annotated[str, typer.Option(help="Comma-separated registered method names (`drake-bench list`; `drake-bench describe METHOD` shows a method's config).")] = "sft,fedit",
+        seeds: Annotated[str, typer.Option(help="Comma-separated seeds. " + _help("seeds"))] = "0",
+        allocation: Annotated[str | None, typer.Option(help=_help("allocation"))] = None,
+        out: Annotated[Path, typer.Option(help=_help("out"))] = Path("runs"),
+        rounds: Annotated[int | None, typer.Option(help=_help("rounds"))] = None,
+        local_steps: Annotated[int | None, typer.Option(help=_help("local_steps"))] = None,
+        eval_every: Annotated[int | None, typer.Option(help=_help("eval_every_rounds"))] = None,
+        others_subsample: Annotated[int | None, typer.Option(help=_help("others_subsample"))] = None,
+        compute_matched: Annotated[bool, typer.Option(help=_help("compute_matched"))] = False,
+        fast_adaptation: Annotated[bool, typer.Option(help=_help("fast_adaptation"))] = True,
         adaptation_tasks: Annotated[int | None, typer.Option(help="Use only the first N unseen tasks for fast adaptation.")] = 2,
-        resume: Annotated[bool, typer.Option(help="Resume from checkpoints in --out.")] = True,
+        resume: Annotated[bool, typer.Option(help=_help("resume"))] = True,
         threads: Annotated[int, typer.Option(help="torch intra-op threads per worker (1 is fastest for tiny models).")] = 1,
-        jobs: Annotated[int, typer.Option(help="Methods run in parallel worker processes (default: one per CPU core).")] = _default_jobs(),
-        device: Annotated[str, typer.Option(help="cpu, cuda, ...")] = "cpu",
-        data_dir: Annotated[Path | None, typer.Option(help="Built benchmark folder (default: local build / embedded).")] = None,
-        revision: Annotated[str | None, typer.Option(help="Hub revision to fetch the benchmark from.")] = None,
+        jobs: Annotated[int, typer.Option(help="Methods run in parallel worker processes (default: one per CPU core).")] = default_jobs(),
+        device: Annotated[str, typer.Option(help=_help("device"))] = "cpu",
+        data_dir: Annotated[Path | None, typer.Option(help=_help("data_dir"))] = None,
+        revision: Annotated[str | None, typer.Option(help=_help("revision"))] = None,
         set_: Annotated[list[str] | None, typer.Option(
             "--set", help="Method config: KEY=VALUE for every method that has KEY, METHOD.KEY=VALUE for one "
                           "(repeatable; VALUE read as JSON when it parses), e.g. --set learning_rate=1e-3.")] = None,
@@ -224,9 +121,9 @@ def register(app: typer.Typer) -> None:
         """Run methods through the standard evaluator and print Self/Others A_last/A_AUC."""
         from ..evaluation.plots import plot_accuracy_over_rounds
         from ..evaluation.table import summary_markdown, summary_table
-        from ..evaluator import RunConfig
         from ..manifest import load_benchmark
         from ..registry import create_method
+        from ..runner import run_methods
 
         try:
             spec = load_benchmark(benchmark)
@@ -267,16 +164,10 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(f"{option}: {err['msg']}") from None
         started = time.perf_counter()
         try:
-            # build / fetch the data once, before any worker starts, so workers never race on it
-            from ..stream import open_built
-
-            open_built(spec, data_dir=data_dir, revision=revision)
-            if spec.model_allocations:
-                pretrain_tiny_models(sorted(set(spec.allocation(allocation).values())), _err)
-            results = run_many(configs, jobs=max(1, min(jobs, len(configs))), threads=threads, console=_err)
+            results = run_methods(configs, jobs=jobs, threads=threads, console=_err)
         except DrakeBenchError as exc:
             raise _fail(exc) from None
-        _out.print(summary_table(results, title=f"{spec.name} / {results[0].scenario.tag} ({len(seed_list)} seed(s))"))
+        print_table(_out, summary_table(results, title=f"{spec.name} / {results[0].scenario.tag} ({len(seed_list)} seed(s))"))
         scen_dir = Path(out) / spec.name / results[0].scenario.tag
         scen_dir.mkdir(parents=True, exist_ok=True)
         plot = scen_dir / "accuracy_over_rounds.png"
@@ -293,24 +184,62 @@ def register(app: typer.Typer) -> None:
 
         t = Table(title="benchmarks (archived versions load by pinned name, e.g. drake-synth@1.3.0)")
         for col in ("name", "version", "clients", "tasks", "unseen", "modality", "kind", "rounds x steps"):
-            t.add_column(col)
+            t.add_column(col, no_wrap=True)
         for name in available_benchmarks() + archived_benchmarks():
             s = load_benchmark(name)
             kind = f"embedded mirror of {s.mirrors}" if s.embedded else "real"
             t.add_row(name, s.version + (" (archived)" if "@" in name else ""), str(len(s.clients)),
                       str(len(s.tasks) - len(s.unseen_tasks)), str(len(s.unseen_tasks)), s.modality, kind,
                       f"{s.fl.rounds} x {s.fl.local_steps}")
-        _out.print(t)
-        m = Table(title="methods (entry point group drake_bench.methods)")
-        for col in ("name", "version", "class"):
-            m.add_column(col)
+        print_table(_out, t)
+        m = Table(title="methods (entry point group drake_bench.methods; `drake-bench describe NAME` for its config)")
+        for col in ("name", "version", "summary"):
+            m.add_column(col, no_wrap=col != "summary")
         for name in available_methods():
             try:
                 cls = method_class(name)
-                m.add_row(name, str(getattr(cls, "version", "?")), f"{cls.__module__}.{cls.__qualname__}")
+                m.add_row(name, cls.meta.version, cls.meta.summary)
             except DrakeBenchError as exc:
                 m.add_row(name, "?", f"[red]{exc}[/]")
-        _out.print(m)
+        print_table(_out, m)
+
+    @app.command("describe")
+    def describe_cmd(
+        name: Annotated[str, typer.Argument(help="A method name (see `drake-bench list`), or `run` for the run settings.")],
+    ) -> None:
+        """Every config field of a method (or of a run) with its type, default and what it does."""
+        from ..protocol import OPTIONAL_CALLS
+        from ..registry import method_class
+
+        if name == "run":
+            _out.print("[bold]run settings[/] (RunConfig; `drake-bench run --help` names the options)")
+            print_table(_out, config_table(RunConfig, "RunConfig"))
+            return
+        try:
+            cls = method_class(name)
+        except DrakeBenchError as exc:
+            raise _fail(exc) from None
+        meta = cls.meta
+        _out.print(f"[bold]{meta.name}[/] {meta.version}: {meta.summary}", highlight=False)
+        if meta.reference:
+            _out.print(f"reference: {meta.reference}", highlight=False)
+        optional = sorted({proto.__name__ for call, proto in OPTIONAL_CALLS.items() if callable(getattr(cls, call, None))})
+        _out.print(f"class: {cls.__module__}.{cls.__qualname__}; relative compute {meta.relative_compute:g}; "
+                   f"optional protocols: {', '.join(optional) or 'none'}", highlight=False)
+        print_table(_out, config_table(cls.Config, f"{meta.name} config (set with --set {meta.name}.KEY=VALUE)"))
+
+
+def config_table(config_cls: type, title: str) -> Table:
+    """One row per pydantic field: name, type, default and its description."""
+    table = Table(title=title)
+    for col in ("field", "type", "default", "description"):
+        table.add_column(col, no_wrap=col != "description", overflow="fold")
+    for key, info in config_cls.model_fields.items():
+        default = "(required)" if info.is_required() else repr(info.get_default(call_default_factory=True))
+        ann = info.annotation
+        kind = ann.__name__ if isinstance(ann, type) else str(ann).replace("typing.", "")
+        table.add_row(key, kind, default, info.description or "")
+    return table
 
 
 def _register_check(app: typer.Typer) -> None:
@@ -366,7 +295,7 @@ def _register_report(app: typer.Typer) -> None:
                 if a != b:
                     raise _fail(DrakeBenchError(f"{p}: {what} {b} differs from {first_path}'s {a}; not comparable on one board"))
         runs = [r for _, r in results]
-        _out.print(summary_table(runs, title=f"{first.benchmark.name} / {first.scenario.tag}"))
+        print_table(_out, summary_table(runs, title=f"{first.benchmark.name} / {first.scenario.tag}"))
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             plot_accuracy_over_rounds(runs, out / "accuracy_over_rounds.png")

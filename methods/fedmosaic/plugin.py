@@ -13,7 +13,7 @@ from typing import Any, Literal
 import torch
 from pydantic import ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, FederationContext, Message, State
+from drake_bench.protocol import ClientContext, FederationContext, Message, MethodMeta, ModelIdentity, State
 from drake_bench.sample import MethodSample
 
 from . import accounting, rela
@@ -91,9 +91,11 @@ class FedMosaic:
       continues exactly.
     """
 
-    name = "fedmosaic"
-    version = "1.0"
-    relative_compute = 1.161  # spec 4/B14: 9.8% W_s overhead + alignment (compute matching only)
+    # relative compute: W_s's gradient costs about 9.8% more per step, plus the one-off alignment
+    meta = MethodMeta(
+        name="fedmosaic", version="1.0", relative_compute=1.161,
+        summary="RELA-weighted aggregation of aligned PQ-LoRA adapters across heterogeneous models.",
+        reference="Not All Clients Are Equal: Collaborative Model Personalization on Heterogeneous Multi-Modal Clients")
 
     class Config(FedMosaicConfig):
         model_config = ConfigDict(extra="forbid", frozen=True)
@@ -144,6 +146,18 @@ class FedMosaic:
     def _post_attach(self, model: Any) -> None:
         if self.config.dual_path and self.config.gate_granularity == "layer":
             tie_layer_gates(model, "default")
+
+    def model_identity(self, model_name: str) -> ModelIdentity:
+        """Zoo models: the architecture key and what fixes the weights (pretraining recipe or source)."""
+        from drake_bench.models.identity import architecture, model_identity
+
+        return ModelIdentity(architecture=architecture(model_name), weights=model_identity(model_name))
+
+    def evaluation_settings(self) -> dict:
+        """The zoo engine's greedy decoding, cloze choice scoring and prompt template version."""
+        from drake_bench.models.identity import evaluation_settings
+
+        return evaluation_settings()
 
     def setup(self, federation: FederationContext) -> None:
         from drake_bench.models import ModelPool, load_base
@@ -374,9 +388,10 @@ class FedITPQLoRA(FedMosaic):
     Evaluation uses the client's adapter after local training (spec A9, as FedIT).
     """
 
-    name = "fedit-pqlora"
-    version = "1.0"
-    relative_compute = 1.0
+    meta = MethodMeta(
+        name="fedit-pqlora", version="1.0", relative_compute=1.0,
+        summary="FedIT with FedMosaic's aligned PQ-LoRA adapters and equal weights (the (+)PQ-LoRA ablation).",
+        reference="Not All Clients Are Equal: Collaborative Model Personalization on Heterogeneous Multi-Modal Clients")
 
     class Config(FedMosaic.Config):
         model_config = ConfigDict(extra="forbid", frozen=True)

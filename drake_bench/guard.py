@@ -1,0 +1,156 @@
+"""Every call the evaluator makes into a method plugin, guarded and checked in one place.
+
+A plugin is third-party code: it may raise, hang on nothing we can see, or return something of
+the wrong shape. :class:`GuardedMethod` wraps a :class:`~drake_bench.protocol.Method` so that
+each call either returns a checked value (a :class:`State` where a state is due, a valid
+:class:`Message` per client, one string per query) or raises one :class:`PluginError` that names
+the method, seed, client, round and call, so the author knows where to look. Errors drake_bench
+raises on purpose inside a plugin call (a :class:`LeakageError`, a data error) pass through as
+they are: they already say what is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from .errors import DrakeBenchError, PluginError
+from .protocol import (
+    AdaptationInit,
+    ClientContext,
+    FederationContext,
+    Message,
+    Method,
+    ModelIdentity,
+    PostFederation,
+    ReportsModels,
+    State,
+)
+from .sample import MethodSample
+
+T = TypeVar("T")
+
+
+class GuardedMethod:
+    """A method plus the seed it runs under; every protocol call goes through :meth:`call`."""
+
+    def __init__(self, method: Method, seed: int | None = None):
+        self.method = method
+        self.seed = seed
+
+    @property
+    def name(self) -> str:
+        return self.method.meta.name
+
+    # -- the one guard ------------------------------------------------------------
+    def error(self, call: str, problem: str, client: int | None = None, round_idx: int | None = None) -> PluginError:
+        """A PluginError saying which method, seed, client, round and call failed, and how."""
+        where = [f"seed {self.seed}"] if self.seed is not None else []
+        if client is not None:
+            where.append(f"client {client}")
+        if round_idx is not None:
+            where.append(f"round {round_idx + 1}")
+        loc = f" ({', '.join(where)})" if where else ""
+        return PluginError(f"method {self.name!r} failed in {call}{loc}: {problem}")
+
+    def call(self, call: str, fn: Callable[..., T], *args: Any, client: int | None = None,
+             round_idx: int | None = None) -> T:
+        """Run ``fn(*args)``; any exception that is not drake_bench's own becomes a located PluginError."""
+        try:
+            return fn(*args)
+        except DrakeBenchError:
+            raise
+        except Exception as exc:
+            raise self.error(call, f"{type(exc).__name__}: {exc}", client, round_idx) from exc
+
+    # -- checks of returned values ------------------------------------------------------
+    def _message(self, value: Any, call: str, client: int | None, round_idx: int | None, part: str = "") -> Message:
+        prefix = f"{part}: " if part else ""
+        if not isinstance(value, Message):
+            raise self.error(call, f"{prefix}returned {type(value).__name__}, expected a Message", client, round_idx)
+        try:
+            value.validate()
+        except ValueError as exc:
+            raise self.error(call, f"{prefix}{exc}", client, round_idx) from None
+        return value
+
+    def _state(self, value: Any, call: str, client: int | None, round_idx: int | None, part: str = "") -> State:
+        """A validated State; a Message of the right shape is accepted and stored as a State."""
+        msg = self._message(value, call, client, round_idx, part)
+        return msg if isinstance(msg, State) else State(msg.tensors, msg.metadata)
+
+    # -- the protocol, guarded -----------------------------------------------------------
+    def model_identity(self, model_name: str) -> ModelIdentity:
+        if not isinstance(self.method, ReportsModels):
+            return ModelIdentity(architecture=model_name, weights={"source": model_name})
+        value = self.call(f"model_identity({model_name!r})", self.method.model_identity, model_name)
+        if not isinstance(value, ModelIdentity):
+            raise self.error(f"model_identity({model_name!r})", f"returned {type(value).__name__}, expected a ModelIdentity")
+        return value
+
+    def evaluation_settings(self) -> dict[str, Any]:
+        if not isinstance(self.method, ReportsModels):
+            return {"decoding": {"method_defined": True}, "batch_size": 1, "prompt_template_version": "method-defined",
+                    "extra": {"reported_by_method": False}}
+        value = self.call("evaluation_settings", self.method.evaluation_settings)
+        if not isinstance(value, dict):
+            raise self.error("evaluation_settings", f"returned {type(value).__name__}, expected a dict")
+        return value
+
+    def setup(self, federation: FederationContext) -> None:
+        self.call("setup", self.method.setup, federation)
+
+    def init_client(self, ctx: ClientContext) -> State:
+        value = self.call("init_client", self.method.init_client, ctx, client=ctx.client_id)
+        return self._state(value, "init_client", ctx.client_id, None)
+
+    def init_server(self) -> State:
+        return self._state(self.call("init_server", self.method.init_server), "init_server", None, None)
+
+    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
+                      batches: Iterable[Sequence[MethodSample]], call: str = "client_update") -> tuple[Message, State]:
+        r = ctx.round_idx if call == "client_update" else None
+        out = self.call(call, self.method.client_update, ctx, state, message, batches, client=ctx.client_id, round_idx=r)
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise self.error(call, f"returned {type(out).__name__}, expected (upload Message, new State)", ctx.client_id, r)
+        upload = self._message(out[0], call, ctx.client_id, r, "the upload")
+        return upload, self._state(out[1], call, ctx.client_id, r, "the new state")
+
+    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+        out = self.call("aggregate", self.method.aggregate, round_idx, server_state, uploads, round_idx=round_idx)
+        if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], dict)):
+            raise self.error("aggregate", "must return (dict client id -> Message, server State)", None, round_idx)
+        messages, server = out
+        missing = sorted(c for c in uploads if c not in messages)
+        if missing:
+            raise self.error("aggregate", f"no message for clients {missing}", None, round_idx)
+        checked = {c: self._message(messages[c], "aggregate", c, round_idx, f"the message to client {c}") for c in uploads}
+        return checked, self._state(server, "aggregate", None, round_idx, "the server state")
+
+    def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample]) -> list[str]:
+        r = ctx.round_idx
+        preds = self.call("predict", self.method.predict, ctx, state, queries, client=ctx.client_id, round_idx=r)
+        if not isinstance(preds, list) or len(preds) != len(queries) or not all(isinstance(p, str) for p in preds):
+            got = f"{len(preds)} items" if isinstance(preds, list) else type(preds).__name__
+            raise self.error("predict", f"must return a list of {len(queries)} strings, got {got}", ctx.client_id, r)
+        return preds
+
+    @property
+    def has_post_federation(self) -> bool:
+        return isinstance(self.method, PostFederation)
+
+    def post_federation(self, federation: FederationContext, states: dict[int, State], server: State) -> dict[int, State]:
+        after = self.call("post_federation", self.method.post_federation, federation, states, server)  # type: ignore[attr-defined]
+        if not isinstance(after, dict) or sorted(after) != sorted(states):
+            got = sorted(after) if isinstance(after, dict) else type(after).__name__
+            raise self.error("post_federation", f"must return a dict with a State for every client {sorted(states)}, got {got}")
+        return {c: self._state(after[c], "post_federation", c, None) for c in sorted(states)}
+
+    @property
+    def has_adaptation(self) -> bool:
+        return isinstance(self.method, AdaptationInit)
+
+    def adaptation_state(self, architecture: str, states: dict[int, State], server: State, client: int) -> State:
+        call = "fast adaptation init (adaptation_state)"
+        value = self.call(call, self.method.adaptation_state, architecture, states, server, client=client)  # type: ignore[attr-defined]
+        return self._state(value, call, client, None)

@@ -1,0 +1,56 @@
+"""What a method running the model zoo reports about its models: weight identity and inference settings.
+
+The evaluator does not know about models; a method that runs them reports, through
+:class:`drake_bench.protocol.ReportsModels`, what fixes each base model's weights and every
+inference knob that moves scores. These two functions are that report for the zoo (tiny models
+and real checkpoints by name), shared by the LoRA-based reference entries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import UnknownNameError
+
+
+def model_identity(name: str) -> dict[str, Any]:
+    """What fixes a base model's weights: a tiny zoo model's pretraining recipe, else its source.
+
+    Part of the checkpoint fingerprint (a run never resumes onto re-pretrained bases) and of the
+    result file (two results are comparable only on the same bases).
+    """
+    from .zoo import model_info
+
+    try:
+        entry = model_info(name)
+    except UnknownNameError:  # a method that brings its own models (allocation names are free-form)
+        return {"source": name}
+    if entry.tiny:
+        from .pretrain import DEFAULT_RECIPE
+
+        return {"source": "drake_bench tiny zoo", "recipe": DEFAULT_RECIPE.as_dict()}
+    return {"source": entry.source}
+
+
+def architecture(name: str) -> str:
+    """The architecture key of a zoo model (clients of one key can exchange parameters); the name itself otherwise."""
+    from .zoo import architecture_key
+
+    try:
+        return architecture_key(name)
+    except Exception:  # not a zoo name (e.g. a model the method brings): the name is the architecture
+        return name
+
+
+def evaluation_settings() -> dict[str, Any]:
+    """The zoo engine's inference settings (greedy decoding, cloze choice scoring, left padding)."""
+    from . import engine, prompting
+
+    return {
+        "decoding": {"do_sample": False, "num_beams": 1, "max_new_tokens": engine.OPEN_MAX_NEW_TOKENS,
+                     "free_text_max_new_tokens": engine.FREE_TEXT_MAX_NEW_TOKENS,
+                     "choice_scoring": "option text log-likelihood (cloze)"},
+        "batch_size": engine.EVAL_BATCH_SIZE,
+        "prompt_template_version": prompting.TEMPLATE_VERSION,
+        "padding_side": "left",
+    }

@@ -1,0 +1,59 @@
+"""Everything that defines one evaluator run, typed, with help on every field.
+
+A :class:`RunConfig` is stored verbatim in the result file (``fl.extra.run_config``), so a result
+says exactly how to run it again. ``drake-bench run --help`` and ``drake-bench describe run`` print
+these descriptions; ``None`` always means "the benchmark manifest's value".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class RunConfig(BaseModel):
+    """One method on one benchmark and scenario, over one or more seeds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: str = Field(default="drake-synth", description="Benchmark name (see `drake-bench list`) or a manifest path.")
+    scenario: str | None = Field(
+        default=None,
+        description="static | dynamic | async | async:3-7-3-7 | dirichlet:0.5; None: the manifest's default scenario.")
+    method: str = Field(default="sft", description="Registered method name (see `drake-bench list`).")
+    method_config: dict[str, Any] = Field(
+        default_factory=dict, description="Fields of the method's Config (`drake-bench describe METHOD` lists them).")
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1,
+                             description="Seeds, each a separate federation; results report mean and std over them.")
+    allocation: str | None = Field(default=None, description="Model allocation name from the manifest; None: its default.")
+    rounds: int | None = Field(default=None, ge=1, description="Federated rounds; None: the manifest's.")
+    local_steps: int | None = Field(default=None, ge=1, description="Local training steps per client and round; None: the manifest's.")
+    batch_size: int | None = Field(default=None, ge=1, description="Training items per step; None: the manifest's.")
+    eval_every_rounds: int | None = Field(default=None, ge=1, description="Evaluate after every N rounds (and the last); None: the manifest's.")
+    others_subsample: int | None = Field(
+        default=None, ge=1,
+        description="Cap on Others items per task (a seeded subsample: every model is evaluated on every other "
+                    "client's tasks, which dominates evaluation cost); None: the manifest's.")
+    self_subsample: int | None = Field(default=None, ge=1, description="Cap on Self items per task; None: the manifest's.")
+    compute_matched: bool = Field(
+        default=False,
+        description="Divide local steps by the method's meta.relative_compute, so methods are compared at equal compute.")
+    fast_adaptation: bool = Field(default=True, description="Evaluate fast adaptation on the benchmark's unseen tasks.")
+    fast_adaptation_iters: int | None = Field(default=None, ge=1, description="Training steps of fast adaptation; None: the manifest's.")
+    fast_adaptation_eval_every: int | None = Field(
+        default=None, ge=1, description="Evaluate the adapting model every N steps; None: the manifest's.")
+    fast_adaptation_tasks: list[str] | None = Field(default=None, description="Subset of unseen tasks to adapt to; None: all.")
+    fast_adaptation_test_items: int | None = Field(default=32, ge=1, description="Test items per unseen task at each evaluation point.")
+    device: str = Field(default="cpu", description="torch device given to the method (cpu, cuda, cuda:1, ...).")
+    data_dir: str | None = Field(default=None, description="A built benchmark folder; None: the local build (embedded ones build themselves).")
+    revision: str | None = Field(default=None, description="A Hub revision to fetch the benchmark's splits from.")
+    out: str = Field(default="runs", description="Output folder: checkpoints, result files, plots.")
+    resume: bool = Field(default=True, description="Continue from the checkpoints in `out` (only the same run configuration).")
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):  # a repeated seed would rerun and double-count itself in mean +- std
+            raise ValueError(f"seeds must be distinct, got {seeds}")
+        return seeds

@@ -1,0 +1,165 @@
+"""Several methods side by side, from Python or the CLI: build once, prepare models once, run in workers.
+
+:func:`run_methods` is what ``drake-bench run`` does, reachable from Python::
+
+    from drake_bench import RunConfig, run_methods
+    results = run_methods([RunConfig(method="sft"), RunConfig(method="fedit")])
+
+It builds (or fetches) the benchmark once before any worker starts, so workers never race on it;
+prepares the allocation's tiny zoo models once (their first pretraining takes minutes), so no
+worker waits behind a bar stuck at zero; then runs one method per worker process. Methods are
+independent runs, so running them side by side is exact.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+
+from .errors import DrakeBenchError, UnknownNameError
+from .results import RunResult
+from .run_config import RunConfig
+
+
+def default_jobs() -> int:
+    """One worker per core, at most two (the embedded default is measured on 2 cores)."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def _worker(config_json: str, threads: int, queue: Any) -> tuple[str, str]:
+    """Run one method in a worker process; errors come back as text (custom exceptions do not pickle)."""
+    import torch
+
+    from .evaluator import RunCallbacks, run
+    from .progress import quiet_libraries
+
+    quiet_libraries()
+    torch.set_num_threads(threads)
+    cfg = RunConfig.model_validate_json(config_json)
+    seeds = cfg.seeds
+
+    class Callbacks(RunCallbacks):
+        def on_round(self, seed: int, round_idx: int, total: int) -> None:
+            queue.put((cfg.method, seeds.index(seed) * total + round_idx, total * len(seeds), f"seed {seed} round {round_idx + 1}/{total}"))
+
+        def on_eval(self, seed: int, round_idx: int) -> None:
+            queue.put((cfg.method, None, None, f"seed {seed} evaluating after round {round_idx + 1}"))
+
+        def on_adaptation(self, seed: int, task: str, arch: str) -> None:
+            queue.put((cfg.method, None, None, f"seed {seed} fast adaptation {task} ({arch})"))
+
+    queue.put((cfg.method, None, None, "started"))
+    try:
+        return "ok", run(cfg, Callbacks()).model_dump_json()
+    except DrakeBenchError as exc:
+        return "error", f"{type(exc).__name__}: {exc}"
+
+
+def prepare_tiny_models(names: Sequence[str], console: Console) -> None:
+    """Pretrain (once, then cached) the tiny zoo models among ``names`` before any worker starts.
+
+    Names that are not tiny zoo models (real checkpoints, models a method brings) need nothing here.
+    """
+    from .models.pretrain import DEFAULT_RECIPE, checkpoint_dir, ensure_pretrained, is_pretrained
+    from .models.zoo import model_info
+
+    todo = []
+    for name in names:
+        try:
+            if model_info(name).tiny and not is_pretrained(name):
+                todo.append(name)
+        except UnknownNameError:
+            continue
+    for name in todo:
+        note = (f"pretraining {name} once (recipe {DEFAULT_RECIPE.version}; cached in {checkpoint_dir(name).parent}; "
+                "the first multimodal model also trains the shared vision tower, about 4 minutes)")
+        if not console.is_terminal:
+            console.print(note, highlight=False)
+        with console.status(note):
+            started = time.perf_counter()
+            ensure_pretrained(name)
+        console.print(f"pretrained {name} ({time.perf_counter() - started:.0f} s)", highlight=False)
+
+
+def _run_in_workers(configs: Sequence[RunConfig], jobs: int, threads: int, console: Console) -> list[RunResult]:
+    """Each config in a worker process with live bars (plain timestamped lines when not on a terminal)."""
+    import multiprocessing as mp
+    import queue as queue_mod
+    from concurrent.futures import ProcessPoolExecutor
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    ctx = mp.get_context("spawn")
+    manager = ctx.Manager()
+    q = manager.Queue()
+    started = time.perf_counter()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False, disable=not console.is_terminal) as bar:
+        tasks = {c.method: bar.add_task(f"{c.method}: starting", total=None) for c in configs}
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = [pool.submit(_worker, c.model_dump_json(), threads, q) for c in configs]
+            pending = set(futures)
+            while pending:
+                try:
+                    method, done, total, text = q.get(timeout=0.5)
+                    if not console.is_terminal:  # logs, CI, nohup: no live bars, so one plain line per milestone
+                        console.print(f"[{time.perf_counter() - started:5.0f} s] {method}: {text}", highlight=False)
+                    update: dict[str, Any] = {"description": f"{method}: {text}"}
+                    if done is not None:
+                        update.update(completed=done, total=total)
+                    bar.update(tasks[method], **update)
+                except queue_mod.Empty:
+                    pass
+                for f in [f for f in pending if f.done()]:
+                    pending.discard(f)
+            outcomes = [f.result() for f in futures]
+        for c, (status, _payload) in zip(configs, outcomes):
+            if status == "ok":
+                bar.update(tasks[c.method], description=f"{c.method}: done", completed=1, total=1)
+    results = []
+    for c, (status, payload) in zip(configs, outcomes):
+        if status != "ok":
+            raise DrakeBenchError(f"method {c.method!r}: {payload}")
+        res = RunResult.model_validate_json(payload)
+        if not console.is_terminal:
+            console.print(f"{c.method}: wrote {res.path(c.out)}", highlight=False)
+        results.append(res)
+    return results
+
+
+def run_methods(configs: Sequence[RunConfig], jobs: int | None = None, threads: int = 1,
+                console: Console | None = None) -> list[RunResult]:
+    """Run each config (one method each; same benchmark) and return their results in the order given.
+
+    Args:
+        configs: one :class:`RunConfig` per method; they must share benchmark, data and allocation.
+        jobs: worker processes (default: one per core, at most two; never more than ``len(configs)``).
+        threads: torch intra-op threads per worker (1 is fastest for the tiny models on 2 cores).
+        console: where progress goes (default: stderr). On a terminal, live bars; otherwise one
+            timestamped line per milestone, from the first second.
+    """
+    from .manifest import load_benchmark
+    from .stream import open_built
+
+    if not configs:
+        return []
+    names = [c.method for c in configs]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:  # two runs of one method would write the same result file
+        raise DrakeBenchError(f"methods listed more than once: {', '.join(repeated)}")
+    if len({(c.benchmark, c.data_dir, c.revision, c.allocation) for c in configs}) != 1:
+        raise DrakeBenchError("run_methods runs configs of one benchmark, data folder, revision and allocation together")
+    console = console or Console(stderr=True)
+    first = configs[0]
+    spec = load_benchmark(first.benchmark)
+    if not console.is_terminal:
+        console.print(f"[    0 s] preparing {spec.name} for {', '.join(names)}", highlight=False)
+    open_built(spec, data_dir=first.data_dir, revision=first.revision)
+    if spec.model_allocations:
+        prepare_tiny_models(sorted(set(spec.allocation(first.allocation).values())), console)
+    jobs = max(1, min(jobs or default_jobs(), len(configs)))
+    return _run_in_workers(list(configs), jobs=jobs, threads=threads, console=console)
