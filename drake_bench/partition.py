@@ -6,10 +6,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# RNG salts (a fixed entry of each np.random.default_rng seed, so the two streams stay independent);
+# frozen, since changing one changes every published split.
+SALT_DIRICHLET_PROPORTIONS = 0xD2  # the Dir(alpha) draws of per-task client proportions (and their retries)
+SALT_DIRICHLET_SHUFFLE = 0xD3  # per-task, per-split shuffle of rows before they are cut into client shares
+
 
 @dataclass(frozen=True)
 class DirichletPartitioner:
-    """Per-task client proportions drawn from Dir(alpha) (spec A14; paper A.25, Table 35).
+    """Per-task client proportions drawn from Dir(alpha) (paper A.25, Table 35).
 
     Each task's items are shuffled and cut by proportions p_t ~ Dir(alpha * 1). The draw is
     retried (with the same generator advancing) until every client holds at least
@@ -25,7 +30,7 @@ class DirichletPartitioner:
 
     def proportions(self, train_sizes: list[int]) -> np.ndarray:
         """(tasks, clients) proportions; redrawn until every client's train share is large enough."""
-        rng = np.random.default_rng([self.seed, 0xD2])
+        rng = np.random.default_rng([self.seed, SALT_DIRICHLET_PROPORTIONS])
         for _ in range(self.max_tries):
             p = rng.dirichlet(np.full(self.num_partitions, self.alpha), size=len(train_sizes))
             parts = self.cut(train_sizes, p, "train")
@@ -40,7 +45,7 @@ class DirichletPartitioner:
         """For each client, for each task: the row indices it receives under proportions ``p``."""
         parts: list[list[np.ndarray]] = [[] for _ in range(self.num_partitions)]
         for t, n in enumerate(sizes):
-            perm = np.random.default_rng([self.seed, 0xD3, t, 0 if split == "train" else 1]).permutation(n)
+            perm = np.random.default_rng([self.seed, SALT_DIRICHLET_SHUFFLE, t, 0 if split == "train" else 1]).permutation(n)
             bounds = np.round(np.cumsum(p[t]) * n).astype(int)
             bounds[-1] = n
             start = 0

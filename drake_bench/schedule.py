@@ -1,12 +1,13 @@
 """Iteration-based ingestion: which items enter a client's memory before each local iteration.
 
-The paper's Algorithm 1 implies one step per sample, which cannot hold with ~10k samples
-per task and 500 iterations per task (spec A6). drake_bench's [R] rule (spec section 4.3):
-a client gets ``T = rounds x local_steps`` iterations; each segment's items (a task in
-Dynamic/async, the whole mixed pool in Static/Dirichlet) are spread over the iterations of
-the segment's rounds; before each iteration ceil(remaining / remaining_iters) new items
-enter an infinite episodic memory, and the batch is then drawn uniformly from memory.
-Every item is ingested exactly once by the end of its segment.
+The paper's Algorithm 1 implies one new sample per training step, which cannot hold with
+~10k samples per task and only 500 iterations per task. drake_bench's rule, chosen so that
+every item is seen while the iteration budget stays the paper's: a client gets
+``T = rounds x local_steps`` iterations; each segment's items (a task in Dynamic/async, the
+whole mixed pool in Static/Dirichlet) are spread over the iterations of the segment's rounds;
+before each iteration ceil(remaining / remaining_iters) new items enter an infinite episodic
+memory, and the batch is then drawn uniformly from memory. Every item is ingested exactly once
+by the end of its segment.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class IngestionSchedule:
 
 
 def split_rounds(rounds: int, n_tasks: int) -> list[int]:
-    """Rounds per task for Dynamic: equal shares, earlier tasks take the remainder ([R] when not divisible)."""
+    """Rounds per task for Dynamic: equal shares; when rounds do not divide evenly, earlier tasks take one extra each."""
     if n_tasks > rounds:
         raise ValueError(f"{n_tasks} tasks cannot each get a round out of {rounds}")
     base, extra = divmod(rounds, n_tasks)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +27,20 @@ import numpy as np
 
 from .errors import DataNotBuiltError, LeakageError, ScenarioError
 from .manifest import load_benchmark
-from .partition import DirichletPartitioner
 from .sample import MethodSample, Sample
-from .scenarios import Asynchronous, Dirichlet, Dynamic, Scenario, Static, parse_scenario
-from .schedule import IngestionSchedule, Segment, split_rounds
+from .scenarios import Scenario, parse_scenario
+from .schedule import IngestionSchedule
 from .spec import BenchmarkSpec
 from .store import BuiltBenchmark, built_root
+
+
+# RNG salts: the last entry of each np.random.default_rng([...]) seed, so that streams drawn from
+# the same seed stay independent. The values are frozen: changing one changes every published
+# stream, so results would no longer reproduce. (Scenario layouts salt theirs in scenarios.py.)
+SALT_TASK_ORDER = 0xA  # per-client permutation of a task's train rows (their arrival order)
+SALT_ROUND_BATCHES = 0xB  # per-client, per-round draw of each batch from episodic memory
+SALT_UNSEEN_TRAIN = 0x7A  # order (and subsample) of an unseen task's train items for fast adaptation
+SALT_TEST_SUBSAMPLE = 0x7E  # seeded subsample of a task's test rows (Self / Others limits)
 
 
 def _key(text: str) -> int:
@@ -171,11 +178,12 @@ class FederatedData:
         rounds: int | None = None,
         local_steps: int | None = None,
         batch_size: int | None = None,
-    ):
+    ) -> None:
         self.spec, self.scenario, self.seed, self.store = spec, scenario, seed, store
         self.config = StreamConfig(rounds or spec.fl.rounds, local_steps or spec.fl.local_steps, batch_size or spec.fl.batch_size)
         self._schedules: dict[tuple[int, int], IngestionSchedule] = {}
-        self._check_scenario()
+        self.scenario.check(self)  # a misfitting scenario fails here, before any stream is built
+        self.scenario_state = self.scenario.prepare(self)  # e.g. Dirichlet's partition, shared by all clients
 
     # -- structure ------------------------------------------------------------
     @property
@@ -189,70 +197,11 @@ class FederatedData:
     def client_tasks(self, client: int) -> list[str]:
         """The tasks a client's stream draws from, in introduction order."""
         self.spec.client(client)
-        if isinstance(self.scenario, Dirichlet):
-            return [t for t, rows in zip(self._dirichlet_tasks, self._dirichlet_train[self._cidx(client)]) if len(rows)]
-        return list(self.spec.client(client).tasks)
-
-    def _cidx(self, client: int) -> int:
-        return self.clients.index(client)
-
-    def _check_scenario(self) -> None:
-        sc = self.scenario
-        if isinstance(sc, Asynchronous):
-            if len({len(self.spec.client(c).tasks) for c in self.clients}) != 1 and sc.pattern is not None:
-                raise ScenarioError("a single async pattern needs every client to have the same number of tasks")
-            for c in self.clients:
-                p = self.async_pattern(c)
-                if sum(p) != self.config.rounds or len(p) != len(self.spec.client(c).tasks):
-                    raise ScenarioError(
-                        f"async pattern {list(p)} for client {c} must have one entry per task "
-                        f"({len(self.spec.client(c).tasks)}) summing to the rounds ({self.config.rounds})"
-                    )
-        if isinstance(sc, Dirichlet) and self.spec.scenarios.dirichlet is None:
-            raise ScenarioError(f"benchmark {self.spec.name!r} defines no Dirichlet task set (scenarios.dirichlet)")
-        if isinstance(sc, Dynamic):
-            for c in self.clients:
-                if len(self.spec.client(c).tasks) > self.config.rounds:
-                    raise ScenarioError(f"client {c} has more tasks than rounds ({self.config.rounds})")
-
-    def async_pattern(self, client: int) -> tuple[int, ...]:
-        sc = self.scenario
-        assert isinstance(sc, Asynchronous)
-        if sc.patterns and client in sc.patterns:
-            return tuple(sc.patterns[client])
-        if sc.pattern:
-            return tuple(sc.pattern)
-        defaults = self.spec.scenarios.asynchronous
-        if defaults is None:
-            raise ScenarioError(f"benchmark {self.spec.name!r} defines no async patterns; pass async:3-7-3-7")
-        rng = np.random.default_rng([self.seed, client, 0xA5])
-        return tuple(defaults.patterns[int(rng.integers(len(defaults.patterns)))])
-
-    # -- Dirichlet partition (shared by all clients, so computed once) ----------
-    @cached_property
-    def _dirichlet_tasks(self) -> list[str]:
-        assert self.spec.scenarios.dirichlet is not None
-        return list(self.spec.scenarios.dirichlet.tasks)
-
-    @cached_property
-    def _dirichlet_partitioner(self) -> tuple[DirichletPartitioner, np.ndarray]:
-        assert isinstance(self.scenario, Dirichlet)
-        part = DirichletPartitioner(len(self.clients), self.scenario.alpha, seed=self.seed, min_partition_size=self.config.batch_size)
-        p = part.proportions([self.store.size(t, "train") for t in self._dirichlet_tasks])
-        return part, p
-
-    @cached_property
-    def _dirichlet_train(self) -> list[list[np.ndarray]]:
-        part, p = self._dirichlet_partitioner
-        return part.cut([self.store.size(t, "train") for t in self._dirichlet_tasks], p, "train")
-
-    @cached_property
-    def _dirichlet_test(self) -> list[list[np.ndarray]]:
-        part, p = self._dirichlet_partitioner
-        return part.cut([self.store.size(t, "test") for t in self._dirichlet_tasks], p, "test")
+        return self.scenario.client_tasks(self, client)
 
     # -- schedules -------------------------------------------------------------
     def schedule(self, client: int, local_steps: int | None = None) -> IngestionSchedule:
+        """The client's arrival order and memory sizes, built once per (client, local_steps) since every round reads it."""
         steps = local_steps or self.config.local_steps
         key = (client, steps)
         if key not in self._schedules:
@@ -260,30 +209,15 @@ class FederatedData:
         return self._schedules[key]
 
     def _task_rows(self, client: int, task_pos: int, task_id: str) -> np.ndarray:
-        if isinstance(self.scenario, Dirichlet):
-            rows = self._dirichlet_train[self._cidx(client)][self._dirichlet_tasks.index(task_id)]
-        else:
-            rows = np.arange(self.store.size(task_id, "train"))
-        rng = np.random.default_rng([self.seed, client, _key(task_id), 0xA])
-        rows = rng.permutation(rows)
+        """The client's rows of one task as (task_pos, row) pairs, in a seeded per-client arrival order."""
+        rows = self.scenario.train_rows(self, client, task_id)
+        rows = np.random.default_rng([self.seed, client, _key(task_id), SALT_TASK_ORDER]).permutation(rows)
         return np.stack([np.full(len(rows), task_pos), rows], axis=1).astype(np.int64)
 
     def _build_schedule(self, client: int, local_steps: int) -> IngestionSchedule:
-        tasks = self.client_tasks(client)
-        R = self.config.rounds
-        per_task = [self._task_rows(client, i, t) for i, t in enumerate(tasks)]
-        sc = self.scenario
-        if isinstance(sc, (Static, Dirichlet)):
-            pool = np.concatenate(per_task) if per_task else np.zeros((0, 2), dtype=np.int64)
-            pool = pool[np.random.default_rng([self.seed, client, 0x5]).permutation(len(pool))]
-            segments = [Segment(0, R, pool)]
-        else:
-            shares = self.async_pattern(client) if isinstance(sc, Asynchronous) else split_rounds(R, len(tasks))
-            segments, start = [], 0
-            for items, n_rounds in zip(per_task, shares):
-                segments.append(Segment(start, start + n_rounds, items))
-                start += n_rounds
-        return IngestionSchedule.from_segments(segments, R, local_steps)
+        per_task = [self._task_rows(client, i, t) for i, t in enumerate(self.client_tasks(client))]
+        segments = self.scenario.segments(self, client, per_task)
+        return IngestionSchedule.from_segments(segments, self.config.rounds, local_steps)
 
     def seen_tasks(self, client: int, after_round: int) -> list[str]:
         """Tasks of ``client`` with at least one item ingested by the end of round ``after_round`` (0-based)."""
@@ -291,13 +225,9 @@ class FederatedData:
         seen = self.schedule(client).seen_tasks(after_round)
         return [t for i, t in enumerate(tasks) if i in seen]
 
-    def index_map(self, client: int) -> list[tuple[str, int]]:
-        """The client's full arrival order as (task_id, train row): published for audit, never given to methods."""
-        tasks = self.client_tasks(client)
-        return [(tasks[t], int(r)) for t, r in self.schedule(client).arrivals]
-
     # -- training data -----------------------------------------------------------
     def client_stream(self, client: int) -> ClientStream:
+        """The method's view of one client: batches only, no tasks, tests or future items."""
         self.spec.client(client)
         self.schedule(client)  # fail early on a scenario that does not fit
         return ClientStream(self, client, self.config)
@@ -305,7 +235,7 @@ class FederatedData:
     def _round_samples(self, client: int, round_idx: int, cfg: StreamConfig) -> Iterator[list[Sample]]:
         sched = self.schedule(client, cfg.local_steps)
         tasks = self.client_tasks(client)
-        rng = np.random.default_rng([self.seed, client, round_idx, 0xB])
+        rng = np.random.default_rng([self.seed, client, round_idx, SALT_ROUND_BATCHES])
         for positions in sched.batch_indices(round_idx, cfg.batch_size, rng):
             entries = sched.arrivals[positions]
             yield self._fetch([(tasks[int(t)], int(r)) for t, r in entries], "train")
@@ -320,22 +250,20 @@ class FederatedData:
     def train_samples(self, task_id: str, limit: int | None = None) -> list[Sample]:
         """A task's train items (used by the evaluator for fast adaptation on unseen tasks)."""
         n = self.store.size(task_id, "train")
-        rows = np.random.default_rng([self.seed, _key(task_id), 0x7A]).permutation(n)[: limit or n]
+        rows = np.random.default_rng([self.seed, _key(task_id), SALT_UNSEEN_TRAIN]).permutation(n)[: limit or n]
         return self.store.samples(task_id, "train", sorted(rows.tolist()))
 
     # -- test data ----------------------------------------------------------------
     def test_rows(self, task_id: str, owner: int | None = None, limit: int | None = None) -> np.ndarray:
-        """Test rows of a task (a Dirichlet client's share when ``owner`` is given), optionally a seeded subsample."""
-        if isinstance(self.scenario, Dirichlet) and owner is not None:
-            rows = self._dirichlet_test[self._cidx(owner)][self._dirichlet_tasks.index(task_id)]
-        else:
-            rows = np.arange(self.store.size(task_id, "test"))
+        """Test rows of a task (``owner``'s share when the scenario splits tasks, as Dirichlet does), optionally a seeded subsample."""
+        rows = self.scenario.test_rows(self, task_id, owner)
         if limit is not None and len(rows) > limit:
-            rng = np.random.default_rng([self.seed, _key(task_id), owner or 0, 0x7E])
+            rng = np.random.default_rng([self.seed, _key(task_id), owner or 0, SALT_TEST_SUBSAMPLE])
             rows = np.sort(rng.choice(rows, size=limit, replace=False))
         return rows
 
     def test_samples(self, task_id: str, owner: int | None = None, limit: int | None = None) -> list[Sample]:
+        """The decoded items of :meth:`test_rows`."""
         return self.store.samples(task_id, "test", self.test_rows(task_id, owner, limit).tolist())
 
 
@@ -367,10 +295,7 @@ def load_federated_data(
     _check_schedule(seed=seed, rounds=rounds, local_steps=local_steps, batch_size=batch_size)
     needed = None
     if revision is not None and clients is not None:
-        if isinstance(sc, Dirichlet) and spec.scenarios.dirichlet:
-            needed = list(spec.scenarios.dirichlet.tasks)
-        else:
-            needed = [t for c in clients for t in spec.client(c).tasks]
+        needed = sc.needed_tasks(spec, clients)
     store = open_built(spec, data_dir=data_dir, revision=revision, tasks=needed, repo_id=repo_id)
     return FederatedData(spec, sc, seed, store, rounds=rounds, local_steps=local_steps, batch_size=batch_size)
 

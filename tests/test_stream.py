@@ -83,7 +83,7 @@ def test_async_patterns_give_rounds_per_task(toy_built):
     assert fed.seen_tasks(1, 4) == tasks[:3]
     drawn = load_federated_data(spec, "async", seed=5, data_dir=root)
     for c in drawn.clients:
-        assert list(drawn.async_pattern(c)) in spec.scenarios.asynchronous.patterns
+        assert list(drawn.scenario.client_pattern(spec, c, seed=5)) in spec.scenarios.asynchronous.patterns
     with pytest.raises(ScenarioError, match="summing to the rounds"):
         load_federated_data(spec, "async:1-1-1-1", seed=0, data_dir=root)
 
