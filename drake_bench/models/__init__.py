@@ -3,7 +3,8 @@
 Public entry points (see each module's docstring for the choices made):
 
 * :func:`load_base` — frozen base + processor/tokenizer for a zoo name, short real name,
-  Hub id or local path (:mod:`.zoo`, :mod:`.pretrain`).
+  Hub id or local path (:mod:`.loading`; names in :mod:`.zoo`, pretraining in :mod:`.pretrain`,
+  cache paths in :mod:`.cache`).
 * :class:`ModelPool` — one frozen base per architecture, per-client adapters swapped in
   and out (:mod:`.pool`); adapter configs in :mod:`.adapters`.
 * :func:`train_step`, :func:`generate`, :func:`choose`, :func:`predict` — the training
@@ -12,17 +13,17 @@ Public entry points (see each module's docstring for the choices made):
 
 from __future__ import annotations
 
+from .cache import models_home
 from .engine import choose, generate, loss_on, predict, train_step
+from .loading import load_base
 from .prompting import build_prompt
 from .zoo import (
     REAL_MODELS,
     ZooEntry,
     architecture_key,
     build_tiny,
-    load_base,
     load_pretrained,
     model_info,
-    models_home,
     tiny_names,
 )
 

@@ -14,7 +14,7 @@ must go through peft's own extension points, never by patching modules by hand:
   model_cls=...)`` (requires a ``PeftType`` member; peft keeps that enum closed, so in
   practice new methods subclass LoRA's config and layers as above).
 
-[R] Default targets: every linear layer of the language model's decoder blocks
+Default targets: every linear layer of the language model's decoder blocks
 (q/k/v/o and the gated MLP), as the FedMosaic paper does ("LoRA on all linear layers
 of the LLM backbone"); the vision tower and projector stay frozen. Default rank 8,
 alpha 16, no dropout (deterministic training), scaled down from the paper's ranks

@@ -246,7 +246,7 @@ def _letter_token_ids(tok: Any, samples: Sequence[Any]) -> list[list[int]] | Non
 def choose(model: Any, processor: Any, samples: Sequence[Any], batch_size: int = 32) -> list[str]:
     """Multiple-choice answers by the log-likelihood of each option's text; returns the option text.
 
-    [R] One forward pass per item when every candidate target (" yes", " red", " 3", ...) is
+    One forward pass per item when every candidate target (" yes", " red", " 3", ...) is
     a single token: options are ranked by log p(option token | prompt) at the answer position
     (the summed target log-likelihood without the eos term). Otherwise each (item, option)
     pair is scored in full (target + eos) with :func:`score_targets`.

@@ -10,7 +10,7 @@ them back out on exit; the parameters themselves are the same objects for every
 client of an architecture, so an optimiser built on ``trainable_parameters`` during
 ``use`` trains whichever client is swapped in (build a fresh optimiser per client).
 
-[R] Initial adapters: every client of one architecture starts from the same adapter
+Initial adapters: every client of one architecture starts from the same adapter
 initialisation (seeded by ``seed``), like a federated run whose server broadcasts one
 initial global adapter. ``adapter_config`` may be one ``PeftConfig`` or a callable
 receiving the client's zoo model name; all clients of an architecture share its
@@ -29,7 +29,8 @@ from typing import Any
 import torch
 
 from ..errors import DrakeBenchError, UnknownNameError
-from .zoo import architecture_key, load_base
+from .loading import load_base
+from .zoo import architecture_key
 
 
 @dataclass

@@ -6,7 +6,7 @@ tiny model would make every method look alike. So each tiny model is first train
 LLaVA-Instruct-158K — then saved with ``save_pretrained`` and from then on loaded
 with ``from_pretrained``, the call path a user takes with a real checkpoint.
 
-[R] recipe (the :class:`Recipe` defaults), sized so each tiny model trains in well
+The recipe (the :class:`Recipe` defaults) is sized so each tiny model trains in well
 under a minute on 2 CPU cores:
 
 * tokenizer: byte-level BPE, at most 2,032 ids (16 of the models' 2,048 kept free), trained once on the synth corpus
@@ -15,9 +15,9 @@ under a minute on 2 CPU cores:
 * multimodal models, stage 0 (the stand-in for LLaVA's pretrained CLIP tower): one vision
   tower, trained once per recipe and shared by every tiny LLaVA, as LLaVA-1.5 models of every
   size share one CLIP (:mod:`drake_bench.models.vision`). It stays frozen in both stages below.
-  Without a trained tower a tiny LLaVA never learns to read object colours from its image
-  tokens (measured: naming the colour of the one object in a picture stayed at 0.30 after 200
-  LoRA steps); trained on multi-object scenes alone, it never perceives shapes;
+  Without a trained tower a tiny LLaVA does not learn to read object colours from its image
+  tokens, and a tower trained on multi-object scenes alone does not perceive shapes (the
+  measurements are in docs/findings/synth-generator-history.md);
 * multimodal models, stage 1 (vision alignment, LLaVA-1.5's first stage): the projector
   alone learns to map the tower's features to the world's attributes on public scenes
   (:func:`align_vision`: which colours, shapes and colour-shape pairs a picture holds, how many
@@ -38,15 +38,10 @@ A directory whose recipe differs from the current one is rebuilt.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
-import json
 import math
-import os
-import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,12 +50,11 @@ import torch
 
 from ..errors import DrakeBenchError
 from . import engine
+from .cache import RECIPE_FILE, TOKENIZER_DIR, build_cached, models_home, record_matches  # noqa: F401 (re-exported)
 from .prompting import LETTERS, MC_INSTRUCTION, OPEN_INSTRUCTION
 from .tokenizer import DEFAULT_VOCAB_SIZE, make_processor, train_tokenizer
-from .zoo import build_tiny, model_info, models_home
+from .zoo import build_tiny, model_info
 
-RECIPE_FILE = "drake_pretrain.json"
-TOKENIZER_DIR = "_tokenizer"
 RECIPE_VERSION = 6  # 2: public MC / yes-no items; 3: vision alignment; 4: cloze targets; 5: verify/count items;
 # 6: shared pretrained vision tower, frozen in both stages
 RESERVED_IDS = 16
@@ -105,7 +99,7 @@ def tokenizer_corpus(recipe: Recipe) -> list[str]:
     scaffold = ["USER: ASSISTANT:", MC_INSTRUCTION, OPEN_INSTRUCTION, "\n".join(f"{c}. " for c in LETTERS)]
     try:
         texts = list(corpus_texts())
-    except Exception:  # [R] a partially available synth registry: fall back to the public mixes
+    except Exception:  # a partially available synth registry: fall back to the public mixes
         texts = [t for s in public_mix(400) + public_text_mix(400) for t in (s.question, s.answer)]
     return scaffold + texts
 
@@ -120,53 +114,7 @@ def training_data(multimodal: bool, recipe: Recipe) -> list[Any]:
     return public_text_mix(recipe.n_text, recipe.data_seed)
 
 
-# ---------------------------------------------------------------------- cache helpers
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Exclusive file lock, so parallel processes build a cache entry once."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _recipe_matches(path: Path, record: dict[str, Any]) -> bool:
-    f = path / RECIPE_FILE
-    if not f.is_file():
-        return False
-    try:
-        old = json.loads(f.read_text())
-    except json.JSONDecodeError:
-        return False
-    return {k: old.get(k) for k in record} == record
-
-
-def _publish(tmp: Path, final: Path) -> None:
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-
-
-def build_cached(path: Path, record: dict[str, Any], build: Callable[[Path], dict[str, Any]]) -> Path:
-    """A cache entry built once: ``build(tmp)`` fills a temporary directory and returns extra record
-    fields; the record is written next to it and the directory published atomically. Parallel
-    processes wait on a file lock; an entry whose record matches is reused as is."""
-    if _recipe_matches(path, record):
-        return path
-    with _locked(path.parent / f".{path.name}.lock"):
-        if _recipe_matches(path, record):
-            return path
-        tmp = path.parent / f"{path.name}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        extra = build(tmp)
-        (tmp / RECIPE_FILE).write_text(json.dumps({**record, **extra}, indent=1))
-        _publish(tmp, path)
-    return path
-
-
+# ---------------------------------------------------------------------- cache entries
 def ensure_tokenizer(recipe: Recipe | None = None) -> Path:
     """Directory of the shared tiny-zoo tokenizer (trained on first use)."""
     recipe = recipe or DEFAULT_RECIPE
@@ -192,7 +140,7 @@ def _checkpoint_record(name: str, seed: int, recipe: Recipe) -> dict[str, Any]:
 
 def is_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) -> bool:
     """Whether a tiny zoo model's checkpoint for ``recipe`` is already cached."""
-    return _recipe_matches(checkpoint_dir(name, seed), _checkpoint_record(name, seed, recipe or DEFAULT_RECIPE))
+    return record_matches(checkpoint_dir(name, seed), _checkpoint_record(name, seed, recipe or DEFAULT_RECIPE))
 
 
 def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) -> Path:

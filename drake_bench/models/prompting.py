@@ -7,17 +7,16 @@ One function renders every item the same way for training, generation and scorin
 * one ``<image>`` line per image, before the question (LLaVA-1.5 / LLaVA-Interleave);
 * choice items (multiple choice and yes/no) list lettered options, as LLaVA-1.5 does, with the
   instruction "Answer with the option from the given choices directly.";
-  [R] yes/no items without explicit choices get the options ("yes", "no");
+  yes/no items without explicit choices get the options ("yes", "no");
 * open items use LLaVA-1.5's "Answer the question using a single word or phrase.";
   free-text items have no instruction.
 
-[R] Training target: the answer **text** for every item, choice items included (the
+Training target: the answer **text** for every item, choice items included (the
 "cloze formulation" of multiple choice; the option is scored by its text's likelihood, as
 lm-eval-harness does for ARC or HellaSwag). LLaVA-1.5 trains choice items on the option
 letter; OLMES (Gu et al. 2024) shows that small models do not acquire that letter-matching
-format and must be scored in cloze form. Measured on the tiny zoo: full fine-tuning on 4,800
-"pick the colour in the image" items left letter answers at chance (0.26), while 100 steps of
-cloze training reached 0.76. The target is preceded by one space (the model continues
+format and must be scored in cloze form, and the tiny zoo does not acquire it either
+(docs/findings/synth-generator-history.md). The target is preceded by one space (the model continues
 "ASSISTANT:") and followed by eos; loss is taken on target tokens only. The same string is
 what the processor's chat template renders
 (``apply_chat_template(messages(sample), add_generation_prompt=True)``).

@@ -6,7 +6,7 @@ including text in the synthetic languages) on the public-mix corpora and save it
 as a standard ``PreTrainedTokenizerFast`` plus a ``LlavaProcessor``; from then on
 everything goes through ``from_pretrained`` exactly as with ``llava-hf/llava-1.5-7b-hf``.
 
-[R] choices: vocabulary 2,048 (small and fixed so every tiny model shares it);
+Choices: vocabulary 2,048 (small and fixed so every tiny model shares it);
 special tokens ``<pad>`` (id 0), ``<s>`` (bos, 1), ``</s>`` (eos, 2), ``<image>`` (3);
 bos is prepended to every encoded prompt, as LLaVA-1.5's Llama tokenizer does.
 """

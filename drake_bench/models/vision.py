@@ -7,7 +7,7 @@ once per recipe on the synthetic world's public pictures, cached with ``save_pre
 under ``models_home()/_vision``, and copied into every tiny LLaVA before its own
 pretraining, which then keeps it frozen.
 
-[R] the tower's training (what CLIP's contrastive pretraining gives a real tower: a
+The tower's training (what CLIP's contrastive pretraining gives a real tower: a
 representation of what is in the picture):
 
 * each step draws ``3/4 * tower_batch`` fresh single-object pictures
@@ -19,11 +19,11 @@ representation of what is in the picture):
   through linear heads that are thrown away;
 * AdamW (lr ``tower_lr``, no weight decay), single-threaded, same seed -> same weights.
 
-Measured: on multi-object scenes alone a 2-4 layer tiny ViT (or a small CNN) stayed at chance on
-shapes for 3,000 steps; single objects with one label each make shapes learnable, after a plateau
-of about 1,000 steps. The cached tower's record (``_vision/drake_pretrain.json``, also
-:func:`tower_report`) holds its loss curve and held-out accuracy per label on 400 unseen single
-objects (default recipe: shape 0.49, colour 1.00, size 0.98, style 0.89, domain 0.96).
+Single objects carry most of the batch because a tiny ViT does not learn shapes from multi-object
+scenes alone: one object with one label per picture makes every label unambiguous (measurements in
+docs/findings/synth-generator-history.md). The cached tower's record (``_vision/drake_pretrain.json``,
+also :func:`tower_report`) holds its loss curve and held-out accuracy per label on 400 unseen single
+objects.
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ from typing import Any
 
 import torch
 
-from .zoo import models_home
+from .cache import RECIPE_FILE, VISION_DIR, build_cached, models_home
 
-VISION_DIR = "_vision"
 HEADS = ("shape", "color", "size", "style", "domain")
 
 
@@ -161,9 +160,9 @@ def train_tower(tower: Any, image_processor: Any, recipe: Any, layer: int, seed:
 
 
 def _record(recipe: Any) -> dict[str, Any]:
-    from .zoo import _VISION
+    from .zoo import VISION_TOWER
 
-    return {"tower": dict(_VISION), "tower_steps": recipe.tower_steps,
+    return {"tower": dict(VISION_TOWER), "tower_steps": recipe.tower_steps,
             "tower_batch": recipe.tower_batch, "tower_lr": recipe.tower_lr, "data_seed": recipe.data_seed,
             "version": recipe.version}
 
@@ -172,7 +171,6 @@ def ensure_vision_tower(recipe: Any) -> Path:
     """Directory of the shared pretrained tower for ``recipe`` (trained once, then cached)."""
     from transformers import CLIPVisionModel
 
-    from .pretrain import build_cached
     from .tokenizer import make_image_processor
     from .zoo import VISION_FEATURE_LAYER, vision_config
 
@@ -198,6 +196,4 @@ def install_tower(model: Any, path: Path) -> None:
 
 def tower_report(path: Path) -> dict[str, Any]:
     """The cached tower's record: recipe, loss curve and held-out accuracies."""
-    from .pretrain import RECIPE_FILE
-
     return json.loads((Path(path) / RECIPE_FILE).read_text())

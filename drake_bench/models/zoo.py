@@ -14,7 +14,7 @@ Names follow one scheme: ``tiny-llava-<family>-<size>`` (multimodal) and
 ``qwen2.5-0.5b`` ...) map to Hub ids; any Hub id or local directory is accepted as is
 and loaded with ``from_pretrained`` (the weights must already be local: no network).
 
-[R] sizes: Llama hidden 64/96/128 with 4/6/8 layers; Qwen2 hidden 48/80/112 with
+Sizes: Llama hidden 64/96/128 with 4/6/8 layers; Qwen2 hidden 48/80/112 with
 4/6/8 layers (different widths across families, so cross-family methods face truly
 mismatched shapes, as Llama-3.2-1B vs Qwen2.5-0.5B do). Head dim 16 everywhere; GQA
 with 2 (Llama) / 1 (Qwen2) KV heads; Qwen2 keeps its q/k/v biases and tied
@@ -26,12 +26,12 @@ tower it is pretrained once and shared by every tiny LLaVA (:mod:`.vision`).
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import UnknownNameError
+from .cache import models_home  # noqa: F401 (re-exported: callers know it as zoo.models_home)
 from .tokenizer import DEFAULT_VOCAB_SIZE, IMAGE_SIZE, PATCH_SIZE
 
 FAMILIES = ("llama", "qwen2")
@@ -42,7 +42,7 @@ _TINY_SHAPES: dict[str, dict[str, tuple[int, int, int, int, int]]] = {
     "llama": {"s": (64, 4, 4, 2, 192), "m": (96, 6, 6, 2, 288), "l": (128, 8, 8, 2, 384)},
     "qwen2": {"s": (48, 4, 3, 1, 144), "m": (80, 6, 5, 1, 240), "l": (112, 8, 7, 1, 336)},
 }
-_VISION = dict(
+VISION_TOWER = dict(
     hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
     image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, projection_dim=64, num_channels=3,
 )
@@ -133,7 +133,7 @@ def vision_config():
     """The ``CLIPVisionConfig`` every tiny LLaVA shares."""
     from transformers import CLIPVisionConfig
 
-    return CLIPVisionConfig(**_VISION)
+    return CLIPVisionConfig(**VISION_TOWER)
 
 
 def tiny_config(name: str, vocab_size: int = DEFAULT_VOCAB_SIZE):
@@ -188,16 +188,6 @@ def build_tiny(name: str, seed: int = 0):
     return model
 
 
-def models_home() -> Path:
-    """Where tiny checkpoints are cached: ``$DRAKE_BENCH_MODELS`` or ``data_home()/models``."""
-    env = os.environ.get("DRAKE_BENCH_MODELS")
-    if env:
-        return Path(env).expanduser()
-    from ..store import data_home
-
-    return data_home() / "models"
-
-
 def load_pretrained(path: str, device: str = "cpu", dtype: Any = None):
     """Load any checkpoint (Hub id or directory) with ``from_pretrained``, as a user would.
 
@@ -226,19 +216,3 @@ def load_pretrained(path: str, device: str = "cpu", dtype: Any = None):
     model.requires_grad_(False)
     return model, processor
 
-
-def load_base(name: str, device: str = "cpu", dtype: Any = None, *, seed: int = 0):
-    """Frozen base model and its processor (multimodal) or tokenizer (text) for a zoo name.
-
-    Tiny names are built and pretrained once (see :mod:`drake_bench.models.pretrain`),
-    cached with ``save_pretrained`` under :func:`models_home`, then loaded with
-    ``from_pretrained`` like any real checkpoint. Other names resolve to a Hub id or
-    local path and load directly.
-    """
-    entry = model_info(name)
-    if entry.tiny:
-        from .pretrain import ensure_pretrained
-
-        path = ensure_pretrained(name, seed=seed)
-        return load_pretrained(str(path), device=device, dtype=dtype)
-    return load_pretrained(entry.source, device=device, dtype=dtype)
