@@ -1,10 +1,10 @@
 """The result file: one typed, versioned JSON record per (benchmark, scenario, method, method version).
 
-Why this shape (anchors lessons 6, 7, 9): a result carries everything its numbers depend on
-(benchmark and data hashes, scenario, method config, model allocation, seeds, FL and evaluation
-settings, environment) plus the *raw* score tables; the summary is derived from the raw tables
-by :func:`drake_bench.evaluation.metrics.summarize`, and :func:`check_result` recomputes it, so
-a submitted file whose headline numbers disagree with its own raw data is caught.
+A result carries everything its numbers depend on (benchmark and data hashes, scenario, method
+config, model allocation, seeds, FL and evaluation settings, environment), so two results are
+comparable exactly when these agree, plus the *raw* score tables; the summary is derived from the
+raw tables by :func:`drake_bench.evaluation.metrics.summarize`, and :func:`check_result` recomputes
+it, so a submitted file whose headline numbers disagree with its own raw data is caught.
 
 The JSON Schema shipped as ``drake_bench/schemas/result.schema.json`` is generated from
 :class:`RunResult` (``python -m drake_bench.results`` rewrites it); third-party tools can
@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from . import __version__
+from ._base import StrictModel
+from ._version import __version__
 from .errors import DrakeBenchError
 from .evaluation.metrics import (
     AdaptationRecord,
@@ -76,29 +77,25 @@ class ResultFileError(DrakeBenchError):
     """A result file is missing, malformed, fails its schema, or disagrees with its own raw tables."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class BenchmarkRef(_Strict):
+class BenchmarkRef(StrictModel):
     name: str
     version: str
     manifest_hash: str = Field(description="content_hash of the benchmark manifest.")
     data_hash: str | None = Field(default=None, description="Hash of the built data (splits) evaluated on.")
 
 
-class ScenarioRef(_Strict):
+class ScenarioRef(StrictModel):
     tag: str = Field(description="Short form, e.g. 'static', 'dynamic', 'async-3-7-3-7', 'dirichlet-0.5'.")
     config: dict[str, Any] = Field(default_factory=dict, description="The full scenario object.")
 
 
-class MethodRef(_Strict):
+class MethodRef(StrictModel):
     name: str
     version: str
     config: dict[str, Any] = Field(default_factory=dict, description="Full method configuration.")
 
 
-class ModelAllocationRef(_Strict):
+class ModelAllocationRef(StrictModel):
     name: str
     clients: dict[str, str] = Field(description="client id (as a string) -> model id.")
     checkpoints: dict[str, dict[str, Any]] = Field(
@@ -107,33 +104,51 @@ class ModelAllocationRef(_Strict):
     )
 
 
-class FLSettings(_Strict):
+def _legacy_learning_rate_schema(schema: dict[str, Any]) -> None:
+    """Older result files hold ``fl.learning_rate: null``; the schema keeps accepting exactly that."""
+    schema["properties"]["learning_rate"] = {
+        "type": "null", "default": None, "deprecated": True, "title": "Learning Rate",
+        "description": "Never set; read from older result files and no longer written (see method.config).",
+    }
+
+
+class FLSettings(StrictModel):
     rounds: int = Field(ge=1)
     local_steps: int = Field(ge=0)
     batch_size: int = Field(ge=1)
     eval_every_rounds: int | None = Field(default=None, ge=1)
     eval_rounds: list[int] = Field(default_factory=list, description="1-based rounds after which evaluation ran.")
     others_subsample: int | None = Field(
-        default=None, description="Items per task for Others (seeded subsample, spec A16); None = full test set."
+        default=None, description="Items per task for Others (a seeded subsample, as the manifest's fl.others_subsample); None = full test set."
     )
     num_clients: int | None = Field(default=None, ge=1)
-    learning_rate: float | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
 
+    model_config = ConfigDict(json_schema_extra=_legacy_learning_rate_schema)
 
-class EvaluationSettings(_Strict):
-    """Every knob that moves scores (anchors lesson 9)."""
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_legacy_learning_rate(cls, data: Any) -> Any:
+        # result files written before the field was removed carry "learning_rate": null (nothing ever set it; a
+        # method's learning rate is in method.config); read them, never write it
+        if isinstance(data, dict) and "learning_rate" in data and data["learning_rate"] is None:
+            return {k: v for k, v in data.items() if k != "learning_rate"}
+        return data
+
+
+class EvaluationSettings(StrictModel):
+    """Every knob that moves scores, so two results are compared only when they were scored alike."""
 
     decoding: dict[str, Any] = Field(description="Generation parameters, e.g. do_sample, max_new_tokens, temperature.")
     batch_size: int = Field(ge=1)
     prompt_template_version: str
     padding_side: Literal["left", "right"] | None = None
     scorer_version: str = SCORER_VERSION
-    judge: str | None = Field(default=None, description="LLM judge model and version when used (A15); None = offline scorer.")
+    judge: str | None = Field(default=None, description="LLM judge model and version when used; None = offline scorer.")
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
-class Environment(_Strict):
+class Environment(StrictModel):
     python: str
     torch: str | None = None
     transformers: str | None = None
@@ -144,7 +159,7 @@ class Environment(_Strict):
     device: str
 
 
-class RunResult(_Strict):
+class RunResult(StrictModel):
     """One run of one method on one benchmark and scenario, over all its seeds."""
 
     schema_version: Literal["1.0"] = RESULT_SCHEMA_VERSION

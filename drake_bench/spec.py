@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from ._base import StrictModel
 from .errors import UnknownNameError
 from .sample import AnswerType
 
@@ -19,11 +20,7 @@ Provenance = Literal["P", "I", "R"]
 """[P] the paper states it, [I] inferred, [R] drake_bench's recommended choice where the paper is silent."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class SourceSpec(_Strict):
+class SourceSpec(StrictModel):
     """Where a task's raw items come from and which loader (``drake_bench.loaders``) reads them."""
 
     dataset: str
@@ -38,12 +35,12 @@ class SourceSpec(_Strict):
     citation: str | None = None
 
 
-class TaskSizes(_Strict):
+class TaskSizes(StrictModel):
     train: int | None = None
     test: int | None = None
 
 
-class TaskSpec(_Strict):
+class TaskSpec(StrictModel):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.\-]*$")
     name: str
     group: str
@@ -58,46 +55,46 @@ class TaskSpec(_Strict):
     provenance: dict[str, Provenance] = Field(default_factory=dict, description="Provenance of individual fields.")
 
 
-class ClientSpec(_Strict):
+class ClientSpec(StrictModel):
     id: int = Field(ge=1)
     group: str
     tasks: list[str] = Field(min_length=1, description="Task ids in the order a Dynamic stream introduces them.")
 
 
-class FLConfig(_Strict):
+class FLConfig(StrictModel):
     rounds: int = Field(ge=1)
     local_steps: int = Field(ge=1)
     batch_size: int = Field(ge=1)
     eval_every_rounds: int = Field(ge=1)
     participation: float = Field(default=1.0, gt=0, le=1)
-    others_subsample: int | None = Field(default=None, description="Seeded per-task cap on Others test items (spec A16).")
+    others_subsample: int | None = Field(default=None, description="Seeded per-task cap on Others test items (scoring every other client's full test set grows with the square of the client count); None: the full test split.")
     self_subsample: int | None = Field(default=None, description="Seeded per-task cap on Self test items; None: the full test split.")
     fast_adaptation_iters: int = 200
     fast_adaptation_eval_every: int = 20
 
 
-class AsyncDefaults(_Strict):
+class AsyncDefaults(StrictModel):
     patterns: list[list[int]]
 
 
-class DirichletDefaults(_Strict):
+class DirichletDefaults(StrictModel):
     tasks: list[str]
     alphas: list[float]
 
 
-class ScenarioDefaults(_Strict):
+class ScenarioDefaults(StrictModel):
     default: Literal["static", "dynamic", "async", "dirichlet"] = "dynamic"
     asynchronous: AsyncDefaults | None = None
     dirichlet: DirichletDefaults | None = None
 
 
-class ModelAllocation(_Strict):
+class ModelAllocation(StrictModel):
     description: str
     source: str = Field(description="Where the allocation comes from (e.g. 'Table 14, Tab. 2 row').")
     clients: dict[str, str] = Field(description="Client id (as string) -> model zoo name.")
 
 
-class SubsamplingRule(_Strict):
+class SubsamplingRule(StrictModel):
     large_threshold: int = 11000
     train: int = 10000
     test: int = 1000
@@ -105,7 +102,7 @@ class SubsamplingRule(_Strict):
     seed: int = 0
 
 
-class StorageRule(_Strict):
+class StorageRule(StrictModel):
     """How built shards encode what they hold. Shard hashes are over file bytes, so the encoding is part of a
     benchmark's data version: a manifest without this block keeps the encoding every benchmark had before it
     existed (PNG images, datasets' Parquet defaults), byte for byte."""
@@ -122,7 +119,7 @@ class StorageRule(_Strict):
     )
 
 
-class Choice(_Strict):
+class Choice(StrictModel):
     """A decision the source papers leave open, recorded so results can cite it."""
 
     key: str
@@ -131,7 +128,7 @@ class Choice(_Strict):
     reason: str = ""
 
 
-class BenchmarkSpec(_Strict):
+class BenchmarkSpec(StrictModel):
     schema_version: Literal["1.0"] = "1.0"
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9\-]*$")
     version: str

@@ -1,4 +1,4 @@
-"""Metrics as pure functions over the raw score tables (anchors lesson 6; spec 5.1, A7, A11, A12).
+"""Metrics as pure functions over the raw score tables.
 
 The runner records one :class:`ScoreRecord` per (seed, evaluation round, client, task); everything
 reported is derived from those tables here, so a result file can be re-checked from its raw part.
@@ -6,17 +6,20 @@ reported is derived from those tables here, so a result file can be re-checked f
 Conventions (all values stay in [0, 1]; x100 is for display only):
 
 * Self_c(t): macro-mean over client c's own tasks evaluated at point t (the runner passes only
-  tasks seen so far, spec 5.1 [R]).
+  tasks seen so far: in PFL-Dynamic a client is not scored on a task it has not met yet).
 * Others_c(t): mean over other clients j of (macro-mean over j's tasks c was evaluated on at t).
-* Self(t), Others(t): unweighted mean over clients (checked against Table 5 / Table 2 in the spec).
-* A_last: the last evaluation point; A_AUC: mean over all evaluation points (Koh et al. with equal
-  spacing and no round-0 point, spec 5.1 [R]).
+* Self(t), Others(t): unweighted mean over clients, so every client counts the same however many
+  items its tasks hold.
+* A_last: the last evaluation point; A_AUC: mean over all evaluation points (Koh et al.'s area under
+  the accuracy curve with equal spacing; there is no point before the first round, where every method
+  would score the same untrained base).
 * worst client and 10th-percentile client of Self at A_last; the percentile is
   ``numpy.percentile(..., 10, method="linear")`` over the per-client values (WILDS-style).
 * forgetting (Avalanche-style, meaningful in PFL-Dynamic): for each client and own task
   evaluated at two or more points, max over the earlier points minus the final score; averaged
   over a client's tasks, then over clients (macro, like Self). None when no task qualifies.
-* seeds: mean and population std (ddof=0) over seeds (spec A11).
+* seeds: mean and population std (ddof=0) over seeds: the seeds run are all the seeds reported,
+  and one seed gives std 0 rather than NaN.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from collections import defaultdict
 from typing import Iterable, Literal, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from .._base import StrictModel
 from ..errors import DrakeBenchError
 
 PERCENTILE = 10.0
@@ -38,8 +42,10 @@ class MetricError(DrakeBenchError, ValueError):
     """The raw tables are inconsistent (duplicates, wrong owner for a role, empty input)."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(StrictModel):
+    """Raw records and summaries are values: frozen, so nothing derived from them can go stale."""
+
+    model_config = ConfigDict(frozen=True)
 
 
 # --------------------------------------------------------------------------- raw records
@@ -57,7 +63,7 @@ class ScoreRecord(_Strict):
     n: int = Field(ge=0, description="Number of items scored.")
     score: float = Field(ge=0.0, le=1.0, description="Mean item score, in [0, 1].")
     exact_match: float | None = Field(
-        default=None, ge=0.0, le=1.0, description="Mean exact match over items (logged for OPEN answers, spec A8); not summarised."
+        default=None, ge=0.0, le=1.0, description="Mean exact match over items (logged for OPEN answers beside the main score); not summarised."
     )
 
     @model_validator(mode="after")
@@ -72,7 +78,7 @@ class ScoreRecord(_Strict):
 
 
 class AdaptationRecord(_Strict):
-    """Score on one unseen task after ``iteration`` fine-tuning steps from one init (spec 5.2, A12)."""
+    """Score on one unseen task after ``iteration`` fine-tuning steps from one init (the fast-adaptation study)."""
 
     seed: int
     task: str
@@ -212,7 +218,7 @@ def _mean(values: Iterable[float]) -> float | None:
 
 
 def mean_std(values: Sequence[float | None]) -> MeanStd:
-    """Seed aggregate: mean and population std (ddof=0, spec A11) over the values that are not None."""
+    """Seed aggregate: mean and population std (ddof=0) over the values that are not None."""
     vals = [float(v) for v in values if v is not None]
     if not vals:
         return MeanStd(mean=None, std=None, n=0)
@@ -377,7 +383,7 @@ def _curve_over_seeds(per_seed: Sequence[SeedSummary], attr: str) -> list[CurveP
 
 
 def adaptation_curves(records: Sequence[AdaptationRecord]) -> dict[str, list[CurvePoint]]:
-    """Fast-adaptation curve per init (spec 5.2, A12): per seed, the mean over (unseen task, architecture)
+    """Fast-adaptation curve per init: per seed, the mean over (unseen task, architecture)
     cells at each iteration; then mean ± population std over seeds."""
     cells: dict[tuple[str, int, int], list[float]] = defaultdict(list)
     seen: set[tuple[int, str, str, str, int]] = set()
