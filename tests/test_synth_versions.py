@@ -30,6 +30,20 @@ def test_registry_serves_the_newest_implementation_not_newer_than_asked():
     assert {g.name for g in iter_generators(every_version=True) if g.version == 4} == REDESIGNED_IN_4
 
 
+def test_legacy_holds_exactly_the_implementations_only_archived_versions_draw():
+    """Family modules hold what current manifests draw; synth.legacy the frozen rest (the image-quality variants
+    share their bodies across versions, so only whole functions are checked)."""
+    from functools import partial
+
+    current = {id(get_generator(t.source.variant, t.source.rule["generator_version"]))
+               for name in ("drake-synth", "hflb-synth", "fedllm-synth") for t in load_benchmark(name).tasks}
+    for g in iter_generators(every_version=True):
+        if isinstance(g.fn, partial):
+            continue
+        in_legacy = g.fn.__module__.startswith("drake_bench.synth.legacy.")
+        assert in_legacy != (id(g) in current), (g.name, g.version, g.fn.__module__)
+
+
 def test_registering_a_version_twice_or_from_the_future_is_refused():
     with pytest.raises(ValueError, match="duplicate synth generator 'rel-spatial' for generator version 3"):
         generator("rel-spatial", "relation", get_generator("rel-spatial").answer_type, "single", (1, 1), "x")(lambda r: None)

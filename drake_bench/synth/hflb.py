@@ -1,4 +1,4 @@
-"""hflb-synth generators: 9 single-image VQA clients x 4 question-type tasks (HFLB, spec §2).
+"""hflb-synth generators: 9 single-image VQA clients x 4 question-type tasks (HFLB analogue).
 
 Clients differ by answer format (yes/no, 4-choice, 2-choice, open) and visual domain,
 tasks inside a client by question type, as HFLB splits each dataset by question type.

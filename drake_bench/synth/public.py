@@ -1,11 +1,11 @@
-"""Public data over the synthetic world: the stand-in for LLaVA-Instruct-158K (spec A13).
+"""Public data over the synthetic world: the stand-in for LLaVA-Instruct-158K.
 
 Model pretraining and methods that need public data (distillation, alignment) use
 these mixes. Their formats (captions, lists of colours/shapes, per-image
 descriptions, translations) are disjoint from every benchmark task's question
 templates, so public data teaches the world and its words but no benchmark task.
 
-[R] Like LLaVA-1.5's instruction mix (A-OKVQA-style multiple choice, VQAv2/GQA yes/no and
+Like LLaVA-1.5's instruction mix (A-OKVQA-style multiple choice, VQAv2/GQA yes/no and
 counting questions), about 40% of the multimodal items are generic multiple-choice, yes/no and
 counting questions (which colour / which shape is in the picture, a colour-shape statement, is
 anything of a colour, how many things). Without them the frozen bases never see the choice
@@ -122,7 +122,7 @@ def public_objects(start: int, n: int, seed: int = 0) -> list[Scene]:
     The shared vision tower (:mod:`drake_bench.models.vision`) learns each object's shape,
     colour, size and style from them: one object per picture makes every label unambiguous,
     which is what lets a tiny ViT learn shapes at all (on multi-object scenes alone it stays at
-    chance, measured).
+    chance; docs/findings/synth-generator-history.md).
     """
     out = []
     for i in range(start, start + n):

@@ -1,27 +1,22 @@
-"""Multi-modal reasoning generators (DRAKE clients 7, 8, 9): figurative phrases, Bongard sets, odd one out.
+"""Multi-modal reasoning generators (DRAKE clients 7, 8, 9): figurative phrases, Bongard sets, odd one out, states.
 
 The group's text speaks one figurative lexicon (``world.COLOR_FIGURES`` / ``SHAPE_FIGURES``:
-'fire' means red, 'wheel' means circle), read or written by tasks on all three clients, so
+'fire' means red, 'wheel' means circle), read or written by tasks on all three clients
+(rsn-find-image reads it on client 7, rsn-common-color answers in it on client 9), so
 knowledge learnt on one reasoning client carries to the others, which is the within-group
 relatedness DRAKE shows; the other groups name colours and shapes literally, so their
 answers to the same visual questions differ (interference across groups).
 
-Generator version 4 (drake-synth 1.4.0) moved three tasks into the lexicon: rsn-find-image
-(client 7) reads it, rsn-common-color and rsn-common-shape (client 9) answer in it. Version 3
-had them literal, and client 9 shared nothing with clients 7 and 8 that other groups did not
-teach as well (docs/transfer/probe-film-cmp-reasoning-2000x12). Their version-3
-implementations stay registered, so drake-synth@1.3.0 still builds byte for byte.
+The group also has a visual skill no other group's task draws: object states (``world.STATES``,
+MIT-States analogue: calm, shining, shaking), drawn as comic emanata. rsn-state-coherence (client 7),
+rsn-bongard-concept (client 8), rsn-odd-one-out and rsn-common-state (client 9) ask about them. The
+questions are about presence (is every object in a named state, does the query show the positives'
+marks, which image is the one not calm), the format of the relation group's crack tasks: a small model
+learns such a question from a few hundred items, while a same/different comparison across images it
+hardly learns when the comparison is one task among several.
 
-Generator version 7 (drake-synth 1.7.0) gave the group a visual skill of its own as well: object states
-(``world.STATES``, MIT-States analogue), drawn as comic emanata, which rsn-state-coherence (client 7),
-rsn-bongard-concept (client 8) and rsn-odd-one-out (client 9) ask about and no other group's task draws.
-Until 1.6.0 those tasks asked about size, colour and shape, which every group teaches.
-
-Generator version 8 (drake-synth 1.8.0) asks the state tasks about presence (is every object in a named state,
-which image is the one not calm, does the query show the positives' marks), as the relation group's crack tasks
-do, and rsn-common-state (client 9) replaces rsn-common-shape. On 1.7.0 the transfer sources did not learn the
-comparison-format state tasks among their four, so the state skill could not carry
-(docs/transfer/probe-film-cmp-1.8.0-fresh-head/PREDICTION.md).
+Implementations that only archived benchmark versions draw are in :mod:`drake_bench.synth.legacy`;
+docs/findings/synth-generator-history.md says why each was replaced.
 """
 
 from __future__ import annotations
@@ -32,7 +27,7 @@ from ..sample import AnswerType
 from .registry import YES_NO, Item, generator, image_options, yn
 from .relation import consistent, one, two_related
 from .render import render
-from .world import an, COLOR_FIGURES, COLORS, SHAPE_FIGURES, SHAPES, STATES, Obj, Scene, other, place, random_obj
+from .world import COLOR_FIGURES, COLORS, SHAPE_FIGURES, SHAPES, STATES, Obj, Scene, other, place, random_obj
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 COLS = list(COLORS)
@@ -97,14 +92,6 @@ def bongard_relation(rng: np.random.Generator) -> Item:
 
 
 @generator("rsn-find-image", "reasoning", MC, "multi", (3, 3),
-           "Which of three images contains a named coloured shape? (VizWiz multi-image analogue)")
-def find_image(rng: np.random.Generator) -> Item:
-    c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
-    imgs, ans = pick_among(rng, Obj(s, c), near_misses(rng, c, s, 2))
-    return Item(imgs, f"Which image contains {an(c + ' ' + s)}?", ans, image_options(3))
-
-
-@generator("rsn-find-image", "reasoning", MC, "multi", (3, 3),
            "Which of three two-object images contains a figuratively named object ('a sea box' = blue square)? The "
            "other objects differ in colour, shape or both (VizWiz multi-image analogue).", version=4)
 def find_image_figurative(rng: np.random.Generator) -> Item:
@@ -120,43 +107,20 @@ def find_image_figurative(rng: np.random.Generator) -> Item:
     return Item(imgs, f"Which image contains 'a {figure(c, s)}'?", ans, image_options(3))
 
 
-@generator("rsn-state-coherence", "reasoning", YN, "multi", (4, 4),
-           "Are the objects of four images all in the same state (size)? (MIT-States StateCoherence analogue)")
-def state_coherence(rng: np.random.Generator) -> Item:
-    same = bool(rng.random() < 0.5)
-    z = str(rng.choice(["small", "large"]))
-    sizes = [z] * 4
-    if not same:
-        for i in rng.permutation(4)[: int(rng.integers(1, 3))]:
-            sizes[int(i)] = "large" if z == "small" else "small"
-    imgs = [render(one(random_obj(rng, size=zz))) for zz in sizes]
-    return Item(imgs, "Are all the objects the same size?", yn(same), list(YES_NO))
-
-
-def _in_state(rng: np.random.Generator, state: str, size: str | None = None) -> Obj:
+def in_state(rng: np.random.Generator, state: str, size: str | None = None) -> Obj:
     o = random_obj(rng, size=size)
     o.state = state
     return o
 
 
 @generator("rsn-state-coherence", "reasoning", YN, "multi", (4, 4),
-           "Are the objects of four images all in the same state (calm, shining or shaking, drawn as comic emanata)? "
-           "(MIT-States StateCoherence analogue)", version=7)
-def state_coherence_emanata(rng: np.random.Generator) -> Item:
-    same, states, _ = consistent(rng, STATES, 4)
-    imgs = [render(one(_in_state(rng, st, size="small"))) for st in states]
-    return Item(imgs, "Are all the objects in the same state?", yn(same), list(YES_NO))
-
-
-@generator("rsn-state-coherence", "reasoning", YN, "multi", (4, 4),
            "Are the objects of four images all in a named state (calm, shining or shaking, drawn as comic emanata)? "
            "(MIT-States StateCoherence analogue)", version=8)
 def state_coherence_named(rng: np.random.Generator) -> Item:
-    # version 7 asked whether all four states were the same, a comparison across images that the probe learnt
-    # only from 2,000 items alone and a transfer source did not learn among its four tasks; naming the state
-    # makes it a presence question per image (is any object not <state>?), as the relation group's crack tasks are
+    # naming the state makes it a presence question per image (is any object not <state>?), as the relation
+    # group's crack tasks are, rather than a comparison across the four images
     same, states, named = consistent(rng, STATES, 4)  # 'no': one or two of the four are not in the named state
-    imgs = [render(one(_in_state(rng, st, size="small"))) for st in states]
+    imgs = [render(one(in_state(rng, st, size="small"))) for st in states]
     return Item(imgs, f"Are all four objects {named}?", yn(same), list(YES_NO))
 
 
@@ -189,53 +153,17 @@ def idiom_match(rng: np.random.Generator) -> Item:
 
 
 @generator("rsn-bongard-concept", "reasoning", YN, "multi", (5, 5),
-           "Bongard set whose rule is 'contains a <colour> object'; does the query follow it? (Bongard-OpenWorld analogue)")
-def bongard_concept(rng: np.random.Generator) -> Item:
-    color = str(rng.choice(COLS))
-    rest = [c for c in COLS if c != color]
-
-    def pos() -> Scene:
-        objs = [random_obj(rng, color=color, size="small")] + [random_obj(rng, colors=rest, size="small") for _ in range(int(rng.integers(0, 2)))]
-        return Scene(place(rng, [objs[int(i)] for i in rng.permutation(len(objs))]))
-
-    def neg() -> Scene:
-        return Scene(place(rng, [random_obj(rng, colors=rest, size="small") for _ in range(int(rng.integers(1, 3)))]))
-
-    return bongard(rng, None, pos, neg)
-
-
-@generator("rsn-bongard-concept", "reasoning", YN, "multi", (5, 5),
-           "Bongard set whose rule is 'contains a <shining|shaking> object' (object states drawn as comic emanata); "
-           "does the query follow it? (Bongard-OpenWorld analogue)", version=7)
-def bongard_state(rng: np.random.Generator) -> Item:
-    state = str(rng.choice(STATES[1:]))
-    rest = [s for s in STATES if s != state]
-
-    def pos() -> Scene:
-        objs = [_in_state(rng, state, "small")] + [_in_state(rng, str(rng.choice(rest)), "small")
-                                                   for _ in range(int(rng.integers(0, 2)))]
-        return Scene(place(rng, [objs[int(i)] for i in rng.permutation(len(objs))], margin=9, pad=8))
-
-    def neg() -> Scene:
-        return Scene(place(rng, [_in_state(rng, str(rng.choice(rest)), "small") for _ in range(int(rng.integers(1, 3)))],
-                           margin=9, pad=8))
-
-    return bongard(rng, None, pos, neg)
-
-
-@generator("rsn-bongard-concept", "reasoning", YN, "multi", (5, 5),
            "Bongard set whose rule is 'contains a <shining|shaking> object' against calm negatives (object states "
            "drawn as comic emanata); does the query follow it? (Bongard-OpenWorld analogue)", version=8)
 def bongard_state_presence(rng: np.random.Generator) -> Item:
-    # version 7's negatives could hold the other marked state, so the rule had to be told apart from it; here the
-    # negatives are calm, so the query follows the rule when it shows the marks the positives share
+    # the negatives are calm, so the query follows the rule exactly when it shows the marks the positives share
     state = str(rng.choice(STATES[1:]))
 
     def scene(marked: bool) -> Scene:
         n_calm = int(rng.integers(0, 2) if marked else rng.integers(1, 3))  # one or two objects per image
-        objs = [_in_state(rng, "calm", "small") for _ in range(n_calm)]
+        objs = [in_state(rng, "calm", "small") for _ in range(n_calm)]
         if marked:
-            objs.insert(int(rng.integers(0, len(objs) + 1)), _in_state(rng, state, "small"))
+            objs.insert(int(rng.integers(0, len(objs) + 1)), in_state(rng, state, "small"))
         return Scene(place(rng, objs, margin=9, pad=8))
 
     return bongard(rng, None, lambda: scene(True), lambda: scene(False))
@@ -285,18 +213,6 @@ def common(rng: np.random.Generator, attr: str) -> Item:
     return Item(imgs, f"Which {word} appears in every image?", shared)
 
 
-@generator("rsn-common-color", "reasoning", OPEN, "multi", (3, 3),
-           "Name the colour shared by all images of a concept set (Bongard-OpenWorld concept query analogue).")
-def common_color(rng: np.random.Generator) -> Item:
-    return common(rng, "color")
-
-
-@generator("rsn-common-shape", "reasoning", OPEN, "multi", (3, 3),
-           "Name the shape shared by all images of a concept set (Bongard-HOI concept query analogue).")
-def common_shape(rng: np.random.Generator) -> Item:
-    return common(rng, "shape")
-
-
 def common_figure(rng: np.random.Generator, attr: str) -> Item:
     """``common`` answered with the lexicon's word for the shared value ('fire', not 'red')."""
     it = common(rng, attr)
@@ -312,35 +228,10 @@ def common_color_figure(rng: np.random.Generator) -> Item:
     return common_figure(rng, "color")
 
 
-@generator("rsn-common-shape", "reasoning", OPEN, "multi", (3, 3),
-           "Name the shape shared by all images of a concept set by its figure word ('wheel' for circle; Bongard-HOI "
-           "concept query analogue).", version=4)
-def common_shape_figure(rng: np.random.Generator) -> Item:
-    return common_figure(rng, "shape")
-
-
-@generator("rsn-odd-one-out", "reasoning", MC, "multi", (4, 4),
-           "Three images share a shape, one does not: which? (Bongard-HOI action incoherence analogue)")
-def odd_one_out(rng: np.random.Generator) -> Item:
-    s = str(rng.choice(SHAPES))
-    odd = Obj(other(rng, SHAPES, s), str(rng.choice(COLS)))
-    same = [Obj(s, str(rng.choice(COLS))) for _ in range(3)]
-    imgs, ans = pick_among(rng, odd, same)
-    return Item(imgs, "Which image does not fit with the others?", ans, image_options(4))
-
-
-@generator("rsn-odd-one-out", "reasoning", MC, "multi", (4, 4),
-           "Three objects are in one state (calm, shining or shaking, drawn as comic emanata), one is not: which? "
-           "(Bongard-HOI action incoherence analogue)", version=7)
-def odd_state_out(rng: np.random.Generator) -> Item:
-    z = str(rng.choice(STATES))
-    return state_odd_out(rng, other(rng, STATES, z), z)
-
-
 def state_odd_out(rng: np.random.Generator, odd_state: str, same_state: str) -> Item:
     """Four one-object images, three in ``same_state`` and one in ``odd_state``: which does not fit?"""
-    odd = _in_state(rng, odd_state, "small")
-    same = [_in_state(rng, same_state, "small") for _ in range(3)]
+    odd = in_state(rng, odd_state, "small")
+    same = [in_state(rng, same_state, "small") for _ in range(3)]
     imgs, ans = pick_among(rng, odd, same)
     return Item(imgs, "Which image does not fit with the others?", ans, image_options(4))
 
@@ -349,7 +240,7 @@ def state_odd_out(rng: np.random.Generator, odd_state: str, same_state: str) -> 
            "Three objects are calm, one shines or shakes (comic emanata): which image does not fit? (Bongard-HOI action "
            "incoherence analogue)", version=8)
 def odd_marked_out(rng: np.random.Generator) -> Item:
-    # version 7's three alike could be in any state; here they are calm, so the odd image is the one with marks
+    # the three alike are calm, so the odd image is the one with marks
     return state_odd_out(rng, str(rng.choice(STATES[1:])), "calm")
 
 
@@ -362,6 +253,6 @@ def common_state(rng: np.random.Generator) -> Item:
     if len(set(fills)) == 1:  # both other states occur, so only the shared one is in every image
         fills[int(rng.integers(0, 3))] = other(rng, STATES, shared, fills[0])
     for f in fills:
-        objs = [_in_state(rng, shared, "small"), _in_state(rng, f, "small")]
+        objs = [in_state(rng, shared, "small"), in_state(rng, f, "small")]
         imgs.append(render(Scene(place(rng, [objs[int(i)] for i in rng.permutation(2)], margin=9, pad=8))))
     return Item(imgs, "Which state appears in every image?", shared)

@@ -7,7 +7,9 @@ a pool at a larger scale extends the pool at a smaller one.
 A generator name can hold several implementations, each tagged with the generator version
 that introduced it. A manifest's task rule names the version it was built with, and the
 registry serves the newest implementation not newer than that: an older benchmark version
-(``drake-synth@1.3.0``) keeps building byte for byte after a generator is redesigned.
+(``drake-synth@1.3.0``) keeps building byte for byte after a generator is redesigned. Superseded
+implementations live in :mod:`drake_bench.synth.legacy`, which :func:`get_generator` loads with the
+family modules.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class Generator:
 
 _GENERATORS: dict[str, list[Generator]] = {}
 """name -> implementations, oldest first."""
-_FAMILY_MODULES = ["relation", "reasoning", "vqa", "unseen", "hflb", "text"]
+_FAMILY_MODULES = ["relation", "reasoning", "vqa", "unseen", "hflb", "text", "legacy"]
 
 
 def generator(name: str, family: str, answer_type: AnswerType, images: str, num_images: tuple[int, int], description: str,

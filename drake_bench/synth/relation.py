@@ -4,10 +4,11 @@ Every yes/no label and every option position is drawn first and the scene is bui
 match it, so question text alone carries no information about the answer.
 
 The group's own skill is defect inspection: every relation client has a task that asks about cracks
-(rel-defect-2 on client 1, rel-defect-4 on 5, rel-statement-defect on 6; generator version 7, drake-synth
-1.7.0), and no other group's task draws one, as image quality is the VQA clients' own skill. Until 1.6.0
-clients 1 and 6 had rel-same-count and rel-statement-color there, which every other group teaches too
-(counting, colours); those generators stay registered for the archived versions.
+(rel-defect-2 on client 1, rel-defect-4 on 5, rel-statement-defect on 6), and no other group's task draws
+one, as image quality is the VQA clients' own skill. A skill only the group teaches is what lets its
+clients gain more from each other than from other groups; counting and colours, which every group
+teaches, would not. Generators that only archived benchmark versions draw are in
+:mod:`drake_bench.synth.legacy`.
 """
 
 from __future__ import annotations
@@ -83,16 +84,6 @@ def relative_caption(rng: np.random.Generator) -> Item:
         t.shape = other(rng, SHAPES, o.shape)
         ans = f"make it {t.shape}"
     return Item([render(one(o)), render(one(t))], "How should the first item change to look like the second?", ans)
-
-
-@generator("rel-same-count", "relation", YN, "multi", (2, 2),
-           "Do two images hold the same number of objects? (VISION 2-image inspection analogue)")
-def same_count(rng: np.random.Generator) -> Item:
-    same = bool(rng.random() < 0.5)
-    a = int(rng.integers(1, 5))
-    b = a if same else int(rng.choice([n for n in range(1, 5) if n != a]))
-    imgs = [render(Scene(place(rng, [random_obj(rng, size="small") for _ in range(n)]))) for n in (a, b)]
-    return Item(imgs, "Do the two images contain the same number of objects?", yn(same), list(YES_NO))
 
 
 @generator("rel-edit-instruction", "relation", OPEN, "multi", (2, 2),
@@ -223,19 +214,6 @@ def quantified(rng: np.random.Generator) -> tuple[str, bool, set[int]]:
     truth = bool(rng.random() < 0.5)
     n_with = (2 if truth else int(rng.integers(0, 2))) if quant.startswith("both") else (1 if truth else int(rng.choice([0, 2])))
     return quant, truth, set(rng.permutation(2)[:n_with].tolist())
-
-
-@generator("rel-statement-color", "relation", YN, "multi", (2, 2),
-           "Is a statement about colours in two images true ('both' / 'exactly one')? (NLVR2 subset 2 analogue)")
-def statement_color(rng: np.random.Generator) -> Item:
-    color = str(rng.choice(COLS))
-    quant, truth, has = quantified(rng)
-    imgs = []
-    for i in range(2):
-        objs = [random_obj(rng, color=color, size="small")] if i in has else []
-        objs += [random_obj(rng, colors=[c for c in COLS if c != color], size="small") for _ in range(int(rng.integers(1, 3)))]
-        imgs.append(render(Scene(place(rng, objs))))
-    return Item(imgs, f"True or false: {quant} {an(color)} object.", yn(truth), list(YES_NO))
 
 
 @generator("rel-composed-retrieval", "relation", MC, "multi", (4, 4),

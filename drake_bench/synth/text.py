@@ -1,4 +1,4 @@
-"""fedllm-synth generators: text-only instruction following, scored by Rouge-L (Fed-LLM-Large, spec §3.3).
+"""fedllm-synth generators: text-only instruction following, scored by Rouge-L (Fed-LLM-Large analogue).
 
 Three sources like Fed-LLM-Large's: "flan" (English task types), "aya" (six synthetic
 languages, each with its own vocabulary) and "chatbot" (open requests answered from the

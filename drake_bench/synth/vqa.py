@@ -36,10 +36,9 @@ def with_distortion(sc: Scene, d: str | None, grain: int = 1) -> Scene:
     return Scene(sc.objects, sc.domain, d, sc.text, grain=grain)
 
 
-# The four image-quality tasks, each registered twice: with per-pixel colour noise (version 3) and with luma grain
-# (version 5, drake-synth 1.5.0). Both draw an item by the same procedure; the item seed includes the version
-# (registry.Generator.item), so version 5's items are new draws, not version 3's items with other noise.
-GRAIN = {3: 1, 5: 2}
+# The four image-quality tasks draw their noise as monochrome (luma) grain on 2x2 cells: as visible as independent
+# colour noise per pixel, and the images compress to about a fifth of the size. The bodies take the noise cell side
+# (``grain``) as a parameter, so the superseded per-pixel variant registers from the same bodies (synth.legacy.vqa).
 PAIR = "Compare the quality of two renderings of one scene (Co-Instruct 2-image compare analogue)."
 TYPE = "Name the distortion of one image: blur, noise, darkness or glare (Co-Instruct how/what analogue)."
 TRIPLE = "Pick the best-quality image of three renderings (Co-Instruct 3-image compare analogue)."
@@ -81,18 +80,19 @@ def quality_yesno(rng: np.random.Generator, grain: int = 1) -> Item:
     return Item([render(with_distortion(scene(rng), actual, grain))], QUALITY_Q[d][1], yn(truth), list(YES_NO))
 
 
-def _register_quality() -> None:
-    tasks = [("vqa-quality-pair", MC, "multi", (2, 2), PAIR, quality_pair),
-             ("vqa-distortion-type", MC, "single", (1, 1), TYPE, distortion_type),
-             ("vqa-quality-triple", MC, "multi", (3, 3), TRIPLE, quality_triple),
-             ("vqa-quality-yesno", YN, "single", (1, 1), YESNO, quality_yesno)]
-    for name, kind, images, n, text, body in tasks:
-        for version, grain in GRAIN.items():
-            note = "" if grain == 1 else " Noise is monochrome grain on 2x2 cells."
-            generator(name, "vqa", kind, images, n, text + note, version=version)(partial(body, grain=grain))
+QUALITY_TASKS = [("vqa-quality-pair", MC, "multi", (2, 2), PAIR, quality_pair),
+                 ("vqa-distortion-type", MC, "single", (1, 1), TYPE, distortion_type),
+                 ("vqa-quality-triple", MC, "multi", (3, 3), TRIPLE, quality_triple),
+                 ("vqa-quality-yesno", YN, "single", (1, 1), YESNO, quality_yesno)]
 
 
-_register_quality()
+def register_quality(version: int, grain: int, note: str) -> None:
+    """Register the four image-quality tasks as generator ``version``, drawing noise on ``grain`` x ``grain`` cells."""
+    for name, kind, images, n, text, body in QUALITY_TASKS:
+        generator(name, "vqa", kind, images, n, text + note, version=version)(partial(body, grain=grain))
+
+
+register_quality(5, 2, " Noise is monochrome grain on 2x2 cells.")
 
 
 @generator("vqa-corners", "vqa", MC, "single", (1, 1),

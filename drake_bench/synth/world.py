@@ -19,15 +19,8 @@ GENERATOR_VERSION = 8
 the new version (the old one stays, so older manifests still build byte for byte); a change to the shared
 world tables changes every generator's bytes and needs a new version for all of them."""
 BASE_VERSION = 3
-"""Version of every implementation not redesigned since (all of them at drake_bench's 1.3.0 manifests).
-Version 4 redesigned rsn-find-image, rsn-common-color and rsn-common-shape (drake-synth 1.4.0). Version 5 gave
-the four image-quality tasks luma grain instead of per-pixel colour noise (drake-synth 1.5.0). Version 6 added the
-group visual domains (``GROUP_DOMAINS``), which a task's rule selects with ``visual_domain`` (drake-synth 1.6.0);
-no generator function changed, so a task without that rule key draws the same items as before. Version 7 gave the
-relation and reasoning groups a skill of their own (drake-synth 1.7.0): cracks on two more relation tasks, object
-states (``STATES``) on three reasoning tasks. Version 8 asked the reasoning group's state tasks about presence
-(is a named state there, which image is not calm) instead of comparison, and added rsn-common-state (drake-synth
-1.8.0)."""
+"""Version of every implementation not redesigned since (all of them at drake_bench's 1.3.0 manifests). What
+each later version changed, and why: docs/findings/synth-generator-history.md."""
 
 COLORS: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),
