@@ -119,12 +119,12 @@ def test_is_pretrained_tracks_the_cache(tiny_cache):
 def test_run_command_pretrains_only_missing_tiny_models_up_front(monkeypatch):
     from rich.console import Console
 
-    from drake_bench.commands import run as run_cmd
+    from drake_bench import runner
 
     built = []
     monkeypatch.setattr(pretrain, "is_pretrained", lambda name, seed=0, recipe=None: name == "tiny-llama-s")
     monkeypatch.setattr(pretrain, "ensure_pretrained", lambda name, seed=0, recipe=None: built.append(name))
     console = Console(record=True, force_terminal=False)
-    run_cmd.pretrain_tiny_models(["none", "tiny-llama-s", "tiny-llava-qwen2-m", "llava-1.5-7b"], console)
+    runner.prepare_tiny_models(["none", "tiny-llama-s", "tiny-llava-qwen2-m", "llava-1.5-7b"], console)
     assert built == ["tiny-llava-qwen2-m"]  # cached, unknown and real names are left alone
     assert "pretrained tiny-llava-qwen2-m" in console.export_text()
