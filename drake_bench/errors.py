@@ -39,6 +39,23 @@ class IntegrityError(DrakeBenchError):
     """A file's content hash does not match the hash recorded for it."""
 
 
+class DataError(DrakeBenchError):
+    """A built benchmark's file cannot be read or decoded (truncated, corrupted, not Parquet): names the file.
+
+    Raised by the data layer, also from inside a method call (the stream decodes lazily), so the data is blamed,
+    not the plugin."""
+
+
+class DataIntegrityError(IntegrityError, DataError):
+    """A built shard's sha256 differs from the one recorded at build time (``build_info.json``), or the recorded
+    hashes disagree with the data hash a result would cite: names the file, both hashes and how to rebuild."""
+
+
+class CheckpointError(DrakeBenchError):
+    """A run's checkpoint (``progress.json`` or a round folder) is unreadable or incomplete; the message names the
+    file and the way out (``--no-resume`` / ``resume=False`` starts the run over)."""
+
+
 class LeakageError(DrakeBenchError, AttributeError):
     """A method tried to reach data the protocol hides from it (future samples, test splits, unseen tasks, task ids)."""
 

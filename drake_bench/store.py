@@ -4,6 +4,7 @@
 
     <root>/build_info.json                      # manifest hash, per-file sha256, sizes
     <root>/README.md                            # Hub dataset card
+    <root>/.verified.json                       # which shards were verified, by size and times (a cache)
     <root>/data/<task_id>/train-00000-of-00001.parquet
     <root>/data/<task_id>/test-00000-of-00001.parquet
 
@@ -11,6 +12,17 @@ Parquet shards embed the images (``datasets.Image`` feature), so the folder is
 exactly what is pushed to / pulled from a Hub dataset repo, with one config per
 task. Reading goes through ``datasets`` (Arrow, memory-mapped, images decoded
 lazily on row access), so clients share one table per task and hold only indices.
+
+**What is read is verified.** The first time a run or a stream opens a shard
+(:meth:`BuiltBenchmark.table`), its sha256 is checked against ``build_info.json``; a
+mismatch is a :class:`~drake_bench.errors.DataIntegrityError` naming the file, both hashes
+and the rebuild command. The check is cached in ``.verified.json`` by the file's size,
+mtime and ctime (ctime cannot be set back, so an edit that restores the mtime is still
+seen), so an unchanged shard is hashed once, not once per run. ``datasets``' decoded copy
+(``.arrow_cache``) is what rows are actually read from: it lives in a folder named by the
+verified shard hash, and a copy whose size or times changed since it was made from a
+verified shard is dropped and made again. Reading or decoding errors of a shard are
+:class:`~drake_bench.errors.DataError` naming the file (never a plugin's fault).
 """
 
 from __future__ import annotations
@@ -20,17 +32,19 @@ import io
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import DataNotBuiltError, IntegrityError, UnknownNameError
+from .errors import DataError, DataIntegrityError, DataNotBuiltError, DrakeBenchError, UnknownNameError
 from .sample import AnswerType, Sample
 from .spec import StorageRule
 
 BUILD_INFO = "build_info.json"
 ARROW_CACHE = ".arrow_cache"  # datasets' decoded copy of the shards, made on first read
+VERIFIED = ".verified.json"  # shards whose hash matched, keyed by size and times, so unchanged files are not rehashed
 ZSTD_LEVEL = 19  # shards are written once and read many times: spend the write time on size
 SPLITS = ("train", "test")
 
@@ -163,15 +177,23 @@ def data_hash(files: dict[str, str]) -> str:
 
 
 def finalize_build(root: Path, benchmark: str, manifest_hash: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Hash every shard and write ``build_info.json``; returns its content."""
+    """Hash every shard and write ``build_info.json``; returns its content.
+
+    The hashes just computed also seed the verification cache, so the first run after a build does not hash
+    the shards again.
+    """
     import pyarrow.parquet as pq
 
     root = Path(root)
     files: dict[str, str] = {}
     sizes: dict[str, dict[str, int]] = {}
+    seen: dict[str, dict[str, Any]] = {}
     for path in sorted((root / "data").glob("*/*.parquet")):
         rel = path.relative_to(root).as_posix()
+        before = _stat_key(path)
         files[rel] = file_sha256(path)
+        if before is not None and _stat_key(path) == before:
+            seen[rel] = {**before, "sha256": files[rel]}
         task, split = path.parent.name, path.name.split("-")[0]
         sizes.setdefault(task, {})[split] = pq.ParquetFile(path).metadata.num_rows
     info = {
@@ -186,16 +208,80 @@ def finalize_build(root: Path, benchmark: str, manifest_hash: str, extra: dict[s
     # datasets keys its Arrow cache by shard fingerprint, so each rebuild would add a full copy beside the stale
     # ones (85 MB after a few drake-synth rebuilds); the cache is derived data, the next read recreates it
     shutil.rmtree(root / ARROW_CACHE, ignore_errors=True)
+    _VerifiedCache(root).replace(seen)
     return info
 
 
+# --------------------------------------------------------------------------- verification cache
+def _stat_key(path: Path) -> dict[str, int] | None:
+    """What identifies a file's content without reading it: size, mtime and ctime (ns). ctime moves on every
+    write and cannot be set back, so an edit that restores the mtime (``touch -r``) still changes the key."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns}
+
+
+class _VerifiedCache:
+    """``<root>/.verified.json`` (or, when the folder is read-only, a file under ``data_home()/verified``).
+
+    ``files``: shard rel path -> stat key + sha256 it had when its hash matched ``build_info.json``.
+    ``arrow``: shard rel path -> {arrow file path -> stat key} of datasets' decoded copy made from that verified
+    shard. A cache only saves work: losing it (or a lost concurrent update) costs one rehash, never a wrong answer.
+    """
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.path = self.root / VERIFIED
+        if not os.access(self.root, os.W_OK):
+            key = hashlib.sha1(str(self.root.resolve()).encode()).hexdigest()[:16]
+            self.path = data_home() / "verified" / f"{key}.json"
+
+    def load(self) -> dict[str, Any]:
+        try:
+            doc = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {"files": {}, "arrow": {}}
+        if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict) or not isinstance(doc.get("arrow"), dict):
+            return {"files": {}, "arrow": {}}
+        return doc
+
+    def _write(self, doc: dict[str, Any]) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=VERIFIED + ".", suffix=".tmp", dir=self.path.parent)
+            with os.fdopen(fd, "w") as f:
+                json.dump(doc, f, sort_keys=True)
+            os.replace(tmp, self.path)
+        except OSError:  # a cache: a read-only or full disk only costs a rehash next time
+            pass
+
+    def replace(self, files: dict[str, dict[str, Any]]) -> None:
+        self._write({"files": files, "arrow": {}})
+
+    def update(self, rel: str, entry: dict[str, Any] | None = None, arrow: dict[str, Any] | None = None) -> None:
+        doc = self.load()  # merge with what other processes recorded meanwhile
+        if entry is not None:
+            doc["files"][rel] = entry
+        if arrow is not None:
+            doc["arrow"][rel] = arrow
+        self._write(doc)
+
+
+# --------------------------------------------------------------------------- reading
 @dataclass
 class BuiltBenchmark:
-    """Read access to a built benchmark folder. Tables are opened once and shared."""
+    """Read access to a built benchmark folder. Tables are opened once and shared, each verified on first open.
+
+    ``verified_files``: shard path (relative to the root) -> sha256 of every shard this object has verified
+    against ``build_info.json`` (what a result cites as the files it read).
+    """
 
     root: Path
     info: dict[str, Any]
     _tables: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
+    verified_files: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def open(cls, root: Path, benchmark: str | None = None, hint: str = "") -> "BuiltBenchmark":
@@ -210,44 +296,154 @@ class BuiltBenchmark:
             info = json.loads(info_path.read_text())
         except json.JSONDecodeError as exc:
             raise DataNotBuiltError(f"{info_path} is not valid JSON ({exc.msg}); rebuild or re-download") from None
-        return cls(root=root, info=info)
+        bench = cls(root=root, info=info)
+        bench._check_data_hash()
+        return bench
 
+    # -- what a result cites -------------------------------------------------------------
     @property
     def data_hash(self) -> str:
         return self.info["data_hash"]
 
+    def _check_data_hash(self) -> None:
+        """The cited data hash must be the one over the recorded shard hashes: otherwise a shard's recorded hash
+        could be edited (to match an edited shard) while results went on citing the original data hash."""
+        info = self.info
+        files = info.get("files")
+        if not isinstance(files, dict) or not isinstance(info.get("data_hash"), str):
+            raise DataIntegrityError(
+                f"{self.root / BUILD_INFO}: no shard hashes ('files') or no 'data_hash'; {self.rebuild_hint()}")
+        published = info.get("published_files")  # a Hub fetch: the data hash is over every published file
+        if isinstance(published, dict):
+            expected = data_hash(published)
+            stray = sorted(rel for rel, h in files.items() if rel in published and published[rel] != h)
+            if stray:
+                raise DataIntegrityError(
+                    f"{self.root / BUILD_INFO}: recorded hashes of {stray[:3]} differ from the published ones; "
+                    f"{self.rebuild_hint()}")
+        elif info.get("commit"):
+            return  # fetched before published hashes were kept locally: checked at fetch time only
+        else:
+            expected = data_hash(files)
+        if expected != info["data_hash"]:
+            raise DataIntegrityError(
+                f"{self.root / BUILD_INFO}: data_hash {info['data_hash']} is not the hash of the recorded shard "
+                f"hashes ({expected}): the file was edited; {self.rebuild_hint()}")
+
+    def rebuild_hint(self, rel: str | None = None) -> str:
+        """The command that makes this folder (or one shard's task) right again."""
+        info, root = self.info, self.root
+        name = str(info.get("benchmark") or root.name)
+        task = rel.split("/")[1] if rel and rel.count("/") >= 2 else None
+        if info.get("commit") or info.get("repo_id"):
+            rev = info.get("revision") or info.get("commit")
+            return (f"delete {root} and download it again: `drake-bench download {name} --revision {rev}"
+                    + (f" --repo {info['repo_id']}" if info.get("repo_id") else "") + "`")
+        pinned = f"{name}@{info['version']}" if info.get("version") else name
+        out = "" if root.resolve() in _default_roots(name, info.get("version")) else f" --out {root}"
+        if info.get("embedded"):
+            what = root / "data" / task if task else root
+            return f"delete {what} and rebuild: `drake-bench build {pinned}{out}` (or delete {root}: it is rebuilt on next use)"
+        only = f" --task {task}" if task else ""
+        return f"rebuild it: `drake-bench build {name}{only} --no-resume --source-dir DIR{out}`"
+
+    # -- verification -----------------------------------------------------------------------
+    def _recorded(self, rel: str) -> str:
+        recorded: dict[str, str] = self.info["files"]
+        if rel not in recorded:
+            raise DataIntegrityError(f"{self.root / rel}: not listed in {BUILD_INFO}; {self.rebuild_hint(rel)}")
+        return recorded[rel]
+
+    def _mismatch(self, rel: str, actual: str, expected: str) -> DataIntegrityError:
+        return DataIntegrityError(
+            f"{self.root / rel}: sha256 {actual} does not match {expected} recorded in {self.root / BUILD_INFO} at "
+            f"build time; the file was modified or corrupted and is not used. To fix it, {self.rebuild_hint(rel)}"
+        )
+
+    def verify_file(self, rel: str, use_cache: bool = True) -> str:
+        """Check one shard against ``build_info.json`` (hashing it unless the cache says it is unchanged since a
+        match); returns its sha256 and records it in :attr:`verified_files`."""
+        expected = self._recorded(rel)
+        path = self.root / rel
+        if not path.is_file():
+            raise DataNotBuiltError(f"{path}: listed in {BUILD_INFO} but missing on disk; {self.rebuild_hint(rel)}")
+        cache = _VerifiedCache(self.root)
+        key = _stat_key(path)
+        if use_cache and key is not None:
+            entry = cache.load()["files"].get(rel)
+            if isinstance(entry, dict) and entry.get("sha256") == expected and {k: entry.get(k) for k in key} == key:
+                self.verified_files[rel] = expected
+                return expected
+        actual = file_sha256(path)
+        if actual != expected:
+            raise self._mismatch(rel, actual, expected)
+        if key is not None and _stat_key(path) == key:
+            cache.update(rel, entry={**key, "sha256": actual})
+        self.verified_files[rel] = actual
+        return actual
+
     def verify(self, files: Iterable[str] | None = None) -> None:
-        """Check shard hashes against build_info.json (all, or the given relative paths)."""
+        """Hash shards (all, or the given relative paths) and check them against build_info.json, ignoring the cache."""
         recorded: dict[str, str] = self.info["files"]
         for rel in sorted(files if files is not None else recorded):
-            if rel not in recorded:
-                raise IntegrityError(f"{self.root / rel}: not listed in {BUILD_INFO}")
-            path = self.root / rel
-            if not path.is_file():
-                raise DataNotBuiltError(f"{path}: listed in {BUILD_INFO} but missing on disk")
-            actual = file_sha256(path)
-            if actual != recorded[rel]:
-                raise IntegrityError(
-                    f"{path}: sha256 {actual} does not match {recorded[rel]} recorded in {BUILD_INFO}; "
-                    "the file was modified or corrupted (delete it and download or build again)"
-                )
+            self.verify_file(rel, use_cache=False)
 
+    # -- tables -------------------------------------------------------------------------------
     def table(self, task_id: str, split: str):
-        """The ``datasets.Dataset`` of one task split (images decode lazily on access)."""
+        """The ``datasets.Dataset`` of one task split (images decode lazily on access), verified on first open."""
         key = (task_id, split)
         if key not in self._tables:
             path = shard_path(self.root, task_id, split)
             if not path.is_file():
                 if task_id not in self.info.get("sizes", {}):
                     raise UnknownNameError("built task", task_id, sorted(self.info.get("sizes", {})), where=str(self.root))
-                raise DataNotBuiltError(f"{path}: shard missing; rebuild or re-download the benchmark")
-            from datasets import Dataset
-
-            _quiet()
-            self._tables[key] = Dataset.from_parquet(
-                str(path), cache_dir=str(self.root / ARROW_CACHE), keep_in_memory=False
-            )
+                raise DataNotBuiltError(f"{path}: shard missing; {self.rebuild_hint(path.relative_to(self.root).as_posix())}")
+            rel = path.relative_to(self.root).as_posix()
+            sha = self.verify_file(rel)
+            self._tables[key] = self._open_arrow(rel, path, sha)
         return self._tables[key]
+
+    def _from_parquet(self, path: Path, cache_dir: Path):
+        from datasets import Dataset
+
+        _quiet()
+        try:
+            return Dataset.from_parquet(str(path), cache_dir=str(cache_dir), keep_in_memory=False)
+        except DrakeBenchError:
+            raise
+        except Exception as exc:  # a shard whose hash matches but that datasets cannot read
+            raise DataError(f"{path}: cannot be read as a Parquet shard ({type(exc).__name__}: {exc}); "
+                            f"{self.rebuild_hint(path.relative_to(self.root).as_posix())}") from exc
+
+    def _arrow_files(self, ds: Any) -> dict[str, Any]:
+        return {os.path.relpath(f["filename"], self.root): _stat_key(Path(f["filename"])) for f in ds.cache_files}
+
+    def _open_arrow(self, rel: str, path: Path, sha: str):
+        """Open datasets' decoded copy of a verified shard, made again when it changed since it was made.
+
+        The copy is what rows are read from, so it must be the verified shard's: it sits in a folder named by
+        the shard's hash, and its files' stat keys are recorded when made; a copy found with other stat keys
+        (edited, or made before this check existed) is removed and decoded again from the verified shard.
+        """
+        from filelock import FileLock
+
+        cache_dir = self.root / ARROW_CACHE / f"{rel.split('/')[1]}.{path.name.split('-')[0]}.{sha[:16]}"
+        cache_dir.parent.mkdir(parents=True, exist_ok=True)
+        cache = _VerifiedCache(self.root)
+        with FileLock(str(cache_dir) + ".lock"):  # workers opening the same shard wait for the first to record it
+            made_now = not cache_dir.exists()
+            ds = self._from_parquet(path, cache_dir)
+            found = self._arrow_files(ds)
+            if not made_now:
+                known = cache.load()["arrow"].get(rel)
+                if isinstance(known, dict) and known.get("sha256") == sha and known.get("files") == found:
+                    return ds
+                del ds
+                shutil.rmtree(cache_dir, ignore_errors=True)
+                ds = self._from_parquet(path, cache_dir)
+                found = self._arrow_files(ds)
+            cache.update(rel, arrow={"sha256": sha, "files": found})
+        return ds
 
     def size(self, task_id: str, split: str) -> int:
         return int(self.info["sizes"][task_id][split])
@@ -256,6 +452,34 @@ class BuiltBenchmark:
         idx = list(indices)
         if not idx:
             return []
-        tab = self.table(task_id, split)
-        batch = tab[idx]
-        return [row_to_sample({k: batch[k][i] for k in batch}) for i in range(len(idx))]
+        return decode_rows(self.table(task_id, split), idx, shard_path(self.root, task_id, split), self.rebuild_hint)
+
+
+def decode_rows(dataset: Any, positions: list[int], path: Path, hint: Any = None) -> list[Sample]:
+    """Rows ``positions`` of ``dataset`` (a table read from shard ``path``) as Samples.
+
+    A row that cannot be decoded (an unreadable image, a malformed field) is the data's fault, not the caller's:
+    it raises a :class:`DataError` naming the shard, also when the caller is a method iterating its batches.
+    """
+    try:
+        batch = dataset[positions]
+        return [row_to_sample({k: batch[k][i] for k in batch}) for i in range(len(positions))]
+    except (DrakeBenchError, IndexError):
+        raise
+    except Exception as exc:
+        shown = f"{positions[:5]}{'...' if len(positions) > 5 else ''}"
+        fix = ""
+        if callable(hint):
+            try:
+                fix = "; " + hint(f"data/{path.parent.name}/{path.name}")
+            except Exception:  # the hint is a courtesy; never hide the data error behind another
+                fix = ""
+        raise DataError(f"{path}: rows {shown} cannot be decoded ({type(exc).__name__}: {exc}){fix}") from exc
+
+
+def _default_roots(name: str, version: str | None) -> set[Path]:
+    """Folders a plain ``drake-bench build NAME`` writes to (so the rebuild hint only adds --out elsewhere)."""
+    roots = {built_root(name).resolve()}
+    if version:
+        roots.add(built_root(f"{name}@{version}").resolve())
+    return roots

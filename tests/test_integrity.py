@@ -1,0 +1,184 @@
+"""What a run reads is what was built: shards are checked against build_info.json on first open (cached by
+size and times), datasets' decoded copy is the verified shard's, and unreadable shards are data errors naming
+the file, never a plugin's fault."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from drake_bench import store
+from drake_bench.build import build_benchmark
+from drake_bench.errors import DataError, DataIntegrityError, DrakeBenchError, IntegrityError, PluginError
+from drake_bench.guard import GuardedMethod
+from drake_bench.store import ARROW_CACHE, BUILD_INFO, BuiltBenchmark, data_hash, file_sha256, shard_path
+from drake_bench.stream import load_client_stream, load_federated_data
+
+from minimal_method import Counter
+
+SHARD = ("c1-t0", "train")  # a shard client 1 trains on from round 0 (dynamic: its first task)
+
+
+@pytest.fixture
+def copy(toy_built, tmp_path) -> tuple:
+    """A private copy of the toy build (tests tamper with it), as a fresh build leaves it."""
+    spec, root = toy_built
+    out = tmp_path / "built"
+    shutil.copytree(root, out, ignore=shutil.ignore_patterns(ARROW_CACHE, ".verified.json"))
+    return spec, out
+
+
+def _rel(task: str, split: str) -> str:
+    return f"data/{task}/{split}-00000-of-00001.parquet"
+
+
+def _answers_to_42(path: Path) -> None:
+    """A valid Parquet shard, same schema and rows, every answer rewritten to "42"."""
+    table = pq.read_table(path)
+    i = table.schema.get_field_index("answer")
+    table = table.set_column(i, table.schema.field(i), pa.array(["42"] * table.num_rows, pa.string()))
+    pq.write_table(table, path)
+
+
+def _flip_one_bit(path: Path) -> None:
+    """One bit flipped in the middle of the file, size and mtime kept (what a bad disk or `touch -r` leaves)."""
+    st = os.stat(path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _train(stream) -> list:
+    return [s for _r, batches in stream.rounds() for batch in batches for s in batch]
+
+
+def _read_all(spec, root) -> None:
+    """What a run does with client 1's data: its stream, then test items."""
+    _train(load_client_stream(spec, 1, "dynamic", data_dir=root))
+    load_federated_data(spec, "dynamic", 0, data_dir=root).test_samples("c1-t0")
+
+
+# -------------------------------------------------------------------------- tampered shards are refused
+@pytest.mark.parametrize("tamper", [_answers_to_42, _flip_one_bit], ids=["answers-rewritten", "one-bit-flipped"])
+def test_a_tampered_shard_is_refused_through_data_dir(copy, tamper):
+    spec, root = copy
+    _read_all(spec, root)  # verified once: the cache now holds its size and times
+    path = shard_path(root, *SHARD)
+    expected = json.loads((root / BUILD_INFO).read_text())["files"][_rel(*SHARD)]
+    tamper(path)
+    with pytest.raises(DataIntegrityError) as err:
+        _read_all(spec, root)
+    text = str(err.value)
+    assert str(path) in text and expected in text and file_sha256(path) in text
+    assert "drake-bench build toy --task c1-t0 --no-resume" in text
+
+
+def test_a_tampered_shard_is_refused_in_the_default_cache(toy_loader, tmp_path, monkeypatch):
+    from conftest import toy_spec
+
+    monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path / "home"))
+    spec = toy_spec(n_clients=2, tasks_per_client=2, pool_size=10)
+    root = build_benchmark(spec, show_progress=False)
+    assert root == tmp_path / "home" / "built" / "toy"
+    assert len(_train(load_client_stream(spec, 1, "dynamic")))  # no data_dir: the default location
+    _answers_to_42(shard_path(root, *SHARD))
+    with pytest.raises(DataIntegrityError, match=r"c1-t0/train-00000-of-00001\.parquet: sha256 \w+ does not match"):
+        _train(load_client_stream(spec, 1, "dynamic"))
+
+
+def test_a_truncated_shard_is_a_data_error_naming_the_file_not_a_plugin_error(copy):
+    spec, root = copy
+    path = shard_path(root, *SHARD)
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(DataIntegrityError, match=str(path)):
+        _train(load_client_stream(spec, 1, "dynamic", data_dir=root))
+    # the same file recorded as built (hashes consistent): still the data's fault, named, not a PluginError
+    info = json.loads((root / BUILD_INFO).read_text())
+    info["files"][_rel(*SHARD)] = file_sha256(path)
+    info["data_hash"] = data_hash(info["files"])
+    (root / BUILD_INFO).write_text(json.dumps(info))
+    with pytest.raises(DataError, match=str(path)) as err:
+        _train(load_client_stream(spec, 1, "dynamic", data_dir=root))
+    assert not isinstance(err.value, PluginError)
+
+
+def test_a_data_error_inside_a_method_call_is_not_blamed_on_the_plugin(copy):
+    """The stream may decode lazily inside client_update: the guard lets the data error through as it is."""
+    spec, root = copy
+    shard_path(root, *SHARD).write_bytes(b"PAR1 not a shard")
+    guarded = GuardedMethod(Counter(), seed=0)
+    with pytest.raises(DataIntegrityError, match="c1-t0/train"):
+        guarded.call("client_update", lambda: BuiltBenchmark.open(root).samples(*SHARD, [0]), client=1, round_idx=0)
+
+
+def test_an_edited_build_info_cannot_keep_citing_the_original_data_hash(copy):
+    """Recording the tampered shard's hash while keeping data_hash would make results cite the clean data."""
+    spec, root = copy
+    path = shard_path(root, *SHARD)
+    _answers_to_42(path)
+    info = json.loads((root / BUILD_INFO).read_text())
+    info["files"][_rel(*SHARD)] = file_sha256(path)
+    (root / BUILD_INFO).write_text(json.dumps(info))
+    with pytest.raises(DataIntegrityError, match="data_hash .* is not the hash of the recorded shard hashes"):
+        BuiltBenchmark.open(root)
+
+
+def test_data_integrity_errors_are_integrity_and_data_errors():
+    assert issubclass(DataIntegrityError, IntegrityError) and issubclass(DataIntegrityError, DataError)
+    assert issubclass(DataError, DrakeBenchError)
+
+
+# -------------------------------------------------------------------------- the cache
+def test_a_second_open_does_not_rehash_unchanged_shards(copy, monkeypatch):
+    spec, root = copy
+    calls: list[Path] = []
+    real = store.file_sha256
+    monkeypatch.setattr(store, "file_sha256", lambda p: (calls.append(Path(p)), real(p))[1])
+    _read_all(spec, root)
+    first = len(calls)
+    assert first >= 2  # the copy came without the cache: its shards were hashed
+    _read_all(spec, root)
+    assert len(calls) == first  # unchanged: size and times match the cache
+    os.utime(shard_path(root, *SHARD))  # touched (mtime moves): hashed again, and still fine
+    _read_all(spec, root)
+    assert calls[first:] == [shard_path(root, *SHARD)]
+
+
+def test_a_fresh_build_seeds_the_cache(toy_loader, tmp_path, monkeypatch):
+    from conftest import toy_spec
+
+    spec = toy_spec(n_clients=2, tasks_per_client=2, pool_size=10)
+    root = build_benchmark(spec, out=tmp_path / "b", show_progress=False)
+    calls: list[Path] = []
+    monkeypatch.setattr(store, "file_sha256", lambda p: calls.append(p) or "")
+    _train(load_client_stream(spec, 1, "dynamic", data_dir=root))
+    assert calls == []
+
+
+def test_verified_files_are_the_shards_read_with_their_hashes(copy):
+    spec, root = copy
+    fed = load_federated_data(spec, "dynamic", 0, data_dir=root)
+    recorded = fed.store.info["files"]
+    fed.test_samples("c2-t1")
+    fed.train_samples("unseen-0", limit=2)
+    assert fed.store.verified_files == {r: recorded[r] for r in (_rel("c2-t1", "test"), _rel("unseen-0", "train"))}
+
+
+def test_an_edited_decoded_copy_is_made_again_from_the_verified_shard(copy):
+    """datasets reads rows from its Arrow copy, not the shard: an edited copy must not be read."""
+    spec, root = copy
+    before = [s.answer for s in BuiltBenchmark.open(root).samples(*SHARD, range(4))]
+    arrow = next((root / ARROW_CACHE).rglob("*.arrow"))
+    table = pa.ipc.open_stream(arrow.read_bytes()).read_all()
+    i = table.schema.get_field_index("answer")
+    table = table.set_column(i, table.schema.field(i), pa.array(["42"] * table.num_rows, pa.string()))
+    with pa.OSFile(str(arrow), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    assert [s.answer for s in BuiltBenchmark.open(root).samples(*SHARD, range(4))] == before
