@@ -51,6 +51,11 @@ class DataIntegrityError(IntegrityError, DataError):
     hashes disagree with the data hash a result would cite: names the file, both hashes and how to rebuild."""
 
 
+class HubError(DrakeBenchError):
+    """The Hugging Face Hub could not be reached, or refused a request (network down, no or bad token, server
+    error): one line saying what failed and what to check."""
+
+
 class CheckpointError(DrakeBenchError):
     """A run's checkpoint (``progress.json`` or a round folder) is unreadable or incomplete; the message names the
     file and the way out (``--no-resume`` / ``resume=False`` starts the run over)."""

@@ -35,11 +35,21 @@ from pathlib import Path
 from typing import Any
 
 from .card import CARD_FILE, render_card
-from .errors import DataNotBuiltError, DrakeBenchError, IntegrityError, SourceError
+from .errors import DataNotBuiltError, DrakeBenchError, HubError, IntegrityError, SourceError
 from .manifest import load_benchmark, manifest_dict
 from .progress import progress
 from .spec import BenchmarkSpec, TaskSpec
-from .store import BUILD_INFO, SPLITS, BuiltBenchmark, data_hash, data_home, file_sha256, shard_path
+from .store import (
+    BUILD_INFO,
+    SPLITS,
+    BuiltBenchmark,
+    _stat_key,
+    _VerifiedCache,
+    data_hash,
+    data_home,
+    file_sha256,
+    shard_path,
+)
 
 REPO_TYPE = "dataset"
 INDEX_FILE = "index.json"
@@ -47,6 +57,21 @@ INDEX_FILE = "index.json"
 
 class RevisionNotFound(DataNotBuiltError):
     """The requested revision (branch, tag or commit) is not on the Hub, or not in the cache when offline."""
+
+
+def _network_errors() -> tuple[type[BaseException], ...]:
+    """What a Hub call raises when the network, the token or the server fails: transport errors of the HTTP
+    library huggingface_hub uses (its ``errors.HTTPError``), ``HfHubHTTPError`` (an OSError), connection errors
+    (OSError), offline mode, and a malformed repo id."""
+    from huggingface_hub import errors
+
+    return (getattr(errors, "HTTPError", OSError), OSError, errors.HFValidationError)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one short line (Hub errors carry multi-line server bodies and request ids)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text[:300]}{'...' if len(text) > 300 else ''}"
 
 
 # --------------------------------------------------------------------------- content digests & indexes
@@ -197,19 +222,30 @@ def publish(
         from huggingface_hub import HfApi
 
         api = HfApi()
-    api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True, private=private)
     message = commit_message or (
         f"drake_bench: {published['benchmark']} {published.get('version', '')} (data {published['data_hash'][:19]})"
     )
-    commit = api.create_commit(repo_id, ops, commit_message=message, repo_type=REPO_TYPE)
-    if revision_tag:
-        api.create_tag(
-            repo_id,
-            tag=revision_tag,
-            revision=commit.oid,
-            repo_type=REPO_TYPE,
-            tag_message=f"{published['benchmark']} data {published['data_hash']}",
-        )
+    where = f"datasets/{repo_id}"
+    done = "nothing was uploaded"
+    try:
+        api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True, private=private)
+        commit = api.create_commit(repo_id, ops, commit_message=message, repo_type=REPO_TYPE)
+        done = f"commit {commit.oid} was uploaded but not tagged {revision_tag!r}"
+        if revision_tag:
+            api.create_tag(
+                repo_id,
+                tag=revision_tag,
+                revision=commit.oid,
+                repo_type=REPO_TYPE,
+                tag_message=f"{published['benchmark']} data {published['data_hash']}",
+            )
+    except DrakeBenchError:
+        raise
+    except _network_errors() as exc:
+        raise HubError(
+            f"publishing {published['benchmark']} to {where} failed ({done}): {_one_line(exc)}. Check the network "
+            "and your token (`hf auth login`, write access to the repo), then run the same command again"
+        ) from None
     return ops
 
 
@@ -335,6 +371,11 @@ def _download(
         ) from None
     except EntryNotFoundError:
         raise DataNotBuiltError(f"{where} has no file {filename} ({what})") from None
+    except _network_errors() as exc:
+        raise HubError(
+            f"downloading {filename} ({what}) of Hub dataset {where} failed: {_one_line(exc)}. Check the network "
+            "(and your token for a private or gated repo) and run again, or work from the local cache with --offline"
+        ) from None
 
 
 def _revision_cached(repo_id: str, revision: str, cache_dir: str | Path | None) -> bool:
@@ -470,6 +511,11 @@ def fetch_benchmark(
             "published for this manifest)"
         )
     recorded: dict[str, str] = info.get("files", {})
+    if data_hash(recorded) != info.get("data_hash"):
+        raise IntegrityError(
+            f"{BUILD_INFO} of {where}: data_hash {info.get('data_hash')} is not the hash of its file list "
+            f"({data_hash(recorded)}); the revision or the cached file {info_path} was edited"
+        )
     index_tasks = set(info.get("index_tasks", []))
     if info.get("failed_tasks"):
         bad = sorted(set(wanted) & set(info["failed_tasks"]))
@@ -488,8 +534,10 @@ def fetch_benchmark(
         plan += [(t, r) for r in rels]
 
     fetched: dict[str, str] = {}
+    checked: dict[str, dict[str, Any]] = {}  # what was just hashed, so the first run does not hash it again
     for task_id, rel in progress(plan, description=f"fetching {spec.name}@{revision}", enabled=show_progress):
         path = _download(repo_id, rel, commit, cache_dir, local_files_only, f"task {task_id}")
+        key = _stat_key(path)
         _check_sha256(path, recorded[rel], rel, repo_id, revision, commit)
         if task_id in index_tasks:
             if source_dir is None:
@@ -504,12 +552,15 @@ def fetch_benchmark(
         else:
             _link(path, out / rel)
             fetched[rel] = recorded[rel]
+            if key is not None and _stat_key(out / rel) == key:  # the link resolves to the blob just hashed
+                checked[rel] = {**key, "sha256": recorded[rel]}
 
     previous = _previous_fetch(out, commit)
     fetched = {**previous.get("files", {}), **fetched}
     local_info = {
         **info,
         "files": dict(sorted(fetched.items())),
+        "published_files": dict(sorted(recorded.items())),  # what the data hash is over (see BuiltBenchmark.open)
         "repo_id": repo_id,
         "revision": revision,
         "commit": commit,
@@ -519,6 +570,8 @@ def fetch_benchmark(
     tmp = out / (BUILD_INFO + ".tmp")
     tmp.write_text(json.dumps(local_info, indent=2, sort_keys=True) + "\n")
     tmp.replace(out / BUILD_INFO)
+    if checked:
+        _VerifiedCache(out).update(files=checked)
     return out
 
 

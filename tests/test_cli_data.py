@@ -170,3 +170,38 @@ def test_embedded_synth_goes_through_build_publish_download(offline_cache: Path,
     assert [s.id for s in store.samples(t, "train", range(n))] == [
         s.id for s in BuiltBenchmark.open(out).samples(t, "train", range(n))
     ]
+
+
+# --------------------------------------------------------------------------- network failures
+def _connection_refused(*args, **kwargs):
+    import httpx2  # the transport huggingface_hub 2.x raises from when a host cannot be reached
+
+    raise httpx2.ConnectError("[Errno 111] Connection refused")
+
+
+def test_publish_without_network_is_one_line(manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    class NoNetworkApi:
+        def __init__(self, *args, **kwargs) -> None: ...
+        create_repo = create_commit = create_tag = staticmethod(_connection_refused)
+
+    out = tmp_path / "built"
+    assert _run("build", manifest, "--out", out)[0].exit_code == 0
+    monkeypatch.setattr(huggingface_hub, "HfApi", NoNetworkApi)
+    result, text = _run("publish", manifest, "--root", out, "--tag", "v1.0")
+    assert result.exit_code == 1 and not isinstance(result.exception, huggingface_hub.errors.HTTPError)
+    assert len(set(text.strip().splitlines())) == 1 and "Traceback" not in text  # stderr may be echoed in output
+    assert text.startswith("error: publishing toy to datasets/drake-test/cli-toy failed (nothing was uploaded)")
+    assert "ConnectError: [Errno 111] Connection refused" in text and "run the same command again" in text
+
+
+def test_download_without_network_is_one_line(manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", _connection_refused)
+    result, text = _run("download", manifest, "--revision", "v1.0", "--client", "1", "--cache-dir", tmp_path / "hf")
+    assert result.exit_code == 1 and len(set(text.strip().splitlines())) == 1 and "Traceback" not in text
+    assert text.startswith("error: downloading build_info.json")
+    assert "drake-test/cli-toy@v1.0" in text and "ConnectError" in text and "--offline" in text

@@ -259,6 +259,42 @@ def test_tampering_after_fetch_is_caught_by_verify(cached, tmp_path: Path) -> No
         BuiltBenchmark.open(out).verify()
 
 
+def test_a_fetched_folder_is_verified_when_read_without_hashing_twice(cached, tmp_path: Path, monkeypatch) -> None:
+    """Fetch hashed the shards already: the first read only checks their stat; a later edit is refused on read,
+    and the folder keeps citing the published data hash (which a partial fetch cannot recompute from its files)."""
+    from drake_bench import store as store_mod
+    from drake_bench.errors import DataIntegrityError
+
+    spec, root, cache = cached
+    out = fetch_benchmark(spec, "v1.0", tasks=["c2-t0"], cache_dir=cache, local_dir=tmp_path / "v", show_progress=False)
+    published = json.loads((repo_cache_folder(REPO, cache) / "snapshots" / COMMIT / BUILD_INFO).read_text())
+    calls: list[Path] = []
+    real = store_mod.file_sha256
+    monkeypatch.setattr(store_mod, "file_sha256", lambda p: (calls.append(Path(p)), real(p))[1])
+    view = BuiltBenchmark.open(out)
+    assert view.data_hash == published["data_hash"] and len(view.samples("c2-t0", "train", [0])) == 1
+    assert calls == [] and view.verified_files == {"data/c2-t0/train-00000-of-00001.parquet": published["files"]["data/c2-t0/train-00000-of-00001.parquet"]}
+    blob = Path(os.path.realpath(out / "data" / "c2-t0" / "test-00000-of-00001.parquet"))
+    blob.write_bytes(blob.read_bytes()[:-1] + b"\0")
+    with pytest.raises(DataIntegrityError, match=r"test-00000-of-00001\.parquet: sha256 .*drake-bench download toy --revision v1\.0"):
+        BuiltBenchmark.open(out).samples("c2-t0", "test", [0])
+
+
+def test_publish_without_network_is_a_hub_error(built) -> None:
+    import httpx2
+
+    from drake_bench.errors import HubError
+
+    class Offline:
+        def create_repo(self, *args, **kwargs):
+            raise httpx2.ConnectError("[Errno -3] Temporary failure in name resolution")
+
+    spec, root = built
+    with pytest.raises(HubError, match=r"^publishing toy to datasets/drake-test/toy failed \(nothing was uploaded\): "
+                                       r"ConnectError: \[Errno -3\] Temporary failure in name resolution\. Check"):
+        publish(root, REPO, "v1.0", spec=spec, api=Offline())
+
+
 def test_revision_built_from_another_manifest_is_refused(cached) -> None:
     spec, root, cache = cached
     data = manifest_dict(spec)
