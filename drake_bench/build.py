@@ -5,6 +5,10 @@ per task, the loader yields candidate items, this module applies the seeded
 subsampling rule (10k/1k when large, else 8:2) and writes Parquet shards.
 Builds are resumable (finished tasks are skipped) and a failing task does not
 lose the others: they stay on disk and the error lists every failed task.
+A task that yields no items, or far fewer than its manifest expects
+(``source.rule["expected_items"]``), fails with the files it was read from
+(:mod:`drake_bench.sources`); a loader whose source format could not be confirmed
+against the publisher's files makes the build warn (``UnconfirmedFormatWarning``).
 """
 
 from __future__ import annotations
@@ -82,13 +86,17 @@ def manifest_hash(spec: BenchmarkSpec) -> str:
     return spec.content_hash or manifest_dict(spec)["content_hash"]
 
 
-def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, root: Path) -> dict[str, int]:
+def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, root: Path,
+               check_expected: bool = True) -> dict[str, int]:
     from .loaders import get_loader
+    from .loaders._common import recording
+    from .sources import check_pool_size
 
     loader = get_loader(task.source.loader)
     (root / "data" / task.id / DONE_MARK).unlink(missing_ok=True)
     try:
-        pool = list(loader.load(task, source_dir))
+        with recording() as files_read:
+            pool = list(loader.load(task, source_dir))
     except DrakeBenchError:
         raise
     except Exception as exc:  # a loader bug or an unreadable file must not abort the other tasks
@@ -97,9 +105,7 @@ def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, roo
             f"task {task.id!r}: source loader {loader.name!r} failed reading its source{where}: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    if not pool:
-        where = f" in {source_dir}" if source_dir else ""
-        raise SourceError(f"task {task.id!r}: source loader {loader.name!r} found no items{where}")
+    check_pool_size(task, loader, len(pool), files_read, source_dir, check_expected=check_expected)
     for s in pool:
         if s.task_id != task.id:
             raise SourceError(f"task {task.id!r}: loader {loader.name!r} yielded an item of task {s.task_id!r}")
@@ -118,8 +124,13 @@ def build_benchmark(
     tasks: Sequence[str] | None = None,
     resume: bool = True,
     show_progress: bool = True,
+    check_expected: bool = True,
 ) -> Path:
-    """Build every task of ``benchmark`` (or the given ``tasks``) under ``out``; returns the built root."""
+    """Build every task of ``benchmark`` (or the given ``tasks``) under ``out``; returns the built root.
+
+    ``check_expected=False`` accepts pools far below the manifest's ``expected_items`` (a sample of the
+    sources, e.g. test fixtures); a task with no items is an error either way.
+    """
     spec = load_benchmark(benchmark)
     root = Path(out) if out is not None else built_root(spec.name)
     root.mkdir(parents=True, exist_ok=True)
@@ -130,11 +141,16 @@ def build_benchmark(
             spec.task(t)  # clear error on an unknown task name
     failures: dict[str, str] = {}
     src = Path(source_dir) if source_dir is not None else None
+    if src is not None:
+        from .loaders import get_loader
+        from .sources import warn_unconfirmed
+
+        warn_unconfirmed({t.source.loader: get_loader(t.source.loader) for t in wanted}.values())
     for task in progress(wanted, description=f"building {spec.name}", enabled=show_progress):
         if resume and _task_done(root, task.id):
             continue
         try:
-            build_task(spec, task, src, root)
+            build_task(spec, task, src, root, check_expected=check_expected)
         except DrakeBenchError as exc:
             failures[task.id] = str(exc)
             _clear_task(root, task.id)

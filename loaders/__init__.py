@@ -4,6 +4,11 @@ A loader is any object with a ``name`` and a ``load(task, source_dir)`` method (
 :class:`SourceLoader`). Register with :func:`register_loader`; the manifest's
 ``task.source.loader`` names which loader builds a task. Name clashes are errors.
 Third-party loaders register through the ``drake_bench.loaders`` entry-point group.
+
+Two optional members serve ``drake-bench sources check`` and the build's messages:
+``layout(task) -> list[Need]`` (the files a task reads, see :class:`~drake_bench.loaders._common.Need`)
+and ``unconfirmed`` (a tuple of sentences naming the parts of the source format that could not be
+checked against the publisher's files; a build warns with them). See docs/data-sources.md.
 """
 
 from __future__ import annotations
@@ -28,6 +33,12 @@ class SourceLoader(Protocol):
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         """Yield every item of ``task`` found in ``source_dir``; raise SourceError naming the file at fault."""
         ...
+
+
+def loader_layout(loader: object, task: TaskSpec) -> list | None:
+    """The loader's ``layout(task)``, or None when it does not describe one."""
+    layout = getattr(loader, "layout", None)
+    return list(layout(task)) if callable(layout) else None
 
 
 _LOADERS: dict[str, SourceLoader | Callable[[], SourceLoader]] = {}

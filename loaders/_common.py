@@ -1,18 +1,28 @@
-"""Helpers shared by the source loaders: file reading with clear errors, images, seeded partitions.
+"""Helpers shared by the source loaders: file reading with clear errors, layouts, images, seeded partitions.
 
 Every loader reads ``<source_dir>/<root>/`` where ``<root>`` is :func:`source_root`'s folder name
 (the Hub repo's basename when the source is a Hub dataset, else ``source.subset`` or the dataset
 name). Without ``source_dir`` a loader goes to the Hub through :func:`hub_rows`.
+
+A loader describes the files it needs with :class:`Need` (``layout(task)``): the same description
+finds the files when loading, lets ``drake-bench sources check`` report what is present, missing or
+misplaced, and names the expected files when a task comes out empty. Every annotation file read
+through :func:`read_json` / :func:`read_jsonl` / :func:`read_parquet` / :func:`read_lines` is noted,
+so a build error can name the files a task was read from (:func:`recording`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from ..errors import SourceError
 from ..sample import AnswerType, Sample
@@ -52,7 +62,75 @@ def hub_rows(task: TaskSpec, config: str | None = None, split: str | None = None
         yield from ds
 
 
+_READS: contextvars.ContextVar[list[Path] | None] = contextvars.ContextVar("drake_bench_source_reads", default=None)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[Path]]:
+    """Collect the annotation files read inside the block (in first-read order, no repeats)."""
+    reads: list[Path] = []
+    token = _READS.set(reads)
+    try:
+        yield reads
+    finally:
+        _READS.reset(token)
+
+
+def note_read(path: Path | str) -> None:
+    reads = _READS.get()
+    if reads is not None and Path(path) not in reads:
+        reads.append(Path(path))
+
+
+GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+@dataclass(frozen=True)
+class Need:
+    """One file (or folder, or glob of files) a task needs, relative to ``source_dir``.
+
+    ``paths`` lists the accepted locations, the publisher's documented one first; a path may be a glob.
+    ``kind``: ``records`` (annotation files whose records ``sources check`` counts), ``images`` (a folder of
+    images or an image archive unpacked), ``file`` (anything else). ``required=False``: used when present.
+    ``download``: what to fetch and where from, shown when the need is missing.
+    """
+
+    what: str
+    paths: tuple[str, ...]
+    kind: str = "records"
+    required: bool = True
+    download: str = ""
+
+    def find(self, source_dir: Path | str | None) -> list[Path]:
+        """The files of the first accepted location that exists (every match of a glob), else []."""
+        if source_dir is None:
+            return []
+        base = Path(source_dir)
+        for p in self.paths:
+            if GLOB_CHARS.search(p):
+                hits = sorted(h for h in base.glob(p) if not h.name.startswith("."))
+                if hits:
+                    return hits
+            elif (base / p).exists():
+                return [base / p]
+        return []
+
+    def find_one(self, source_dir: Path | str | None, task: TaskSpec | None = None) -> Path:
+        """The first match, or a SourceError naming every accepted location."""
+        hits = self.find(source_dir)
+        if not hits:
+            who = f"task {task.id!r}: " if task is not None else ""
+            raise SourceError(f"{who}{self.what} not found under {source_dir}; expected at "
+                              + " or ".join(self.paths) + (f" ({self.download})" if self.download else ""))
+        return hits[0]
+
+
+def describe_needs(needs: Iterable[Need]) -> str:
+    return "; ".join(f"{n.what} at {' or '.join(n.paths)}" for n in needs)
+
+
 def read_json(path: Path, expected: str) -> Any:
+    note_read(path)
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -62,6 +140,7 @@ def read_json(path: Path, expected: str) -> Any:
 
 
 def read_jsonl(path: Path, expected: str) -> list[dict[str, Any]]:
+    note_read(path)
     rows = []
     try:
         with open(path, encoding="utf-8") as f:
@@ -74,6 +153,61 @@ def read_jsonl(path: Path, expected: str) -> list[dict[str, Any]]:
     except FileNotFoundError:
         raise SourceError(f"{path}: file not found (expected {expected})") from None
     return rows
+
+
+def read_parquet(path: Path, expected: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    note_read(path)
+    try:
+        return pq.read_table(path, columns=columns).to_pylist()
+    except FileNotFoundError:
+        raise SourceError(f"{path}: file not found (expected {expected})") from None
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise SourceError(f"{path}: not a readable Parquet file ({exc}) (expected {expected})") from None
+
+
+def read_lines(path: Path, expected: str) -> list[str]:
+    note_read(path)
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise SourceError(f"{path}: file not found (expected {expected})") from None
+
+
+def count_records(path: Path) -> int:
+    """Records in an annotation file, for ``sources check``: list items, ``questions``/``annotations`` lists,
+    per-key lists of a ``{key: [records]}`` dict (summed), other dicts' keys, JSON lines, Parquet rows, text lines."""
+    path = Path(path)
+    if path.is_dir():
+        return sum(1 for _ in path.iterdir())
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(path).metadata.num_rows
+    if suffix == ".jsonl":
+        with open(path, encoding="utf-8") as f:
+            return sum(1 for line in f if line.strip())
+    if suffix == ".txt":
+        with open(path, encoding="utf-8") as f:
+            return sum(1 for _ in f)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, list):
+        return len(data)
+    if isinstance(data, dict):
+        for key in ("questions", "annotations"):
+            if isinstance(data.get(key), list):
+                return len(data[key])
+        if data and all(isinstance(v, list) for v in data.values()):
+            return sum(len(v) for v in data.values())
+        return len(data)
+    return 1
+
+
+def url_file_name(url: str) -> str:
+    """The file name a URL's path ends in: query (``?download``) and fragment dropped, %-escapes decoded."""
+    return unquote(Path(urlsplit(url).path).name)
 
 
 def field(row: dict[str, Any], key: str, path: Path | str, expected: str = "") -> Any:

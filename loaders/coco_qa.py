@@ -17,7 +17,7 @@ from ..errors import SourceError
 from ..sample import Sample
 from ..spec import TaskSpec
 from . import register_loader
-from ._common import finish, make_sample, open_image, source_root
+from ._common import Need, finish, make_sample, open_image, read_lines, root_name, source_root
 
 FILES = ("questions.txt", "answers.txt", "img_ids.txt", "types.txt")
 
@@ -25,7 +25,7 @@ FILES = ("questions.txt", "answers.txt", "img_ids.txt", "types.txt")
 def _lines(path: Path) -> list[str]:
     if not path.is_file():
         raise SourceError(f"{path}: file not found (COCO-QA needs {', '.join(FILES)} per split)")
-    return path.read_text(encoding="utf-8").splitlines()
+    return read_lines(path, "COCO-QA lines")
 
 
 def _image(root: Path, img_id: int) -> Path:
@@ -35,16 +35,28 @@ def _image(root: Path, img_id: int) -> Path:
     raise SourceError(f"{root / 'images'}: no COCO image for id {img_id} (tried COCO_train2014_/COCO_val2014_ names and {img_id}.jpg)")
 
 
+DOWNLOAD = "www.cs.toronto.edu/~mren/research/imageqa/data/cocoqa/ (cocoqa-2015-05-17.zip) and COCO 2014 images (cocodataset.org)"
+
+
 class COCOQALoader:
     name = "coco_qa"
+    unconfirmed = ("COCO-QA's four-file-per-split layout and the images/ folder (the release page is not in the stored sources)",)
+
+    def layout(self, task: TaskSpec) -> list[Need]:
+        root = root_name(task)
+        return [*(Need(f"COCO-QA {s} {f}", (f"{root}/{s}/{f}",), required=False, download=DOWNLOAD)
+                  for s in task.source.rule.get("splits", ["train", "test"]) for f in FILES),
+                Need("COCO 2014 images", (f"{root}/images",), kind="images", download=DOWNLOAD)]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         root = source_root(task, source_dir)
         wanted = set(task.source.rule["types"])
         out = []
-        for split in task.source.rule.get("splits", ["train", "test"]):
-            if not (root / split).is_dir():
-                continue
+        splits = [s for s in task.source.rule.get("splits", ["train", "test"]) if (root / s).is_dir()]
+        if not splits:
+            raise SourceError(f"task {task.id!r}: no COCO-QA split folder ({', '.join(task.source.rule.get('splits', ['train', 'test']))}) "
+                              f"under {root}; each holds {', '.join(FILES)} ({DOWNLOAD})")
+        for split in splits:
             qs, ans, ids, types = (_lines(root / split / f) for f in FILES)
             if not len(qs) == len(ans) == len(ids) == len(types):
                 raise SourceError(f"{root / split}: {', '.join(FILES)} have different line counts")

@@ -12,11 +12,16 @@ One loader serves every source that ships ``{id, image(s), conversation turns}``
   root with ``item['metadata']['dataset']`` and list-valued ``image``; DEMON's per-subset metadata
   card (``dataset``, ``split``, ``num_sample``, ``task_instruction``).
 * **Mantis-Instruct** (``TIGER-Lab/Mantis-Instruct``): one folder per config (``dreamsim``,
-  ``imagecode``, ``contrastive_caption`` ...) holding ``train-*.parquet`` / ``val-*.parquet`` and the
-  image zips. Parquet columns ``id``, ``images`` (list of ``{"bytes", "path"}``), ``conversation``
-  (``[{"role": "user"|"assistant", "content": ...}]``), ``source``. Checked: the Hub tree of
-  ``TIGER-Lab/Mantis-Instruct/dreamsim`` (parquet + ``train_images.zip``); the column names follow the
-  dataset card's schema [I: the card text itself was not in the stored docs].
+  ``imagecode``, ``contrastive_caption`` ...) holding ``<split>-*.parquet`` (revision ``main``) and the
+  image archives ``<split>_images.zip`` or ``<split>_images_part<k>.zip`` (revision ``script``).
+  Parquet columns ``id``, ``images`` (list of ``{"bytes", "path"}``), ``conversation``
+  (``[{"role": "user"|"assistant", "content": ...}]``), ``source``. Image paths are relative to the
+  unpacked archive: checked 2025-05 against the authors' repository ``TIGER-AI-Lab/Mantis`` at f3a3192,
+  ``data/upload_conv_dataset_to_hf.py`` (zip members written as ``image.relative_to(image_dir)``, the
+  same string stored in ``images[].path``) and ``data/mantis-instruct-hf-module.py`` (the reader unpacks
+  every ``<split>_images*.zip`` of a config into ``<config>/<split>_images/`` and joins each path to it).
+  So images are read from ``<root>/<config>/<split>_images/<path>`` (unpack each zip there); rows whose
+  ``images`` carry ``bytes`` need no files.
 * **User-converted JSON** (FashionIQ, CIRR, IRFL, Bongard-*): the same LLaVA record layout in the file
   ``source.rule.annotation`` under ``<source_dir>/<subset>/``.
 
@@ -39,7 +44,7 @@ from ..errors import SourceError
 from ..sample import AnswerType, Sample
 from ..spec import TaskSpec
 from . import register_loader
-from ._common import LETTERS, finish, hub_rows, image_from_value, in_half, make_sample, read_json, source_root, yes_no
+from ._common import LETTERS, Need, finish, hub_rows, image_from_value, in_half, make_sample, note_read, read_json, root_name, source_root, yes_no
 
 _OPTION = re.compile(r"^\s*\(?([A-H])[\).:]\s*(.+?)\s*$")
 _HUMAN = {"human", "user"}
@@ -144,36 +149,55 @@ def record_to_sample(task: TaskSpec, rec: dict[str, Any], base: Path, where: str
                        meta={"metadata_dataset": meta.get("dataset") if isinstance(meta, dict) else None, "options_parsed": bool(choices)})
 
 
-def _parquet_rows(folder: Path) -> Iterator[dict[str, Any]]:
+def _parquet_rows(folder: Path) -> Iterator[tuple[dict[str, Any], Path, str]]:
+    """Rows of a Mantis-Instruct config folder with the folder their image paths are relative to (``<split>_images/``)."""
     import pyarrow.parquet as pq
 
     files = sorted(folder.glob("*.parquet"))
     if not files:
         raise SourceError(f"{folder}: no *.parquet files (expected Mantis-Instruct's train-*/val-*.parquet)")
     for f in files:
-        yield from pq.read_table(f).to_pylist()
+        note_read(f)
+        split = f.name.split("-", 1)[0]
+        for row in pq.read_table(f).to_pylist():
+            yield row, folder / f"{split}_images", str(f)
+
+
+M4_DOWNLOAD = "huggingface.co/datasets/lmms-lab/M4-Instruct-Data (m4_instruct_annotations.json and the image zips, unpacked beside it)"
+MANTIS_DOWNLOAD = ("huggingface.co/datasets/TIGER-Lab/Mantis-Instruct: <config>/<split>-*.parquet (revision main) and "
+                   "<config>/<split>_images*.zip (revision script), each zip unpacked into <config>/<split>_images/")
 
 
 class LlavaConversationLoader:
     name = "llava_conversation"
+    unconfirmed = ("M4-Instruct's image folders after unzipping (paths are taken as the records give them, relative to the repo root)",)
+
+    def layout(self, task: TaskSpec) -> list[Need]:
+        rule, root = task.source.rule, root_name(task)
+        if "config" in rule:
+            return [Need(f"Mantis-Instruct {rule['config']} rows", (f"{root}/{rule['config']}/*.parquet",), download=MANTIS_DOWNLOAD),
+                    Need(f"Mantis-Instruct {rule['config']} images", (f"{root}/{rule['config']}/*_images",), kind="images", required=False,
+                         download=MANTIS_DOWNLOAD)]
+        dl = M4_DOWNLOAD if task.source.hub_repo else f"convert the original {task.source.dataset} release to LLaVA conversation JSON ({rule['annotation']})"
+        return [Need(f"{task.source.dataset} conversations", (f"{root}/{rule['annotation']}",), download=dl)]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         rule = task.source.rule
+        rows: Any
         if source_dir is None:
-            rows = hub_rows(task, config=rule.get("config"))
-            base, where = Path("."), task.source.hub_repo or task.source.dataset
+            where = task.source.hub_repo or task.source.dataset
+            rows = ((r, Path("."), where) for r in hub_rows(task, config=rule.get("config")))
         else:
             root = source_root(task, source_dir)
             if "config" in rule:
-                base = root / rule["config"]
-                rows, where = _parquet_rows(base), str(base)
+                rows = _parquet_rows(root / rule["config"])
             else:
-                path = root / rule["annotation"]
+                path = self.layout(task)[0].find_one(source_dir, task)
                 data = read_json(path, "a JSON list of LLaVA records {id, image, conversations}")
                 if not isinstance(data, list):
                     raise SourceError(f"{path}: expected a JSON list of LLaVA records, got {type(data).__name__}")
-                rows, base, where = data, root, str(path)
-        out = (record_to_sample(task, rec, base, where) for rec in rows)
+                rows = ((r, root, str(path)) for r in data)
+        out = (record_to_sample(task, rec, base, where) for rec, base, where in rows)
         yield from finish(task, (s for s in out if s is not None))
 
 

@@ -1,20 +1,31 @@
 """Text sources of Fed-Scope, Fed-Aya and Fed-LLM-Large (free-text answers, Rouge-L).
 
-* ``instruction_json`` (Fed-Scope): CodeAlpaca-20k JSON list of ``{instruction, input, output}``;
-  GSM8K ``train.jsonl`` lines ``{question, answer}``; Dolly-15k jsonl ``{instruction, context,
-  response, category}``. [I: upstream README field names; FS-LLM re-packages these datasets.]
-* ``aya`` (``CohereForAI/aya_dataset``): parquet/jsonl rows ``{inputs, targets, language,
-  language_code, annotation_type, user_id}`` (checked against the Aya dataset card's features). Topic tasks come from
-  ``rule.topic_labels`` (JSON ``{item_key: topic}``, item_key = sha1(inputs)[:16]); without it a
-  stable hash assigns topics (recorded as an [R] choice in the manifest).
-* ``fedllm_bench`` (FedLLM-Bench): ``rule.file`` holds either ``{client_key: [records]}`` or a list of
-  records with ``client_id``; records are ``{"conversations": [{"from": "human"|"gpt", "value"}]}``
-  (checked: FedLLM-Bench ``utils/data_module.py`` reads ``example["conversations"]`` with
-  ``from``/``value``; ``training_scripts/FedAya/aya_all.sh`` names ``data/Fed-Aya/aya_38c_25k.json``
-  with 38 clients) or ``{instruction, response}``. Clients are ranked by size (desc), ties by key.
-* ``fed_flan`` (FedDPA's Fed-FLAN): one ``<task>.json`` per FLAN task (list of ``{instruction,
-  input?, output}``) under the root; tasks ranked by file name. [I: the FedDPA release layout was
-  not in the stored docs.]
+* ``instruction_json`` (Fed-Scope): CodeAlpaca-20k JSON list of ``{instruction, input, output}`` (the Hub
+  repo ``sahil2801/CodeAlpaca-20k`` ships it as ``code_alpaca_20k.json``); GSM8K lines ``{question,
+  answer}``; Dolly-15k jsonl ``{instruction, context, response, category}``. ``rule.file`` may list
+  several accepted names (first found is read). [I: upstream README field names; FS-LLM re-packages
+  these datasets.]
+* ``aya`` (``CohereForAI/aya_dataset``): ``data/train-00000-of-00001.parquet`` and
+  ``data/test-00000-of-00001.parquet`` (checked: the card's ``configs`` block maps split train to
+  ``data/train-*`` and test to ``data/test-*``, 202,364 / 1,750 rows), rows ``{inputs, targets, language,
+  language_code, annotation_type, user_id}``. Only the split in ``rule.split`` (default train) is read,
+  so test rows never enter a topic task. Topic tasks come from ``rule.topic_labels`` (JSON
+  ``{item_key: topic}``, item_key = sha1(inputs)[:16]); without it a stable hash assigns topics.
+* ``fedllm_bench`` (FedLLM-Bench, ``rui-ye/FedLLM-Bench`` at 2455679): the README's data archive is
+  placed in the repository's ``data/`` folder; ``training_scripts/FedChatbotIT/all.sh`` reads
+  ``data/Fed-ChatbotIT/chatbotIT_237c_6k.json`` (237 clients) and ``training_scripts/FedAya/aya_all.sh``
+  ``data/Fed-Aya/aya_38c_25k.json`` (38 clients). ``utils/benchmark_dataset.py::get_fed_datasets``
+  reads each file as ``{client_key: [records]}``; records are ``{instruction, response}``
+  (``utils/template.py`` formats ``example['instruction']`` / ``example['response']``) or, for the
+  multi-turn sets, ``{"conversations": [{"from", "value"}]}``. Clients are ranked by size (desc), ties
+  by key. Local root ``<source_dir>/FedLLM-Bench/`` with the files under ``data/`` or directly.
+* ``fed_flan`` (FedDPA's Fed-FLAN, ``Lydia-yang/FedDPA`` at cf638c1): ``data/dataset1/`` and
+  ``data/dataset2/`` each hold ``8/local_training_{0..7}.json`` (one FLAN task per client, a JSON list
+  of ``{instruction, output, task, category}``, 300 records) and ``flan_test_200_selected_nstrict_1.jsonl``
+  (200 records per task, same fields). The task is each record's ``task`` field (e.g. ``snli``,
+  ``cola``), not the file name. ``rule.dataset`` names the FedDPA dataset, ``rule.task`` the FLAN
+  task; ``rule.include_test`` adds the task's records from the test file to the pool.
+  Local root ``<source_dir>/FedDPA/`` (the repository as cloned; ``data/`` may be dropped).
 """
 
 from __future__ import annotations
@@ -28,16 +39,14 @@ from ..errors import SourceError
 from ..sample import Sample
 from ..spec import TaskSpec
 from . import register_loader
-from ._common import field, finish, hub_rows, in_shard, make_sample, read_json, read_jsonl, source_root, stable_unit
+from ._common import Need, field, finish, hub_rows, in_shard, make_sample, read_json, read_jsonl, read_parquet, root_name, source_root, stable_unit
 
 
 def _rows(path: Path, expected: str) -> list[dict[str, Any]]:
     if path.suffix == ".jsonl":
         return read_jsonl(path, expected)
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
+        return read_parquet(path, expected)
     data = read_json(path, expected)
     if not isinstance(data, list):
         raise SourceError(f"{path}: expected a JSON list ({expected})")
@@ -57,6 +66,14 @@ _FORMATS = {
 
 class InstructionJSONLoader:
     name = "instruction_json"
+    unconfirmed = ("GSM8K and Dolly file names and fields (upstream READMEs, not re-read here)",)
+
+    def layout(self, task: TaskSpec) -> list[Need]:
+        files = task.source.rule["file"]
+        files = [files] if isinstance(files, str) else list(files)
+        root = root_name(task)
+        return [Need(f"{task.source.dataset} records", tuple(f"{root}/{f}" for f in files),
+                     download=f"huggingface.co/datasets/{task.source.hub_repo}" if task.source.hub_repo else "")]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         rule = task.source.rule
@@ -64,7 +81,7 @@ class InstructionJSONLoader:
         if source_dir is None:
             rows, where = list(hub_rows(task, config=task.source.subset, split="train")), task.source.hub_repo or ""
         else:
-            path = source_root(task, source_dir) / rule["file"]
+            path = self.layout(task)[0].find_one(source_dir, task)
             rows, where = _rows(path, f"{rule['format']} records"), str(path)
         out = []
         for r in rows:
@@ -88,16 +105,25 @@ def _dedupe(samples: list[Sample]) -> list[Sample]:
 class AyaLoader:
     name = "aya"
 
+    def layout(self, task: TaskSpec) -> list[Need]:
+        root, split = root_name(task), task.source.rule.get("split", "train")
+        return [
+            Need(f"Aya {split} split", (f"{root}/data/{split}-*.parquet", f"{root}/{split}-*.parquet", f"{root}/data/{split}*.jsonl"),
+                 download="huggingface.co/datasets/CohereForAI/aya_dataset (data/train-00000-of-00001.parquet)"),
+            Need("Aya topic labels", (f"{root}/{task.source.rule.get('topic_labels', 'aya_topics.json')}",), kind="file", required=False),
+        ]
+
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         rule = task.source.rule
         labels: dict[str, str] = {}
         if source_dir is None:
-            rows = list(hub_rows(task, split="train"))
+            rows = list(hub_rows(task, split=rule.get("split", "train")))
         else:
             root = source_root(task, source_dir)
-            files = sorted([*root.glob("**/*.parquet"), *root.glob("**/*.jsonl")])
+            need = self.layout(task)[0]
+            files = need.find(source_dir)
             if not files:
-                raise SourceError(f"{root}: no *.parquet / *.jsonl files (expected the Aya dataset's rows)")
+                need.find_one(source_dir, task)
             rows = [r for f in files for r in _rows(f, "Aya rows {inputs, targets, language_code}")]
             lab = root / rule.get("topic_labels", "aya_topics.json")
             if lab.is_file():
@@ -128,11 +154,17 @@ def _qa(rec: dict[str, Any], where: str) -> tuple[str, str]:
 
 class FedLLMBenchLoader:
     name = "fedllm_bench"
+    ROOT = "FedLLM-Bench"
+
+    def layout(self, task: TaskSpec) -> list[Need]:
+        f = task.source.rule["file"]
+        return [Need(f"FedLLM-Bench {task.source.dataset} client file", (f"{self.ROOT}/data/{f}", f"{self.ROOT}/{f}"),
+                     download="github.com/rui-ye/FedLLM-Bench README: data archive (drive.google.com/file/d/1hKv5A0ROmTQQkcsTcYogCUIeF7Ux1pmy), unzipped into data/")]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         rule = task.source.rule
-        path = Path(source_dir or ".") / "FedLLM-Bench" / rule["file"]
-        data = read_json(path, "FedLLM-Bench client data")
+        path = self.layout(task)[0].find_one(source_dir or ".", task)
+        data = read_json(path, "FedLLM-Bench client data {client_key: [records]}")
         clients: dict[str, list] = {}
         if isinstance(data, dict):
             clients = {str(k): v for k, v in data.items()}
@@ -153,20 +185,41 @@ class FedLLMBenchLoader:
 
 class FedFLANLoader:
     name = "fed_flan"
+    ROOT = "FedDPA"
+    TEST_FILE = "flan_test_200_selected_nstrict_1.jsonl"
+
+    def layout(self, task: TaskSpec) -> list[Need]:
+        ds = task.source.rule.get("dataset", "dataset1")
+        root = task.source.subset or self.ROOT
+        needs = [Need(f"Fed-FLAN {ds} client files", (f"{root}/data/{ds}/8/local_training_*.json", f"{root}/{ds}/8/local_training_*.json"),
+                      download="github.com/Lydia-yang/FedDPA (data/)")]
+        if task.source.rule.get("include_test", True):
+            needs.append(Need(f"Fed-FLAN {ds} test file", (f"{root}/data/{ds}/{self.TEST_FILE}", f"{root}/{ds}/{self.TEST_FILE}"),
+                              download="github.com/Lydia-yang/FedDPA (data/)"))
+        return needs
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         rule = task.source.rule
-        root = Path(source_dir or ".") / "Fed-FLAN"
-        files = sorted(root.glob("*.json"))
-        if rule["task_rank"] >= len(files):
-            raise SourceError(f"{root}: task rank {rule['task_rank']} requested but {len(files)} FLAN task files found")
-        path = files[rule["task_rank"]]
+        needs = self.layout(task)
+        files = needs[0].find(source_dir or ".")
+        if not files:
+            needs[0].find_one(source_dir or ".", task)
+        rows = [(f, r) for f in files for r in _rows(f, "FLAN records {instruction, output, task}")]
+        if len(needs) > 1:
+            test = needs[1].find_one(source_dir or ".", task)
+            rows += [(test, r) for r in _rows(test, "FLAN test records {instruction, output, task}")]
+        tasks = sorted({str(field(r, "task", f, "the record's FLAN task name")) for f, r in rows})
+        if rule["task"] not in tasks:
+            raise SourceError(f"task {task.id!r}: FLAN task {rule['task']!r} is not among the records' task fields {tasks} "
+                              f"in {', '.join(str(f) for f in files)}")
         out = []
-        for r in _rows(path, "FLAN records {instruction, input?, output}"):
-            q = field(r, "instruction", path) + ("\n" + r["input"] if r.get("input") else "")
+        for f, r in rows:
+            if r["task"] != rule["task"]:
+                continue
+            q = str(field(r, "instruction", f)) + ("\n" + r["input"] if r.get("input") else "")
             k = _key(q)
             if in_shard(k, rule["shard"], rule.get("seed", 0)):
-                out.append(make_sample(task, k, q, field(r, "output", path), meta={"flan_task": path.stem}))
+                out.append(make_sample(task, k, q, str(field(r, "output", f)), meta={"flan_task": r["task"], "category": r.get("category")}))
         yield from finish(task, _dedupe(out))
 
 

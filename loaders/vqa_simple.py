@@ -8,9 +8,13 @@
   true? <caption>". Checked against the VSR dataset card / loading script on the Hub
   (``juletxara/visual-spatial-reasoning``: features image, image_link, caption, label = ClassLabel
   [False, True], relation).
-* **VizWiz** VQA: ``annotations/<split>.json`` = list of ``{image, question, answers: [{answer,
-  answer_confidence}], answer_type, answerable}``; images in ``<split>/``. Answer = the most frequent
-  answer. [I: fields from the VizWiz VQA annotation format.]
+* **VizWiz** VQA, as the task page vizwiz.org/tasks-and-datasets/vqa distributes it:
+  ``Annotations.zip`` (vizwiz.cs.colorado.edu/VizWiz_final/vqa_data/Annotations.zip) unpacks to
+  ``Annotations/{train,val,test}.json``, each a list of ``{image, question, answers: [{answer,
+  answer_confidence}], answer_type, answerable}`` (``test.json`` has no answers); ``train.zip`` /
+  ``val.zip`` (VizWiz_final/images/) unpack to ``train/VizWiz_train_00000000.jpg`` ... and ``val/``.
+  Checked 2025-05: the VizWiz API demo (``Annotations/%s.json``), and public evaluation harnesses that
+  download exactly these archives. Answer = the most frequent answer; unanswerable items are skipped.
 * **AQUA** (Garcia et al. 2020): ``<split>.json`` = list of ``{image, question, answer,
   need_external_knowledge}``; images (SemArt) in ``images/``. Checked: a public AQUA card listing
   ``need_external_knowledge``, ``questions``, ``answers``, ``image``.
@@ -29,15 +33,22 @@ from ..errors import SourceError
 from ..sample import Sample
 from ..spec import TaskSpec
 from . import register_loader
-from ._common import field, finish, keyword_rule_matches, make_sample, open_image, read_json, read_jsonl, source_root
+from ._common import Need, field, finish, keyword_rule_matches, make_sample, open_image, read_json, read_jsonl, root_name, source_root
 
 
 class DVQALoader:
     name = "dvqa"
+    unconfirmed = ("DVQA's qa/*.json field names and images/ folder (the release README was not found in the stored sources)",)
+
+    def layout(self, task: TaskSpec) -> list[Need]:
+        root, rule = root_name(task), task.source.rule
+        dl = "github.com/kushalkafle/DVQA_dataset (qa.tar.gz, images.tar.gz)"
+        return [Need("DVQA questions", (f"{root}/qa/{rule['annotation']}",), download=dl),
+                Need("DVQA images", (f"{root}/{rule.get('image_dir', 'images')}",), kind="images", download=dl)]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         root = source_root(task, source_dir)
-        path = root / "qa" / task.source.rule["annotation"]
+        path = self.layout(task)[0].find_one(source_dir, task)
         out = []
         for r in read_json(path, "DVQA list of {image, question, answer, question_id}"):
             img = open_image(root / task.source.rule.get("image_dir", "images") / field(r, "image", path), str(path))
@@ -48,6 +59,13 @@ class DVQALoader:
 
 class VSRLoader:
     name = "vsr"
+    unconfirmed = ("VSR's images/ folder (the card links COCO 2017 images; the folder the user unpacks them to is not fixed)",)
+
+    def layout(self, task: TaskSpec) -> list[Need]:
+        root, rule = root_name(task), task.source.rule
+        dl = "huggingface.co/datasets/cambridgeltl/vsr_random (jsonl) and COCO 2017 images (github.com/cambridgeltl/visual-spatial-reasoning)"
+        return [*(Need(f"VSR {f}", (f"{root}/{f}",), required=False, download=dl) for f in rule["files"]),
+                Need("VSR images", (f"{root}/{rule.get('image_dir', 'images')}",), kind="images", download=dl)]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         root = source_root(task, source_dir)
@@ -68,31 +86,54 @@ class VSRLoader:
 
 class VizWizLoader:
     name = "vizwiz"
+    DOWNLOAD = ("vizwiz.cs.colorado.edu/VizWiz_final/vqa_data/Annotations.zip and VizWiz_final/images/{split}.zip "
+                "(unzip both into the source folder's VizWiz/)")
+
+    def layout(self, task: TaskSpec) -> list[Need]:
+        root = root_name(task)
+        needs = []
+        for split in task.source.rule.get("splits", ["train", "val"]):
+            dl = self.DOWNLOAD.format(split=split)
+            needs.append(Need(f"VizWiz {split} annotations", (f"{root}/Annotations/{split}.json", f"{root}/annotations/{split}.json"), download=dl))
+            needs.append(Need(f"VizWiz {split} images", (f"{root}/{split}",), kind="images", download=dl))
+        return needs
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
-        root = source_root(task, source_dir)
+        source_root(task, source_dir)
+        needs = self.layout(task)
         out = []
-        for split in task.source.rule.get("splits", ["train", "val"]):
-            path = root / "annotations" / f"{split}.json"
-            if not path.is_file():
-                continue
-            for r in read_json(path, "VizWiz list of {image, question, answers, answer_type, answerable}"):
+        for ann_need, img_need in zip(needs[::2], needs[1::2]):
+            path = ann_need.find_one(source_dir, task)
+            img_dir = img_need.find_one(source_dir, task)
+            rows = read_json(path, "VizWiz list of {image, question, answers, answer_type, answerable}")
+            if not isinstance(rows, list):
+                raise SourceError(f"{path}: expected a JSON list of VizWiz annotations, got {type(rows).__name__}")
+            for r in rows:
                 q = field(r, "question", path)
                 if r.get("answerable") == 0 or not keyword_rule_matches(q, task.source.rule):
                     continue
-                answers = [a["answer"] for a in field(r, "answers", path) if a.get("answer")]
+                if "answers" not in r:
+                    raise SourceError(f"{path}: annotation {r.get('image')!r} has no answers (the test split carries none; use train/val)")
+                answers = [a["answer"] for a in r["answers"] if a.get("answer")]
                 if not answers:
                     continue
                 answer = Counter(answers).most_common(1)[0][0]
                 if answer == "unanswerable":
                     continue
-                img = open_image(root / split / field(r, "image", path), str(path))
+                img = open_image(img_dir / field(r, "image", path), str(path))
                 out.append(make_sample(task, field(r, "image", path), q, answer, images=[img], meta={"answer_type": r.get("answer_type")}))
         yield from finish(task, out)
 
 
 class AQUALoader:
     name = "aqua"
+    unconfirmed = ("AQUA's <split>.json field names and the SemArt images/ folder (github.com/noagarcia/ArtVQA README not in the stored sources)",)
+
+    def layout(self, task: TaskSpec) -> list[Need]:
+        root = root_name(task)
+        dl = "github.com/noagarcia/ArtVQA (AQUA json) and SemArt images (noagarcia.github.io/SemArt)"
+        return [*(Need(f"AQUA {s}", (f"{root}/{s}.json",), required=False, download=dl) for s in task.source.rule.get("splits", ["train", "val", "test"])),
+                Need("AQUA images", (f"{root}/images",), kind="images", download=dl)]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         root = source_root(task, source_dir)

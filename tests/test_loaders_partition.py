@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from drake_bench.errors import SourceError
@@ -58,7 +60,7 @@ def test_nlvr2_halves_and_wcvqa_tasks(drake_src) -> None:
     spec, src = drake_src
     a, b = _load(spec, "nlvr2-subset1", src), _load(spec, "nlvr2-subset2", src)
     assert len(a) == len(b) == 6 and not {s.id.split("/")[1] for s in a} & {s.id.split("/")[1] for s in b}
-    for tid, kind in (("wcvqa-dishname", "no_context"), ("wcvqa-advcontextdishname", "adversarial_context")):
+    for tid, kind in (("wcvqa-dishname", "1"), ("wcvqa-advcontextdishname", "4")):
         items = _load(spec, tid, src)
         assert {s.meta["prompt_type"] for s in items} == {kind} and {s.meta["lang"] for s in items} == {"en"}
         assert all(s.answer in s.choices and len(s.choices) == 5 for s in items)
@@ -118,15 +120,15 @@ def test_text_loaders(tmp_path) -> None:
     (g / "train.jsonl").write_text("".join(json.dumps({"question": f"q{i}?", "answer": f"#### {i}"}) + "\n" for i in range(40)))
     a, b = (_load(scope, t, tmp_path) for t in ("gsm8k-part1", "gsm8k-part2"))
     assert len(a) + len(b) == 40 and not {s.question for s in a} & {s.question for s in b}
-    fb = tmp_path / "FedLLM-Bench" / "Fed-ChatbotIT"
+    fb = tmp_path / "FedLLM-Bench" / "data" / "Fed-ChatbotIT"
     fb.mkdir(parents=True)
     conv = lambda i: {"conversations": [{"from": "human", "value": f"hi {i}"}, {"from": "gpt", "value": f"hello {i}"}]}  # noqa: E731
-    (fb / "chatbotit_train.json").write_text(json.dumps({"u1": [conv(1)], "u2": [conv(2), conv(3)]}))
+    (fb / "chatbotIT_237c_6k.json").write_text(json.dumps({"u1": [conv(1)], "u2": [conv(2), conv(3)]}))
     top = _load(large, "c1-chatbotit-u0", tmp_path)
     assert [s.meta["client"] for s in top] == ["u2", "u2"] and top[0].answer == "hello 2"
-    ad = tmp_path / "aya_dataset"
-    ad.mkdir()
+    ad = tmp_path / "aya_dataset" / "data"
+    ad.mkdir(parents=True)
     rows = [{"inputs": f"question {i}", "targets": f"answer {i}", "language": "x", "language_code": ["eng", "fra", "deu"][i % 3]} for i in range(30)]
-    (ad / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pq.write_table(pa.Table.from_pylist(rows), ad / "train-00000-of-00001.parquet")
     got = [s for t in aya.client(1).tasks for s in _load(aya, t, tmp_path)]
     assert len(got) == 20 and {s.meta["language_code"] for s in got} == {"eng", "fra"}

@@ -1,5 +1,7 @@
-"""``drake-bench build / publish / download``: the data life cycle of a benchmark.
+"""``drake-bench sources check / build / publish / download``: the data life cycle of a benchmark.
 
+``sources check`` reports, before any build, which source files every task finds, misses or
+finds in the wrong place, with record counts and what to download from where;
 ``build`` turns sources into the Hub-ready layout (Parquet shards, dataset card,
 hashes); ``publish`` pushes a build to a Hub dataset repo and tags the revision;
 ``download`` fetches a pinned revision, only the clients/tasks asked for, and
@@ -27,6 +29,11 @@ def _fail(exc: Exception) -> typer.Exit:
     return typer.Exit(code=1)
 
 
+def _print_warnings(caught: list) -> None:
+    for w in caught:
+        _err.print(f"[yellow]warning:[/] {w.message}", markup=True, highlight=False, soft_wrap=True)
+
+
 def _human(n: int) -> str:
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -37,7 +44,32 @@ def _human(n: int) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``build``, ``publish`` and ``download`` commands to the CLI."""
+    """Add the ``sources check``, ``build``, ``publish`` and ``download`` commands to the CLI."""
+
+    sources = typer.Typer(help="Check a source folder against what a benchmark's loaders read.", no_args_is_help=True)
+    app.add_typer(sources, name="sources")
+
+    @sources.command("check")
+    def sources_check(
+        benchmark: Annotated[str, typer.Argument(help="Benchmark name (e.g. drake, hflb) or manifest path.")],
+        source_dir: Annotated[Path, typer.Option("--source-dir", help="Folder holding the sources as their publishers distribute them.")],
+        task: Annotated[list[str] | None, typer.Option("--task", help="Check only this task (repeatable).")] = None,
+        verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every file, also for complete tasks.")] = False,
+        count: Annotated[bool, typer.Option("--count/--no-count", help="Count the records of every annotation file found.")] = True,
+    ) -> None:
+        """List per task the files found (with record counts), expected but missing, and what to download from where.
+
+        Exits 1 when any task lacks a required file.
+        """
+        from ..sources import check_sources, render
+
+        try:
+            report = check_sources(benchmark, source_dir, tasks=task or None, count=count)
+        except DrakeBenchError as exc:
+            raise _fail(exc) from None
+        _out.print(render(report, verbose=verbose), highlight=False, markup=False, soft_wrap=True)
+        if not report.ok:
+            raise typer.Exit(code=1)
 
     @app.command("build")
     def build(
@@ -48,13 +80,19 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: $DRAKE_BENCH_HOME/built/<name>).")] = None,
         task: Annotated[list[str] | None, typer.Option("--task", help="Build only this task (repeatable).")] = None,
         resume: Annotated[bool, typer.Option("--resume/--no-resume", help="Skip tasks already built.")] = True,
+        allow_small: Annotated[bool, typer.Option("--allow-small", help="Accept tasks far smaller than the manifest expects "
+                                                  "(a sample of the sources); a task with no items still fails.")] = False,
     ) -> None:
         """Build a benchmark from its sources into Hub-ready Parquet shards, dataset card and hashes."""
+        import warnings
+
         from ..build import build_benchmark
         from ..store import BUILD_INFO
 
         from ..manifest import load_benchmark
+        from ..sources import UnconfirmedFormatWarning
 
+        caught: list[warnings.WarningMessage] = []
         try:
             spec = load_benchmark(benchmark)
             if spec.embedded and not task:
@@ -64,9 +102,14 @@ def register(app: typer.Typer) -> None:
 
                 root = build_synth(spec, out=out, show_progress=True)
             else:
-                root = build_benchmark(spec, source_dir=source_dir, out=out, tasks=task or None, resume=resume)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", UnconfirmedFormatWarning)
+                    root = build_benchmark(spec, source_dir=source_dir, out=out, tasks=task or None, resume=resume,
+                                           check_expected=not allow_small)
         except DrakeBenchError as exc:
+            _print_warnings(caught)
             raise _fail(exc) from None
+        _print_warnings(caught)
         _out.print(f"built {benchmark} -> {root} (see {root / BUILD_INFO} and {root / 'README.md'})", highlight=False)
 
     @app.command("publish")

@@ -6,6 +6,8 @@ are those of the FedMosaic paper (``PAPER``, each manifest's ``citation``) unles
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..spec import Choice, FLConfig, SubsamplingRule
 
 PAPER = (
@@ -70,3 +72,13 @@ COMMON_CHOICES = [
         reason="the FedMosaic paper reports mean ± std over 3 seeds without saying which std; stating one keeps runs comparable (docs/design-notes.md#std-convention)",
     ),
 ]
+
+
+def source_rule(rule: dict[str, Any], download: list[list[str]], expected_items: int | None = None) -> dict[str, Any]:
+    """A task's ``source.rule`` with what to download from where (``download``: ``[what, url]`` pairs, listed by
+    ``drake-bench sources check``) and, where the publisher's release gives it, the pool size the build expects
+    (``expected_items``: a build yielding far fewer fails; see drake_bench.sources)."""
+    out = {**rule, "download": [list(d) for d in download]}
+    if expected_items is not None:
+        out["expected_items"] = int(expected_items)
+    return out

@@ -21,7 +21,7 @@ from ..spec import (
     SourceSpec,
     TaskSpec,
 )
-from ._common import COMMON_CHOICES, PAPER, SUBSAMPLING, SUBSAMPLING_CHOICES, fl
+from ._common import COMMON_CHOICES, PAPER, SUBSAMPLING, SUBSAMPLING_CHOICES, fl, source_rule
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 
@@ -51,6 +51,40 @@ def _m4(dataset: str, **extra: Any) -> dict[str, Any]:
     return {"annotation": M4_FILE, "dataset": dataset, **extra}
 
 
+# What to download from where, per source (shown by `drake-bench sources check`; docs/data-sources.md has the layouts).
+_M4_DL = [["M4-Instruct annotations and image zips (unpack the zips beside m4_instruct_annotations.json)", "https://huggingface.co/datasets/lmms-lab/M4-Instruct-Data"]]
+DOWNLOADS: dict[str, Any] = {
+    "demon": _M4_DL, "m4": _M4_DL, "coinstruct": _M4_DL,
+    "mantis": [["<config>/<split>-*.parquet (revision main) and <config>/<split>_images*.zip (revision script), each zip unpacked into <config>/<split>_images/",
+                "https://huggingface.co/datasets/TIGER-Lab/Mantis-Instruct"]],
+    "SEED-Bench-2": [["SEED-Bench_v2_level1_2_3.json, cc3m-image.zip (-> cc3m-image/) and SEED-Bench-2-image.zip.001.. (-> SEED-Bench-2-image/)",
+                      "https://huggingface.co/datasets/AILab-CVC/SEED-Bench-2"]],
+    "IconQA": [["iconqa_data.zip (unpacks to iconqa_data/)", "https://iconqa2021.s3.us-west-1.amazonaws.com/iconqa_data.zip"]],
+    "WorldCuisines": [["hf_prompt/ (the VQA rows)", "https://huggingface.co/datasets/worldcuisines/vqa"],
+                      ["data/*.parquet (the images, by image_url) into food-kb/", "https://huggingface.co/datasets/worldcuisines/food-kb"]],
+    "DVQA": [["qa/*.json and images/", "https://github.com/kushalkafle/DVQA_dataset"]],
+    "VSR": [["train.jsonl, dev.jsonl, test.jsonl", "https://huggingface.co/datasets/cambridgeltl/vsr_random"],
+            ["COCO 2017 images into images/", "https://github.com/cambridgeltl/visual-spatial-reasoning"]],
+    "user": {
+        "FashionIQ": [["the original release, converted to LLaVA conversation JSON (fashioniq.json)", "https://github.com/XiaoxiaoGuo/fashion-iq"]],
+        "CIRR": [["the original release, converted to LLaVA conversation JSON (cirr.json)", "https://github.com/Cuberick-Orion/CIRR"]],
+        "IRFL": [["the original release, converted to LLaVA conversation JSON (irfl_*.json)", "https://huggingface.co/datasets/lampent/IRFL"]],
+        "Bongard-HOI": [["the original release, converted to LLaVA conversation JSON (bongard_hoi_*.json)", "https://github.com/NVlabs/Bongard-HOI"]],
+        "Bongard-OpenWorld": [["the original release, converted to LLaVA conversation JSON (bongard_openworld_*.json)",
+                               "https://github.com/joyjayng/Bongard-OpenWorld"]],
+    },
+}
+# Pool sizes the publishers' releases give (a task far below one fails its build; docs/data-sources.md):
+# SEED-Bench-2 question counts per dimension from the authors' evaluate_result/SEED-Bench-2/GPT-4V.json (question ids
+# "<dimension>_<n>": dim 14 277; dims 2, 3, 4, 5, 7: 1831, 4650, 979, 2451, 97; dims 20-22: 1509, 1225, 1023);
+# WorldCuisines train: 1,800 dishes x 5 prompts of each type per language (generate_vqa/sampling.py docstring);
+# DVQA train_qa.json holds 2,325,316 questions (DVQA paper).
+EXPECTED_ITEMS: dict[str, int] = {
+    "seedbench2-kgqa": 277, "seedbench2-instanceqa": 10008, "seedbench2-temporalqa": 3757,
+    "wcvqa-dishname": 9000, "wcvqa-contextdishname": 9000, "wcvqa-advcontextdishname": 9000, "wcvqa-location": 9000,
+    "dvqa": 11000,
+}
+
 # (id, name, group, split, dataset, variant, loader, hub_repo, subset, rule, images, (min,max), answer, license, redistributable, cite, provenance)
 _ROWS: list[tuple] = [
     # ---- client 1 (visual relation) ----
@@ -77,7 +111,7 @@ _ROWS: list[tuple] = [
      "iconqa", None, None, {"ques_type": "fill_in_blank", "grades": ["kindergarten"]}, "single", (1, 1), OPEN, "cc-by-nc-sa-4.0", False, "iconqa",
      {"source.rule": "R"}),
     ("wcvqa-dishname", "WCVQA: DishName", VQA, "cuisine-domain", "WorldCuisines", "DishName",
-     "worldcuisines", WCVQA, "hf_prompt", {"task": 1, "context": "no-context", "lang": "en"}, "single", (1, 1), MC, "cc-by-sa-4.0", True, "wcvqa",
+     "worldcuisines", WCVQA, "hf_prompt", {"task": 1, "prompt_type": "1", "lang": "en", "split": "train"}, "single", (1, 1), MC, "cc-by-sa-4.0", True, "wcvqa",
      {"answer_type": "I", "source.rule": "I"}),
     # ---- client 3 (VQA) ----
     ("coinstruct-howwhat", "Co-Instruct: HowWhat", VQA, "image quality", "Co-Instruct", "HowWhat",
@@ -90,7 +124,7 @@ _ROWS: list[tuple] = [
      "iconqa", None, None, {"ques_type": "fill_in_blank", "grades": ["grade1"]}, "single", (1, 1), OPEN, "cc-by-nc-sa-4.0", False, "iconqa",
      {"source.rule": "R"}),
     ("wcvqa-contextdishname", "WCVQA: ContextDishName", VQA, "cuisine-domain", "WorldCuisines", "ContextDishName",
-     "worldcuisines", WCVQA, "hf_prompt", {"task": 1, "context": "context", "lang": "en"}, "single", (1, 1), MC, "cc-by-sa-4.0", True, "wcvqa",
+     "worldcuisines", WCVQA, "hf_prompt", {"task": 1, "prompt_type": "3", "lang": "en", "split": "train"}, "single", (1, 1), MC, "cc-by-sa-4.0", True, "wcvqa",
      {"answer_type": "I", "source.rule": "I"}),
     # ---- client 4 (VQA) ----
     ("coinstruct-3imgcompare", "Co-Instruct: 3_ImgCompare", VQA, "image quality", "Co-Instruct", "3_ImgCompare",
@@ -98,13 +132,13 @@ _ROWS: list[tuple] = [
      {"answer_type": "I", "source.rule": "I"}),
     ("seedbench2-instanceqa", "SEED-Bench-2: InstanceQA", VQA, "general VQA", "SEED-Bench-2", "InstanceQA",
      "seed_bench2", SEED2, None, {"annotation": "SEED-Bench_v2_level1_2_3.json",
-     "dimensions": ["Instance Identity", "Instance Attribute", "Instance Location", "Instance Counting", "Instance Interaction"]},
+     "dimensions": ["Instance Identity", "Instance Attributes", "Instance Location", "Instances Counting", "Instance Interaction"]},
      "single", (1, 1), MC, "cc-by-nc-4.0", False, "seed2", {"source.rule": "I"}),
     ("iconqa-multichoice-easy", "IconQA: MultiChoiceEasy", VQA, "icon-domain", "IconQA", "MultiChoiceEasy",
      "iconqa", None, None, {"ques_type": "choose_txt", "grades": ["kindergarten"]}, "single", (1, 1), MC, "cc-by-nc-sa-4.0", False, "iconqa",
      {"source.rule": "R"}),
     ("wcvqa-advcontextdishname", "WCVQA: AdvContextDishName", VQA, "cuisine-domain", "WorldCuisines", "AdvContextDishName",
-     "worldcuisines", WCVQA, "hf_prompt", {"task": 1, "context": "adversarial", "lang": "en"}, "single", (1, 1), MC, "cc-by-sa-4.0", True, "wcvqa",
+     "worldcuisines", WCVQA, "hf_prompt", {"task": 1, "prompt_type": "4", "lang": "en", "split": "train"}, "single", (1, 1), MC, "cc-by-sa-4.0", True, "wcvqa",
      {"answer_type": "I", "source.rule": "I"}),
     # ---- client 5 (visual relation) ----
     ("fashion200k-colorconsistency", "Fashion200K: ColorConsistency", VR, "fashion-relation", "Fashion200K", "ColorConsistency",
@@ -183,7 +217,7 @@ _ROWS: list[tuple] = [
      "iconqa", None, None, {"ques_type": "choose_txt", "grades": ["grade1"]}, "single", (1, 1), MC, "cc-by-nc-sa-4.0", False, "iconqa",
      {"source.rule": "R"}),
     ("wcvqa-location", "WCVQA: Location", VQA, "cuisine-domain", "WorldCuisines", "Location",
-     "worldcuisines", WCVQA, "hf_prompt", {"task": 2, "lang": "en"}, "single", (1, 1), MC, "cc-by-sa-4.0", True, "wcvqa",
+     "worldcuisines", WCVQA, "hf_prompt", {"task": 2, "prompt_type": "2", "lang": "en", "split": "train"}, "single", (1, 1), MC, "cc-by-sa-4.0", True, "wcvqa",
      {"answer_type": "I", "source.rule": "I"}),
     # ---- unseen tasks (fast adaptation only) ----
     ("dreamsim", "DreamSim (Mantis-Instruct)", UNSEEN, "novel task type", "DreamSim", None,
@@ -235,7 +269,9 @@ def _task(row: tuple) -> TaskSpec:
     metric = "token_accuracy" if ans == OPEN else "accuracy"
     return TaskSpec(
         id=tid, name=name, group=group, split=split,
-        source=SourceSpec(dataset=dataset, variant=variant, loader=loader, hub_repo=hub, subset=subset, rule=rule,
+        source=SourceSpec(dataset=dataset, variant=variant, loader=loader, hub_repo=hub, subset=subset,
+                          rule=source_rule(rule, DOWNLOADS["user"][dataset] if cite == "user" else DOWNLOADS.get(cite) or DOWNLOADS[dataset],
+                                           EXPECTED_ITEMS.get(tid)),
                           license=lic, redistributable=redis, citation=CITE[cite]),
         images=images, num_images=nimg, answer_type=ans, metric=metric,
         description=f"{name}; {'unseen sub-group' if group == UNSEEN else 'group'} {group}, split {split}.",
@@ -288,9 +324,9 @@ CHOICES = [
            reason="FedMosaic paper App. A.27 splits IconQA by kindergarten- and grade-1-level questions without saying which is Easy; the lower grade is taken as Easy"),
     Choice(key="tasks.coinstruct", tag="I", decision="Co-Instruct split by question type: YesNo = single-image items answered yes/no; HowWhat = single-image how/what questions; 2_/3_ImgCompare = items with 2 / 3 images",
            reason="FedMosaic paper App. A.27: 'by question type (e.g., Yes/No, How/what questions)'"),
-    Choice(key="tasks.wcvqa", tag="I", decision="WCVQA uses WorldCuisines' original tasks: task 1 dish name without context / with context / with adversarial context, task 2 location; English prompts",
+    Choice(key="tasks.wcvqa", tag="I", decision="WCVQA uses WorldCuisines' original tasks and train split: task 1 dish name without context / with context / with adversarial context (prompt_type \"1\" / \"3\" / \"4\"), task 2 location (prompt_type \"2\"); English prompts; multiple choice from multi_choice_prompt",
            reason="FedMosaic paper App. A.27: 'using their original split'; the language is not stated"),
-    Choice(key="tasks.seedbench2", tag="I", decision="SEED-Bench-2 KGQA = dimension 'Science Knowledge'; InstanceQA = the five Instance dimensions; TemporalQA = Action Recognition/Prediction and Procedure Understanding (up to 8 frames)",
+    Choice(key="tasks.seedbench2", tag="I", decision="SEED-Bench-2 KGQA = dimension 'Science Knowledge'; InstanceQA = 'Instance Identity', 'Instance Attributes', 'Instance Location', 'Instances Counting', 'Instance Interaction'; TemporalQA = Action Recognition/Prediction and Procedure Understanding (8 frames each)",
            reason="the paper names the tasks but not the SEED-Bench-2 dimensions behind them"),
     Choice(key="unseen.recipeqa", tag="I", decision="the two RecipeQA unseen tasks are DEMON's RecipeQA_ImageCoherence and RecipeQA_VisualCloze",
            reason="7 unseen tasks minus the 5 named ones leaves 2 RecipeQA subsets"),

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..sample import AnswerType
 from ..spec import AsyncDefaults, BenchmarkSpec, Choice, ClientSpec, ModelAllocation, ScenarioDefaults, SourceSpec, TaskSpec
-from ._common import COMMON_CHOICES, PAPER, SUBSAMPLING, SUBSAMPLING_CHOICES, fl
+from ._common import COMMON_CHOICES, PAPER, SUBSAMPLING, SUBSAMPLING_CHOICES, fl, source_rule
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 
@@ -44,8 +44,27 @@ VIZWIZ_RULE = {"field": "question", "categories": {
     "food-brand-label": ["food", "brand", "flavor", "flavour", "can", "box", "package", "bottle", "label", "drink", "soup", "cereal", "product"],
     "color-type": ["color", "colour", "type", "kind", "shirt", "pattern"],
 }, "rest": "general-object"}
-GQA_VARIANT = {"yes-no": {"answers": ["yes", "no"]}, "four-choice": {"structural": ["query"], "num_choices": 4},
-               "two-choice": {"structural": ["choose"], "num_choices": 2}}
+GQA_FILES = ["train_balanced_questions.json", "val_balanced_questions.json"]
+GQA_VARIANT = {"yes-no": {"files": GQA_FILES, "answers": ["yes", "no"]}, "four-choice": {"files": GQA_FILES, "structural": ["query"], "num_choices": 4},
+               "two-choice": {"files": GQA_FILES, "structural": ["choose"], "num_choices": 2}}
+# Local folder under --source-dir (None: the dataset name) and what to download from where (`drake-bench sources check`).
+SUBSET = {"vqa": "VQA"}
+DOWNLOADS = {
+    "gqa": [["questions1.2.zip (-> questions1.2/)", "https://downloads.cs.stanford.edu/nlp/data/gqa/questions1.2.zip"],
+            ["images.zip (-> images/)", "https://downloads.cs.stanford.edu/nlp/data/gqa/images.zip"]],
+    "vqa": [["abstract scenes v1: Questions/, Annotations/ and Images/abstract_v002/<train2015|val2015>/ (VQA API layout)",
+             "https://visualqa.org/vqa_v1_download.html"]],
+    "snli_ve": [["data/snli_ve_{train,dev,test}.jsonl (run vet/tools/snli_ve_generator.py on SNLI 1.0)", "https://github.com/necla-ml/SNLI-VE"],
+                ["flickr30k_images.tar.gz (-> flickr30k_images/)", "https://storage.googleapis.com/allennlp-public-data/snli-ve/flickr30k_images.tar.gz"]],
+    "coco_qa": [["cocoqa-2015-05-17.zip (train/, test/)", "http://www.cs.toronto.edu/~mren/research/imageqa/data/cocoqa/"],
+                ["COCO 2014 train/val images into images/", "https://cocodataset.org/#download"]],
+    "nlvr2": [["nlvr2/data/{train,dev,test1}.json into data/", "https://github.com/lil-lab/nlvr/tree/master/nlvr2"],
+              ["images (nlvr2/util/download_images.py or the request form in the README) into images/<split>/",
+               "https://github.com/lil-lab/nlvr/tree/master/nlvr2"]],
+    "vizwiz": [["Annotations.zip (-> Annotations/)", "https://vizwiz.cs.colorado.edu/VizWiz_final/vqa_data/Annotations.zip"],
+               ["train.zip and val.zip (-> train/, val/)", "https://vizwiz.cs.colorado.edu/VizWiz_final/images/"]],
+    "aqua": [["AQUA train/val/test json", "https://github.com/noagarcia/ArtVQA"], ["SemArt images into images/", "https://noagarcia.github.io/SemArt/"]],
+}
 VQA_ATTR = ["what color", "what colour", "what shape", "what kind", "what type", "what material", "what pattern", "what is the color", "what size"]
 
 # (client, dataset key, loader, group label, [(task suffix, task name, rule, answer type)])
@@ -91,7 +110,7 @@ def _tasks_and_clients() -> tuple[list[TaskSpec], list[ClientSpec]]:
             images = "multi" if key == "nlvr2" else "single"
             tasks.append(TaskSpec(
                 id=tid, name=f"{_DATASET_NAME[key]}: {name}", group="vqa", split=label,
-                source=SourceSpec(dataset=_DATASET_NAME[key], variant=name, loader=loader, rule=rule,
+                source=SourceSpec(dataset=_DATASET_NAME[key], variant=name, loader=loader, subset=SUBSET.get(key), rule=source_rule(rule, DOWNLOADS[key]),
                                   license=LICENSE[key], redistributable=False, citation=CITE[key]),
                 images=images, num_images=(2, 2) if key == "nlvr2" else (1, 1), answer_type=ans,
                 metric="token_accuracy" if ans == OPEN else "accuracy",
@@ -108,6 +127,8 @@ CHOICES = [
            reason="GPT judgement (FedMosaic paper Table 13) is not reproducible offline and its prompts are unpublished"),
     Choice(key="tasks.gqa-clients", tag="I", decision="GQA yes/no = answers yes/no; two-choice = structural type 'choose' (options parsed from 'X or Y'); four-choice = structural 'query' with 3 seeded distractors drawn from answers of the same semantic type",
            reason="the paper names the three QA types without defining them"),
+    Choice(key="tasks.gqa-files", tag="I", decision="GQA questions come from questions1.2's train and val balanced sets (rule.files)",
+           reason="the balanced sets are GQA's recommended training data; the test, challenge and submission files carry no answers"),
     Choice(key="tasks.gqa-semantic", tag="I", decision="GQA tasks split by the question's types.semantic (attr / rel / obj / cat / global)", reason="GQA annotates every question with these semantic types, whose names are the FedMosaic paper's Table 13 task names (docs/design-notes.md#hflb-task-rules)"),
     Choice(key="tasks.vqa-attribute", tag="I", decision="Abstract VQA: Number and Yes/No by answer_type; Attribute = answer_type 'other' with an attribute question prefix (source.rule); Others = the remaining 'other' questions",
            reason="VQA's answer_type annotation gives Number and Yes/No directly; Attribute has no annotation, so a question-prefix rule carves it out of 'other'"),

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..sample import AnswerType
 from ..spec import BenchmarkSpec, Choice, ClientSpec, ModelAllocation, ScenarioDefaults, SourceSpec, TaskSpec
-from ._common import COMMON_CHOICES, PAPER, SUBSAMPLING, SUBSAMPLING_CHOICES, fl
+from ._common import COMMON_CHOICES, PAPER, SUBSAMPLING, SUBSAMPLING_CHOICES, fl, source_rule
 
 FREE = AnswerType.FREE_TEXT
 L1, L3, L8 = "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b"
@@ -21,12 +21,24 @@ AYA = "Singh et al. 2024, Aya Dataset: An Open-Access Collection for Multilingua
 FS_LLM = "Kuang et al. 2024, FederatedScope-LLM: A Comprehensive Package for Fine-tuning Large Language Models in Federated Learning"
 
 
+FEDLLM_DL = [["the FedLLM-Bench data archive (README: Google Drive), unzipped into FedLLM-Bench/data/",
+              "https://github.com/rui-ye/FedLLM-Bench"]]
+FLAN_DL = [["the repository (data/dataset1/8/local_training_*.json, data/dataset1/flan_test_200_selected_nstrict_1.jsonl) as FedDPA/",
+            "https://github.com/Lydia-yang/FedDPA"]]
+# FedDPA's dataset1 FLAN tasks (each record's `task` field), in name order: task rank t is FLAN_TASKS[t].
+FLAN_TASKS = ["cola", "definite_pronoun_resolution", "fix_punct", "glue_qqp", "snli", "trec", "web_nlg_en", "wic"]
+# 300 training + 200 test records per FedDPA task (data/dataset1), a quarter shard of which is one task.
+FLAN_SHARD_ITEMS = 125
+
+
 def _text_task(tid: str, name: str, group: str, split: str, dataset: str, loader: str, rule: dict[str, Any], *,
                hub: str | None = None, subset: str | None = None, license: str = "unknown", redis: bool = False,
-               cite: str = "", prov: dict[str, str] | None = None) -> TaskSpec:
+               cite: str = "", prov: dict[str, str] | None = None, download: list[list[str]] | None = None,
+               expected_items: int | None = None) -> TaskSpec:
+    dl = download or ([[f"{dataset}", f"https://huggingface.co/datasets/{hub}"]] if hub else [])
     return TaskSpec(
         id=tid, name=name, group=group, split=split,
-        source=SourceSpec(dataset=dataset, loader=loader, hub_repo=hub, subset=subset, rule=rule,
+        source=SourceSpec(dataset=dataset, loader=loader, hub_repo=hub, subset=subset, rule=source_rule(rule, dl, expected_items),
                           license=license, redistributable=redis, citation=cite),
         images="none", num_images=(0, 0), answer_type=FREE, metric="rouge_l",
         description=name, provenance={"metric": "P", "client_order": "R", "source.rule": "R", **(prov or {})},
@@ -50,8 +62,8 @@ def fed_llm_large() -> BenchmarkSpec:
             for k, rank in enumerate((2 * c - 2, 2 * c - 1), start=1):
                 tid = f"c{c}-chatbotit-u{rank}"
                 tasks.append(_text_task(tid, f"Fed-ChatbotIT user of size rank {rank}", group, "instruction-following", src, "fedllm_bench",
-                                        {"dataset": src, "file": "Fed-ChatbotIT/chatbotit_train.json", "client_rank": rank, "max_items": per_task},
-                                        subset="Fed-ChatbotIT", cite=FEDLLM_BENCH))
+                                        {"dataset": src, "file": "Fed-ChatbotIT/chatbotIT_237c_6k.json", "client_rank": rank, "max_items": per_task},
+                                        subset="Fed-ChatbotIT", cite=FEDLLM_BENCH, download=FEDLLM_DL))
                 ids.append(tid)
         elif c <= 36:  # FedLLM-Bench Fed-Aya: two distinct annotator clients
             src, group = "Fed-Aya", "aya-multilingual"
@@ -60,15 +72,16 @@ def fed_llm_large() -> BenchmarkSpec:
                 tid = f"c{c}-fedaya-u{rank}"
                 tasks.append(_text_task(tid, f"FedLLM-Bench Fed-Aya client of size rank {rank}", group, "multilingual", src, "fedllm_bench",
                                         {"dataset": src, "file": "Fed-Aya/aya_38c_25k.json", "client_rank": rank, "max_items": per_task},
-                                        subset="Fed-Aya", license="apache-2.0", cite=FEDLLM_BENCH + "; " + AYA))
+                                        subset="Fed-Aya", license="apache-2.0", cite=FEDLLM_BENCH + "; " + AYA, download=FEDLLM_DL))
                 ids.append(tid)
         else:  # Fed-FLAN: two different FLAN tasks, disjoint shards
             i = c - 37
             for first, t in ((True, i % 8), (False, (i + 1) % 8)):
                 shard = (i // 8) * 2 + (0 if first else 1)
                 tid = f"c{c}-flan-t{t}-s{shard}"
-                tasks.append(_text_task(tid, f"Fed-FLAN task of name rank {t}, shard {shard}/4", "flan", "nlp-tasks", "Fed-FLAN", "fed_flan",
-                                        {"task_rank": t, "shard": [shard, 4], "max_items": per_task}, cite=FED_FLAN))
+                tasks.append(_text_task(tid, f"Fed-FLAN {FLAN_TASKS[t]} (task rank {t}), shard {shard}/4", "flan", "nlp-tasks", "Fed-FLAN", "fed_flan",
+                                        {"dataset": "dataset1", "task": FLAN_TASKS[t], "include_test": True, "shard": [shard, 4], "max_items": per_task},
+                                        subset="FedDPA", cite=FED_FLAN, download=FLAN_DL, expected_items=FLAN_SHARD_ITEMS))
                 ids.append(tid)
         clients.append(ClientSpec(id=c, group=tasks[-1].group, tasks=ids))
     choices = [
@@ -78,6 +91,8 @@ def fed_llm_large() -> BenchmarkSpec:
         Choice(key="scenarios.dynamic", tag="R", decision="task 1 in rounds 1-2, task 2 in rounds 3-4", reason="the FedMosaic paper shifts tasks at equal intervals in Dynamic (every 5 of DRAKE's 20 rounds); 2 tasks over 4 rounds shift after round 2"),
         Choice(key="fl.eval_every_rounds", tag="R", decision="evaluate every round", reason="with 4 rounds, a 5-round interval would give one point and A_AUC = A_last (docs/design-notes.md#eval-interval)"),
         Choice(key="model_allocations.placement", tag="R", decision="odd clients Llama-3.2-1B, even clients Llama-3.2-3B, so every source has both sizes", reason="FedMosaic paper Table 14 gives counts only"),
+        Choice(key="sources.fed-flan", tag="R", decision="Fed-FLAN is FedDPA's data/dataset1 (8 FLAN tasks: " + ", ".join(FLAN_TASKS) + "), its training files and its test file pooled; a task is the records whose `task` field names it; task rank t = the t-th name in alphabetical order",
+               reason="FedDPA ships two 8-task datasets and its README's example trains on dataset1; the FedMosaic paper does not say which it used"),
         Choice(key="sources.client_rank", tag="R", decision="a source's clients are ranked by item count (descending), ties by client key; rank r is the r-th", reason="the source's client keys are not published in the paper"),
     ]
     return BenchmarkSpec(
@@ -108,7 +123,7 @@ def fed_aya() -> BenchmarkSpec:
         for k, topic in enumerate(AYA_TOPICS):
             tid = f"c{c}-{'-'.join(langs)}-{topic}"
             tasks.append(_text_task(tid, f"Aya {'+'.join(langs)}: {topic}", "multilingual-qa", topic, "Aya Dataset", "aya",
-                                    {"languages": langs, "topic": topic, "topics": AYA_TOPICS, "topic_labels": "aya_topics.json", "max_items": 1125},
+                                    {"split": "train", "languages": langs, "topic": topic, "topics": AYA_TOPICS, "topic_labels": "aya_topics.json", "max_items": 1125},
                                     hub="CohereForAI/aya_dataset", license="apache-2.0", redis=True, cite=AYA,
                                     prov={"split": "R", "source.rule": "R"}))
             ids.append(tid)
@@ -136,19 +151,24 @@ def fed_aya() -> BenchmarkSpec:
 
 
 # --------------------------------------------------------------------------- Fed-Scope
+# Pools per client after the 6,000 cap: CodeAlpaca-20k has 20,022 records (halves ~10,011), GSM8K train 7,473 (halves ~3,736),
+# Dolly 15,011 (sizes from the datasets' cards).
+SCOPE_ITEMS = {"codealpaca-part1": 6000, "codealpaca-part2": 6000, "gsm8k-part1": 3736, "gsm8k-part2": 3736, "dolly": 6000}
+
+
 def fed_scope() -> BenchmarkSpec:
     """5 clients, one dataset each (code, code, math, math, general), Static, 20 rounds x 30 steps."""
     spec_rows = [
-        (1, "code", "codealpaca-part1", "Fed-CodeAlpaca", {"format": "codealpaca", "file": "CodeAlpaca-20k.json", "shard": [0, 2], "max_items": 6000}, "sahil2801/CodeAlpaca-20k", "cc-by-4.0", True),
-        (2, "code", "codealpaca-part2", "Fed-CodeAlpaca", {"format": "codealpaca", "file": "CodeAlpaca-20k.json", "shard": [1, 2], "max_items": 6000}, "sahil2801/CodeAlpaca-20k", "cc-by-4.0", True),
-        (3, "math", "gsm8k-part1", "GSM8K", {"format": "gsm8k", "file": "train.jsonl", "shard": [0, 2], "max_items": 6000}, "openai/gsm8k", "mit", True),
-        (4, "math", "gsm8k-part2", "GSM8K", {"format": "gsm8k", "file": "train.jsonl", "shard": [1, 2], "max_items": 6000}, "openai/gsm8k", "mit", True),
+        (1, "code", "codealpaca-part1", "Fed-CodeAlpaca", {"format": "codealpaca", "file": ["code_alpaca_20k.json", "CodeAlpaca-20k.json"], "shard": [0, 2], "max_items": 6000}, "sahil2801/CodeAlpaca-20k", "cc-by-4.0", True),
+        (2, "code", "codealpaca-part2", "Fed-CodeAlpaca", {"format": "codealpaca", "file": ["code_alpaca_20k.json", "CodeAlpaca-20k.json"], "shard": [1, 2], "max_items": 6000}, "sahil2801/CodeAlpaca-20k", "cc-by-4.0", True),
+        (3, "math", "gsm8k-part1", "GSM8K", {"format": "gsm8k", "file": ["main/train-00000-of-00001.parquet", "train.jsonl"], "shard": [0, 2], "max_items": 6000}, "openai/gsm8k", "mit", True),
+        (4, "math", "gsm8k-part2", "GSM8K", {"format": "gsm8k", "file": ["main/train-00000-of-00001.parquet", "train.jsonl"], "shard": [1, 2], "max_items": 6000}, "openai/gsm8k", "mit", True),
         (5, "general", "dolly", "Dolly-15k", {"format": "dolly", "file": "databricks-dolly-15k.jsonl", "max_items": 6000}, "databricks/databricks-dolly-15k", "cc-by-sa-3.0", True),
     ]
     tasks, clients = [], []
     for c, group, tid, ds, rule, hub, lic, redis in spec_rows:
         tasks.append(_text_task(tid, f"{ds} ({group})", group, group, ds, "instruction_json", rule, hub=hub, subset="main" if ds == "GSM8K" else None,
-                                license=lic, redis=redis, cite=FS_LLM, prov={"source.dataset": "I"}))
+                                license=lic, redis=redis, cite=FS_LLM, prov={"source.dataset": "I"}, expected_items=SCOPE_ITEMS[tid]))
         clients.append(ClientSpec(id=c, group=group, tasks=[tid]))
     choices = [
         Choice(key="clients.datasets", tag="R", decision="clients {code, code, math, math, general} = two halves of CodeAlpaca-20k, two halves of GSM8K train, Dolly-15k",
