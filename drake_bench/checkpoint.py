@@ -2,6 +2,10 @@
 and the raw records so far. Written after every round, atomically, so a run killed at any
 point resumes from the last finished round and ends with identical results.
 
+A checkpoint that cannot be read (``progress.json`` truncated, a round folder or a state file missing or
+corrupt) raises :class:`~drake_bench.errors.CheckpointError` naming the file, with the way out: start the run
+over with ``--no-resume`` (``resume=False`` in Python), or delete the folder.
+
 Layout (one folder per seed)::
 
     <run_dir>/progress.json            # {"completed_rounds": r, "round_dir": "round-0003", records...}
@@ -16,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import CheckpointError, DrakeBenchError
 from .protocol import Message, State
 
 PROGRESS = "progress.json"
@@ -65,16 +70,45 @@ def save(run_dir: Path, progress: RunProgress) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
+def _broken(run_dir: Path, problem: str) -> CheckpointError:
+    return CheckpointError(
+        f"cannot resume from the checkpoint in {run_dir}: {problem}. Start this run over with `--no-resume` "
+        f"(resume=False in Python), which ignores and replaces the checkpoint, or delete {run_dir}"
+    )
+
+
+def _state(run_dir: Path, path: Path, what: str) -> State:
+    if not path.is_file():
+        raise _broken(run_dir, f"{what} {path} is missing")
+    try:
+        return State.load(path)
+    except DrakeBenchError:
+        raise
+    except Exception as exc:  # safetensors' own errors, truncated headers, bad JSON metadata
+        raise _broken(run_dir, f"{what} {path} cannot be read ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+
+
 def load(run_dir: Path) -> RunProgress | None:
+    """The last finished round's progress, or None when the folder holds no checkpoint."""
     path = run_dir / PROGRESS
     if not path.is_file():
         return None
-    doc = json.loads(path.read_text())
+    try:
+        doc = json.loads(path.read_text())
+    except (ValueError, OSError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise _broken(run_dir, f"{path} is not valid JSON ({exc}); it was cut short or edited") from None
+    shape = {"completed_rounds": int, "round_dir": str, "clients": list, "messages": list, "records": dict}
+    wrong = [k for k, t in shape.items() if not isinstance(doc.get(k) if isinstance(doc, dict) else None, t)]
+    if wrong:
+        raise _broken(run_dir, f"{path} lacks or has malformed fields {wrong}")
     rdir = run_dir / doc["round_dir"]
-    clients = {int(c): State.load(rdir / f"client-{c}.safetensors") for c in doc["clients"]}
-    server = State.load(rdir / "server.safetensors") if (rdir / "server.safetensors").is_file() else None
+    if not rdir.is_dir():
+        raise _broken(run_dir, f"the round folder {rdir} that {path} names is missing")
+    clients = {int(c): _state(run_dir, rdir / f"client-{c}.safetensors", f"client {c}'s state") for c in doc["clients"]}
+    server_path = rdir / "server.safetensors"
+    server = _state(run_dir, server_path, "the server state") if server_path.is_file() else None
     messages: dict[int, Message | None] = {int(c): None for c in doc["clients"]}
     for c in doc["messages"]:
-        st = State.load(rdir / f"message-{c}.safetensors")
+        st = _state(run_dir, rdir / f"message-{c}.safetensors", f"the pending message to client {c}")
         messages[int(c)] = Message(tensors=st.tensors, metadata=st.metadata)
     return RunProgress(doc["completed_rounds"], clients, server, messages, doc["records"], doc.get("extra", {}))

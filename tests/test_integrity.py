@@ -182,3 +182,44 @@ def test_an_edited_decoded_copy_is_made_again_from_the_verified_shard(copy):
     with pa.OSFile(str(arrow), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     assert [s.answer for s in BuiltBenchmark.open(root).samples(*SHARD, range(4))] == before
+
+
+# -------------------------------------------------------------------------- checkpoints a user can act on
+def _saved(run_dir: Path) -> Path:
+    import torch
+
+    from drake_bench import checkpoint
+    from drake_bench.protocol import Message, State
+
+    checkpoint.save(run_dir, checkpoint.RunProgress(
+        completed_rounds=2, clients={1: State(tensors={"w": torch.ones(2)}), 2: State(tensors={"w": torch.zeros(2)})},
+        server=State(metadata={"r": 2}), messages={1: Message(tensors={"m": torch.ones(1)}), 2: None},
+        records={"scores": [], "costs": []}, extra={"fingerprint": "f"}))
+    return run_dir
+
+
+def test_a_truncated_progress_file_is_explained_with_the_way_out(tmp_path):
+    from drake_bench import checkpoint
+    from drake_bench.errors import CheckpointError
+
+    run_dir = _saved(tmp_path / "seed-0")
+    assert checkpoint.load(run_dir).completed_rounds == 2
+    progress = run_dir / checkpoint.PROGRESS
+    progress.write_text(progress.read_text()[:25])
+    with pytest.raises(CheckpointError) as err:
+        checkpoint.load(run_dir)
+    text = str(err.value)
+    assert str(progress) in text and "not valid JSON" in text and "--no-resume" in text and "resume=False" in text
+
+
+def test_a_missing_round_folder_or_state_is_explained_with_the_way_out(tmp_path):
+    from drake_bench import checkpoint
+    from drake_bench.errors import CheckpointError
+
+    run_dir = _saved(tmp_path / "seed-0")
+    (run_dir / "round-0002" / "client-2.safetensors").write_bytes(b"\0" * 7)
+    with pytest.raises(CheckpointError, match=r"client 2's state .*client-2\.safetensors cannot be read.*--no-resume"):
+        checkpoint.load(run_dir)
+    shutil.rmtree(run_dir / "round-0002")
+    with pytest.raises(CheckpointError, match=r"round folder .*round-0002 that .*progress\.json names is missing.*--no-resume"):
+        checkpoint.load(run_dir)
