@@ -161,6 +161,7 @@ that can share one frozen base (Fed-ET-style grouping by architecture).
 
 ## Use
 
+<!-- no-test: a sketch (needs a batch, test items and, for llava-1.5-7b, real weights) -->
 ```python
 from drake_bench.models import load_base, ModelPool, lora_config, train_step, predict
 

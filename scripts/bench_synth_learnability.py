@@ -637,8 +637,8 @@ def write_docs(results: dict) -> None:
         lines.append("")
     DOCS.parent.mkdir(parents=True, exist_ok=True)
     DOCS.write_text("\n".join(lines) + "\n")
-    readme = ROOT / "README.md"  # its short drake-synth table has a 'learnt' column read from OUT_JSON
-    readme.write_text(replace_task_table(readme.read_text(), "drake-synth"))
+    page = ROOT / "docs" / "benchmarks.md"  # its short drake-synth table has a 'learnt' column read from OUT_JSON
+    page.write_text(replace_task_table(page.read_text(), "drake-synth"))
 
 
 def main() -> None:
@@ -682,11 +682,11 @@ def main() -> None:
                          "the replaced row is kept under 'previous'")
     ap.add_argument("--no-write", action="store_true", help="print only (probe development)")
     ap.add_argument("--docs-only", action="store_true",
-                    help="rewrite docs/synth_tasks.md and the README's task table from learnability.json; train nothing")
+                    help="rewrite docs/synth_tasks.md and docs/benchmarks.md's task table from learnability.json; train nothing")
     args = ap.parse_args()
     if args.docs_only:
         write_docs(json.loads(OUT_JSON.read_text()))
-        print(f"wrote {DOCS} and the README's task table")
+        print(f"wrote {DOCS} and the task table of docs/benchmarks.md")
         return
     TRAIN_CFG["rn"]["lr"] = TRAIN_CFG["rn-support"]["lr"] = args.rn_lr
     later = args.second or args.v2 or args.rn or args.rn_support  # a later probe on the tasks the earlier runs did not learn

@@ -57,14 +57,14 @@ def test_task_table_lists_every_client_task_in_order(monkeypatch):
     assert rows[-1].startswith("| unseen |") and rows[-1].endswith("| 0/7 |")
 
 
-def test_readme_task_table_is_current():
-    """The README's drake-synth table is generated; regenerate it with replace_task_table if this fails."""
+def test_benchmarks_page_task_table_is_current():
+    """docs/benchmarks.md's drake-synth table is generated: `python scripts/bench_synth_learnability.py --docs-only`."""
     from pathlib import Path
 
     from drake_bench.synth.cards import replace_task_table
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert replace_task_table(readme, "drake-synth") == readme
+    page = (Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md").read_text()
+    assert replace_task_table(page, "drake-synth") == page
 
 
 def test_task_card_says_when_learnability_was_measured_on_other_data(monkeypatch):
