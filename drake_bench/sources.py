@@ -47,10 +47,17 @@ def warn_unconfirmed(loaders: Iterable[Any]) -> list[str]:
     return messages
 
 
+def _short(value: Any) -> str:
+    if isinstance(value, dict) and len(repr(value)) > 80:
+        return "{" + ", ".join(map(repr, list(value)[:4])) + (", ..." if len(value) > 4 else "") + "}"
+    if isinstance(value, list) and len(repr(value)) > 80:
+        return "[" + ", ".join(map(repr, value[:4])) + f", ... ({len(value)} in all)]"
+    return repr(value)
+
+
 def _rule_summary(task: TaskSpec) -> str:
-    rule = {k: v for k, v in task.source.rule.items() if k not in ("download", "expected_items")}
-    text = ", ".join(f"{k}={v!r}" for k, v in rule.items())
-    return text if len(text) < 300 else text[:297] + "..."
+    """The task's partition rule in one line (long lists and keyword maps shortened; download and size left out)."""
+    return ", ".join(f"{k}={_short(v)}" for k, v in task.source.rule.items() if k not in ("download", "expected_items"))
 
 
 def expected_description(task: TaskSpec, loader: Any) -> str:

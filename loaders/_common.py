@@ -192,7 +192,14 @@ def count_records(path: Path) -> int:
     if suffix == ".txt":
         with open(path, encoding="utf-8") as f:
             return sum(1 for _ in f)
-    data = json.loads(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:  # JSON lines under a .json name (NLVR2's data/*.json)
+        lines = [line for line in text.splitlines() if line.strip()]
+        for line in lines:
+            json.loads(line)
+        return len(lines)
     if isinstance(data, list):
         return len(data)
     if isinstance(data, dict):

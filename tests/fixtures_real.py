@@ -25,6 +25,13 @@ from drake_bench.spec import BenchmarkSpec, TaskSpec
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 
 
+def url_file(url: str) -> str:
+    """The file name a downloaded ``image_url`` is saved under: the URL path's last part, %-escapes decoded, no query."""
+    from urllib.parse import unquote, urlsplit
+
+    return unquote(Path(urlsplit(url).path).name)
+
+
 def png(path: Path, shade: int = 0) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
@@ -213,6 +220,8 @@ def write_iconqa(tasks: list[TaskSpec], root: Path, n: int) -> None:
 
 
 # ----------------------------------------------------------------------------- WorldCuisines
+# Hub split -> hf_prompt folder (worldcuisines/vqa tree: hf_prompt/{train,small_eval,large_eval}_task{1,2}).
+WC_FOLDERS = {"train": "train_task{k}", "test_small": "small_eval_task{k}", "test_large": "large_eval_task{k}"}
 WC_INSTRUCTION = "Print only the answer with a single answer id (1,2,3,4,5)."
 WC_DISHES = ["Kelp broth", "Bean stew", "Rice cake", "Fish pie", "Corn soup"]
 
@@ -236,14 +245,11 @@ def write_wcvqa(tasks: list[TaskSpec], root: Path, n: int, images: str = "food-k
     query_ctx.csv); options numbered from 1 with the trailing instruction; images by ``image_url`` from the knowledge base
     ``food-kb/data/*.parquet`` (columns image1_url..image8_url, image1..image8 = {bytes, path}: the authors'
     evaluation/src/base_model.py::get_url_jpg_map), or with ``images="folder"`` as files ``vqa/images/<file name>``."""
-    from drake_bench.loaders.worldcuisines import folder_name
-    from drake_bench.loaders._common import url_file_name
-
     base = root / root_name(tasks[0])
     rows: dict[str, list[dict]] = defaultdict(list)
     for t in tasks:
         r = t.source.rule
-        folder = folder_name(t)
+        folder = WC_FOLDERS[r.get("split", "train")].format(k=r["task"])
         for i in range(n):
             rows[folder].append(wc_row(f"{t.id}-{i}", r["lang"], str(r["prompt_type"]), r["task"], i, folder))
     kb: list[dict] = []
@@ -252,7 +258,7 @@ def write_wcvqa(tasks: list[TaskSpec], root: Path, n: int, images: str = "food-k
         jsonl(base / "hf_prompt" / folder / f"fr_{folder}.jsonl", [{**rs[0], "lang": "fr", "qa_id": "fr-0"}])  # other language
         for k, row in enumerate(rs):
             if images == "folder":
-                png(base / "images" / url_file_name(row["image_url"]), k)
+                png(base / "images" / url_file(row["image_url"]), k)
             else:
                 kb.append({"food_id": row["food_id"], "Name": row["answer"],
                            **{f"image{j}": ({"bytes": png_bytes(k), "path": None} if j == 1 else None) for j in range(1, 9)},
@@ -430,7 +436,7 @@ def write_nlvr2(tasks: list[TaskSpec], root: Path, n: int) -> None:
 
 def vizwiz_row(image: str, question: str, answer: str = "soup") -> dict:
     return {"image": image, "question": question, "answerable": 1, "answer_type": "other",
-            "answers": [{"answer": answer, "answer_confidence": "yes"}] * 3 + [{"answer": "can", "answer_confidence": "maybe"}] * 7}
+            "answers": [{"answer": answer, "answer_confidence": "yes"}] * 7 + [{"answer": "can", "answer_confidence": "maybe"}] * 3}
 
 
 def write_vizwiz(tasks: list[TaskSpec], root: Path, n: int) -> None:
