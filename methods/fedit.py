@@ -2,12 +2,13 @@
 
 With heterogeneous client models, adapters of different architectures cannot be averaged;
 as in the FedMosaic paper, FedIT averages only among clients of the same architecture
-(Fed-ET, spec benchmarks.md section 7), with equal weights ("Vanilla" of Table 7).
+(combined with Fed-ET, App. A.6), with equal weights ("Vanilla" of Table 7).
 
 Round: the client starts from the last global adapter of its architecture (if any), trains
 locally, uploads its whole adapter; the server averages per architecture and sends each
 client its architecture's average. Evaluation uses the client's adapter after local
-training (spec A9); fast adaptation starts from the architecture's average (spec A12).
+training, the model it keeps until the next round (docs/design-notes.md#evaluated-model); fast
+adaptation starts from the architecture's average (docs/design-notes.md#adaptation-init).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ are in docs/findings/toy-learning-rate.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,22 +41,51 @@ class LoraSettings(BaseModel):
 
 
 class LoraClients:
-    """A pool of per-client LoRA adapters over shared frozen bases, with train and predict helpers."""
+    """A pool of per-client LoRA adapters over shared frozen bases, with train and predict helpers.
 
-    def __init__(self, settings: LoraSettings, adapter_names: Sequence[str] = ("default",)):
+    ``settings`` is any config with ``offload_dir`` and ``model_loader`` (and, for the default
+    hooks, ``rank``, ``alpha``, ``learning_rate`` and ``weight_decay``, as :class:`LoraSettings`).
+    A method with other adapters or optimiser settings subclasses it and overrides the hooks
+    :meth:`adapter_config`, :meth:`post_attach` and :meth:`param_groups`; :meth:`train` calls
+    ``after_step`` after every step (FedMosaic computes its relevance gradient there).
+    """
+
+    def __init__(self, settings: BaseModel, adapter_names: Sequence[str] = ("default",)):
         self.settings = settings
         self.adapter_names = tuple(adapter_names)
         self.pool = None
 
-    def setup(self, federation: FederationContext, adapter_config=None) -> None:
-        from drake_bench.models import ModelPool, load_base, lora_config
+    # ------------------------------------------------------------------ hooks
+    def adapter_config(self, model_name: str) -> Any:
+        """The peft config of the adapters on ``model_name``: LoRA of the settings' rank and alpha on the
+        language model's linear layers."""
+        from drake_bench.models import lora_config
+
+        return lora_config(r=self.settings.rank, alpha=self.settings.alpha)
+
+    def post_attach(self, model: Any) -> None:
+        """Called on every new PeftModel before its initial adapter states are captured (e.g. to tie weights)."""
+
+    def param_groups(self, model: Any) -> list[dict[str, Any]]:
+        """AdamW parameter groups of a training round: every trainable parameter at the settings' rate and decay."""
+        params = [p for p in model.parameters() if p.requires_grad]
+        return [{"params": params, "lr": self.settings.learning_rate, "weight_decay": self.settings.weight_decay}]
+
+    # ------------------------------------------------------------------ pool
+    @property
+    def loader(self) -> Callable[..., tuple[Any, Any]]:
+        """What loads a base model and its processor: the zoo's pretrained models, or untrained test models."""
+        from drake_bench.models import load_base
         from drake_bench.models.testing import toy_loader
 
-        cfg = adapter_config or lora_config(r=self.settings.rank, alpha=self.settings.alpha)
+        return load_base if self.settings.model_loader == "zoo" else toy_loader
+
+    def setup(self, federation: FederationContext) -> None:
+        from drake_bench.models import ModelPool
+
         self.pool = ModelPool(
-            federation.allocation, cfg, device=federation.device, offload_dir=self.settings.offload_dir,
-            adapter_names=self.adapter_names, seed=federation.seed,
-            loader=load_base if self.settings.model_loader == "zoo" else toy_loader,
+            federation.allocation, self.adapter_config, device=federation.device, offload_dir=self.settings.offload_dir,
+            adapter_names=self.adapter_names, seed=federation.seed, loader=self.loader, post_attach=self.post_attach,
         )
         self.federation = federation
 
@@ -75,17 +104,25 @@ class LoraClients:
             return self.pool.get_state(client, self.adapter_names[0])
         return {f"{a}/{k}": v for a in self.adapter_names for k, v in self.pool.get_state(client, a).items()}
 
-    def train(self, ctx: ClientContext, batches: Iterable[Sequence[MethodSample]], adapter: str | None = None) -> float:
-        """Local training on the client's batches (active adapter ``adapter``); returns the mean loss."""
+    def train(self, ctx: ClientContext, batches: Iterable[Sequence[MethodSample]], adapter: str | None = None,
+              after_step: Callable[[int, Sequence[MethodSample]], None] | None = None) -> float:
+        """Local training on the client's batches (active adapter ``adapter``) with a fresh AdamW over
+        :meth:`param_groups`; returns the mean loss. ``after_step(step, batch)`` runs after every step
+        (steps count the non-empty batches from 1), with the client's model still swapped in."""
         from drake_bench.models import train_step
 
         pool = self.pool
         with pool.use(ctx.client_id) as model:
             if adapter is not None:
                 model.set_adapter(adapter)
-            params = [p for p in model.parameters() if p.requires_grad]
-            opt = torch.optim.AdamW(params, lr=self.settings.learning_rate, weight_decay=self.settings.weight_decay)
-            losses = [train_step(model, pool.processor(ctx.client_id), list(batch), opt) for batch in batches if len(batch)]
+            opt = torch.optim.AdamW(self.param_groups(model))
+            losses: list[float] = []
+            for batch in batches:
+                if not len(batch):
+                    continue
+                losses.append(train_step(model, pool.processor(ctx.client_id), list(batch), opt))
+                if after_step is not None:
+                    after_step(len(losses), batch)
             if adapter is not None:
                 model.set_adapter(self.adapter_names[0])
         return float(sum(losses) / len(losses)) if losses else 0.0
@@ -145,5 +182,6 @@ class LoraMethod:
         return self.clients.predict(ctx, queries)
 
     def adaptation_state(self, architecture: str, client_states: dict[int, State], server_state: State) -> State:
-        """Spec A12: the within-architecture average of the final local adapters."""
+        """The within-architecture average of the final local adapters, the paper's "aggregated local
+        models" of Fig. 7 (docs/design-notes.md#adaptation-init)."""
         return State(tensors=average([s.tensors for s in client_states.values()]))

@@ -1,8 +1,8 @@
 """SFT: every client fine-tunes its own LoRA adapter on its own stream; nothing is shared.
 
-The personalisation baseline of the DRAKE paper (spec benchmarks.md section 7): zero
-communication, Self as high as local data allows, Others only what the frozen base knows.
-Fast adaptation starts from the within-architecture average of the final adapters (spec A12).
+The local-training baseline of the FedMosaic paper (Table 2, Sec. 6.2): zero communication, Self as
+high as local data allows, Others only what the frozen base knows. Fast adaptation starts from
+the within-architecture average of the final adapters (docs/design-notes.md#adaptation-init).
 """
 
 from __future__ import annotations

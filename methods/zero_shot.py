@@ -2,7 +2,7 @@
 
 Every client keeps its freshly initialised LoRA adapter (B = 0, so the model *is* the frozen
 base) and ignores its stream; nothing is uploaded. It reports what the models know before any
-federated training (spec benchmarks.md Table 10 is the paper's zero-shot table), which is what
+federated training (the FedMosaic paper's Table 10 is its zero-shot table), which is what
 tells learning from interference in the other rows: a method whose Others falls below zero-shot
 has made its clients worse at the other clients' tasks.
 

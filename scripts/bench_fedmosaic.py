@@ -2,8 +2,9 @@
 
 Runs every method through ``drake_bench.evaluator.run`` (checkpointed: an interrupted run resumes),
 copies each result JSON under ``leaderboard/``, and writes ``leaderboard/drake-synth-dynamic.md``
-(summary table + an honest paragraph on the spec-13 claims), an accuracy-over-rounds plot and the
-last FedMosaic relevance matrix (seed of the first run, clients ordered by group) as PNGs.
+(summary table + an honest paragraph on whether the FedMosaic paper's orderings hold at toy scale),
+an accuracy-over-rounds plot and the last FedMosaic relevance matrix (seed of the first run, clients
+ordered by group) as PNGs.
 
     python scripts/bench_fedmosaic.py --seeds 0 1 2 --rounds 4 --local-steps 5 --others-subsample 2
     python scripts/bench_fedmosaic.py --methods sft fedit ...      # a subset (e.g. two processes)
@@ -150,7 +151,7 @@ def report(a: argparse.Namespace) -> None:
         inside = all(abs(o[x][0] - o[y][0]) <= max(o[x][1], o[y][1]) for i, x in enumerate(order3) for y in order3[i + 1:])
         sft_gap = sl["sft"][0] - o["sft"][0]
         fmt = lambda d: ", ".join(f"{LABELS[m]} {d[m][0]:.2f} ± {d[m][1]:.2f}" for m in METHODS)  # noqa: E731
-        lines += ["", "## Claims (spec fedmosaic.md 13.7)", "",
+        lines += ["", "## Claims (the FedMosaic paper's orderings: Tables 2 and 7)", "",
                   f"- FedMosaic Others > SFT Others: A_last **{verdict(o['fedmosaic'], o['sft'])}**, A_AUC "
                   f"**{verdict(oa['fedmosaic'], oa['sft'])}**. Others A_last: {fmt(o)}; Others A_AUC: {fmt(oa)}.",
                   f"- Others ordered FedIT <= FedIT+PQ-LoRA <= FedMosaic (A_last, means only): "

@@ -88,7 +88,7 @@ def test_model_alignment_llama_pivot_qwen2() -> None:
         assert orthonormality_error_rows(a) < 1e-4 and orthonormality_error_cols(b) < 1e-4
     for key, (a, b) in pq.pq_bases(models["S"]).items():
         assert torch.equal(a, pivot_before[key][0]) and torch.equal(b, pivot_before[key][1])
-    # different token sequences -> per-sample mean pairing (B5)
+    # different token sequences -> per-sample mean pairing (token-wise L2 needs identical sequences)
     other = [{"input_ids": x.flip(1), "attention_mask": torch.ones_like(x)} for x in ids]
     from drake_bench.methods.fedmosaic.alignment import align_to_pivot
     rep2 = align_to_pivot(models["S"], models["Q"], batches, other, cfg)

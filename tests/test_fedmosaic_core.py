@@ -138,7 +138,7 @@ def test_hetlora_aggregation_shapes_and_values() -> None:
         assert torch.allclose(out[i]["pq.0.x.P"], manual[:r, :r], atol=1e-6)
 
 
-def test_accounting_reproduces_spec_section9_numbers() -> None:
+def test_accounting_reproduces_the_paper_communication_numbers() -> None:
     d3b = acc.decoder_linear_dims(3072, 8192, 24, 8, 128)
     assert acc.full_lora_elements(28, d3b, 128) == 194_510_848
     pay = acc.fedmosaic_payload(28, d3b, 128, 4, grad_numel=2048 * 8192, n_s=0.4)

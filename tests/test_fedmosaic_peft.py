@@ -17,7 +17,7 @@ CFG = FedMosaicConfig.toy()
 
 
 def tiny(kind: str, seed: int = 0) -> torch.nn.Module:
-    """Spec-13 toy bases S (Llama 64x4), L (Llama 96x8), Q (Qwen2 80x6)."""
+    """Toy bases S (Llama 64x4), L (Llama 96x8), Q (Qwen2 80x6)."""
     torch.manual_seed(seed)
     common = dict(vocab_size=300, tie_word_embeddings=True, max_position_embeddings=128)
     if kind == "S":
@@ -60,7 +60,7 @@ def test_trainable_set_frozen_orthonormal_bases_and_gates() -> None:
     gates = [n for n in trainable if ".lora_beta." in n]
     assert len(gates) == 4  # one beta per decoder layer (Alg. 1)
     assert set(pq.gate_values(m).values()) == {0.5}
-    # per-module gates remain available (B11 option)
+    # per-module gates remain available (an option beside Algorithm 1's per-layer gate)
     m2 = pq.attach_fedmosaic(tiny("S"), CFG, gate_granularity="module")
     assert sum(".lora_beta." in n for n, _ in m2.named_parameters()) == 4 * 7
     # switching adapters through peft keeps A/B frozen (frozen_peft_weight_names)

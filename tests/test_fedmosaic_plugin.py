@@ -1,4 +1,4 @@
-"""FedMosaic plugin through the standard evaluator: spec-9 accounting of measured bytes, protocol
+"""FedMosaic plugin through the standard evaluator: measured bytes against the App. A.9 element count, protocol
 invariants (identical P/Q shapes across families, customised messages, RELA rows), exact resume.
 
 A 4-client toy benchmark (conftest's ToyLoader: yes/no items with 8x8 images) with tiny zoo models
@@ -72,15 +72,15 @@ def clean(bench, tmp_path_factory):
 
 
 def _expected_payload(name: str, ws_name: str, cfg: FedMosaicConfig, send_grad: bool = True) -> acc.Payload:
-    """Spec-9 formula from the zoo configs of the client's model and of W_s (not from the message)."""
+    """The App. A.9 element count from the zoo configs of the client's model and of W_s (not from the message)."""
     text = tiny_config(name).text_config
     layers, dims = acc.dims_from_hf_config(text)
     ws_text = tiny_config(ws_name).text_config
-    d_g = ws_text.hidden_size * ws_text.intermediate_size  # down_proj of W_s's last decoder layer (B9)
+    d_g = ws_text.hidden_size * ws_text.intermediate_size  # down_proj of W_s's last decoder layer (grad_layer)
     return acc.fedmosaic_payload(layers, dims, cfg.rank, cfg.n_blocks, d_g if send_grad else 0, cfg.n_s)
 
 
-def test_measured_uplink_and_downlink_equal_the_spec9_formula(clean):
+def test_measured_uplink_and_downlink_equal_the_element_count(clean):
     res = clean[0]
     cfg = FedMosaic.Config(**METHOD_CFG)
     ws = "tiny-llava-qwen2-s"  # the smallest base of the allocation
@@ -132,8 +132,8 @@ def test_resume_after_interruption_is_exact(bench, clean, tmp_path, monkeypatch)
     out = tmp_path / "crash"
     cfg = _cfg(bench, out, method="fedmosaic-crash")
     monkeypatch.setattr(CrashingFedMosaic, "FAIL_ON", (3, 2))
-    with pytest.raises(PluginError, match="interrupted"):
-        run(cfg)
+    with pytest.raises(PluginError, match="interrupted"):  # inline: a worker would not see the patched class
+        run(cfg.model_copy(update={"isolation": "inline"}))
     monkeypatch.setattr(CrashingFedMosaic, "FAIL_ON", None)
     assert json.loads(next(out.rglob("progress.json")).read_text())["completed_rounds"] == 2
     resumed = run(cfg)
@@ -164,3 +164,21 @@ def test_fedit_pqlora_ablation_equal_weights_no_gradient(bench, tmp_path):
     for k, v in msgs[1].tensors.items():
         if k.startswith("pq."):
             assert all(torch.equal(v, msgs[c].tensors[k]) for c in msgs)
+
+
+def test_plugin_configs_take_their_defaults_from_the_toy_profile() -> None:
+    from drake_bench.methods.fedmosaic.config import TOY_PROFILE, FedMosaicPluginConfig
+
+    toy, paper = FedMosaic.Config(), FedMosaicConfig()
+    assert toy.model_dump(include=set(TOY_PROFILE)) == FedMosaicConfig.toy().model_dump(include=set(TOY_PROFILE))
+    assert any(getattr(toy, k) != getattr(paper, k) for k in TOY_PROFILE)
+    # each field is declared once: same type, bounds and description as in config.py, only the default moves
+    for cls in (FedMosaic.Config, FedITPQLoRA.Config):
+        for name, info in cls.model_fields.items():
+            ref = FedMosaicPluginConfig.model_fields[name]
+            assert (info.annotation, info.description, info.metadata) == (ref.annotation, ref.description, ref.metadata)
+    with pytest.raises(ValueError):
+        FedMosaic.Config(rank=0)
+    ablation = FedITPQLoRA.Config()
+    assert (ablation.dual_path, ablation.weighting, ablation.conv_agg) == (False, "equal", "equal_within_type")
+    assert ablation.rank == TOY_PROFILE["rank"]

@@ -1,9 +1,9 @@
-"""Communication and compute accounting for FedMosaic (spec sections 8-9).
+"""Communication and compute accounting for FedMosaic (App. A.8 compute, App. A.9 communication).
 
-Uplink per client and round ([R] spec 9 formula):
+Uplink per client and round ([R], the count behind the paper's App. A.9 percentages):
     up = sum_conv r (d_in + d_out) + sum_PQ (r^2 + r) + ceil(N_s * d_g),
 down = the same without the gradient term; times bytes per element (bf16 = 2, [R]).
-The W_s gradient overhead per client iteration ([R] spec 8) is
+The W_s gradient overhead per client iteration ([R], App. A.8) is
     (forward of W_s + backward down to its last layer) / m, relative to the client's own
     forward + backward, counted analytically as 2 * params * tokens FLOPs per forward.
 """
@@ -65,7 +65,7 @@ def full_lora_elements(num_layers: int, dims: LayerDims, rank: int) -> int:
 
 def fedmosaic_payload(num_layers: int, dims: LayerDims, rank: int, n_blocks: int, grad_numel: int,
                       n_s: float, pq_layers: Sequence[int] | None = None, send_conv: bool = True) -> Payload:
-    """The spec-9 formula; ``send_conv=False`` for conv_agg='none' (only P/Q and g uploaded)."""
+    """The uplink/downlink element count above; ``send_conv=False`` for conv_agg='none' (only P/Q and g uploaded)."""
     pq_idx = set(pq_layers if pq_layers is not None else pq_layer_indices(num_layers, n_blocks))
     per_conv_layer = sum(rank * (di + do) for di, do in dims.values())
     conv = (num_layers - len(pq_idx)) * per_conv_layer if send_conv else 0
@@ -110,7 +110,7 @@ def ws_overhead_ratio(ws_flops: int, client_flops: int, m: int) -> float:
 
 def alignment_overhead(n_types: int, public_size: int, batch_size: int, n_clients: int, rounds: int,
                        local_steps: int) -> float:
-    """One-off alignment iterations amortised over all client iterations (spec 2 Cost, A.8)."""
+    """One-off alignment iterations amortised over all client iterations (App. A.8: 6.25% at the paper's scale)."""
     return (n_types - 1) * math.ceil(public_size / batch_size) / (n_clients * rounds * local_steps)
 
 

@@ -1,19 +1,21 @@
-"""PQ-LoRA weight alignment, once before federation (spec section 2, Algs. 3-4).
+"""PQ-LoRA weight alignment, once before federation (Sec. 4.2.2, App. A.5, Algorithms 3-4).
 
-Choices recorded (spec section 12):
-- Pivot = the smallest model type ([P] A.29), star topology: every other type aligns to it (B15).
-- Step A [P]: minimise mean_x ||A_p h_p(x) - A_j h_j(x)||^2 + lambda ||A_j A_j^T - I_r||_F^2 over the
-  non-pivot A_j only (B4: the rows-orthonormal form; the paper's A^T A is dimensionally wrong),
-  Adam + cosine schedule, then A_j <- U V_r^T from the thin SVD (Eq. 21-23).
+Choices (docs/design-notes.md#fedmosaic-choices):
+- Pivot = the smallest model type ([P] App. A.29); [R] with more types, a star: every other type
+  aligns to it.
+- Aligning A [P]: minimise mean_x ||A_p h_p(x) - A_j h_j(x)||^2 + lambda ||A_j A_j^T - I_r||_F^2 over
+  the non-pivot A_j only ([R] the rows-orthonormal form; Eq. 20's A^T A cannot reach I for r < d),
+  Adam + cosine schedule, then A_j <- U V_r^T from the thin SVD (Eqs. 21-23).
 - Hidden states are those of the frozen base (adapters disabled = the paper's LoRA scale 0).
-- Token pairing (B5 [R]): token-wise when both models see identical token sequences (same
-  tokenizer and masks), otherwise the per-sample masked mean over tokens.
-- Step B: regularised CCA (covariance + eps*trace/d*I, whitening via eigh, B6 [R]) with r
-  components on H = the frozen base module output W h_I (B6 [R]; 'literal' = B(A h) with P := I
-  is kept as an option), B_j <- (Pi_j^+)^T Pi_p^T B_p (Eq. 19 with indices fixed, B17), then
-  re-orthonormalised by the thin SVD (the paper's claim that it stays orthonormal is false).
-- Rank heterogeneity (spec 7 [R]): the first min(r_p, r_j) rows of A (columns of B) are aligned,
-  the rest completed with random orthonormal directions.
+- [R] Token pairing: token-wise when both models see identical token sequences (same tokenizer
+  and masks), otherwise the per-sample masked mean over tokens.
+- Aligning B: [R] regularised CCA (covariance + eps*trace/d*I, whitening via eigh) with r
+  components on H = the frozen base module output W h_I ([R]: the adapter's own output is zero
+  while P = 0; 'literal' = B(A h) with P := I is kept as an option), B_j <- (Pi_j^+)^T Pi_p^T B_p
+  (Eq. 19 with its indices fixed), then re-orthonormalised by the thin SVD (the mapping does not
+  keep B orthonormal, whatever App. A.5 says).
+- [R] Rank heterogeneity (App. A.24): the first min(r_p, r_j) rows of A (columns of B) are
+  aligned, the rest completed with random orthonormal directions.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ Batch = Mapping[str, torch.Tensor]
 # ----------------------------------------------------------------------------------------------
 
 def orth_penalty(a: torch.Tensor) -> torch.Tensor:
-    """||A A^T - I_r||_F^2 (B4)."""
+    """||A A^T - I_r||_F^2 (Eq. 20's penalty in the form defined for r < d)."""
     eye = torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
     return ((a @ a.T - eye) ** 2).sum()
 
@@ -98,7 +100,7 @@ def _inv_sqrt_psd(c: torch.Tensor) -> torch.Tensor:
 def cca(x: torch.Tensor, y: torch.Tensor, r: int, eps: float = 1e-4) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Regularised CCA with ``r`` components: (Pi_x (d_x x r), Pi_y (d_y x r), correlations (r,)).
 
-    Covariances get a ridge eps*trace/d (B6 [R]); computed in float64 for stability.
+    Covariances get a ridge eps*trace/d ([R]); computed in float64 for stability.
     """
     if x.shape[0] != y.shape[0]:
         raise ValueError("x and y must be paired row by row")

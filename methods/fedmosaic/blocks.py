@@ -2,11 +2,11 @@
 
 The decoder is split into ``n_blocks`` equal blocks by relative depth and PQ-LoRA sits on the
 last layer of each block, so every architecture exposes the same number of PQ layers, matched
-across architectures by block index ``k`` (spec section 1.2).
+across architectures by block index ``k`` (Sec. 4.2.1).
 
-Choice recorded (spec B1, [R]): Eq. 6 with 1-based indices I_k = k*floor(L/N_B) for k < N_B and
-I_{N_B} = L is the default; the printed Algorithm 2 rule (n*floor(L/N_B) + L mod N_B) is
-available as ``rule="alg2"``. They coincide whenever L is divisible by N_B.
+[R] Eq. 6 with 1-based indices I_k = k*floor(L/N_B) for k < N_B and I_{N_B} = L is the default;
+the rule printed in Algorithm 2 (n*floor(L/N_B) + L mod N_B, App. A.35) is available as
+``rule="alg2"``. They coincide whenever L is divisible by N_B (docs/design-notes.md#fedmosaic-choices).
 """
 
 from __future__ import annotations
@@ -46,8 +46,3 @@ def layer_relative_name(key: str) -> str | None:
     """Path below the decoder layer (``self_attn.q_proj``); identical across Llama and Qwen2."""
     match = _LAYER_RE.search(key)
     return key[match.end():] if match else None
-
-
-def block_of_layer(layer: int, pq_layers: list[int]) -> int | None:
-    """Block index k (0-based) for a PQ layer, None for a conventional-LoRA layer."""
-    return pq_layers.index(layer) if layer in pq_layers else None

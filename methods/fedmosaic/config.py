@@ -1,84 +1,193 @@
-"""Typed FedMosaic configuration: paper defaults, a toy CPU profile and every [I]/[R] choice.
+"""Typed FedMosaic configuration: the paper's defaults, a toy CPU profile, and every choice the paper leaves open.
 
-Paper defaults follow spec section 6 (FedMosaic, A.6/A.17/A.18). Fields whose value is an
-inference or recommendation of the spec rather than a statement of the paper say so in their
-description; ``choices()`` lists them for run metadata.
+Paper defaults follow the FedMosaic paper (App. A.6 training, App. A.17 alignment, App. A.18
+hyperparameter analysis). Each field's description starts with a tag: [P] the paper states the
+value, [I] inferred from the paper, [R] drake_bench's recommendation where the paper is silent or
+contradicts itself; ``choices()`` lists the [I]/[R] fields. ``docs/design-notes.md#fedmosaic-choices``
+gives the longer reasons.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic.fields import FieldInfo
 
 from .blocks import BlockRule, pq_layer_indices
 
-#: All linear modules of a Llama/Qwen2 decoder layer (spec 1.1 [P]; B2: all of them are PQ in a PQ layer).
+#: All linear modules of a Llama/Qwen2 decoder layer (App. A.6: LoRA on all linear layers); in a PQ
+#: layer every one of them is PQ-LoRA, which matches the paper's 4-of-28-layers saving (App. A.9).
 DEFAULT_TARGET_MODULES: tuple[str, ...] = (
     "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
 )
 
+#: [R] The toy CPU profile: the values that differ from the paper's for the tiny zoo models of the
+#: embedded benchmarks (docs/design-notes.md#fedmosaic-toy-profile). lr_other equals the LoRA
+#: baselines' toy learning rate (methods/lora_clients.py), so comparisons are fair; lr_pq keeps the
+#: paper's 2.5x ratio (5e-5 / 2e-5).
+TOY_PROFILE: dict[str, Any] = dict(
+    rank=8, lora_alpha=16.0, n_blocks=2, lr_pq=7.5e-3, lr_other=3e-3, batch_size=8,
+    rounds=8, local_steps=25, grad_interval=5, public_size=500, align_lr=1e-3, align_batch_size=8,
+)
+
 
 class FedMosaicConfig(BaseModel):
-    """FedMosaic hyperparameters (RELA + PQ-LoRA). Defaults = the paper's MLLM setting."""
+    """FedMosaic hyperparameters (RELA + PQ-LoRA). Defaults = the paper's multi-modal (MLLM) setting."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # --- adapters (spec 1) ---
-    rank: int = Field(128, ge=1, description="[P] LoRA/PQ rank r: 128 for MLLMs, 16 for text LLMs.")
+    # --- adapters (Sec. 4.2, App. A.5) ---
+    rank: int = Field(
+        128, ge=1,
+        description="[P] Rank r of every adapter: LoRA's A is r x d_in and B is d_out x r; PQ-LoRA's shared P is "
+                    "r x r and Q has r entries. The paper uses 128 for multi-modal models, 16 for text LLMs (App. A.6).")
     lora_alpha: float | None = Field(
-        None, description="[R] conventional-LoRA alpha; None = 2*rank (LLaVA default, B12). PQ-LoRA is unscaled.")
-    n_blocks: int = Field(4, ge=1, description="[P] N_B, number of PQ layers (one per depth block).")
-    block_rule: BlockRule = Field("eq6", description="[R] B1: Eq. 6 indices (default) or printed Alg. 2 rule.")
-    target_modules: tuple[str, ...] = Field(DEFAULT_TARGET_MODULES, description="[P] A.6 all 7 linear modules.")
-    dual_path: bool = Field(True, description="[P] Eq. 7 local/global dual adapter with sigmoid gate.")
-    gate_init: float = Field(0.0, description="[P] Alg. 1: beta = 0 so sigmoid(beta) = 0.5.")
+        None,
+        description="[R] Scaling numerator of the conventional LoRA layers (their update is scaled by lora_alpha / "
+                    "rank); None means 2 x rank, LLaVA's default. PQ-LoRA layers are never scaled (Eq. 5).")
+    n_blocks: int = Field(
+        4, ge=1,
+        description="[P] N_B, how many decoder layers carry PQ-LoRA (the paper: 4): the decoder is cut into N_B equal "
+                    "blocks by depth and the last layer of each block gets PQ-LoRA (Eq. 6), so models of different "
+                    "depths share N_B matching layers.")
+    block_rule: BlockRule = Field(
+        "eq6",
+        description="[R] Which layer ends a block when the depth is not a multiple of N_B: 'eq6' as Eq. 6, 'alg2' "
+                    "as the index rule printed in Algorithm 2 (App. A.35). Both agree when N_B divides the depth.")
+    target_modules: tuple[str, ...] = Field(
+        DEFAULT_TARGET_MODULES,
+        description="[P] Linear modules of a decoder layer that get adapters (App. A.6: all of them); in a PQ layer "
+                    "all are PQ-LoRA. Used by attach_fedmosaic; the drake_bench plugin always adapts these seven "
+                    "modules of the language model only (the vision tower stays frozen) and does not read it.")
+    dual_path: bool = Field(
+        True,
+        description="[P] Give every adapted layer a trainable local adapter plus a frozen copy of the server's "
+                    "customised global adapter, mixed by a learned gate (Eq. 7). False: one adapter only.")
+    gate_init: float = Field(
+        0.0,
+        description="[P] Initial gate parameter beta; local and global are mixed by sigmoid(beta), so 0 starts "
+                    "them at half each (Algorithm 1).")
     gate_granularity: Literal["layer", "module"] = Field(
-        "layer", description="[P]/[R] B11: one beta per decoder layer (Alg. 1); per-module is an option.")
-    pq_init: Literal["zeros"] = Field("zeros", description="[R] B10: P = 0, Q = 0 for every client.")
-    pq_seed: int = Field(0, description="Seed of the random orthonormal A/B of the pivot (and pre-alignment).")
+        "layer",
+        description="[P] 'layer': one gate per decoder layer, shared by all its adapted modules (Algorithm 1); "
+                    "[R] 'module': one gate per adapted module.")
+    pq_init: Literal["zeros"] = Field(
+        "zeros",
+        description="[R] Initial P and Q of every client: zeros, so every model starts exactly at its pretrained "
+                    "base and all clients share one starting point.")
+    pq_seed: int = Field(
+        0, description="Seed of the random orthonormal A and B of every PQ module before alignment, and of the "
+                       "alignment's shuffling.")
 
-    # --- optimisation (spec 4, 6) ---
-    lr_pq: float = Field(5e-5, gt=0, description="[P] lr of P and Q (MLLM).")
-    lr_other: float = Field(2e-5, gt=0, description="[P] lr of other trainables; [R] = conv LoRA and beta.")
-    batch_size: int = Field(4, ge=1, description="[P]")
-    rounds: int = Field(20, ge=1, description="[P] R.")
+    # --- optimisation (App. A.6) ---
+    lr_pq: float = Field(
+        5e-5, gt=0, description="[P] AdamW learning rate of P and Q (the paper: 5e-5 for multi-modal models, App. A.6).")
+    lr_other: float = Field(
+        2e-5, gt=0,
+        description="[P] AdamW learning rate of every other trainable parameter (the paper: 2e-5, App. A.6); [R] these "
+                    "are the conventional LoRA layers and the gates.")
+    batch_size: int = Field(
+        4, ge=1,
+        description="[P] Training items per local step (the paper: 4, App. A.6). Informational in drake_bench: the "
+                    "benchmark's schedule sets the batch size.")
+    rounds: int = Field(
+        20, ge=1,
+        description="[P] Federated rounds R (the paper: 20, App. A.6). Informational in drake_bench: the benchmark "
+                    "sets them.")
     local_steps: int = Field(
-        86, ge=1, description="[R] B14: compute-matched 100/1.161 = 86 (training-only factor gives 91).")
+        86, ge=1,
+        description="[R] Local steps per round: the paper trains 100 at equal compute across methods, and a FedMosaic "
+                    "step costs 1.161 plain LoRA steps (App. A.8), so 100 / 1.161 = 86 (91 counting training "
+                    "overhead only). Informational in drake_bench: the benchmark sets it (see --compute-matched).")
 
-    # --- alignment (spec 2) ---
-    align_lambda: float = Field(0.5, ge=0, description="[P] lambda of ||A A^T - I||_F^2 (B4 row form).")
-    align_lr: float = Field(5e-5, gt=0, description="[P] A.17 Adam + cosine, 1 epoch.")
-    align_epochs: int = Field(1, ge=1, description="[P]")
-    align_batch_size: int = Field(4, ge=1, description="[P]")
-    public_size: int = Field(5000, ge=1, description="[P] |D_p| (MLLM); [R] 5k public instructions for LLMs.")
-    pivot: Literal["smallest", "largest"] = Field("smallest", description="[P] A.29 smallest model as pivot.")
+    # --- weight alignment of PQ-LoRA (Sec. 4.2.2, App. A.5, A.17) ---
+    align_lambda: float = Field(
+        0.5, ge=0,
+        description="[P] Weight lambda of the orthogonality penalty ||A A^T - I||_F^2 added to the L2 loss that "
+                    "aligns A (Eq. 20, written A A^T so that it is defined for r < d).")
+    align_lr: float = Field(
+        5e-5, gt=0,
+        description="[P] Adam learning rate of the A alignment, with a cosine schedule (the paper: 5e-5, App. A.17).")
+    align_epochs: int = Field(1, ge=1, description="[P] Passes over the public data when aligning A (App. A.17).")
+    align_batch_size: int = Field(
+        4, ge=1,
+        description="[P] Public samples per alignment step (the paper: 4, App. A.17). When aligning token by token "
+                    "the plugin turns it into token rows (samples x mean tokens per sample).")
+    public_size: int = Field(
+        5000, ge=1,
+        description="[P] |D_p|, public samples for the one-off alignment (App. A.17: 5,000 from LLaVA-Instruct; "
+                    "[R] 5,000 public instructions for text LLMs). drake_bench draws them from the benchmark's "
+                    "public data, disjoint from every task.")
+    pivot: Literal["smallest", "largest"] = Field(
+        "smallest",
+        description="[P] The architecture every other one is aligned to: the smallest model (App. A.29) or the largest.")
     cca_features: Literal["base_output", "literal"] = Field(
-        "base_output", description="[R] B6: CCA on frozen base output W h; 'literal' = B(A h) with P := I.")
-    cca_eps: float = Field(1e-4, ge=0, description="[R] ridge eps*trace/d added to CCA covariances.")
+        "base_output",
+        description="[R] Features whose canonical correlation aligns B: 'base_output' = the frozen layer's output "
+                    "W h; 'literal' = B(A h) with P set to the identity, as Algorithm 4 reads (with P = 0 the "
+                    "adapter's output is all zeros, so it cannot be used as is).")
+    cca_eps: float = Field(
+        1e-4, ge=0,
+        description="[R] Ridge eps x trace / d added to the CCA covariance matrices, for numerical stability.")
     token_pairing: Literal["auto", "token", "mean"] = Field(
-        "auto", description="[R] B5: token-wise L2 when sequences match, per-sample masked mean otherwise.")
+        "auto",
+        description="[R] How two models' activations on a public sample are paired for the L2 loss: 'token' one "
+                    "row per token (needs identical token sequences, i.e. one tokenizer), 'mean' the masked mean "
+                    "over the sample's tokens, 'auto' token-wise when the sequences match, else the mean.")
 
-    # --- RELA (spec 3) ---
-    tau: float = Field(0.5, gt=0, description="[P] softmax temperature.")
-    ema_alpha: float = Field(0.5, ge=0, le=1, description="[P] EMA ratio alpha.")
+    # --- RELA, relevance-guided aggregation (Sec. 4.1, App. A.18-A.22) ---
+    tau: float = Field(
+        0.5, gt=0,
+        description="[P] Softmax temperature tau of the aggregation weights w_ij = softmax_j(cos(g_i, g_j) / tau) (Eq. 4).")
+    ema_alpha: float = Field(
+        0.5, ge=0, le=1,
+        description="[P] EMA ratio alpha of the decayed client gradient, g <- (1 - alpha) g + alpha g_new (Eq. 2).")
     ema_unit: Literal["round", "step"] = Field(
-        "round", description="[R] B7: Alg. 1 semantics (EMA once per round over the mean) by default.")
-    n_s: float = Field(0.4, gt=0, le=1, description="[P] fraction of last-layer gradient coordinates kept.")
-    mu: float = Field(1e-4, ge=0, description="[P] Gaussian noise std of the sanitisation.")
-    grad_interval: int = Field(10, ge=1, description="[P] m: W_s gradient every m iterations.")
+        "round",
+        description="[R] When the EMA is applied: 'round' once per round to the mean of that round's gradients "
+                    "(Algorithm 1); 'step' after every gradient computation (Eq. 2 as written; with alpha 0.5 it "
+                    "weighs mostly the last few batches).")
+    n_s: float = Field(
+        0.4, gt=0, le=1,
+        description="[P] N_s, fraction of the gradient's coordinates kept and uploaded, chosen by one random mask "
+                    "shared by all clients (Eq. 3).")
+    mu: float = Field(
+        1e-4, ge=0, description="[P] Standard deviation mu of the Gaussian noise added to every gradient before upload (Eq. 3).")
+    grad_interval: int = Field(
+        10, ge=1,
+        description="[P] m: the small frozen model W_s computes a relevance gradient every m local steps (the paper: "
+                    "10, Sec. 4.1 and App. A.8).")
     grad_layer: Literal["down_proj", "lm_head"] = Field(
-        "down_proj", description="[I] B9: down_proj of the last decoder layer of W_s (fits A.9 numbers).")
-    mask_seed: int = Field(0, description="[R] B8: server seed of the single shared mask.")
+        "down_proj",
+        description="[I] Weight of W_s whose gradient measures relevance: 'down_proj' of its last decoder layer "
+                    "(this size reproduces the paper's communication figures, App. A.9) or 'lm_head'.")
+    mask_seed: int = Field(
+        0,
+        description="[R] Seed of the one coordinate mask the server draws for all clients and rounds (Algorithm 1); "
+                    "per-client masks would make the cosine similarities meaningless.")
     conv_agg: Literal["rela_within_type", "equal_within_type", "none"] = Field(
-        "rela_within_type", description="[R] B3: conventional-LoRA aggregation within a model type.")
+        "rela_within_type",
+        description="[R] How conventional-LoRA layers, which only clients of one architecture can average, are "
+                    "aggregated: 'rela_within_type' RELA weights renormalised over the client's architecture, "
+                    "'equal_within_type' equal weights there, 'none' not shared (only P and Q travel).")
 
-    # --- rank heterogeneity (spec 7) ---
-    hetlora: bool = Field(False, description="[P] A.24 pad/truncate + HETLoRA norm weights combined with RELA.")
-    het_norm: Literal["P", "PQ"] = Field("P", description="[R] alpha_j from ||P_j||_F (or with Q appended).")
+    # --- clients of different ranks (App. A.24) ---
+    hetlora: bool = Field(
+        False,
+        description="[P] Clients of different ranks (App. A.24): zero-pad P and Q to the largest rank, combine RELA "
+                    "with HETLoRA norm weights (Eq. 25), truncate back. The drake_bench plugin gives every client "
+                    "one rank and does not read it; the functions are in methods/fedmosaic/hetlora.py.")
+    het_norm: Literal["P", "PQ"] = Field(
+        "P",
+        description="[R] Norm behind the HETLoRA weights with mixed ranks: 'P' = ||P||_F (equal to ||B P A||_F for "
+                    "orthonormal A and B), 'PQ' = with Q appended. Not read by the plugin (see hetlora).")
 
-    # --- accounting (spec 9) ---
-    bytes_per_element: int = Field(2, ge=1, description="[R] bf16 payloads = 2 bytes/element.")
+    # --- communication accounting (App. A.9) ---
+    bytes_per_element: int = Field(
+        2, ge=1,
+        description="[R] Bytes per transmitted element in the analytic communication formula (2 = bfloat16); the "
+                    "evaluator measures the real messages independently.")
 
     @property
     def conv_alpha(self) -> float:
@@ -90,30 +199,32 @@ class FedMosaicConfig(BaseModel):
         return pq_layer_indices(num_layers, self.n_blocks, self.block_rule)
 
     @classmethod
-    def paper_mllm(cls, **overrides: object) -> "FedMosaicConfig":
-        """Paper defaults for LLaVA-style MLLMs (r = 128, lr 5e-5 / 2e-5)."""
-        return cls(**overrides)
-
-    @classmethod
     def paper_llm(cls, **overrides: object) -> "FedMosaicConfig":
-        """Paper defaults for text LLMs (Fed-LLM-Large): r = 16, lr 3e-4 for all adapters."""
+        """Paper defaults for text LLMs (Fed-LLM-Large): r = 16, lr 3e-4 for all adapters (App. A.6)."""
         base: dict[str, object] = dict(rank=16, lr_pq=3e-4, lr_other=3e-4)
         base.update(overrides)
         return cls(**base)
 
     @classmethod
     def toy(cls, **overrides: object) -> "FedMosaicConfig":
-        """Toy CPU profile (spec 13 [R]): r = 8, N_B = 2, alpha 16, lr 7.5e-3 (P/Q) / 3e-3 (rest), batch 8,
-        8 rounds x 25 steps, m = 5, |D_p| = 500, alignment lr 1e-3; RELA constants as in the paper."""
-        base: dict[str, object] = dict(
-            # lr_other equals the baselines' toy LoRA lr (methods/lora_clients.py) so comparisons are fair;
-            # lr_pq keeps the paper's 2.5x ratio (5e-5 / 2e-5)
-            rank=8, lora_alpha=16.0, n_blocks=2, lr_pq=7.5e-3, lr_other=3e-3, batch_size=8,
-            rounds=8, local_steps=25, grad_interval=5, public_size=500, align_lr=1e-3,
-            align_batch_size=8,
-        )
-        base.update(overrides)
-        return cls(**base)
+        """The toy CPU profile (``TOY_PROFILE``): r = 8, N_B = 2, alpha 16, lr 7.5e-3 (P/Q) / 3e-3 (rest),
+        batch 8, 8 rounds x 25 steps, m = 5, |D_p| = 500, alignment lr 1e-3 and batch 8; RELA as in the paper."""
+        return cls(**{**TOY_PROFILE, **overrides})
+
+    @classmethod
+    def with_defaults(cls, name: str, doc: str, qualname: str | None = None, module: str | None = None,
+                      **defaults: Any) -> type["FedMosaicConfig"]:
+        """A subclass whose named fields default to ``defaults``: each field keeps its type, bounds and
+        description as declared once here, so a profile changes values, never the help text."""
+        unknown = sorted(set(defaults) - set(cls.model_fields))
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no fields {unknown}")
+        fields: dict[str, Any] = {
+            k: (cls.model_fields[k].annotation, FieldInfo.merge_field_infos(cls.model_fields[k], default=v))
+            for k, v in defaults.items()}
+        sub = create_model(name, __base__=cls, __doc__=doc, __module__=module or cls.__module__, **fields)
+        sub.__qualname__ = qualname or name
+        return sub
 
     def choices(self) -> dict[str, object]:
         """Every field whose description marks an [I] or [R] choice, with its value (for run metadata)."""
@@ -123,3 +234,26 @@ class FedMosaicConfig(BaseModel):
             if "[R]" in desc or "[I]" in desc:
                 out[name] = getattr(self, name)
         return out
+
+
+class FedMosaicPluginConfig(FedMosaicConfig):
+    """FedMosaicConfig plus the settings of the drake_bench plugin (how it weights, sends and loads)."""
+
+    weighting: Literal["rela", "equal"] = Field(
+        "rela",
+        description="[R] How the server weights clients: 'rela' by gradient relevance (Eq. 4); 'equal' uniform "
+                    "weights and no small-model gradient (the '(+)PQ-LoRA' ablation of Table 7).")
+    grad_at_least_once: bool = Field(
+        True,
+        description="[R] When a round has fewer than m local steps, take the relevance gradient on its last step, "
+                    "so every round refreshes it (Algorithm 1 would skip that round).")
+    wire_dtype: Literal["bfloat16", "float16", "float32"] = Field(
+        "bfloat16",
+        description="[R] Dtype of every tensor clients upload and the server sends back; bfloat16 is the 2 bytes "
+                    "per element the paper's communication figures count (App. A.9).")
+    offload_dir: str | None = Field(
+        None, description="Keep client adapters on disk in this folder instead of RAM (for many clients).")
+    model_loader: Literal["zoo", "testing"] = Field(
+        "zoo",
+        description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny models from "
+                    "drake_bench.models.testing (fast tests only).")

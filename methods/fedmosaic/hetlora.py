@@ -1,4 +1,4 @@
-"""Rank-heterogeneous extension: HETLoRA padding/truncation combined with RELA (spec 7, Eq. 24-25).
+"""Rank-heterogeneous extension: HETLoRA padding/truncation combined with RELA (App. A.24, Eq. 24-25).
 
 Choices recorded:
 - [R] Zero-pad every entry of P outside [:r_i, :r_i] (and Q outside [:r_i]) up to r_max.

@@ -21,20 +21,21 @@ def random_orthonormal_cols(rows: int, cols: int, generator: torch.Generator) ->
 
 
 def nearest_orthonormal_rows(a: torch.Tensor) -> torch.Tensor:
-    """Closest matrix with orthonormal rows: thin SVD A = U S V_r^T -> U V_r^T (spec Eq. 21-23, B4)."""
+    """Closest matrix with orthonormal rows: thin SVD A = U S V_r^T -> U V_r^T (Eqs. 21-23, in the thin form
+    that is defined for r < d)."""
     u, _, vh = torch.linalg.svd(a.double(), full_matrices=False)
     return (u @ vh).to(a.dtype)
 
 
 def nearest_orthonormal_cols(b: torch.Tensor) -> torch.Tensor:
-    """Closest matrix with orthonormal columns (re-orthonormalisation of B after CCA, spec 2 Step B.4)."""
+    """Closest matrix with orthonormal columns (re-orthonormalises B after the CCA mapping of Eq. 19)."""
     return nearest_orthonormal_rows(b.T).T.contiguous()
 
 
 def complete_orthonormal_rows(a: torch.Tensor, rows: int, generator: torch.Generator) -> torch.Tensor:
     """Extend orthonormal rows ``a`` (k x d) to ``rows`` orthonormal rows with random completions.
 
-    Used when ranks differ across clients (spec section 7 [R]): the leading rows keep their
+    Used when ranks differ across clients ([R], App. A.24): the leading rows keep their
     aligned meaning and the extra rows are random but orthogonal to them.
     """
     k, d = a.shape

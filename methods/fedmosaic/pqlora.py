@@ -10,17 +10,17 @@ gate, and declares the frozen weights via peft's ``frozen_peft_weight_names`` so
 ``get_peft_model`` / ``PeftModel``; adapter weights carry the ``lora_`` prefix, so peft's
 ``get_peft_model_state_dict`` includes them.
 
-Per module (adapter ``a``), with g = sigmoid(beta) (spec 1.3-1.4, Eq. 5 and Eq. 7):
-- PQ module (every linear module of an Eq. 6 layer, B2):
+Per module (adapter ``a``), with g = sigmoid(beta) (Sec. 4.2, Eq. 5 and Eq. 7):
+- PQ module (every linear module of an Eq. 6 layer, which gives the paper's App. A.9 saving):
   h = W h_I + B( (1-g) (P A h_I + Q) + g (P_glob A h_I + Q_glob) ),
   A = ``lora_A[a].weight`` (r x d_in, orthonormal rows, frozen), B = ``lora_B[a].weight``
   (d_out x r, orthonormal columns, frozen), P (r x r) and Q (r) trainable ``lora_P``/``lora_Q``;
-  no LoRA scaling (B12, Eq. 5 literal); P = Q = 0 at init (B10 [R]).
+  no LoRA scaling (Eq. 5 as written); [R] P = Q = 0 at init, so every client starts at its base.
 - conventional module: h = W h_I + s ((1-g) B_L A_L h_I + g B_G A_G h_I), s = alpha/r; the local
-  factors are peft's own ``lora_A``/``lora_B`` (PEFT default init, [R] B12), the global ones
+  factors are peft's own ``lora_A``/``lora_B`` ([R] peft's default init, s = 2r as LLaVA), the global ones
   ``lora_gA``/``lora_gB`` are frozen and start equal to the local ones (L_i = G_i = E, Alg. 1).
 - beta (``lora_beta``, init 0 so g = 0.5, Alg. 1) is one scalar per decoder layer after
-  ``tie_layer_gates`` ([P] Alg. 1 / B11); without tying it is per module (the B11 option).
+  ``tie_layer_gates`` ([P] Algorithm 1); without tying it is per module ([R] an option).
 With ``dual_path=False`` the global path and the gate are absent (plain PQ-LoRA + LoRA).
 """
 
@@ -370,7 +370,7 @@ def load_global_state(model: nn.Module, state: dict[str, torch.Tensor], adapter:
 
 def load_local_state(model: nn.Module, state: dict[str, torch.Tensor], adapter: str = "default",
                      strict: bool = False) -> set[str]:
-    """Overwrite the local adapter (e.g. fast-adaptation init from aggregated locals, B16)."""
+    """Overwrite the local adapter (e.g. the fast-adaptation start from the aggregated local adapters)."""
     return _load(model, state, adapter, "local", strict)
 
 
@@ -414,7 +414,7 @@ def pq_modules(model: nn.Module, adapter: str = "default") -> dict[str, FedMosai
 
 
 def param_groups(model: nn.Module, cfg: FedMosaicConfig) -> list[dict[str, Any]]:
-    """AdamW groups: P/Q at ``lr_pq``; conventional LoRA and beta at ``lr_other`` ([R] spec 4)."""
+    """AdamW groups: P/Q at ``lr_pq``; [R] conventional LoRA and beta at ``lr_other`` (App. A.6's "other parameters")."""
     pq, other = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:

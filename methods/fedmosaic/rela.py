@@ -1,17 +1,18 @@
-"""RELA: relevance-guided aggregation (spec section 3, Eq. 1-4, Alg. 1).
+"""RELA: relevance-guided aggregation (Sec. 4.1, Eqs. 1-4, Algorithm 1).
 
-Choices recorded (spec section 12):
+Choices (docs/design-notes.md#fedmosaic-choices):
 - Gradient = last-layer gradient of a frozen, adapter-free small model W_s on the client's own
-  training batch, every m iterations; "last layer" = down_proj of W_s's final decoder layer
-  ([I] B9, reproduces the A.9 numbers; ``lm_head`` is an option).
+  training batch, every m iterations; [I] "last layer" = down_proj of W_s's final decoder layer
+  (its size reproduces the App. A.9 overheads; ``lm_head`` is an option).
 - One mask of ceil(N_s * d) coordinates drawn once from a server seed, shared by all clients
-  and rounds (B8, Alg. 1); noise mu * N(0, I) is added per gradient computation on the kept
-  coordinates (Alg. 1); only the kept entries are uploaded.
-- EMA granularity (B7 [R]): default Alg. 1, ghat <- (1-alpha) ghat + alpha mean(round buffer)
-  once per round; ``ema_unit='step'`` applies Eq. 2 per computation. ghat(0) = 0.
+  and rounds (Algorithm 1: per-client masks would compare different coordinates); noise
+  mu * N(0, I) is added per gradient computation on the kept coordinates; only the kept entries
+  are uploaded.
+- [R] EMA once per round as in Algorithm 1, ghat <- (1-alpha) ghat + alpha mean(round buffer);
+  ``ema_unit='step'`` applies Eq. 2 per computation. ghat(0) = 0.
 - w = softmax_j(cos(g_i, g_j) / tau) including j = i; PQ P/Q aggregated over all clients
-  (across architectures, by block and module); conventional LoRA within the client's model type
-  with renormalised RELA weights (B3 [R], configurable).
+  (across architectures, by block and module); [R] conventional LoRA within the client's model
+  type with renormalised RELA weights (configurable), since only one architecture can average it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ State = Mapping[str, torch.Tensor]
 
 
 def shared_mask(d: int, n_s: float, seed: int) -> torch.Tensor:
-    """Sorted indices of the ceil(n_s*d) kept coordinates, identical for every client (B8)."""
+    """Sorted indices of the ceil(n_s*d) kept coordinates, identical for every client (so cosines compare like with like)."""
     k = math.ceil(n_s * d)
     gen = torch.Generator().manual_seed(seed)
     return torch.randperm(d, generator=gen)[:k].sort().values
@@ -47,7 +48,7 @@ def ema_update(prev: torch.Tensor, new: torch.Tensor, alpha: float) -> torch.Ten
 
 
 class GradientTracker:
-    """Per-client sanitised-gradient EMA with the round/step granularity of B7."""
+    """Per-client sanitised-gradient EMA, once per round (Algorithm 1) or per computation (Eq. 2)."""
 
     def __init__(self, dim: int, alpha: float = 0.5, unit: Literal["round", "step"] = "round") -> None:
         self.alpha = alpha
@@ -71,7 +72,7 @@ class GradientTracker:
 
 
 def last_layer_param(small_model: nn.Module, which: Literal["down_proj", "lm_head"] = "down_proj") -> nn.Parameter:
-    """The W_s weight whose gradient RELA uses (B9)."""
+    """The W_s weight whose gradient RELA uses (``grad_layer``)."""
     if which == "lm_head":
         return small_model.get_output_embeddings().weight
     base = small_model.get_decoder() if hasattr(small_model, "get_decoder") else small_model.model
@@ -149,8 +150,8 @@ def aggregate_pq(states: Sequence[State], weights: torch.Tensor) -> list[dict[st
 def aggregate_conv(states: Sequence[State], weights: torch.Tensor, model_types: Sequence[str],
                    mode: Literal["rela_within_type", "equal_within_type", "none"] = "rela_within_type"
                    ) -> list[dict[str, torch.Tensor]]:
-    """Conventional-LoRA globals within each model type (B3): renormalised RELA or equal weights;
-    A and B are averaged separately."""
+    """Conventional-LoRA globals within each model type (only one architecture can average them):
+    renormalised RELA or equal weights; A and B are averaged separately."""
     n = len(states)
     if mode == "none":
         return [{} for _ in range(n)]
@@ -161,25 +162,3 @@ def aggregate_conv(states: Sequence[State], weights: torch.Tensor, model_types: 
         w = w / w.sum()
         out.append(weighted_sum(states, w, conv_keys(states[i])))
     return out
-
-
-def customized_globals(states: Sequence[State], weights: torch.Tensor, model_types: Sequence[str],
-                       conv_mode: Literal["rela_within_type", "equal_within_type", "none"] = "rela_within_type",
-                       ranks: Sequence[int] | None = None, het_norm: Literal["P", "PQ"] = "P"
-                       ) -> list[dict[str, torch.Tensor]]:
-    """G_i for every client: PQ across all clients (HETLoRA-combined when ``ranks`` differ) plus
-    conventional LoRA within the type."""
-    if ranks is not None and len(set(ranks)) > 1:
-        from .hetlora import aggregate_conv_hetero, aggregate_pq_hetero
-
-        pq = aggregate_pq_hetero(states, weights, ranks, norm=het_norm)
-        if conv_mode == "rela_within_type":
-            conv = aggregate_conv_hetero(states, weights, ranks, model_types)
-        elif conv_mode == "equal_within_type":
-            conv = aggregate_conv_hetero(states, torch.ones_like(weights), ranks, model_types)
-        else:
-            conv = [{} for _ in states]
-    else:
-        pq = aggregate_pq(states, weights)
-        conv = aggregate_conv(states, weights, model_types, conv_mode)
-    return [{**pq[i], **conv[i]} for i in range(len(states))]
