@@ -4,7 +4,7 @@ Format: ``<split>/questions.txt``, ``answers.txt``, ``img_ids.txt``, ``types.txt
 question; types 0 object, 1 number, 2 color, 3 location); images are COCO 2014 files under
 ``images/`` named ``COCO_<train|val>2014_<id:012d>.jpg`` (or ``<id>.jpg``).
 Checked: stored public COCO-QA loaders (COCO 2014 image naming ``COCO_train2014_000000475546.jpg``).
-The four-file layout is the official release's [I].
+Not confirmed: the four-file layout (the official release page was not in the stored sources; the build warns).
 Rule: ``types`` (list of ints), ``splits``.
 """
 

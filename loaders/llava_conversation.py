@@ -11,6 +11,8 @@ One loader serves every source that ships ``{id, image(s), conversation turns}``
   Checked: stored public code reading ``m4_instruct_annotations.json`` from a ``M4-Instruct-Data``
   root with ``item['metadata']['dataset']`` and list-valued ``image``; DEMON's per-subset metadata
   card (``dataset``, ``split``, ``num_sample``, ``task_instruction``).
+  Not confirmed: the folders the image zips unpack to (image paths are read as the records give them,
+  relative to the repo root; the build warns).
 * **Mantis-Instruct** (``TIGER-Lab/Mantis-Instruct``): one folder per config (``dreamsim``,
   ``imagecode``, ``contrastive_caption`` ...) holding ``<split>-*.parquet`` (revision ``main``) and the
   image archives ``<split>_images.zip`` or ``<split>_images_part<k>.zip`` (revision ``script``).

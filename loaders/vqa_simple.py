@@ -1,13 +1,14 @@
 """Single-file QA sources: DVQA, VSR, VizWiz and AQUA (one loader class per format).
 
 * **DVQA** (Kafle et al. 2018): ``qa/<rule.annotation>`` = list of ``{image, question, answer,
-  question_id, template_id}``; images in ``images/``. [I: field names from the DVQA release README as
-  commonly used; not found in the stored docs.]
+  question_id, template_id}``; images in ``images/``. Not confirmed: field names from the DVQA release
+  README as commonly used; the README itself was not found in the stored sources (the build warns).
 * **VSR** (``cambridgeltl/vsr_random``): jsonl files of ``{image, image_link, caption, label,
   relation}`` (label 1 = the caption is true); images in ``images/``. Question = "Is this statement
   true? <caption>". Checked against the VSR dataset card / loading script on the Hub
   (``juletxara/visual-spatial-reasoning``: features image, image_link, caption, label = ClassLabel
-  [False, True], relation).
+  [False, True], relation). Not confirmed: the images folder (the card links COCO 2017 files; where the
+  user unpacks them is not fixed by the publisher; the build warns).
 * **VizWiz** VQA, as the task page vizwiz.org/tasks-and-datasets/vqa distributes it:
   ``Annotations.zip`` (vizwiz.cs.colorado.edu/VizWiz_final/vqa_data/Annotations.zip) unpacks to
   ``Annotations/{train,val,test}.json``, each a list of ``{image, question, answers: [{answer,
@@ -17,8 +18,10 @@
   download exactly these archives. Answer = the most frequent answer; unanswerable items are skipped.
 * **AQUA** (Garcia et al. 2020): ``<split>.json`` = list of ``{image, question, answer,
   need_external_knowledge}``; images (SemArt) in ``images/``. Checked: a public AQUA card listing
-  ``need_external_knowledge``, ``questions``, ``answers``, ``image``.
+  ``need_external_knowledge``, ``questions``, ``answers``, ``image``. Not confirmed: the release's file
+  names and folders (github.com/noagarcia/ArtVQA was not in the stored sources; the build warns).
 
+Every loader here describes its files (``layout``) for ``drake-bench sources check``; see docs/data-sources.md.
 Partition rules: keyword rules on the question (``categories``/``rest``/``category`` or
 ``keywords``/``exclude_keywords``), see :func:`~drake_bench.loaders._common.keyword_rule_matches`.
 """
