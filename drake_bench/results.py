@@ -63,6 +63,8 @@ __all__ = [
     "Summary",
     "capture_environment",
     "check_result",
+    "completeness_problems",
+    "provenance_problems",
     "new_result",
     "read_result",
     "result_path",
@@ -311,8 +313,8 @@ def _fail(where: str, problem: str, lines: list[str]) -> ResultFileError:
 def write_result(result: RunResult, path: str | Path, *, check: bool = True) -> Path:
     """Write ``result`` atomically (temp file + rename) after validating it against the shipped schema.
 
-    With ``check`` (default) the summary must agree with the raw tables, so a hand-edited
-    summary cannot be written.
+    With ``check`` (default) the result must pass :func:`check_result` (provenance present, raw tables
+    complete, the summary agreeing with them), so neither a hand-edited summary nor a gap can be written.
     """
     path = Path(path)
     data = result.model_dump(mode="json")
@@ -322,7 +324,7 @@ def write_result(result: RunResult, path: str | Path, *, check: bool = True) -> 
     if check:
         problems = check_result(result)
         if problems:
-            raise _fail(str(path), "has a summary that disagrees with its raw tables", problems)
+            raise _fail(str(path), "fails check_result (provenance, complete raw tables, a summary that recomputes)", problems)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -394,9 +396,17 @@ def _diff(stored: Any, fresh: Any, where: str, out: list[str], rel: float = 1e-9
 
 
 def check_result(result: RunResult | str | Path) -> list[str]:
-    """Mismatches between a result's summary and its raw tables, plus seed/status inconsistencies.
+    """Everything that makes a result file untrustworthy; an empty list means it can go on a board.
 
-    An empty list means the file is self-consistent. A path is read with :func:`read_result` first.
+    * seeds and status agree with the records (no stray seeds, a complete file has every seed);
+    * provenance: the data hash, the manifest hash, the method's version and config, the scenario object, a
+      checkpoint description for every allocated model and the library versions are present
+      (:func:`provenance_problems`);
+    * the raw tables are complete for the benchmark, scenario, seeds and evaluation rounds the file claims
+      (:func:`completeness_problems`), so rows cannot be dropped to move a mean;
+    * the summary recomputes from the raw tables.
+
+    A path is read with :func:`read_result` first.
     """
     if not isinstance(result, RunResult):
         result = read_result(result)
@@ -413,12 +423,216 @@ def check_result(result: RunResult | str | Path) -> list[str]:
         missing = sorted(declared - {r.seed for r in raw.scores})
         if missing:
             problems.append(f"status: 'complete' but seeds {missing} have no score records")
+    problems += provenance_problems(result)
+    problems += completeness_problems(result)
     try:
         fresh = summarize(raw, seeds=result.seeds).model_dump(mode="json")
     except DrakeBenchError as exc:
         return problems + [f"raw: {exc}"]
     _diff(result.summary.model_dump(mode="json"), fresh, "summary", problems)
     return problems
+
+
+def provenance_problems(result: RunResult) -> list[str]:
+    """Fields a result must carry so that it says exactly what it ran on and with what.
+
+    A partial result (a seed failed) may lack the method's version (no seed reported it); everything else is
+    required of both.
+    """
+    out: list[str] = []
+    b = result.benchmark
+    if not b.data_hash:
+        out.append("benchmark.data_hash: missing; a result must cite the hash of the data it ran on")
+    elif not b.data_hash.startswith("sha256:"):
+        out.append(f"benchmark.data_hash: {b.data_hash!r} is not a sha256 data hash")
+    if not b.manifest_hash.startswith("sha256:"):
+        out.append(f"benchmark.manifest_hash: {b.manifest_hash!r} is not a sha256 manifest hash")
+    if not b.version:
+        out.append("benchmark.version: empty")
+    if result.status == "complete" and result.method.version in ("", "unknown"):
+        out.append(f"method.version: {result.method.version!r}; a complete result names the method version it ran")
+    if "config" not in result.method.model_fields_set:
+        out.append("method.config: missing; the full method configuration is required")
+    if not result.scenario.config:
+        out.append("scenario.config: empty; the full scenario object is required")
+    alloc = result.model_allocation
+    if not alloc.clients:
+        out.append("model_allocation.clients: empty")
+    undescribed = sorted(set(alloc.clients.values()) - set(alloc.checkpoints))
+    if undescribed:
+        out.append(f"model_allocation.checkpoints: no entry for models {undescribed}; what fixes their weights must be recorded")
+    if not result.environment.torch:
+        out.append("environment.torch: missing")
+    if not result.fl.eval_rounds:
+        out.append("fl.eval_rounds: empty; the rounds after which evaluation ran are required")
+    return out
+
+
+def _benchmark_spec(ref: BenchmarkRef) -> Any:
+    """The manifest the result claims (``name@version``, archived versions included), or None when this
+    drake_bench does not ship it (a benchmark from a manifest file): then only the data-free rules apply."""
+    from .manifest import load_benchmark
+
+    try:
+        return load_benchmark(f"{ref.name}@{ref.version}")
+    except DrakeBenchError:
+        return None
+
+
+def _examples(items: Any, n: int = 4) -> str:
+    items = sorted(items, key=str)
+    return ", ".join(map(str, items[:n])) + (f" ... ({len(items)} in all)" if len(items) > n else "")
+
+
+def completeness_problems(result: RunResult) -> list[str]:
+    """Rows the raw tables must hold for the benchmark, scenario, seeds and rounds the result claims.
+
+    Checked without the built data (a result is checked where the data may not be):
+
+    * every client of the benchmark (of the manifest when it ships with drake_bench, else of the model
+      allocation) and only those; every evaluation round of ``fl.eval_rounds`` (which must be the rounds that
+      ``fl.eval_every_rounds`` and ``fl.rounds`` give) for every seed, and no other; a cost record for every
+      (seed, round, client);
+    * Self rows: a client's Self tasks at an evaluation round are the tasks it has seen by then. For Dynamic and
+      Async the manifest and the seed fix them exactly (a task is seen from the first round of its segment); for
+      Static they are some of the client's tasks and all of them at the last round; for Dirichlet some of the
+      merged task set. Everywhere a client keeps what it has seen (later rounds hold a superset) and, but in
+      Dirichlet (where a client's test share of a task may be empty), has at least one Self row;
+    * Others rows: client c is scored on exactly the tasks every other client j has Self rows for, at the same
+      round and seed, owned by j;
+    * every row scored at least one item.
+
+    For a partial result only the seeds with score records are checked.
+    """
+    from .scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario
+    from .schedule import split_rounds
+
+    out: list[str] = []
+    fl, raw = result.fl, result.raw
+    spec = _benchmark_spec(result.benchmark)
+    try:
+        alloc_clients = sorted(int(c) for c in result.model_allocation.clients)
+    except ValueError:
+        return [f"model_allocation.clients: client ids must be integers, got {sorted(result.model_allocation.clients)}"]
+    clients = list(spec.client_ids) if spec is not None else alloc_clients
+    if spec is not None and alloc_clients != sorted(clients):
+        out.append(f"model_allocation.clients: {alloc_clients} are not the clients {sorted(clients)} of "
+                   f"{result.benchmark.name}@{result.benchmark.version}")
+    if fl.num_clients is not None and fl.num_clients != len(clients):
+        out.append(f"fl.num_clients: {fl.num_clients}, but the benchmark has {len(clients)} clients")
+
+    eval_rounds = list(fl.eval_rounds)
+    if fl.eval_every_rounds:
+        derived = [r for r in range(1, fl.rounds + 1) if r % fl.eval_every_rounds == 0 or r == fl.rounds]
+        if eval_rounds and eval_rounds != derived:
+            out.append(f"fl.eval_rounds: {eval_rounds}, but rounds={fl.rounds} and eval_every_rounds="
+                       f"{fl.eval_every_rounds} evaluate after rounds {derived}")
+        eval_rounds = eval_rounds or derived
+    if not eval_rounds:
+        return out  # reported by provenance_problems; nothing to check rows against
+
+    try:
+        scenario = parse_scenario(result.scenario.config or result.scenario.tag)
+    except DrakeBenchError as exc:
+        out.append(f"scenario: {exc}")
+        scenario = None
+    if scenario is not None and scenario.tag() != result.scenario.tag:
+        out.append(f"scenario.tag: {result.scenario.tag!r}, but scenario.config is {scenario.tag()!r}")
+
+    def client_tasks(c: int) -> list[str] | None:
+        if spec is None:
+            return None
+        if isinstance(scenario, Dirichlet):
+            return list(spec.scenarios.dirichlet.tasks) if spec.scenarios.dirichlet else []
+        return list(spec.client(c).tasks)
+
+    def scheduled(c: int, seed: int) -> list[int] | None:
+        """0-based first round of each of c's tasks, when the scenario fixes it without the data."""
+        if spec is None or not isinstance(scenario, (Dynamic, Asynchronous)):
+            return None
+        n = len(spec.client(c).tasks)
+        if isinstance(scenario, Dynamic):
+            per = split_rounds(fl.rounds, n) if n <= fl.rounds else None
+        else:
+            try:
+                per = list(scenario.client_pattern(spec, c, seed))
+            except DrakeBenchError:
+                per = None
+            if per is not None and (len(per) != n or sum(per) != fl.rounds):
+                per = None
+        if per is None:
+            out.append(f"scenario: {scenario.tag()} cannot lay out client {c}'s {n} tasks over {fl.rounds} rounds")
+            return None
+        starts, at = [], 0
+        for k in per:
+            starts.append(at)
+            at += k
+        return starts
+
+    by_point: dict[tuple[int, int], list[ScoreRecord]] = {}
+    for r in raw.scores:
+        by_point.setdefault((r.seed, r.eval_round), []).append(r)
+    seeds = list(result.seeds) if result.status == "complete" else sorted({r.seed for r in raw.scores})
+    known = set(clients)
+    for seed in seeds:
+        where = f"raw.scores seed {seed}"
+        present = sorted({er for (sd, er) in by_point if sd == seed})
+        missing_rounds = sorted(set(eval_rounds) - set(present))
+        if missing_rounds:
+            out.append(f"{where}: no records for evaluation rounds {missing_rounds} of fl.eval_rounds {eval_rounds}")
+        extra_rounds = sorted(set(present) - set(eval_rounds))
+        if extra_rounds:
+            out.append(f"{where}: records for rounds {extra_rounds} not in fl.eval_rounds {eval_rounds}")
+        starts = {c: scheduled(c, seed) for c in clients}
+        before: dict[int, set[str]] = {c: set() for c in clients}
+        for er in sorted(set(eval_rounds) & set(present)):
+            rows = by_point[(seed, er)]
+            at = f"{where} round {er}"
+            strangers = sorted({r.client for r in rows} - known) + sorted({r.owner for r in rows if r.owner is not None} - known)
+            if strangers:
+                out.append(f"{at}: rows for clients {sorted(set(strangers))} that the benchmark does not have")
+            empty = [(r.client, r.task) for r in rows if r.n < 1]
+            if empty:
+                out.append(f"{at}: rows scored on no items: {_examples(empty)}")
+            seen: dict[int, set[str]] = {c: set() for c in clients}
+            for r in rows:
+                if r.role == "self" and r.client in seen:
+                    seen[r.client].add(r.task)
+            for c in clients:
+                tasks, first = client_tasks(c), starts[c]
+                if first is not None and tasks is not None:
+                    expected = {t for t, s in zip(tasks, first) if s <= er - 1}
+                    lacking, surplus = expected - seen[c], seen[c] - expected
+                    if lacking:
+                        out.append(f"{at}: client {c} has no Self rows for tasks it has seen: {_examples(lacking)}")
+                    if surplus:
+                        out.append(f"{at}: client {c} has Self rows for tasks it has not seen yet: {_examples(surplus)}")
+                elif tasks is not None:
+                    foreign = seen[c] - set(tasks)
+                    if foreign:
+                        out.append(f"{at}: client {c} has Self rows for tasks that are not its own: {_examples(foreign)}")
+                    if isinstance(scenario, Static) and er == fl.rounds and set(tasks) - seen[c]:
+                        out.append(f"{at}: client {c} has no Self rows for tasks it has seen (all of them by the last "
+                                   f"round): {_examples(set(tasks) - seen[c])}")
+                if not seen[c] and not isinstance(scenario, Dirichlet) and first is None:
+                    out.append(f"{at}: client {c} has no Self rows")
+                forgotten = before[c] - seen[c]
+                if forgotten:
+                    out.append(f"{at}: client {c} lost Self rows it had at an earlier round: {_examples(forgotten)}")
+                before[c] |= seen[c]
+            expected_others = {(c, t, j) for c in clients for j in clients if j != c for t in seen[j]}
+            actual_others = {(r.client, r.task, r.owner) for r in rows if r.role == "others"}
+            lacking_o, surplus_o = expected_others - actual_others, actual_others - expected_others
+            if lacking_o:
+                out.append(f"{at}: missing Others rows (client, task, owner): {_examples(lacking_o)}")
+            if surplus_o:
+                out.append(f"{at}: Others rows (client, task, owner) for tasks their owner has no Self row for: "
+                           f"{_examples(surplus_o)}")
+        costs = {(c.round, c.client) for c in raw.costs if c.seed == seed}
+        lacking_c = {(r, c) for r in range(1, fl.rounds + 1) for c in clients} - costs
+        if lacking_c:
+            out.append(f"raw.costs seed {seed}: no cost record for (round, client) {_examples(lacking_c)}")
+    return out
 
 
 def _main(argv: Sequence[str]) -> int:

@@ -52,13 +52,14 @@ def make_result(seeds: tuple[int, ...] = (0, 1), status: str = "complete") -> Ru
     costs = [
         CostRecord(seed=s, round=r, client=c, uplink_bytes=1_000_000, downlink_bytes=2_000_000, train_seconds=1.5,
                    peak_memory_bytes=10**9)
-        for s in seeds for r in (1, 2) for c in (0, 1)
+        for s in seeds for r in range(1, 11) for c in (0, 1)  # every round of fl.rounds: check_result wants them all
     ]
     return new_result(
         benchmark=BenchmarkRef(name="drake-toy", version="1.0", manifest_hash="sha256:abc", data_hash="sha256:def"),
         scenario=ScenarioRef(tag="dynamic", config={"kind": "dynamic"}),
         method=MethodRef(name="org/fedmosaic", version="0.1", config={"lr": 2e-5, "rank": 8}),
-        model_allocation=ModelAllocationRef(name="toy-hetero", clients={"0": "llama-s", "1": "qwen-m"}),
+        model_allocation=ModelAllocationRef(name="toy-hetero", clients={"0": "llama-s", "1": "qwen-m"},
+                                            checkpoints={"llama-s": {"source": "test"}, "qwen-m": {"source": "test"}}),
         seeds=list(seeds),
         fl=FLSettings(rounds=10, local_steps=100, batch_size=4, eval_every_rounds=5, eval_rounds=[5, 10]),
         evaluation=EvaluationSettings(decoding={"do_sample": False, "max_new_tokens": 16}, batch_size=8,

@@ -272,13 +272,25 @@ def _register_report(app: typer.Typer) -> None:
         """One board from result files written by separate runs: checked, then tabled and plotted together.
 
         Refuses files whose benchmark (manifest or data hash) or scenario differ: their numbers are
-        not comparable, and a board must not mix them silently.
+        not comparable, and a board must not mix them silently. Refuses duplicates too: one file given
+        twice (same path, or same content under two paths), two files of one method name and version,
+        or two files with the same raw tables (one run copied under another method name).
         """
+        import hashlib
+
         from ..evaluation.plots import plot_accuracy_over_rounds
         from ..evaluation.table import summary_markdown, summary_table
         from ..results import check_result, read_result
 
         results = []
+        seen: dict[str, tuple[str, Path]] = {}  # identity key -> (what it is, first file with it)
+
+        def once(key: str, what: str, p: Path) -> None:
+            if key in seen:
+                kind, first = seen[key]
+                raise _fail(DrakeBenchError(f"{p}: {kind} as {first}; a board takes each run once (drop one of them)"))
+            seen[key] = (what, p)
+
         for p in paths:
             try:
                 res = read_result(p)
@@ -287,13 +299,20 @@ def _register_report(app: typer.Typer) -> None:
                 raise _fail(exc) from None
             if problems:
                 raise _fail(DrakeBenchError(f"{p}: " + "; ".join(problems[:5])))
+            if results:  # not comparable is the first thing to say about two files, duplicates the next
+                first_path, first = results[0]
+                for what, a, b in (("benchmark", first.benchmark.model_dump(), res.benchmark.model_dump()),
+                                   ("scenario", first.scenario.tag, res.scenario.tag)):
+                    if a != b:
+                        raise _fail(DrakeBenchError(f"{p}: {what} {b} differs from {first_path}'s {a}; not comparable on one board"))
+            once(f"path:{p.resolve()}", "the same file", p)
+            once(f"content:{hashlib.sha256(p.read_bytes()).hexdigest()}", "the same content", p)
+            once(f"method:{res.method.name}\0{res.method.version}",
+                 f"the same method and version ({res.method.name} {res.method.version})", p)
+            raw = hashlib.sha256(res.raw.model_dump_json().encode()).hexdigest()
+            once(f"raw:{raw}", "the same raw score and cost tables (one run under two method names?)", p)
             results.append((p, res))
-        first_path, first = results[0]
-        for p, res in results[1:]:
-            for what, a, b in (("benchmark", first.benchmark.model_dump(), res.benchmark.model_dump()),
-                               ("scenario", first.scenario.tag, res.scenario.tag)):
-                if a != b:
-                    raise _fail(DrakeBenchError(f"{p}: {what} {b} differs from {first_path}'s {a}; not comparable on one board"))
+        first = results[0][1]
         runs = [r for _, r in results]
         print_table(_out, summary_table(runs, title=f"{first.benchmark.name} / {first.scenario.tag}"))
         if out is not None:
