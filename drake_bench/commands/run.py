@@ -245,7 +245,11 @@ def config_table(config_cls: type, title: str) -> Table:
 def _register_check(app: typer.Typer) -> None:
     @app.command("check")
     def check_cmd(paths: Annotated[list[Path], typer.Argument(help="Result files to validate and recompute.")]) -> None:
-        """Validate result files against the schema and recompute their summaries from the raw tables."""
+        """Validate result files: schema, provenance (data and manifest hashes, method version and config, ...),
+        raw tables complete for the benchmark, scenario, seeds and rounds they claim, and a summary that
+        recomputes from them (see drake_bench.results.check_result)."""
+        from rich.markup import escape
+
         from ..results import check_result, read_result
 
         bad = 0
@@ -256,7 +260,9 @@ def _register_check(app: typer.Typer) -> None:
                 problems = [str(exc)]
             if problems:
                 bad += 1
-                _err.print(f"[red]{p}[/]: " + "; ".join(problems[:5]))
+                shown = "".join(f"\n  - {escape(x)}" for x in problems[:10])
+                more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+                _err.print(f"[red]{escape(str(p))}[/]: {len(problems)} problem(s){shown}{more}", highlight=False, soft_wrap=True)
             else:
                 _out.print(f"{p}: ok")
         if bad:
