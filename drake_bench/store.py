@@ -260,12 +260,11 @@ class _VerifiedCache:
     def replace(self, files: dict[str, dict[str, Any]]) -> None:
         self._write({"files": files, "arrow": {}})
 
-    def update(self, rel: str, entry: dict[str, Any] | None = None, arrow: dict[str, Any] | None = None) -> None:
+    def update(self, files: dict[str, Any] | None = None, arrow: dict[str, Any] | None = None) -> None:
+        """Record shard entries (rel -> stat key + sha256) and decoded copies (rel -> their files' stat keys)."""
         doc = self.load()  # merge with what other processes recorded meanwhile
-        if entry is not None:
-            doc["files"][rel] = entry
-        if arrow is not None:
-            doc["arrow"][rel] = arrow
+        doc["files"].update(files or {})
+        doc["arrow"].update(arrow or {})
         self._write(doc)
 
 
@@ -378,7 +377,7 @@ class BuiltBenchmark:
         if actual != expected:
             raise self._mismatch(rel, actual, expected)
         if key is not None and _stat_key(path) == key:
-            cache.update(rel, entry={**key, "sha256": actual})
+            cache.update(files={rel: {**key, "sha256": actual}})
         self.verified_files[rel] = actual
         return actual
 
@@ -429,6 +428,9 @@ class BuiltBenchmark:
 
         cache_dir = self.root / ARROW_CACHE / f"{rel.split('/')[1]}.{path.name.split('-')[0]}.{sha[:16]}"
         cache_dir.parent.mkdir(parents=True, exist_ok=True)
+        legacy = self.root / ARROW_CACHE / "parquet"  # the layout before copies were tied to verified shards
+        if legacy.is_dir():
+            shutil.rmtree(legacy, ignore_errors=True)
         cache = _VerifiedCache(self.root)
         with FileLock(str(cache_dir) + ".lock"):  # workers opening the same shard wait for the first to record it
             made_now = not cache_dir.exists()
@@ -442,7 +444,7 @@ class BuiltBenchmark:
                 shutil.rmtree(cache_dir, ignore_errors=True)
                 ds = self._from_parquet(path, cache_dir)
                 found = self._arrow_files(ds)
-            cache.update(rel, arrow={"sha256": sha, "files": found})
+            cache.update(arrow={rel: {"sha256": sha, "files": found}})
         return ds
 
     def size(self, task_id: str, split: str) -> int:
