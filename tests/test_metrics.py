@@ -217,3 +217,15 @@ def test_exact_match_is_logged_but_does_not_change_the_summary() -> None:
     assert seed_summary(0, with_em) == seed_summary(0, SEED0)
     with pytest.raises(ValidationError):
         ScoreRecord(seed=0, eval_round=1, client=0, task="t", owner=0, role="self", n=1, score=0.5, exact_match=2.0)
+
+
+def test_dirichlet_tasks_shared_by_owners_are_not_duplicates() -> None:
+    """Under Dirichlet several clients own shares of one task: one row per (client, task, owner)."""
+    from drake_bench.evaluation.metrics import RawTables, summarize
+
+    def row(client: int, owner: int, score: float) -> ScoreRecord:
+        return ScoreRecord(seed=0, eval_round=1, client=client, task="shared", owner=owner,
+                           role="self" if client == owner else "others", n=4, score=score)
+
+    summary = summarize(RawTables(scores=[row(1, 1, 1.0), row(1, 2, 0.0), row(2, 2, 1.0), row(2, 1, 0.0)]))
+    assert summary.aggregate.self_last.mean == 1.0 and summary.aggregate.others_last.mean == 0.0

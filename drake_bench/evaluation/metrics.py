@@ -226,11 +226,13 @@ def mean_std(values: Sequence[float | None]) -> MeanStd:
 
 
 def _check_unique(records: Sequence[ScoreRecord]) -> None:
-    seen: set[tuple[int, int, int, str]] = set()
+    seen: set[tuple[int, int, int, str, int]] = set()
     for r in records:
-        key = (r.seed, r.eval_round, r.client, r.task)
+        # the owner is part of the key: under Dirichlet several clients own shares of one task
+        key = (r.seed, r.eval_round, r.client, r.task, r.owner)
         if key in seen:
-            raise MetricError(f"duplicate score record for seed {r.seed}, round {r.eval_round}, client {r.client}, task {r.task!r}")
+            raise MetricError(f"duplicate score record for seed {r.seed}, round {r.eval_round}, client {r.client}, "
+                              f"task {r.task!r}, owner {r.owner}")
         seen.add(key)
 
 
