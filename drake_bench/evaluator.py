@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import resource
+import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -38,8 +38,10 @@ from .errors import DrakeBenchError
 from .evaluation.metrics import AdaptationRecord, CostRecord, RawTables, ScoreRecord
 from .evaluation.scoring import score_batch
 from .guard import GuardedMethod
+from .isolation import MethodProcess
+from .lock import RunLock
 from .manifest import load_benchmark
-from .protocol import ClientContext, FederationContext, Message, Method, State, mixed_seed
+from .protocol import ClientContext, FederationContext, Message, MethodMeta, State, mixed_seed
 from .registry import create_method
 from .results import (
     BenchmarkRef,
@@ -87,19 +89,13 @@ def _peak_memory_bytes() -> int:
     return int(rss if sys.platform == "darwin" else rss * 1024)
 
 
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % (2**32))
-    torch.manual_seed(seed)
-
-
 @dataclass
 class SeedRun:
     """Everything one seed's federation carries from round to round (what a checkpoint holds)."""
 
     seed: int
     fed: FederatedData
-    method: GuardedMethod
+    method: GuardedMethod | MethodProcess
     federation: FederationContext
     local_steps: int
     eval_every: int
@@ -120,6 +116,10 @@ class SeedRun:
     def clients(self) -> list[int]:
         return self.fed.clients
 
+    @property
+    def uid_key(self) -> bytes:
+        return bytes.fromhex(self.extra["uid_key"])
+
 
 class Evaluator:
     """Runs one method on one benchmark and scenario for each seed and returns the raw tables."""
@@ -134,6 +134,7 @@ class Evaluator:
         self.checkpoints: dict[str, dict[str, Any]] = {}
         self.evaluation: EvaluationSettings | None = None
         self.data_hash: str | None = None
+        self.verified_files: dict[str, str] = {}
 
     # -- set-up ----------------------------------------------------------------
     def _allocation(self) -> dict[int, str]:
@@ -141,7 +142,7 @@ class Evaluator:
             return self.spec.allocation(self.config.allocation)
         return {c: "none" for c in self.spec.client_ids}
 
-    def describe_models(self, method: GuardedMethod) -> None:
+    def describe_models(self, method: GuardedMethod | MethodProcess) -> None:
         """Ask the method what its models are (architectures, weight identities, inference settings)."""
         identities = {m: method.model_identity(m) for m in sorted(set(self.allocation.values()))}
         self._arch = {c: identities[m].architecture for c, m in self.allocation.items()}
@@ -152,10 +153,10 @@ class Evaluator:
         except Exception as exc:
             raise method.error("evaluation_settings", f"not valid EvaluationSettings: {exc}") from None
 
-    def method_local_steps(self, method: Method) -> int:
+    def method_local_steps(self, meta: MethodMeta) -> int:
         steps = self.config.local_steps or self.spec.fl.local_steps
         if self.config.compute_matched:
-            steps = max(1, round(steps / float(method.meta.relative_compute)))
+            steps = max(1, round(steps / float(meta.relative_compute)))
         return steps
 
     def run_dir(self, seed: int) -> Path:
@@ -189,13 +190,14 @@ class Evaluator:
             seed=seed, device=self.config.device, public_data=self._public_data(), workdir=self.run_dir(seed) / "work",
         )
 
-    def fingerprint(self, method: Method, seed: int, steps: int, eval_every: int, fed: FederatedData) -> str:
+    def fingerprint(self, method: GuardedMethod | MethodProcess, seed: int, steps: int, eval_every: int,
+                    fed: FederatedData) -> str:
         """Hash of everything that shapes a seed's trajectory: a checkpoint resumes only the same run."""
         cfg = self.config
         assert self.evaluation is not None
         key = {
             "manifest": self.spec.content_hash, "data": fed.store.data_hash, "scenario": self.scenario.model_dump(mode="json"),
-            "method": [method.meta.name, method.meta.version, method.config.model_dump(mode="json")],
+            "method": [method.meta.name, method.meta.version, method.config_dump],
             "allocation": self.allocation,
             "seed": seed, "rounds": fed.config.rounds, "local_steps": steps, "batch_size": fed.config.batch_size,
             "eval_every": eval_every, "others": cfg.others_subsample, "self": cfg.self_subsample,
@@ -213,19 +215,32 @@ class Evaluator:
             rounds=cfg.rounds, local_steps=cfg.local_steps, batch_size=cfg.batch_size,
         )
         self.data_hash = fed.store.data_hash
-        raw_method = create_method(cfg.method, cfg.method_config)
-        method = GuardedMethod(raw_method, seed)
+        method = self.start_method(seed)
+        try:
+            return self._init_or_resume(seed, fed, method)
+        except BaseException:
+            method.close()
+            raise
+
+    def start_method(self, seed: int) -> GuardedMethod | MethodProcess:
+        """The method, in its own worker process (``isolation='process'``) or in this one (``'inline'``)."""
+        cfg = self.config
+        if cfg.isolation == "process":
+            return MethodProcess(cfg.method, cfg.method_config, seed=seed, call_timeout=cfg.call_timeout)
+        return GuardedMethod(create_method(cfg.method, cfg.method_config), seed)
+
+    def _init_or_resume(self, seed: int, fed: FederatedData, method: GuardedMethod | MethodProcess) -> SeedRun:
+        cfg = self.config
         self.describe_models(method)
-        steps = self.method_local_steps(raw_method)
+        steps = self.method_local_steps(method.meta)
         eval_every = cfg.eval_every_rounds or self.spec.fl.eval_every_rounds
         run = SeedRun(seed=seed, fed=fed, method=method, federation=self.federation_context(fed, seed, steps),
                       local_steps=steps, eval_every=eval_every, run_dir=self.run_dir(seed))
-        _seed_everything(mixed_seed(seed, SALT_SETUP))
         t0 = time.perf_counter()
-        method.setup(run.federation)
+        method.setup(run.federation, rng_seed=mixed_seed(seed, SALT_SETUP))
         setup_seconds = time.perf_counter() - t0
 
-        fingerprint = self.fingerprint(raw_method, seed, steps, eval_every, fed)
+        fingerprint = self.fingerprint(method, seed, steps, eval_every, fed)
         prog = checkpoint.load(run.run_dir) if cfg.resume else None
         if prog is not None and prog.extra.get("fingerprint") != fingerprint:
             raise DrakeBenchError(
@@ -238,13 +253,15 @@ class Evaluator:
             run.scores = [ScoreRecord(**r) for r in prog.records.get("scores", [])]
             run.costs = [CostRecord(**r) for r in prog.records.get("costs", [])]
             run.start_round, run.extra = prog.completed_rounds, prog.extra
+            run.extra.setdefault("uid_key", secrets.token_hex(16))
             return run
         for c in fed.clients:
-            _seed_everything(mixed_seed(seed, c, SALT_INIT_CLIENT))
-            run.states[c] = method.init_client(self.ctx(c, 0, seed))
+            run.states[c] = method.init_client(self.ctx(c, 0, seed), rng_seed=mixed_seed(seed, c, SALT_INIT_CLIENT))
         run.server = method.init_server()
         run.messages = {c: None for c in fed.clients}
-        run.extra = {"setup_seconds": setup_seconds, "fingerprint": fingerprint}
+        # sample and query ids shown to the method are keyed with this run's secret, so they cannot be
+        # inverted into task names and rows (kept with the checkpoint, so a resumed run shows the same ids)
+        run.extra = {"setup_seconds": setup_seconds, "fingerprint": fingerprint, "uid_key": secrets.token_hex(16)}
         return run
 
     def train_round(self, run: SeedRun, r: int) -> dict[int, tuple[Message, float]]:
@@ -253,19 +270,18 @@ class Evaluator:
         for c in run.clients:
             self.cb.on_client(run.seed, r, c)
             ctx = self.ctx(c, r, run.seed)
-            batches = run.fed.client_stream(c).round(r, local_steps=run.local_steps)
-            _seed_everything(ctx.seed)
+            batches = run.fed.round_batches(c, r, local_steps=run.local_steps, uid_key=run.uid_key)
             t0 = time.perf_counter()
-            upload, run.states[c] = run.method.client_update(ctx, run.states[c], run.messages[c], batches)
+            upload, run.states[c] = run.method.client_update(ctx, run.states[c], run.messages[c], batches, rng_seed=ctx.seed)
             uploads[c] = (upload, time.perf_counter() - t0)
         return uploads
 
     def aggregate_round(self, run: SeedRun, r: int, uploads: dict[int, tuple[Message, float]]) -> None:
         """The server's ``aggregate`` of round ``r``, then the round's cost records (bytes both ways, time, memory)."""
-        _seed_everything(mixed_seed(run.seed, r, SALT_AGGREGATE))
-        messages, run.server = run.method.aggregate(r, run.server, {c: up for c, (up, _) in uploads.items()})
+        messages, run.server = run.method.aggregate(r, run.server, {c: up for c, (up, _) in uploads.items()},
+                                                    rng_seed=mixed_seed(run.seed, r, SALT_AGGREGATE))
         run.messages.update(messages)
-        peak = _peak_memory_bytes()
+        peak = run.method.peak_memory_bytes() if isinstance(run.method, MethodProcess) else _peak_memory_bytes()
         for c in run.clients:
             up, dt = uploads[c]
             run.costs.append(CostRecord(seed=run.seed, round=r + 1, client=c, uplink_bytes=up.num_bytes(),
@@ -274,8 +290,8 @@ class Evaluator:
     def is_eval_round(self, run: SeedRun, r: int) -> bool:
         return (r + 1) % run.eval_every == 0 or r + 1 == run.rounds
 
-    def _predict_score(self, method: GuardedMethod, ctx: ClientContext, state: State, samples: list[Sample]) -> float:
-        preds = method.predict(ctx, state, [s.as_query() for s in samples])
+    def _predict_score(self, run: SeedRun, ctx: ClientContext, state: State, samples: list[Sample]) -> float:
+        preds = run.method.predict(ctx, state, [s.as_query(run.uid_key) for s in samples])
         return float(np.mean(score_batch(preds, samples))) if samples else 0.0
 
     def evaluate(self, run: SeedRun, states: dict[int, State], round_idx: int) -> list[ScoreRecord]:
@@ -302,7 +318,7 @@ class Evaluator:
                     samples = items(task, j, limit)
                     if not samples:
                         continue
-                    score = self._predict_score(run.method, ctx, states[c], samples)
+                    score = self._predict_score(run, ctx, states[c], samples)
                     records.append(ScoreRecord(seed=run.seed, eval_round=round_idx + 1, client=c, task=task, owner=j,
                                                role=role, n=len(samples), score=score))
         return records
@@ -353,21 +369,35 @@ class Evaluator:
                     done = 0
                     while True:
                         ctx = self.ctx(rep, ADAPTATION_ROUND_OFFSET + done, seed)
-                        score = self._predict_score(method, ctx, state, test)
+                        score = self._predict_score(run, ctx, state, test)
                         records.append(AdaptationRecord(seed=seed, task=task, arch=arch, init=init_name, iteration=done, score=score))
                         if done >= iters:
                             break
                         steps = min(every, iters - done)
-                        batches = [[train[i].for_method() for i in rng.choice(len(train), size=min(batch_size, len(train)), replace=False)]
+                        batches = [[train[i].for_method(run.uid_key)
+                                    for i in rng.choice(len(train), size=min(batch_size, len(train)), replace=False)]
                                    for _ in range(steps)]
-                        _seed_everything(ctx.seed)
-                        _msg, state = method.client_update(ctx, state, None, batches, call="fast adaptation client_update")
+                        _msg, state = method.client_update(ctx, state, None, batches, call="fast adaptation client_update",
+                                                           rng_seed=ctx.seed)
                         done += steps
         return records
 
     def run_seed(self, seed: int) -> tuple[RawTables, dict[str, Any]]:
         """One seed from start (or its checkpoint) to the raw tables."""
         run = self.init_or_resume(seed)
+        try:
+            return self._run_rounds(run)
+        finally:
+            run.method.close()
+
+    def _run_rounds(self, run: SeedRun) -> tuple[RawTables, dict[str, Any]]:
+        try:
+            return self._rounds(run)
+        finally:
+            self.verified_files.update(run.fed.store.verified_files)
+
+    def _rounds(self, run: SeedRun) -> tuple[RawTables, dict[str, Any]]:
+        seed = run.seed
         for r in range(run.start_round, run.rounds):
             self.cb.on_round(seed, r, run.rounds)
             uploads = self.train_round(run, r)
@@ -378,9 +408,9 @@ class Evaluator:
             self.save_checkpoint(run, r + 1)
         self.post_federation(run)
         adaptation = self.fast_adaptation(run)
-        meta = run.method.method
         info = {"local_steps": run.local_steps, "rounds": run.rounds, "eval_every_rounds": run.eval_every,
-                "method_version": meta.meta.version, "method_config": meta.config.model_dump(mode="json"), **run.extra}
+                "method_version": run.method.meta.version, "method_config": run.method.config_dump,
+                **{k: v for k, v in run.extra.items() if k != "uid_key"}}
         return RawTables(scores=run.scores, adaptation=adaptation, costs=run.costs), info
 
 
@@ -392,6 +422,11 @@ def run(config: RunConfig, callbacks: RunCallbacks | None = None) -> RunResult:
     error propagates, so nothing that finished is lost. Several methods side by side, with the
     benchmark built and models prepared first: :func:`drake_bench.runner.run_methods`.
     """
+    with RunLock(config.out):
+        return _run_locked(config, callbacks)
+
+
+def _run_locked(config: RunConfig, callbacks: RunCallbacks | None) -> RunResult:
     ev = Evaluator(config, callbacks)
     raws: list[RawTables] = []
     info: dict[str, Any] = {}
@@ -408,7 +443,7 @@ def run(config: RunConfig, callbacks: RunCallbacks | None = None) -> RunResult:
         assert ev.evaluation is not None
         return new_result(
             benchmark=BenchmarkRef(name=ev.spec.name, version=ev.spec.version, manifest_hash=ev.spec.content_hash or "",
-                                   data_hash=data_hash),
+                                   data_hash=data_hash, verified_files=dict(sorted(ev.verified_files.items()))),
             scenario=ScenarioRef(tag=ev.scenario.tag(), config=ev.scenario.model_dump(mode="json")),
             method=MethodRef(name=config.method, version=str(info.get("method_version", "unknown")),
                              config=info.get("method_config", config.method_config)),

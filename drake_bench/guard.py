@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from .errors import DrakeBenchError, PluginError
 from .protocol import (
     AdaptationInit,
+    MethodMeta,
     ClientContext,
     FederationContext,
     Message,
@@ -25,6 +26,7 @@ from .protocol import (
     PostFederation,
     ReportsModels,
     State,
+    seed_everything,
 )
 from .sample import MethodSample
 
@@ -42,6 +44,18 @@ class GuardedMethod:
     def name(self) -> str:
         return self.method.meta.name
 
+    @property
+    def meta(self) -> MethodMeta:
+        return self.method.meta
+
+    @property
+    def config_dump(self) -> dict[str, Any]:
+        """The method's full config as JSON (recorded in the result file and the checkpoint fingerprint)."""
+        return self.method.config.model_dump(mode="json")
+
+    def close(self) -> None:
+        """Nothing to release in-process (a :class:`~drake_bench.isolation.MethodProcess` stops its worker)."""
+
     # -- the one guard ------------------------------------------------------------
     def error(self, call: str, problem: str, client: int | None = None, round_idx: int | None = None) -> PluginError:
         """A PluginError saying which method, seed, client, round and call failed, and how."""
@@ -54,8 +68,11 @@ class GuardedMethod:
         return PluginError(f"method {self.name!r} failed in {call}{loc}: {problem}")
 
     def call(self, call: str, fn: Callable[..., T], *args: Any, client: int | None = None,
-             round_idx: int | None = None) -> T:
-        """Run ``fn(*args)``; any exception that is not drake_bench's own becomes a located PluginError."""
+             round_idx: int | None = None, rng_seed: int | None = None) -> T:
+        """Run ``fn(*args)`` (global generators seeded with ``rng_seed`` first, when given); any exception
+        that is not drake_bench's own becomes a located PluginError."""
+        if rng_seed is not None:
+            seed_everything(rng_seed)
         try:
             return fn(*args)
         except DrakeBenchError:
@@ -97,39 +114,49 @@ class GuardedMethod:
             raise self.error("evaluation_settings", f"returned {type(value).__name__}, expected a dict")
         return value
 
-    def setup(self, federation: FederationContext) -> None:
-        self.call("setup", self.method.setup, federation)
+    def setup(self, federation: FederationContext, rng_seed: int | None = None) -> None:
+        self.call("setup", self.method.setup, federation, rng_seed=rng_seed)
 
-    def init_client(self, ctx: ClientContext) -> State:
-        value = self.call("init_client", self.method.init_client, ctx, client=ctx.client_id)
+    def init_client(self, ctx: ClientContext, rng_seed: int | None = None) -> State:
+        value = self.call("init_client", self.method.init_client, ctx, client=ctx.client_id, rng_seed=rng_seed)
         return self._state(value, "init_client", ctx.client_id, None)
 
-    def init_server(self) -> State:
-        return self._state(self.call("init_server", self.method.init_server), "init_server", None, None)
+    def init_server(self, rng_seed: int | None = None) -> State:
+        return self._state(self.call("init_server", self.method.init_server, rng_seed=rng_seed), "init_server", None, None)
 
     def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]], call: str = "client_update") -> tuple[Message, State]:
+                      batches: Iterable[Sequence[MethodSample]], call: str = "client_update",
+                      rng_seed: int | None = None) -> tuple[Message, State]:
         r = ctx.round_idx if call == "client_update" else None
-        out = self.call(call, self.method.client_update, ctx, state, message, batches, client=ctx.client_id, round_idx=r)
+        out = self.call(call, self.method.client_update, ctx, state, message, batches, client=ctx.client_id, round_idx=r,
+                        rng_seed=rng_seed)
         if not (isinstance(out, tuple) and len(out) == 2):
             raise self.error(call, f"returned {type(out).__name__}, expected (upload Message, new State)", ctx.client_id, r)
         upload = self._message(out[0], call, ctx.client_id, r, "the upload")
         return upload, self._state(out[1], call, ctx.client_id, r, "the new state")
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
-        out = self.call("aggregate", self.method.aggregate, round_idx, server_state, uploads, round_idx=round_idx)
+    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message],
+                  rng_seed: int | None = None) -> tuple[dict[int, Message], State]:
+        out = self.call("aggregate", self.method.aggregate, round_idx, server_state, uploads, round_idx=round_idx,
+                        rng_seed=rng_seed)
         if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], dict)):
             raise self.error("aggregate", "must return (dict client id -> Message, server State)", None, round_idx)
         messages, server = out
         missing = sorted(c for c in uploads if c not in messages)
         if missing:
             raise self.error("aggregate", f"no message for clients {missing}", None, round_idx)
+        extra = [c for c in messages if c not in uploads]
+        if extra:  # a message for a client that does not exist (a typo, a str id) would be silently dropped
+            raise self.error("aggregate", f"messages for clients that are not in this federation: {extra!r} "
+                                          f"(client ids are the ints {sorted(uploads)})", None, round_idx)
         checked = {c: self._message(messages[c], "aggregate", c, round_idx, f"the message to client {c}") for c in uploads}
         return checked, self._state(server, "aggregate", None, round_idx, "the server state")
 
-    def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample]) -> list[str]:
+    def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample],
+                rng_seed: int | None = None) -> list[str]:
         r = ctx.round_idx
-        preds = self.call("predict", self.method.predict, ctx, state, queries, client=ctx.client_id, round_idx=r)
+        preds = self.call("predict", self.method.predict, ctx, state, queries, client=ctx.client_id, round_idx=r,
+                          rng_seed=rng_seed)
         if not isinstance(preds, list) or len(preds) != len(queries) or not all(isinstance(p, str) for p in preds):
             got = f"{len(preds)} items" if isinstance(preds, list) else type(preds).__name__
             raise self.error("predict", f"must return a list of {len(queries)} strings, got {got}", ctx.client_id, r)
@@ -139,8 +166,10 @@ class GuardedMethod:
     def has_post_federation(self) -> bool:
         return isinstance(self.method, PostFederation)
 
-    def post_federation(self, federation: FederationContext, states: dict[int, State], server: State) -> dict[int, State]:
-        after = self.call("post_federation", self.method.post_federation, federation, states, server)  # type: ignore[attr-defined]
+    def post_federation(self, federation: FederationContext, states: dict[int, State], server: State,
+                        rng_seed: int | None = None) -> dict[int, State]:
+        after = self.call("post_federation", self.method.post_federation, federation, states, server,  # type: ignore[attr-defined]
+                          rng_seed=rng_seed)
         if not isinstance(after, dict) or sorted(after) != sorted(states):
             got = sorted(after) if isinstance(after, dict) else type(after).__name__
             raise self.error("post_federation", f"must return a dict with a State for every client {sorted(states)}, got {got}")
@@ -150,7 +179,9 @@ class GuardedMethod:
     def has_adaptation(self) -> bool:
         return isinstance(self.method, AdaptationInit)
 
-    def adaptation_state(self, architecture: str, states: dict[int, State], server: State, client: int) -> State:
+    def adaptation_state(self, architecture: str, states: dict[int, State], server: State, client: int,
+                         rng_seed: int | None = None) -> State:
         call = "fast adaptation init (adaptation_state)"
-        value = self.call(call, self.method.adaptation_state, architecture, states, server, client=client)  # type: ignore[attr-defined]
+        value = self.call(call, self.method.adaptation_state, architecture, states, server,  # type: ignore[attr-defined]
+                          client=client, rng_seed=rng_seed)
         return self._state(value, call, client, None)

@@ -69,12 +69,14 @@ class Message:
         for k, t in self.tensors.items():
             if not isinstance(k, str) or not isinstance(t, torch.Tensor):
                 raise ValueError(f"tensor entry {k!r} is {type(t).__name__}, expected torch.Tensor under a str key")
-            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            if (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()):
                 raise ValueError(f"tensor {k!r} contains NaN or Inf")
         try:
-            json.dumps(self.metadata)
+            json.dumps(self.metadata, allow_nan=False)
         except TypeError as exc:
             raise ValueError(f"metadata is not JSON-serialisable: {exc}") from None
+        except ValueError:
+            raise ValueError("metadata contains NaN or Infinity (not valid JSON)") from None
 
 
 class State(Message):
@@ -298,6 +300,15 @@ def protocol_problems(obj: Any) -> list[str]:
     if not isinstance(obj, type) and not isinstance(getattr(obj, "config", None), BaseModel):
         problems.append("instance has no `config` (a Config instance); set self.config in __init__")
     return problems
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python's, numpy's and torch's global generators (the evaluator does this before each call)."""
+    import random
+
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
 
 
 def mixed_seed(*parts: int) -> int:

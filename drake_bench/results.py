@@ -84,6 +84,10 @@ class BenchmarkRef(StrictModel):
     version: str
     manifest_hash: str = Field(description="content_hash of the benchmark manifest.")
     data_hash: str | None = Field(default=None, description="Hash of the built data (splits) evaluated on.")
+    verified_files: dict[str, str] = Field(
+        default_factory=dict,
+        description="Shard path (relative to the built folder) -> sha256, checked against build_info.json when the "
+                    "run read it: the exact data the numbers come from.")
 
 
 class ScenarioRef(StrictModel):

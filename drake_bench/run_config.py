@@ -7,7 +7,7 @@ these descriptions; ``None`` always means "the benchmark manifest's value".
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -48,6 +48,14 @@ class RunConfig(BaseModel):
     device: str = Field(default="cpu", description="torch device given to the method (cpu, cuda, cuda:1, ...).")
     data_dir: str | None = Field(default=None, description="A built benchmark folder; None: the local build (embedded ones build themselves).")
     revision: str | None = Field(default=None, description="A Hub revision to fetch the benchmark's splits from.")
+    isolation: Literal["process", "inline"] = Field(
+        default="process",
+        description="'process': the method runs in its own worker process and sees only what it may (boards require "
+                    "it); 'inline': in the evaluator's process (for debugging a plugin; same numbers, no isolation).")
+    call_timeout: float | None = Field(
+        default=None, gt=0,
+        description="Seconds a single plugin call may take before the run stops with an error naming it (process "
+                    "isolation only); None: no limit.")
     out: str = Field(default="runs", description="Output folder: checkpoints, result files, plots.")
     resume: bool = Field(default=True, description="Continue from the checkpoints in `out` (only the same run configuration).")
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import nullcontext
 from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 
 from .errors import DrakeBenchError, UnknownNameError
+from .lock import RunLock
 from .results import RunResult
 from .run_config import RunConfig
 
@@ -30,13 +32,26 @@ def default_jobs() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
-def _worker(config_json: str, threads: int, queue: Any) -> tuple[str, str]:
+_progress_queue: Any = None
+
+
+def _init_worker(queue: Any, parent_pid: int) -> None:
+    """Each worker process: where progress goes, and to die with the run (a killed run leaves no worker behind)."""
+    global _progress_queue
+    from .isolation import die_with
+
+    _progress_queue = queue
+    die_with(parent_pid)
+
+
+def _worker(config_json: str, threads: int) -> tuple[str, str]:
     """Run one method in a worker process; errors come back as text (custom exceptions do not pickle)."""
     import torch
 
     from .evaluator import RunCallbacks, run
     from .progress import quiet_libraries
 
+    queue = _progress_queue
     quiet_libraries()
     torch.set_num_threads(threads)
     cfg = RunConfig.model_validate_json(config_json)
@@ -94,14 +109,14 @@ def _run_in_workers(configs: Sequence[RunConfig], jobs: int, threads: int, conso
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     ctx = mp.get_context("spawn")
-    manager = ctx.Manager()
-    q = manager.Queue()
+    q = ctx.Queue()  # a plain queue (no manager process that could outlive a killed run)
     started = time.perf_counter()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=not console.is_terminal) as bar:
         tasks = {c.method: bar.add_task(f"{c.method}: starting", total=None) for c in configs}
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = [pool.submit(_worker, c.model_dump_json(), threads, q) for c in configs]
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
+                                 initargs=(q, os.getpid())) as pool:
+            futures = [pool.submit(_worker, c.model_dump_json(), threads) for c in configs]
             pending = set(futures)
             while pending:
                 try:
@@ -155,11 +170,12 @@ def run_methods(configs: Sequence[RunConfig], jobs: int | None = None, threads: 
         raise DrakeBenchError("run_methods runs configs of one benchmark, data folder, revision and allocation together")
     console = console or Console(stderr=True)
     first = configs[0]
-    spec = load_benchmark(first.benchmark)
-    if not console.is_terminal:
-        console.print(f"[    0 s] preparing {spec.name} for {', '.join(names)}", highlight=False)
-    open_built(spec, data_dir=first.data_dir, revision=first.revision)
-    if spec.model_allocations:
-        prepare_tiny_models(sorted(set(spec.allocation(first.allocation).values())), console)
-    jobs = max(1, min(jobs or default_jobs(), len(configs)))
-    return _run_in_workers(list(configs), jobs=jobs, threads=threads, console=console)
+    with RunLock(first.out) if len({c.out for c in configs}) == 1 else nullcontext():
+        spec = load_benchmark(first.benchmark)
+        if not console.is_terminal:
+            console.print(f"[    0 s] preparing {spec.name} for {', '.join(names)}", highlight=False)
+        open_built(spec, data_dir=first.data_dir, revision=first.revision)
+        if spec.model_allocations:
+            prepare_tiny_models(sorted(set(spec.allocation(first.allocation).values())), console)
+        jobs = max(1, min(jobs or default_jobs(), len(configs)))
+        return _run_in_workers(list(configs), jobs=jobs, threads=threads, console=console)

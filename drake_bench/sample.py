@@ -9,6 +9,7 @@ protocol's promise "methods never see task identities" holds by construction.
 from __future__ import annotations
 
 import hashlib
+import hmac
 from enum import Enum
 from typing import Any
 
@@ -41,13 +42,19 @@ class Sample(BaseModel):
     source: str = Field(description="Source dataset (and variant) the item came from.")
     meta: dict[str, Any] = Field(default_factory=dict, description="Source metadata kept for partition rules.")
 
-    def as_query(self) -> "MethodSample":
+    def as_query(self, uid_key: bytes | None = None) -> "MethodSample":
         """The item as shown to ``predict``: no answer, no task identity."""
-        return self.for_method().model_copy(update={"answer": ""})
+        return self.for_method(uid_key).model_copy(update={"answer": ""})
 
-    def for_method(self) -> "MethodSample":
+    def for_method(self, uid_key: bytes | None = None) -> "MethodSample":
+        """The item as a method sees it. With ``uid_key`` (the evaluator's per-run secret) the uid is an
+        HMAC of the item id, so it cannot be inverted into a task name and row by hashing public names."""
+        if uid_key is not None:
+            uid = hmac.new(uid_key, self.id.encode(), hashlib.sha256).hexdigest()[:16]
+        else:
+            uid = hashlib.sha1(self.id.encode()).hexdigest()[:16]
         return MethodSample(
-            uid=hashlib.sha1(self.id.encode()).hexdigest()[:16],
+            uid=uid,
             images=self.images,
             question=self.question,
             choices=self.choices,

@@ -17,6 +17,7 @@ regenerated on its own (which is what makes resuming a killed run exact).
 
 from __future__ import annotations
 
+import gc
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from .sample import MethodSample, Sample
 from .scenarios import Scenario, parse_scenario
 from .schedule import IngestionSchedule
 from .spec import BenchmarkSpec
-from .store import BuiltBenchmark, built_root
+from .store import BuiltBenchmark, built_root, shard_path
 
 
 # RNG salts: the last entry of each np.random.default_rng([...]) seed, so that streams drawn from
@@ -109,33 +110,99 @@ _FORBIDDEN = {
 }
 
 
+class ClientTrainView:
+    """Everything one client's training stream needs, and nothing more.
+
+    It holds the client's own train rows only (copied out of the shared tables, so other clients'
+    rows of a Dirichlet-split task are not in memory either), the layout of its tasks over rounds,
+    and no handle on the built benchmark: from a stream there is no object path to a test split,
+    another client or the evaluator's :class:`FederatedData`.
+    """
+
+    __slots__ = ("client", "seed", "scenario_tag", "benchmark", "rounds", "_segments", "_tables", "_tasks")
+
+    def __init__(self, fed: "FederatedData", client: int):
+        self.client, self.seed, self.scenario_tag = client, fed.seed, fed.scenario.tag()
+        self.benchmark, self.rounds = fed.spec.name, fed.config.rounds
+        self._tasks = fed.client_tasks(client)
+        per_task = [fed._task_rows(client, i, t) for i, t in enumerate(self._tasks)]
+        self._segments = fed.scenario.segments(fed, client, per_task)
+        self._tables: list[tuple[dict[int, int], Any, Path]] = []
+        for i, task in enumerate(self._tasks):
+            rows = np.unique(per_task[i][:, 1]) if len(per_task[i]) else np.zeros(0, dtype=np.int64)
+            self._tables.append(({int(r): k for k, r in enumerate(rows)}, _copy_rows(fed.store.table(task, "train"), rows),
+                                 shard_path(fed.store.root, task, "train")))
+
+    def schedule(self, local_steps: int) -> IngestionSchedule:
+        return IngestionSchedule.from_segments(self._segments, self.rounds, local_steps)
+
+    def round_samples(self, round_idx: int, local_steps: int, batch_size: int) -> Iterator[list[Sample]]:
+        """The same draw as :meth:`FederatedData.round_samples`, from this client's own rows."""
+        sched = self.schedule(local_steps)
+        rng = np.random.default_rng([self.seed, self.client, round_idx, SALT_ROUND_BATCHES])
+        for positions in sched.batch_indices(round_idx, batch_size, rng):
+            refs = [(int(t), int(r)) for t, r in sched.arrivals[positions]]
+            yield _fetch_rows(refs, lambda t, rows: _decode_subset(self._tables[t], rows))
+
+
+def _copy_rows(dataset: Any, rows: np.ndarray) -> Any:
+    """An in-memory ``datasets.Dataset`` of only ``rows`` (a copy: it keeps no reference to the shared table)."""
+    import pyarrow as pa
+    from datasets import Dataset
+    from datasets.table import InMemoryTable
+
+    taken = dataset.data.table.take(pa.array(rows, type=pa.int64()))
+    return Dataset(InMemoryTable(pa.Table.from_batches(taken.to_batches(), schema=taken.schema)), info=dataset.info.copy())
+
+
+def _decode_subset(table: tuple[dict[int, int], Any, Path], rows: list[int]) -> list[Sample]:
+    from .store import decode_rows
+
+    index, data, path = table
+    return decode_rows(data, [index[r] for r in rows], path)
+
+
+def _fetch_rows(refs: list[tuple[Any, int]], read) -> list[Sample]:  # noqa: ANN001
+    """Decode (task, row) references grouping by task, returned in the references' order."""
+    by_task: dict[Any, list[int]] = {}
+    for task, row in refs:
+        by_task.setdefault(task, []).append(row)
+    fetched = {t: dict(zip(rows, read(t, rows))) for t, rows in by_task.items()}
+    return [fetched[t][r] for t, r in refs]
+
+
 class RoundBatches:
     """The batches of one round, decoded lazily; ``len()`` is the number of local steps."""
 
-    def __init__(self, fed: "FederatedData", client: int, round_idx: int, cfg: StreamConfig):
-        self._fed, self._client, self.round_idx, self._cfg = fed, client, round_idx, cfg
+    __slots__ = ("_view", "round_idx", "_steps", "_batch_size")
+
+    def __init__(self, view: ClientTrainView, round_idx: int, local_steps: int, batch_size: int):
+        self._view, self.round_idx, self._steps, self._batch_size = view, round_idx, local_steps, batch_size
 
     def __len__(self) -> int:
-        return self._cfg.local_steps
+        return self._steps
 
     def __iter__(self) -> Iterator[list[MethodSample]]:
-        for batch in self._fed._round_samples(self._client, self.round_idx, self._cfg):
+        for batch in self._view.round_samples(self.round_idx, self._steps, self._batch_size):
             yield [s.for_method() for s in batch]
 
     def __repr__(self) -> str:
-        return f"RoundBatches(client={self._client}, round={self.round_idx}, steps={len(self)})"
+        return f"RoundBatches(client={self._view.client}, round={self.round_idx}, steps={len(self)})"
 
 
 class ClientStream:
-    """One client's training stream as a method sees it (rounds of memory-replay batches)."""
+    """One client's training stream, for a researcher's own training code (rounds of memory-replay batches).
 
-    __slots__ = ("_fed", "client", "scenario", "seed", "num_rounds", "local_steps", "batch_size")
+    It holds a :class:`ClientTrainView`: this client's train rows and their layout over rounds. Test
+    splits, unseen tasks, other clients and task identities are not in it; asking for them raises
+    :class:`~drake_bench.errors.LeakageError` with an explanation.
+    """
 
-    def __init__(self, fed: "FederatedData", client: int, cfg: StreamConfig):
-        object.__setattr__(self, "_fed", fed)
-        self.client = client
-        self.scenario = fed.scenario.tag()
-        self.seed = fed.seed
+    __slots__ = ("_view", "client", "scenario", "seed", "num_rounds", "local_steps", "batch_size")
+
+    def __init__(self, view: ClientTrainView, cfg: StreamConfig):
+        object.__setattr__(self, "_view", view)
+        self.client, self.scenario, self.seed = view.client, view.scenario_tag, view.seed
         self.num_rounds, self.local_steps, self.batch_size = cfg.rounds, cfg.local_steps, cfg.batch_size
 
     def __getattr__(self, name: str) -> Any:
@@ -148,10 +215,11 @@ class ClientStream:
 
     def round(self, round_idx: int, local_steps: int | None = None, batch_size: int | None = None) -> RoundBatches:
         """Batches of round ``round_idx`` (0-based). Independent of earlier rounds: resumable anywhere."""
+        if isinstance(round_idx, bool) or not isinstance(round_idx, (int, np.integer)):
+            raise TypeError(f"round_idx must be an int, got {round_idx!r}")
         if not 0 <= round_idx < self.num_rounds:
             raise IndexError(f"round {round_idx} outside 0..{self.num_rounds - 1} for client {self.client}")
-        cfg = StreamConfig(self.num_rounds, local_steps or self.local_steps, batch_size or self.batch_size)
-        return RoundBatches(self._fed, self.client, round_idx, cfg)
+        return RoundBatches(self._view, int(round_idx), local_steps or self.local_steps, batch_size or self.batch_size)
 
     def rounds(self, local_steps: int | None = None, batch_size: int | None = None, start: int = 0) -> Iterator[tuple[int, RoundBatches]]:
         """Yield ``(round_idx, batches)`` for every round from ``start``."""
@@ -160,9 +228,12 @@ class ClientStream:
 
     def __repr__(self) -> str:
         return (
-            f"ClientStream(benchmark={self._fed.spec.name!r}, client={self.client}, scenario={self.scenario!r}, "
+            f"ClientStream(benchmark={self._view.benchmark!r}, client={self.client}, scenario={self.scenario!r}, "
             f"seed={self.seed}, rounds={self.num_rounds}, local_steps={self.local_steps}, batch_size={self.batch_size})"
         )
+
+    def __reduce__(self):  # noqa: ANN204 - a stream is rebuilt from its arguments, never pickled with its data
+        raise TypeError("a ClientStream cannot be pickled; call load_client_stream(...) again in the other process")
 
 
 # --------------------------------------------------------------------------- evaluator view
@@ -227,25 +298,25 @@ class FederatedData:
 
     # -- training data -----------------------------------------------------------
     def client_stream(self, client: int) -> ClientStream:
-        """The method's view of one client: batches only, no tasks, tests or future items."""
-        self.spec.client(client)
+        """One client's training stream over its own :class:`ClientTrainView` (no handle on this object)."""
+        client = _client_id(self.spec, client)
         self.schedule(client)  # fail early on a scenario that does not fit
-        return ClientStream(self, client, self.config)
+        return ClientStream(ClientTrainView(self, client), self.config)
 
-    def _round_samples(self, client: int, round_idx: int, cfg: StreamConfig) -> Iterator[list[Sample]]:
-        sched = self.schedule(client, cfg.local_steps)
+    def round_samples(self, client: int, round_idx: int, local_steps: int | None = None,
+                      batch_size: int | None = None) -> Iterator[list[Sample]]:
+        """The batches of one client and round as full samples (the evaluator's side of a stream)."""
+        sched = self.schedule(client, local_steps or self.config.local_steps)
         tasks = self.client_tasks(client)
         rng = np.random.default_rng([self.seed, client, round_idx, SALT_ROUND_BATCHES])
-        for positions in sched.batch_indices(round_idx, cfg.batch_size, rng):
-            entries = sched.arrivals[positions]
-            yield self._fetch([(tasks[int(t)], int(r)) for t, r in entries], "train")
+        for positions in sched.batch_indices(round_idx, batch_size or self.config.batch_size, rng):
+            refs = [(tasks[int(t)], int(r)) for t, r in sched.arrivals[positions]]
+            yield _fetch_rows(refs, lambda t, rows: self.store.samples(t, "train", rows))
 
-    def _fetch(self, refs: list[tuple[str, int]], split: str) -> list[Sample]:
-        by_task: dict[str, list[int]] = {}
-        for task, row in refs:
-            by_task.setdefault(task, []).append(row)
-        fetched = {t: dict(zip(rows, self.store.samples(t, split, rows))) for t, rows in by_task.items()}
-        return [fetched[t][r] for t, r in refs]
+    def round_batches(self, client: int, round_idx: int, local_steps: int | None = None,
+                      uid_key: bytes | None = None) -> list[list[MethodSample]]:
+        """What a method receives for one client and round: decoded here, ids keyed with the run's secret."""
+        return [[s.for_method(uid_key) for s in batch] for batch in self.round_samples(client, round_idx, local_steps)]
 
     def train_samples(self, task_id: str, limit: int | None = None) -> list[Sample]:
         """A task's train items (used by the evaluator for fast adaptation on unseen tasks)."""
@@ -319,9 +390,20 @@ def load_client_stream(
     this client's tasks) from the manifest's ``hub_repo`` or ``repo_id``. Defaults for rounds / local steps / batch size come from the manifest.
     """
     spec = load_benchmark(benchmark)
-    spec.client(client)
+    client = _client_id(spec, client)
     fed = load_federated_data(
         spec, scenario, seed, data_dir=data_dir, revision=revision, repo_id=repo_id, clients=[client],
         rounds=rounds, local_steps=local_steps, batch_size=batch_size,
     )
-    return fed.client_stream(client)
+    stream = fed.client_stream(client)
+    del fed  # the stream keeps only its own view; nothing else of the benchmark stays reachable
+    gc.collect()
+    return stream
+
+
+def _client_id(spec: BenchmarkSpec, client: Any) -> int:
+    """A client id is an int of the benchmark (True or 3.0 are refused, not read as 1 or 3)."""
+    if isinstance(client, bool) or not isinstance(client, (int, np.integer)):
+        raise ScenarioError(f"client must be an int client id of {spec.name!r} ({spec.client_ids}), got {client!r}")
+    spec.client(int(client))
+    return int(client)

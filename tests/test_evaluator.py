@@ -78,27 +78,45 @@ def test_same_seed_same_numbers(toy, tmp_path):
 def test_failure_names_method_client_round_and_resume_is_exact(toy, tmp_path, monkeypatch):
     clean = run(_cfg(toy, tmp_path / "clean", fast_adaptation=False))
     out = tmp_path / "crash"
+    # a code-level fault patched into the class: only an inline method sees the patch (a worker imports it afresh)
     monkeypatch.setattr(Counter, "FAIL_ON", (2, 4))
     with pytest.raises(PluginError, match=r"method 'counter' failed in client_update \(seed 0, client 2, round 5\): RuntimeError: boom"):
-        run(_cfg(toy, out, fast_adaptation=False))
+        run(_cfg(toy, out, fast_adaptation=False, isolation="inline"))
     monkeypatch.setattr(Counter, "FAIL_ON", None)  # the plugin is fixed; same configuration resumes
     progress = json.loads(next(out.rglob("progress.json")).read_text())
     assert progress["completed_rounds"] == 4  # everything finished before the fault is on disk
-    resumed = run(_cfg(toy, out, fast_adaptation=False))
+    resumed = run(_cfg(toy, out, fast_adaptation=False))  # and resumes in its own process to the same numbers
     assert [r.model_dump() for r in resumed.raw.scores] == [r.model_dump() for r in clean.raw.scores]
+
+
+class Broken(Counter):
+    meta = MethodMeta(name="broken", version="1.0")
+
+    def aggregate(self, round_idx, server_state, uploads):
+        return {}, server_state
+
+
+class Forgetful(Counter):
+    meta = MethodMeta(name="forgetful", version="1.0")
+
+    def post_federation(self, federation, client_states, server_state):
+        return {c: s for c, s in client_states.items() if c != 2}
+
+
+class Poisoned(Counter):
+    meta = MethodMeta(name="poisoned", version="1.0")
+
+    def post_federation(self, federation, client_states, server_state):
+        return {c: State(tensors={"counts": torch.full((2,), float("nan"))}) for c in client_states}
+
+
+for _cls in (Broken, Forgetful, Poisoned):
+    register_method(_cls)
 
 
 def test_nan_and_malformed_outputs_are_plugin_errors(toy, tmp_path):
     with pytest.raises(PluginError, match=r"client_update \(seed 0, client 3, round 2\): the upload: .*NaN"):
         run(_cfg(toy, tmp_path / "nan", fast_adaptation=False, method_config={"nan_on": [3, 1]}))
-
-    class Broken(Counter):
-        meta = MethodMeta(name="broken", version="1.0")
-
-        def aggregate(self, round_idx, server_state, uploads):
-            return {}, server_state
-
-    register_method(Broken)
     with pytest.raises(PluginError, match=r"'broken' failed in aggregate \(seed 0, round 1\): .*no message for clients"):
         run(_cfg(toy, tmp_path / "broken", method="broken", fast_adaptation=False))
 
@@ -127,9 +145,9 @@ register_method(DistilledNo)
 
 def test_post_federation_stage_replaces_only_the_final_evaluation(toy, tmp_path):
     plain = run(_cfg(toy, tmp_path / "plain", fast_adaptation=False))
-    Distilled.calls.clear()
-    yes = run(_cfg(toy, tmp_path / "yes", method="distilled", fast_adaptation=False))
-    no = run(_cfg(toy, tmp_path / "no", method="distilled-no", fast_adaptation=False))
+    Distilled.calls.clear()  # recorded in this process: the two runs below are inline
+    yes = run(_cfg(toy, tmp_path / "yes", method="distilled", fast_adaptation=False, isolation="inline"))
+    no = run(_cfg(toy, tmp_path / "no", method="distilled-no", fast_adaptation=False, isolation="inline"))
     # called once per run, after the last round (the server has aggregated 8 rounds), with every client
     assert Distilled.calls == [(8, [1, 2, 3]), (8, [1, 2, 3])]
     key = lambda r: (r.eval_round, r.client, r.task)  # noqa: E731
@@ -146,20 +164,6 @@ def test_post_federation_stage_replaces_only_the_final_evaluation(toy, tmp_path)
 
 
 def test_a_malformed_post_federation_result_is_a_plugin_error(toy, tmp_path):
-    class Forgetful(Counter):
-        meta = MethodMeta(name="forgetful", version="1.0")
-
-        def post_federation(self, federation, client_states, server_state):
-            return {c: s for c, s in client_states.items() if c != 2}
-
-    class Poisoned(Counter):
-        meta = MethodMeta(name="poisoned", version="1.0")
-
-        def post_federation(self, federation, client_states, server_state):
-            return {c: State(tensors={"counts": torch.full((2,), float("nan"))}) for c in client_states}
-
-    register_method(Forgetful)
-    register_method(Poisoned)
     with pytest.raises(PluginError, match=r"'forgetful' failed in post_federation \(seed 0\): .*every client \[1, 2, 3\], got \[1, 3\]"):
         run(_cfg(toy, tmp_path / "f", method="forgetful", fast_adaptation=False))
     with pytest.raises(PluginError, match=r"'poisoned' failed in post_federation \(seed 0, client 1\): .*NaN"):

@@ -34,7 +34,8 @@ def _help(field: str) -> str:
 
 
 OPTION_OF_FIELD = {"seeds": "--seeds", "rounds": "--rounds", "local_steps": "--local-steps",
-                   "eval_every_rounds": "--eval-every", "others_subsample": "--others-subsample"}
+                   "eval_every_rounds": "--eval-every", "others_subsample": "--others-subsample",
+                   "call_timeout": "--call-timeout", "isolation": "--isolation"}
 """RunConfig field -> the ``run`` option that sets it, so a bad value is reported by the name the user typed."""
 
 
@@ -112,6 +113,8 @@ def register(app: typer.Typer) -> None:
         threads: Annotated[int, typer.Option(help="torch intra-op threads per worker (1 is fastest for tiny models).")] = 1,
         jobs: Annotated[int, typer.Option(help="Methods run in parallel worker processes (default: one per CPU core).")] = default_jobs(),
         device: Annotated[str, typer.Option(help=_help("device"))] = "cpu",
+        call_timeout: Annotated[float | None, typer.Option(help=_help("call_timeout"))] = None,
+        isolation: Annotated[str, typer.Option(help=_help("isolation"))] = "process",
         data_dir: Annotated[Path | None, typer.Option(help=_help("data_dir"))] = None,
         revision: Annotated[str | None, typer.Option(help=_help("revision"))] = None,
         set_: Annotated[list[str] | None, typer.Option(
@@ -153,6 +156,7 @@ def register(app: typer.Typer) -> None:
                     others_subsample=others_subsample, compute_matched=compute_matched,
                     fast_adaptation=fast_adaptation, fast_adaptation_tasks=unseen, resume=resume, device=device,
                     data_dir=str(data_dir) if data_dir else None, revision=revision, method_config=per_method[name],
+                    call_timeout=call_timeout, isolation=isolation,
                 )
                 for name in names
             ]

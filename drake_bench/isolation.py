@@ -1,0 +1,414 @@
+"""A method in its own process: the evaluator's process alone holds the benchmark data.
+
+A plugin that shares the evaluator's process can reach every answer in memory (through private
+attributes, ``gc.get_objects()``, ``copy``, pickling); no attribute name can stop that. So the
+method runs in a worker process of its own. Each call sends exactly what the method may see
+(that round's training items as :class:`~drake_bench.sample.MethodSample`, the contexts, queries
+without answers, states and messages) and gets back messages, states and predictions. Everything
+crosses as tensors (safetensors bytes; images as uint8 arrays) plus JSON, never pickle, so what a
+method receives is data, not objects holding references to anything else.
+
+The worker wraps the method in :class:`~drake_bench.guard.GuardedMethod`, so every call is checked
+where it runs and an error comes back already naming the method, seed, client, round and call.
+The evaluator seeds the worker's random generators before each call, exactly as it seeds its own
+in ``inline`` mode, so both modes give the same numbers. A call can be given a time limit; a
+worker that exceeds it is killed and the run stops with a located error. Workers die with their
+parent: on Linux through the parent-death signal, elsewhere through a watchdog thread.
+
+What this does not stop: a plugin reading the built benchmark's files from disk. A leaderboard
+that must exclude that runs submissions in a sandbox without the data folder mounted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+import threading
+import time
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import errors as errors_mod
+from .errors import DrakeBenchError, PluginError
+from .protocol import ClientContext, FederationContext, Message, ModelIdentity, State
+from .sample import AnswerType, MethodSample
+
+# --------------------------------------------------------------------------- codec: JSON + safetensors
+_TAG = "__db__"
+
+
+class _Encoder:
+    def __init__(self) -> None:
+        self.tensors: dict[str, torch.Tensor] = {}
+        self._names: dict[int, str] = {}
+
+    def _tensor(self, t: torch.Tensor) -> str:
+        """One copy per tensor object (a tensor in both an upload and a state travels once)."""
+        if id(t) in self._names:
+            return self._names[id(t)]
+        name = self._names[id(t)] = f"t{len(self.tensors)}"
+        self.tensors[name] = t.detach().cpu().contiguous().clone()  # own storage: safetensors refuses shared memory
+        return name
+
+    def enc(self, obj: Any) -> Any:
+        if obj is None or isinstance(obj, (bool, int, float, str)):
+            return obj
+        if isinstance(obj, torch.Tensor):
+            return {_TAG: "tensor", "name": self._tensor(obj)}
+        if isinstance(obj, State) or isinstance(obj, Message):
+            kind = "state" if isinstance(obj, State) else "message"
+            return {_TAG: kind, "tensors": self.enc(obj.tensors), "metadata": self.enc(obj.metadata)}
+        if isinstance(obj, MethodSample):
+            return {_TAG: "sample", "uid": obj.uid, "images": [self.enc(i) for i in obj.images], "question": obj.question,
+                    "choices": list(obj.choices), "answer": obj.answer, "answer_type": obj.answer_type.value}
+        if isinstance(obj, ClientContext):
+            return {_TAG: "client_ctx", **{f.name: getattr(obj, f.name) for f in fields(obj)}}
+        if isinstance(obj, FederationContext):
+            data = {f.name: self.enc(getattr(obj, f.name)) for f in fields(obj) if f.name != "public_data"}
+            return {_TAG: "federation_ctx", **data}
+        if isinstance(obj, ModelIdentity):
+            return {_TAG: "model_identity", "data": obj.model_dump(mode="json")}
+        if isinstance(obj, Path):
+            return {_TAG: "path", "value": str(obj)}
+        if isinstance(obj, tuple):
+            return {_TAG: "tuple", "items": [self.enc(x) for x in obj]}
+        if isinstance(obj, list):
+            return [self.enc(x) for x in obj]
+        if isinstance(obj, dict):
+            return {_TAG: "dict", "items": [[self.enc(k), self.enc(v)] for k, v in obj.items()]}
+        if isinstance(obj, np.generic):
+            return obj.item()
+        try:
+            from PIL import Image
+        except ImportError:  # pragma: no cover
+            Image = None  # type: ignore[assignment]
+        if Image is not None and isinstance(obj, Image.Image):
+            return {_TAG: "image", "name": self._tensor(torch.from_numpy(np.asarray(obj).copy())), "mode": obj.mode}
+        raise TypeError(f"a {type(obj).__name__} cannot cross the process boundary (send tensors, JSON values, "
+                        "State, Message)")
+
+
+def _decode(obj: Any, tensors: dict[str, torch.Tensor], public_data: Any = None) -> Any:
+    d = lambda x: _decode(x, tensors, public_data)  # noqa: E731
+    if isinstance(obj, list):
+        return [d(x) for x in obj]
+    if not isinstance(obj, dict):
+        return obj
+    kind = obj.get(_TAG)
+    if kind == "tensor":
+        return tensors[obj["name"]]
+    if kind in ("state", "message"):
+        cls = State if kind == "state" else Message
+        return cls(tensors=d(obj["tensors"]), metadata=d(obj["metadata"]))
+    if kind == "sample":
+        return MethodSample(uid=obj["uid"], images=[d(i) for i in obj["images"]], question=obj["question"],
+                            choices=obj["choices"], answer=obj["answer"], answer_type=AnswerType(obj["answer_type"]))
+    if kind == "client_ctx":
+        return ClientContext(**{k: v for k, v in obj.items() if k != _TAG})
+    if kind == "federation_ctx":
+        data = {k: d(v) for k, v in obj.items() if k != _TAG}
+        data["allocation"] = {int(k): v for k, v in data["allocation"].items()}
+        data["architectures"] = {int(k): v for k, v in data["architectures"].items()}
+        return FederationContext(public_data=public_data or _public_data(data["modality"]), **data)
+    if kind == "model_identity":
+        return ModelIdentity(**obj["data"])
+    if kind == "path":
+        return Path(obj["value"])
+    if kind == "tuple":
+        return tuple(d(x) for x in obj["items"])
+    if kind == "dict":
+        return {d(k): d(v) for k, v in obj["items"]}
+    if kind == "image":
+        from PIL import Image
+
+        return Image.fromarray(tensors[obj["name"]].numpy(), mode=obj["mode"])
+    return {k: d(v) for k, v in obj.items()}
+
+
+def dumps(obj: Any) -> bytes:
+    """``obj`` as one byte string: a length-prefixed JSON header, then the tensors as safetensors."""
+    from safetensors.torch import save
+
+    enc = _Encoder()
+    header = json.dumps(enc.enc(obj)).encode()
+    return struct.pack("<Q", len(header)) + header + (save(enc.tensors) if enc.tensors else b"")
+
+
+def loads(data: bytes, public_data: Any = None) -> Any:
+    from safetensors.torch import load
+
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    rest = data[8 + n:]
+    return _decode(header, load(rest) if rest else {}, public_data)
+
+
+def _public_data(modality: str):
+    """Public items are no secret: the worker draws them itself (the same seeded draw as the evaluator's)."""
+    def get(n: int):
+        from .synth.public import public_mix, public_text_mix
+
+        return (public_mix if modality == "multimodal" else public_text_mix)(n, seed=0)
+
+    return get
+
+
+# --------------------------------------------------------------------------- the worker
+def die_with(watch_pid: int) -> None:
+    """End this process as soon as process ``watch_pid`` is gone, even after a kill -9 (no orphan keeps training).
+
+    When ``watch_pid`` is the direct parent (a spawned worker), Linux's parent-death signal ends this
+    process at once; in every case a watchdog thread checks every half second (a forkserver's
+    children have the fork server, not the evaluator, as parent).
+    """
+    if sys.platform.startswith("linux") and os.getppid() == watch_pid:
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:  # pragma: no cover
+            pass
+
+    def alive() -> bool:
+        try:
+            os.kill(watch_pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # pragma: no cover - exists, owned by someone else
+            return True
+        return True
+
+    if not alive():
+        os._exit(1)
+
+    def watch() -> None:
+        while alive():
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
+
+
+def _own_peak_memory() -> int:
+    """This process's peak memory: CUDA's peak allocation on a GPU, the peak resident set otherwise."""
+    if torch.cuda.is_available():
+        return int(torch.cuda.max_memory_allocated())
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss if sys.platform == "darwin" else rss * 1024)
+
+
+def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, config: dict, threads: int,
+                 environ: dict[str, str]) -> None:
+    die_with(parent_pid)
+    os.environ.clear()  # the evaluator's environment now, not the fork server's from when it started
+    os.environ.update(environ)
+    from .guard import GuardedMethod
+    from .progress import quiet_libraries
+    from .registry import create_method, register_method
+
+    quiet_libraries()
+    torch.set_num_threads(threads)
+    try:
+        if target is not None:  # registered in the parent's process by register_method: import it here
+            import importlib
+
+            module, _, qualname = target.partition(":")
+            obj: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+            register_method(obj, name=name)
+        method = create_method(name, config)
+        guarded = GuardedMethod(method)
+        info = {"meta": method.meta.model_dump(mode="json"), "config": method.config.model_dump(mode="json"),
+                "post_federation": guarded.has_post_federation, "adaptation": guarded.has_adaptation}
+        conn.send_bytes(dumps(("ok", info)))
+    except BaseException as exc:  # noqa: BLE001 - every failure goes back as text
+        conn.send_bytes(dumps(("error", type(exc).__name__, str(exc))))
+        return
+    while True:
+        try:
+            request = loads(conn.recv_bytes())
+        except EOFError:
+            return
+        call, seed, rng_seed, args = request
+        if call == "close":
+            return
+        guarded.seed = seed
+        try:
+            value = getattr(guarded, call)(*args, rng_seed=rng_seed) if call in _SEEDED else getattr(guarded, call)(*args)
+            reply = dumps(("ok", value, _own_peak_memory()))
+        except BaseException as exc:  # noqa: BLE001
+            reply = dumps(("error", type(exc).__name__, str(exc)))
+        conn.send_bytes(reply)
+
+
+_SEEDED = {"setup", "init_client", "init_server", "client_update", "aggregate", "predict", "post_federation",
+           "adaptation_state"}
+
+
+def _start_method() -> Any:
+    """forkserver where there is one (workers start in milliseconds after the first), spawn elsewhere."""
+    import multiprocessing as mp
+
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["drake_bench.isolation", "drake_bench.guard", "drake_bench.registry"])
+        return ctx
+    return mp.get_context("spawn")
+
+
+class MethodProcess:
+    """The evaluator's handle on a method running in a worker process; same calls as GuardedMethod."""
+
+    def __init__(self, name: str, config: dict[str, Any], seed: int | None = None, call_timeout: float | None = None,
+                 threads: int | None = None):
+        from .registry import _explicit
+
+        ctx = _start_method()
+        self.name, self.seed, self.call_timeout = name, seed, call_timeout
+        self._peak = 0
+        self._conn, child = ctx.Pipe(duplex=True)
+        cls = _explicit.get(name)
+        target = None
+        if cls is not None:
+            if "<locals>" in cls.__qualname__ or cls.__module__ == "__main__":
+                raise PluginError(
+                    f"method {name!r} ({cls.__module__}.{cls.__qualname__}) was registered in this process but cannot "
+                    "be imported by a worker process: define it at module level in an importable module (or register "
+                    "it through an entry point), or run with isolation='inline'")
+            target = f"{cls.__module__}:{cls.__qualname__}"
+        self._proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), name, target, config,
+                                                            threads or torch.get_num_threads(), dict(os.environ)),
+                                 daemon=True)
+        self._proc.start()
+        child.close()
+        status, *rest = self._receive("start-up", None, None)
+        if status != "ok":
+            self.close()
+            self._raise(rest[0], rest[1], "start-up", None, None)
+        info = rest[0]
+        from .protocol import MethodMeta
+
+        self.meta = MethodMeta(**info["meta"])
+        self.config_dump: dict[str, Any] = info["config"]
+        self.has_post_federation: bool = info["post_federation"]
+        self.has_adaptation: bool = info["adaptation"]
+
+    # -- transport --------------------------------------------------------------------
+    def _where(self, client: int | None, round_idx: int | None) -> str:
+        parts = [f"seed {self.seed}"] if self.seed is not None else []
+        if client is not None:
+            parts.append(f"client {client}")
+        if round_idx is not None:
+            parts.append(f"round {round_idx + 1}")
+        return f" ({', '.join(parts)})" if parts else ""
+
+    def _receive(self, call: str, client: int | None, round_idx: int | None) -> tuple:
+        timeout = self.call_timeout if call != "start-up" else None  # the limit is for plugin calls, not imports
+        if timeout is not None and not self._conn.poll(timeout):
+            self.kill()
+            raise PluginError(f"method {self.name!r} failed in {call}{self._where(client, round_idx)}: no answer within "
+                              f"{timeout:g} s (--call-timeout); the worker was stopped")
+        try:
+            return loads(self._conn.recv_bytes())
+        except EOFError:
+            code = self._proc.exitcode
+            raise PluginError(f"method {self.name!r} failed in {call}{self._where(client, round_idx)}: its worker "
+                              f"process died (exit code {code})") from None
+
+    def _raise(self, kind: str, text: str, call: str, client: int | None, round_idx: int | None) -> None:
+        """Re-raise a worker's error here: drake_bench's own by class, anything else as a located PluginError."""
+        cls = getattr(errors_mod, kind, None)
+        if isinstance(cls, type) and issubclass(cls, DrakeBenchError):
+            raise _rebuild(cls, text)
+        raise self.error(call, f"{kind}: {text}", client, round_idx)
+
+    def _call(self, call: str, *args: Any, rng_seed: int | None = None, client: int | None = None,
+              round_idx: int | None = None) -> Any:
+        try:
+            payload = dumps((call, self.seed, rng_seed, list(args)))
+        except TypeError as exc:  # a state or message this side cannot send (it came back from the method)
+            raise PluginError(f"method {self.name!r} failed in {call}{self._where(client, round_idx)}: {exc}") from None
+        self._conn.send_bytes(payload)
+        status, *rest = self._receive(call, client, round_idx)
+        if status != "ok":
+            self._raise(rest[0], rest[1], call, client, round_idx)
+        self._peak = max(self._peak, rest[1])
+        return rest[0]
+
+    def peak_memory_bytes(self) -> int:
+        """The worker's peak memory so far (where the method's models live)."""
+        return self._peak
+
+    # -- the guarded protocol, across the boundary ---------------------------------------
+    def model_identity(self, model_name: str) -> ModelIdentity:
+        return self._call("model_identity", model_name)
+
+    def evaluation_settings(self) -> dict[str, Any]:
+        return self._call("evaluation_settings")
+
+    def error(self, call: str, problem: str, client: int | None = None, round_idx: int | None = None) -> PluginError:
+        return PluginError(f"method {self.name!r} failed in {call}{self._where(client, round_idx)}: {problem}")
+
+    def setup(self, federation: FederationContext, rng_seed: int | None = None) -> None:
+        self._call("setup", federation, rng_seed=rng_seed)
+
+    def init_client(self, ctx: ClientContext, rng_seed: int | None = None) -> State:
+        return self._call("init_client", ctx, rng_seed=rng_seed, client=ctx.client_id)
+
+    def init_server(self, rng_seed: int | None = None) -> State:
+        return self._call("init_server", rng_seed=rng_seed)
+
+    def client_update(self, ctx: ClientContext, state: State, message: Message | None, batches: Any,
+                      call: str = "client_update", rng_seed: int | None = None) -> tuple[Message, State]:
+        batches = [list(b) for b in batches]  # decoded here, in the evaluator's process: data errors stay data errors
+        return self._call("client_update", ctx, state, message, batches, call, rng_seed=rng_seed,
+                          client=ctx.client_id, round_idx=ctx.round_idx)
+
+    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message],
+                  rng_seed: int | None = None) -> tuple[dict[int, Message], State]:
+        return self._call("aggregate", round_idx, server_state, uploads, rng_seed=rng_seed, round_idx=round_idx)
+
+    def predict(self, ctx: ClientContext, state: State, queries: list[MethodSample], rng_seed: int | None = None) -> list[str]:
+        return self._call("predict", ctx, state, list(queries), rng_seed=rng_seed, client=ctx.client_id,
+                          round_idx=ctx.round_idx)
+
+    def post_federation(self, federation: FederationContext, states: dict[int, State], server: State,
+                        rng_seed: int | None = None) -> dict[int, State]:
+        return self._call("post_federation", federation, states, server, rng_seed=rng_seed)
+
+    def adaptation_state(self, architecture: str, states: dict[int, State], server: State, client: int,
+                         rng_seed: int | None = None) -> State:
+        return self._call("adaptation_state", architecture, states, server, client, rng_seed=rng_seed, client=client)
+
+    # -- life cycle ---------------------------------------------------------------------
+    def kill(self) -> None:
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc.join(timeout=5)
+
+    def close(self) -> None:
+        try:
+            if self._proc.is_alive():
+                self._conn.send_bytes(dumps(("close", None, None, [])))
+                self._proc.join(timeout=5)
+        except (OSError, EOFError, BrokenPipeError):
+            pass
+        self.kill()
+        self._conn.close()
+
+
+def _rebuild(cls: type, text: str) -> BaseException:
+    """A drake_bench error of class ``cls`` carrying ``text`` (some take structured arguments)."""
+    exc = Exception.__new__(cls)
+    Exception.__init__(exc, text)
+    return exc

@@ -1,0 +1,107 @@
+"""One run per output folder: a lock file naming its holder, taken over only from a dead holder.
+
+Two runs writing into one ``--out`` would overwrite each other's checkpoints and result files
+(a second run with another configuration silently replaced the first's result). The lock file
+``.drake-bench.lock`` holds the holder's pid, command line, host and start time, so the refusal
+can say who holds the folder. A lock whose pid is gone (a killed run) is taken over with a
+warning. Processes a run starts itself (the workers of ``drake-bench run``) inherit its token
+through the environment and pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+from .errors import DrakeBenchError
+
+LOCK_FILE = ".drake-bench.lock"
+TOKEN_ENV = "DRAKE_BENCH_RUN_LOCK"
+
+
+class RunLockedError(DrakeBenchError):
+    """Another live run holds the output folder."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - alive, someone else's
+        return True
+    return True
+
+
+class RunLock:
+    """``with RunLock(out):`` holds ``out`` for this process and the processes it starts."""
+
+    def __init__(self, out: str | Path):
+        self.out = Path(out)
+        self.path = self.out / LOCK_FILE
+        self.token: str | None = None
+        self._nested = False
+
+    def _read(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return {"pid": -1, "command": "(unreadable lock file)"}
+
+    def acquire(self) -> "RunLock":
+        self.out.mkdir(parents=True, exist_ok=True)
+        inherited = os.environ.get(TOKEN_ENV)
+        for _ in range(3):
+            holder = self._read()
+            if holder is not None:
+                if inherited and holder.get("token") == inherited:
+                    self._nested = True  # a worker of the run that holds the folder
+                    return self
+                pid = int(holder.get("pid", -1))
+                same_host = holder.get("host", socket.gethostname()) == socket.gethostname()
+                if pid > 0 and (not same_host or _alive(pid)):
+                    raise RunLockedError(
+                        f"{self.out} is in use by another run: pid {pid} on {holder.get('host', '?')}, started "
+                        f"{holder.get('started', '?')}, command: {holder.get('command', '?')}. Wait for it to finish, "
+                        f"stop it, or write to another --out (lock file: {self.path})")
+                warnings.warn(f"{self.path}: taking over the lock of run pid {pid} ({holder.get('command', '?')}), "
+                              "which is no longer running", RuntimeWarning, stacklevel=2)
+                self.path.unlink(missing_ok=True)
+            token = uuid.uuid4().hex
+            record = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv) or sys.executable,
+                      "started": time.strftime("%Y-%m-%d %H:%M:%S"), "token": token}
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:  # another run took it between our read and our create: look again
+                continue
+            with os.fdopen(fd, "w") as f:
+                json.dump(record, f)
+            self.token = token
+            os.environ[TOKEN_ENV] = token  # processes this run starts from now on pass
+            return self
+        raise RunLockedError(f"{self.out}: could not take the run lock {self.path} (another run keeps taking it)")
+
+    def release(self) -> None:
+        if self._nested or self.token is None:
+            return
+        holder = self._read()
+        if holder is not None and holder.get("token") == self.token:
+            self.path.unlink(missing_ok=True)
+        if os.environ.get(TOKEN_ENV) == self.token:
+            del os.environ[TOKEN_ENV]
+        self.token = None
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
