@@ -47,11 +47,13 @@ class _Encoder:
     def __init__(self) -> None:
         self.tensors: dict[str, torch.Tensor] = {}
         self._names: dict[int, str] = {}
+        self._held: list[torch.Tensor] = []  # keeps each seen tensor alive, so no id() is reused for another
 
     def _tensor(self, t: torch.Tensor) -> str:
         """One copy per tensor object (a tensor in both an upload and a state travels once)."""
         if id(t) in self._names:
             return self._names[id(t)]
+        self._held.append(t)
         name = self._names[id(t)] = f"t{len(self.tensors)}"
         self.tensors[name] = t.detach().cpu().contiguous().clone()  # own storage: safetensors refuses shared memory
         return name
@@ -255,6 +257,22 @@ _SEEDED = {"setup", "init_client", "init_server", "client_update", "aggregate", 
            "adaptation_state"}
 
 
+class _main_without_unreadable_file:  # noqa: N801 - a context manager used like a function
+    """A script read from stdin (``python - <<EOF``) has ``__main__.__file__ == '<stdin>'``, which a new
+    worker would try to re-run from disk and die; the worker never needs the main script, so hide it."""
+
+    def __enter__(self) -> None:
+        main = sys.modules.get("__main__")
+        path = getattr(main, "__file__", None)
+        self.hidden = path if path is not None and not os.path.exists(path) else None
+        if self.hidden is not None:
+            del main.__file__  # type: ignore[union-attr]
+
+    def __exit__(self, *exc: object) -> None:
+        if self.hidden is not None:
+            sys.modules["__main__"].__file__ = self.hidden
+
+
 def _start_method() -> Any:
     """forkserver where there is one (workers start in milliseconds after the first), spawn elsewhere."""
     import multiprocessing as mp
@@ -289,7 +307,8 @@ class MethodProcess:
         self._proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), name, target, config,
                                                             threads or torch.get_num_threads(), dict(os.environ)),
                                  daemon=True)
-        self._proc.start()
+        with _main_without_unreadable_file():
+            self._proc.start()
         child.close()
         status, *rest = self._receive("start-up", None, None)
         if status != "ok":
