@@ -124,7 +124,7 @@ TABLE_START, TABLE_END = "<!-- task-table:{name}:start -->", "<!-- task-table:{n
 
 
 def task_table(benchmark: str | BenchmarkSpec) -> str:
-    """The short per-client task table the README shows (generated, so it cannot drift from the manifest).
+    """The short per-client task table docs/benchmarks.md shows (generated, so it cannot drift from the manifest).
 
     One row per client (its tasks in stream order, each with answer type and images per item), one for
     the unseen tasks; ``learnt`` counts the image tasks the learnability script shows learnable and
@@ -152,7 +152,7 @@ def task_table(benchmark: str | BenchmarkSpec) -> str:
 
 
 def replace_task_table(text: str, benchmark: str) -> str:
-    """``text`` with the generated table of ``benchmark`` between its marker comments (README upkeep)."""
+    """``text`` with the generated table of ``benchmark`` between its marker comments (docs/benchmarks.md upkeep)."""
     start, end = TABLE_START.format(name=benchmark), TABLE_END.format(name=benchmark)
     if start not in text or end not in text:
         raise ValueError(f"no {start} ... {end} block to fill")
