@@ -221,13 +221,7 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
     torch.set_num_threads(threads)
     try:
         if target is not None:  # registered in the parent's process by register_method: import it here
-            import importlib
-
-            module, _, qualname = target.partition(":")
-            obj: Any = importlib.import_module(module)
-            for part in qualname.split("."):
-                obj = getattr(obj, part)
-            register_method(obj, name=name)
+            register_method(import_target(target), name=name)
         method = create_method(name, config)
         guarded = GuardedMethod(method)
         info = {"meta": method.meta.model_dump(mode="json"), "config": method.config.model_dump(mode="json"),
@@ -255,6 +249,26 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
 
 _SEEDED = {"setup", "init_client", "init_server", "client_update", "aggregate", "predict", "post_federation",
            "adaptation_state"}
+
+
+def import_target(target: str) -> Any:
+    """The object at ``"module:qualname"``."""
+    import importlib
+
+    module, _, qualname = target.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def registered_targets() -> dict[str, str]:
+    """Import paths of the methods registered in this process by ``register_method`` that a new process can
+    import (classes defined inside functions or in ``__main__`` cannot be, and are left out)."""
+    from .registry import _explicit
+
+    return {name: f"{cls.__module__}:{cls.__qualname__}" for name, cls in _explicit.items()
+            if "<locals>" not in cls.__qualname__ and cls.__module__ != "__main__"}
 
 
 class _main_without_unreadable_file:  # noqa: N801 - a context manager used like a function

@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from .errors import DrakeBenchError, UnknownNameError
+from .isolation import registered_targets
 from .lock import RunLock
 from .results import RunResult
 from .run_config import RunConfig
@@ -35,13 +36,17 @@ def default_jobs() -> int:
 _progress_queue: Any = None
 
 
-def _init_worker(queue: Any, parent_pid: int) -> None:
-    """Each worker process: where progress goes, and to die with the run (a killed run leaves no worker behind)."""
+def _init_worker(queue: Any, parent_pid: int, registered: dict[str, str]) -> None:
+    """Each worker process: where progress goes, the methods the parent registered in-process (by import path),
+    and to die with the run (a killed run leaves no worker behind)."""
     global _progress_queue
-    from .isolation import die_with
+    from .isolation import die_with, import_target
+    from .registry import register_method
 
     _progress_queue = queue
     die_with(parent_pid)
+    for name, target in registered.items():
+        register_method(import_target(target), name=name)
 
 
 def _worker(config_json: str, threads: int) -> tuple[str, str]:
@@ -115,7 +120,7 @@ def _run_in_workers(configs: Sequence[RunConfig], jobs: int, threads: int, conso
                   console=console, transient=False, disable=not console.is_terminal) as bar:
         tasks = {c.method: bar.add_task(f"{c.method}: starting", total=None) for c in configs}
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(q, os.getpid())) as pool:
+                                 initargs=(q, os.getpid(), registered_targets())) as pool:
             futures = [pool.submit(_worker, c.model_dump_json(), threads) for c in configs]
             pending = set(futures)
             while pending:

@@ -200,7 +200,7 @@ class Hangs(Counter):
         return super().client_update(ctx, state, message, batches)
 
 
-for _cls in (ExtraIds, NanMeta, Hangs):
+for _cls in (Counter, ExtraIds, NanMeta, Hangs):
     register_method(_cls)
 
 
