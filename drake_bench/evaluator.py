@@ -21,17 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import resource
 import secrets
-import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from . import checkpoint
 from .errors import DrakeBenchError
@@ -58,6 +54,7 @@ from .results import (
 from .run_config import RunConfig
 from .sample import Sample
 from .scenarios import parse_scenario
+from .synth.public import sampler as public_sampler
 from .stream import FederatedData, load_federated_data
 
 __all__ = ["Evaluator", "RunCallbacks", "RunConfig", "SeedRun", "run"]
@@ -80,13 +77,6 @@ class RunCallbacks:
     def on_eval(self, seed: int, round_idx: int) -> None: ...
 
     def on_adaptation(self, seed: int, task: str, arch: str) -> None: ...
-
-
-def _peak_memory_bytes() -> int:
-    if torch.cuda.is_available():
-        return int(torch.cuda.max_memory_allocated())
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(rss if sys.platform == "darwin" else rss * 1024)
 
 
 @dataclass
@@ -162,16 +152,6 @@ class Evaluator:
     def run_dir(self, seed: int) -> Path:
         return Path(self.config.out) / "checkpoints" / self.spec.name / self.scenario.tag() / self.config.method / f"seed-{seed}"
 
-    def _public_data(self) -> Callable[[int], list[Sample]]:
-        modality = self.spec.modality
-
-        def get(n: int) -> list[Sample]:
-            from .synth.public import public_mix, public_text_mix
-
-            return (public_mix if modality == "multimodal" else public_text_mix)(n, seed=0)
-
-        return get
-
     def ctx(self, client: int, round_idx: int, seed: int) -> ClientContext:
         return ClientContext(
             client_id=client,
@@ -187,7 +167,7 @@ class Evaluator:
         return FederationContext(
             benchmark=self.spec.name, modality=self.spec.modality, clients=fed.clients, allocation=dict(self.allocation),
             architectures=dict(self._arch), rounds=fed.config.rounds, local_steps=steps, batch_size=fed.config.batch_size,
-            seed=seed, device=self.config.device, public_data=self._public_data(), workdir=self.run_dir(seed) / "work",
+            seed=seed, device=self.config.device, public_data=public_sampler(self.spec.modality), workdir=self.run_dir(seed) / "work",
         )
 
     def fingerprint(self, method: GuardedMethod | MethodProcess, seed: int, steps: int, eval_every: int,
@@ -281,7 +261,7 @@ class Evaluator:
         messages, run.server = run.method.aggregate(r, run.server, {c: up for c, (up, _) in uploads.items()},
                                                     rng_seed=mixed_seed(run.seed, r, SALT_AGGREGATE))
         run.messages.update(messages)
-        peak = run.method.peak_memory_bytes() if isinstance(run.method, MethodProcess) else _peak_memory_bytes()
+        peak = run.method.peak_memory_bytes()
         for c in run.clients:
             up, dt = uploads[c]
             run.costs.append(CostRecord(seed=run.seed, round=r + 1, client=c, uplink_bytes=up.num_bytes(),

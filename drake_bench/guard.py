@@ -33,6 +33,31 @@ from .sample import MethodSample
 T = TypeVar("T")
 
 
+def plugin_error(method: str, call: str, problem: str, seed: int | None = None, client: int | None = None,
+                 round_idx: int | None = None) -> PluginError:
+    """A PluginError saying which method, seed, client, round (1-based) and call failed, and how."""
+    where = [f"seed {seed}"] if seed is not None else []
+    if client is not None:
+        where.append(f"client {client}")
+    if round_idx is not None:
+        where.append(f"round {round_idx + 1}")
+    loc = f" ({', '.join(where)})" if where else ""
+    return PluginError(f"method {method!r} failed in {call}{loc}: {problem}")
+
+
+def peak_memory_bytes() -> int:
+    """This process's peak memory: CUDA's peak allocation on a GPU, the peak resident set otherwise."""
+    import resource
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available():
+        return int(torch.cuda.max_memory_allocated())
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss if sys.platform == "darwin" else rss * 1024)
+
+
 class GuardedMethod:
     """A method plus the seed it runs under; every protocol call goes through :meth:`call`."""
 
@@ -59,13 +84,11 @@ class GuardedMethod:
     # -- the one guard ------------------------------------------------------------
     def error(self, call: str, problem: str, client: int | None = None, round_idx: int | None = None) -> PluginError:
         """A PluginError saying which method, seed, client, round and call failed, and how."""
-        where = [f"seed {self.seed}"] if self.seed is not None else []
-        if client is not None:
-            where.append(f"client {client}")
-        if round_idx is not None:
-            where.append(f"round {round_idx + 1}")
-        loc = f" ({', '.join(where)})" if where else ""
-        return PluginError(f"method {self.name!r} failed in {call}{loc}: {problem}")
+        return plugin_error(self.name, call, problem, self.seed, client, round_idx)
+
+    def peak_memory_bytes(self) -> int:
+        """Peak memory where the method runs: this process."""
+        return peak_memory_bytes()
 
     def call(self, call: str, fn: Callable[..., T], *args: Any, client: int | None = None,
              round_idx: int | None = None, rng_seed: int | None = None) -> T:

@@ -27,7 +27,7 @@ import struct
 import sys
 import threading
 import time
-from dataclasses import fields, is_dataclass
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,8 @@ import torch
 
 from . import errors as errors_mod
 from .errors import DrakeBenchError, PluginError
+from .guard import peak_memory_bytes, plugin_error
+from .lock import pid_alive
 from .protocol import ClientContext, FederationContext, Message, ModelIdentity, State
 from .sample import AnswerType, MethodSample
 
@@ -117,7 +119,10 @@ def _decode(obj: Any, tensors: dict[str, torch.Tensor], public_data: Any = None)
         data = {k: d(v) for k, v in obj.items() if k != _TAG}
         data["allocation"] = {int(k): v for k, v in data["allocation"].items()}
         data["architectures"] = {int(k): v for k, v in data["architectures"].items()}
-        return FederationContext(public_data=public_data or _public_data(data["modality"]), **data)
+        from .synth.public import sampler
+
+        # public items are no secret: the worker draws them itself, the same seeded draw as the evaluator's
+        return FederationContext(public_data=public_data or sampler(data["modality"]), **data)
     if kind == "model_identity":
         return ModelIdentity(**obj["data"])
     if kind == "path":
@@ -151,16 +156,6 @@ def loads(data: bytes, public_data: Any = None) -> Any:
     return _decode(header, load(rest) if rest else {}, public_data)
 
 
-def _public_data(modality: str):
-    """Public items are no secret: the worker draws them itself (the same seeded draw as the evaluator's)."""
-    def get(n: int):
-        from .synth.public import public_mix, public_text_mix
-
-        return (public_mix if modality == "multimodal" else public_text_mix)(n, seed=0)
-
-    return get
-
-
 # --------------------------------------------------------------------------- the worker
 def die_with(watch_pid: int) -> None:
     """End this process as soon as process ``watch_pid`` is gone, even after a kill -9 (no orphan keeps training).
@@ -179,13 +174,7 @@ def die_with(watch_pid: int) -> None:
             pass
 
     def alive() -> bool:
-        try:
-            os.kill(watch_pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # pragma: no cover - exists, owned by someone else
-            return True
-        return True
+        return pid_alive(watch_pid)
 
     if not alive():
         os._exit(1)
@@ -196,16 +185,6 @@ def die_with(watch_pid: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
-
-
-def _own_peak_memory() -> int:
-    """This process's peak memory: CUDA's peak allocation on a GPU, the peak resident set otherwise."""
-    if torch.cuda.is_available():
-        return int(torch.cuda.max_memory_allocated())
-    import resource
-
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(rss if sys.platform == "darwin" else rss * 1024)
 
 
 def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, config: dict, threads: int,
@@ -241,7 +220,7 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
         guarded.seed = seed
         try:
             value = getattr(guarded, call)(*args, rng_seed=rng_seed) if call in _SEEDED else getattr(guarded, call)(*args)
-            reply = dumps(("ok", value, _own_peak_memory()))
+            reply = dumps(("ok", value, peak_memory_bytes()))
         except BaseException as exc:  # noqa: BLE001
             reply = dumps(("error", type(exc).__name__, str(exc)))
         conn.send_bytes(reply)
@@ -337,26 +316,17 @@ class MethodProcess:
         self.has_adaptation: bool = info["adaptation"]
 
     # -- transport --------------------------------------------------------------------
-    def _where(self, client: int | None, round_idx: int | None) -> str:
-        parts = [f"seed {self.seed}"] if self.seed is not None else []
-        if client is not None:
-            parts.append(f"client {client}")
-        if round_idx is not None:
-            parts.append(f"round {round_idx + 1}")
-        return f" ({', '.join(parts)})" if parts else ""
-
     def _receive(self, call: str, client: int | None, round_idx: int | None) -> tuple:
         timeout = self.call_timeout if call != "start-up" else None  # the limit is for plugin calls, not imports
         if timeout is not None and not self._conn.poll(timeout):
             self.kill()
-            raise PluginError(f"method {self.name!r} failed in {call}{self._where(client, round_idx)}: no answer within "
-                              f"{timeout:g} s (--call-timeout); the worker was stopped")
+            raise self.error(call, f"no answer within {timeout:g} s (--call-timeout); the worker was stopped", client,
+                             round_idx)
         try:
             return loads(self._conn.recv_bytes())
         except EOFError:
             code = self._proc.exitcode
-            raise PluginError(f"method {self.name!r} failed in {call}{self._where(client, round_idx)}: its worker "
-                              f"process died (exit code {code})") from None
+            raise self.error(call, f"its worker process died (exit code {code})", client, round_idx) from None
 
     def _raise(self, kind: str, text: str, call: str, client: int | None, round_idx: int | None) -> None:
         """Re-raise a worker's error here: drake_bench's own by class, anything else as a located PluginError."""
@@ -370,7 +340,7 @@ class MethodProcess:
         try:
             payload = dumps((call, self.seed, rng_seed, list(args)))
         except TypeError as exc:  # a state or message this side cannot send (it came back from the method)
-            raise PluginError(f"method {self.name!r} failed in {call}{self._where(client, round_idx)}: {exc}") from None
+            raise self.error(call, str(exc), client, round_idx) from None
         self._conn.send_bytes(payload)
         status, *rest = self._receive(call, client, round_idx)
         if status != "ok":
@@ -390,7 +360,7 @@ class MethodProcess:
         return self._call("evaluation_settings")
 
     def error(self, call: str, problem: str, client: int | None = None, round_idx: int | None = None) -> PluginError:
-        return PluginError(f"method {self.name!r} failed in {call}{self._where(client, round_idx)}: {problem}")
+        return plugin_error(self.name, call, problem, self.seed, client, round_idx)
 
     def setup(self, federation: FederationContext, rng_seed: int | None = None) -> None:
         self._call("setup", federation, rng_seed=rng_seed)

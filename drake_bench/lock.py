@@ -30,7 +30,8 @@ class RunLockedError(DrakeBenchError):
     """Another live run holds the output folder."""
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this machine."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -68,7 +69,7 @@ class RunLock:
                     return self
                 pid = int(holder.get("pid", -1))
                 same_host = holder.get("host", socket.gethostname()) == socket.gethostname()
-                if pid > 0 and (not same_host or _alive(pid)):
+                if pid > 0 and (not same_host or pid_alive(pid)):
                     raise RunLockedError(
                         f"{self.out} is in use by another run: pid {pid} on {holder.get('host', '?')}, started "
                         f"{holder.get('started', '?')}, command: {holder.get('command', '?')}. Wait for it to finish, "

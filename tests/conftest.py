@@ -180,3 +180,12 @@ def tiny_cache(tmp_path, monkeypatch):
     torch.set_num_threads(n)
 
 
+@pytest.fixture(scope="session")
+def toy(toy_built, tmp_path_factory):
+    """The toy benchmark as (manifest path, built folder): what RunConfig's benchmark and data_dir take."""
+    import json
+
+    spec, root = toy_built
+    path = tmp_path_factory.mktemp("manifest") / "toy.json"
+    path.write_text(json.dumps(manifest_dict(spec)))
+    return str(path), str(root)

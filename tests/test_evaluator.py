@@ -13,7 +13,6 @@ import torch
 
 from drake_bench import DrakeBenchError, PluginError
 from drake_bench.evaluator import RunConfig, run
-from drake_bench.manifest import manifest_dict
 from drake_bench.protocol import MethodMeta, State
 from drake_bench.registry import available_methods, create_method, register_method
 from drake_bench.results import check_result, read_result
@@ -21,14 +20,6 @@ from drake_bench.results import check_result, read_result
 from minimal_method import Counter
 
 register_method(Counter)
-
-
-@pytest.fixture(scope="module")
-def toy(toy_built, tmp_path_factory):
-    spec, root = toy_built
-    path = tmp_path_factory.mktemp("manifest") / "toy.json"
-    path.write_text(json.dumps(manifest_dict(spec)))
-    return str(path), str(root)
 
 
 def _cfg(toy, out, **kw):

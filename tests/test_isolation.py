@@ -23,21 +23,13 @@ import torch
 from drake_bench import MethodMeta, PluginError, RunConfig, run
 from drake_bench.errors import LeakageError, ScenarioError
 from drake_bench.lock import LOCK_FILE, RunLockedError
-from drake_bench.manifest import load_benchmark, manifest_dict
+from drake_bench.manifest import load_benchmark
 from drake_bench.protocol import Message, State
 from drake_bench.registry import register_method
 
 from minimal_method import Counter
 
 TESTS = Path(__file__).parent
-
-
-@pytest.fixture(scope="module")
-def toy(toy_built, tmp_path_factory):
-    spec, root = toy_built
-    path = tmp_path_factory.mktemp("manifest") / "toy.json"
-    path.write_text(json.dumps(manifest_dict(spec)))
-    return str(path), str(root)
 
 
 def _cfg(toy, out, method, **kw):

@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 import torch
 
 from drake_bench import Method, MethodMeta, PluginError, RunConfig, State, run
 from drake_bench.examples.majority import MajorityAnswer
-from drake_bench.manifest import manifest_dict
 from drake_bench.protocol import protocol_problems
 from drake_bench.registry import create_method, register_method
 from drake_bench.results import check_result
 
 from minimal_method import Counter
-
-
-@pytest.fixture(scope="module")
-def toy(toy_built, tmp_path_factory):
-    spec, root = toy_built
-    path = tmp_path_factory.mktemp("manifest") / "toy.json"
-    path.write_text(json.dumps(manifest_dict(spec)))
-    return str(path), str(root)
 
 
 def _cfg(toy, out, method, **kw):

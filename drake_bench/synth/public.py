@@ -196,3 +196,14 @@ def corpus_texts(per_task: int = 20, public: int = 400) -> Iterator[str]:
             yield item.question
             yield item.answer
             yield from item.choices
+
+
+def sampler(modality: str):  # noqa: ANN201 - Callable[[int], list[Sample]]
+    """``n -> n public items`` of the benchmark's modality: what a method's ``FederationContext.public_data`` gives.
+
+    The same seeded draw wherever it is called, so the evaluator and a method's worker process agree.
+    """
+    def get(n: int) -> list[Sample]:
+        return (public_mix if modality == "multimodal" else public_text_mix)(n, seed=0)
+
+    return get
