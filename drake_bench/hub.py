@@ -250,13 +250,13 @@ def publish(
 
 
 # --------------------------------------------------------------------------- HF cache
-def repo_cache_folder(repo_id: str, cache_dir: str | Path | None = None) -> Path:
-    """``<cache>/datasets--<org>--<name>``, as huggingface_hub lays it out."""
+def repo_cache_folder(repo_id: str, cache_dir: str | Path | None = None, repo_type: str = REPO_TYPE) -> Path:
+    """``<cache>/datasets--<org>--<name>`` (``models--...`` for a model repo), as huggingface_hub lays it out."""
     from huggingface_hub import constants
     from huggingface_hub.file_download import repo_folder_name
 
     base = Path(cache_dir) if cache_dir is not None else Path(constants.HF_HUB_CACHE)
-    return base / repo_folder_name(repo_id=repo_id, repo_type=REPO_TYPE)
+    return base / repo_folder_name(repo_id=repo_id, repo_type=repo_type)
 
 
 def cached_revisions(repo_id: str, cache_dir: str | Path | None = None) -> list[str]:
@@ -283,21 +283,47 @@ def add_to_hf_cache(
     resolves through ``hf_hub_download`` with ``HF_HUB_OFFLINE=1``) and tests.
     Parquet blobs are named by sha256 (LFS etag), small files by git blob sha1.
     """
-    from huggingface_hub.utils.sha import git_hash
-
     ops, published = publish_plan(Path(root), load_benchmark(spec) if spec is not None else None)
     if commit is None:
         commit = hashlib.sha1(published["data_hash"].encode() + CARD_FILE.encode()).hexdigest()
-    folder = repo_cache_folder(repo_id, cache_dir)
+
+    def payloads() -> Iterable[tuple[str, bytes]]:
+        for op in ops:
+            with op.as_file() as f:
+                yield op.path_in_repo, f.read()
+
+    return place_in_hf_cache(payloads(), repo_id, commit, refs=refs, cache_dir=cache_dir)
+
+
+LFS_SUFFIXES = (".parquet", ".safetensors", ".bin")
+"""Files the Hub stores through LFS: their cache blob is named by sha256, other files' by git blob sha1."""
+
+
+def place_in_hf_cache(
+    files: Iterable[tuple[str, bytes]],
+    repo_id: str,
+    commit: str,
+    refs: Sequence[str] = ("main",),
+    cache_dir: str | Path | None = None,
+    repo_type: str = REPO_TYPE,
+) -> str:
+    """Write ``(path in repo, bytes)`` pairs into the Hub cache as revision ``commit`` of ``repo_id``; returns the commit.
+
+    The layout is huggingface_hub's (``blobs/<etag>``, ``snapshots/<commit>/<path>`` symlinks, ``refs/<name>``),
+    so ``hf_hub_download`` and ``from_pretrained`` find the files with ``HF_HUB_OFFLINE=1``. Shared by
+    :func:`add_to_hf_cache` (a built benchmark, a dataset repo) and
+    :func:`drake_bench.models.shipped.add_shipped_to_hf_cache` (a shipped tiny checkpoint, a model repo).
+    """
+    from huggingface_hub.utils.sha import git_hash
+
+    folder = repo_cache_folder(repo_id, cache_dir, repo_type)
     (folder / "blobs").mkdir(parents=True, exist_ok=True)
-    for op in ops:
-        with op.as_file() as f:
-            payload = f.read()
-        etag = hashlib.sha256(payload).hexdigest() if op.path_in_repo.endswith(".parquet") else git_hash(payload)
+    for path_in_repo, payload in files:
+        etag = hashlib.sha256(payload).hexdigest() if path_in_repo.endswith(LFS_SUFFIXES) else git_hash(payload)
         blob = folder / "blobs" / etag
         if not blob.exists():
             blob.write_bytes(payload)
-        pointer = folder / "snapshots" / commit / op.path_in_repo
+        pointer = folder / "snapshots" / commit / path_in_repo
         pointer.parent.mkdir(parents=True, exist_ok=True)
         if pointer.exists() or pointer.is_symlink():
             pointer.unlink()
