@@ -58,7 +58,9 @@ class HubError(DrakeBenchError):
 
 class CheckpointError(DrakeBenchError):
     """A run's checkpoint (``progress.json`` or a round folder) is unreadable or incomplete; the message names the
-    file and the way out (``--no-resume`` / ``resume=False`` starts the run over)."""
+    file and the way out (``--no-resume`` / ``resume=False`` starts the run over). Also a shipped model checkpoint
+    (:mod:`drake_bench.models.shipped`) that is missing or whose file differs from its recorded sha256: the message
+    names the file, both hashes and how to get the right bytes back."""
 
 
 class LeakageError(DrakeBenchError, AttributeError):

@@ -6,8 +6,9 @@
     results = run_methods([RunConfig(method="sft"), RunConfig(method="fedit")])
 
 It builds (or fetches) the benchmark once before any worker starts, so workers never race on it;
-prepares the allocation's tiny zoo models once (their first pretraining takes minutes), so no
-worker waits behind a bar stuck at zero; then runs one method per worker process. Methods are
+checks the allocation's tiny zoo models once (the shipped checkpoints against their sha256, or
+their local pretraining with ``DRAKE_BENCH_ZOO=pretrain``, which takes minutes), so no worker
+waits behind a bar stuck at zero; then runs one method per worker process. Methods are
 independent runs, so running them side by side is exact.
 """
 
@@ -80,21 +81,29 @@ def _worker(config_json: str, threads: int) -> tuple[str, str]:
 
 
 def prepare_tiny_models(names: Sequence[str], console: Console) -> None:
-    """Pretrain (once, then cached) the tiny zoo models among ``names`` before any worker starts.
+    """Get the tiny zoo models among ``names`` ready before any worker starts.
 
-    Names that are not tiny zoo models (real checkpoints, models a method brings) need nothing here.
+    With the shipped zoo (the default) each one's files are checked against their recorded sha256,
+    one line per model, so a corrupted or missing checkpoint fails here, once, not in every worker.
+    With ``DRAKE_BENCH_ZOO=pretrain`` the missing ones are pretrained (once, then cached). Names
+    that are not tiny zoo models (real checkpoints, models a method brings) need nothing here.
     """
-    from .models.pretrain import DEFAULT_RECIPE, checkpoint_dir, ensure_pretrained, is_pretrained
+    from .models.shipped import zoo_source
     from .models.zoo import model_info
 
-    todo = []
+    tiny = []
     for name in names:
         try:
-            if model_info(name).tiny and not is_pretrained(name):
-                todo.append(name)
+            if model_info(name).tiny:
+                tiny.append(name)
         except UnknownNameError:
             continue
-    for name in todo:
+    if zoo_source() == "shipped":
+        verify_tiny_models(tiny, console)
+        return
+    from .models.pretrain import DEFAULT_RECIPE, checkpoint_dir, ensure_pretrained, is_pretrained
+
+    for name in [n for n in tiny if not is_pretrained(n)]:
         note = (f"pretraining {name} once (recipe {DEFAULT_RECIPE.version}; cached in {checkpoint_dir(name).parent}; "
                 "the first multimodal model also trains the shared vision tower, about 4 minutes)")
         if not console.is_terminal:
@@ -103,6 +112,20 @@ def prepare_tiny_models(names: Sequence[str], console: Console) -> None:
             started = time.perf_counter()
             ensure_pretrained(name)
         console.print(f"pretrained {name} ({time.perf_counter() - started:.0f} s)", highlight=False)
+
+
+def verify_tiny_models(names: Sequence[str], console: Console) -> None:
+    """Check each shipped tiny model's files against the manifest, printing one line per model as it is done."""
+    from .models.shipped import shipped_identity, verify_shipped
+
+    for name in names:
+        started = time.perf_counter()
+        path = verify_shipped(name)
+        size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+        sha = shipped_identity(name)["weights_sha256"]
+        console.print(f"verified {name}: shipped weights sha256 {sha[:12]}..., {size / 1e6:.1f} MB "
+                      f"({time.perf_counter() - started:.2f} s)", highlight=False)
+        console.file.flush()  # a log or pipe shows each line as it happens
 
 
 def _run_in_workers(configs: Sequence[RunConfig], jobs: int, threads: int, console: Console) -> list[RunResult]:

@@ -14,6 +14,10 @@ os.environ.setdefault("DRAKE_BENCH_NO_PROGRESS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tests bring their own tiny models (the tiny_cache fixture pretrains 3-step ones, methods run with
+# model_loader="testing"), so tiny names resolve through the local pretraining path, whether or not the
+# package holds shipped weights; tests/test_shipped_weights.py exercises the shipped path on its own folder.
+os.environ["DRAKE_BENCH_ZOO"] = "pretrain"
 
 from drake_bench.manifest import manifest_dict, parse_manifest  # noqa: E402
 from drake_bench.sample import AnswerType, Sample  # noqa: E402

@@ -3,8 +3,9 @@
 Public entry points (see each module's docstring for the choices made):
 
 * :func:`load_base` — frozen base + processor/tokenizer for a zoo name, short real name,
-  Hub id or local path (:mod:`.loading`; names in :mod:`.zoo`, pretraining in :mod:`.pretrain`,
-  cache paths in :mod:`.cache`).
+  Hub id or local path (:mod:`.loading`; names in :mod:`.zoo`, the tiny models' shipped,
+  hash-pinned checkpoints in :mod:`.shipped`, local pretraining in :mod:`.pretrain`, cache
+  paths in :mod:`.cache`).
 * :class:`ModelPool` — one frozen base per architecture, per-client adapters swapped in
   and out (:mod:`.pool`); adapter configs in :mod:`.adapters`.
 * :func:`train_step`, :func:`generate`, :func:`choose`, :func:`predict` — the training

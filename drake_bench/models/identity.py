@@ -14,11 +14,16 @@ from ..errors import UnknownNameError
 
 
 def model_identity(name: str) -> dict[str, Any]:
-    """What fixes a base model's weights: a tiny zoo model's pretraining recipe, else its source.
+    """What fixes a base model's weights: a tiny zoo model's sha256, else its source.
 
-    Part of the checkpoint fingerprint (a run never resumes onto re-pretrained bases) and of the
-    result file (two results are comparable only on the same bases).
+    Tiny names carry the shipped checkpoint's identity (:func:`~drake_bench.models.shipped.shipped_identity`:
+    the sha256 of its ``model.safetensors``); when they are pretrained locally instead
+    (``DRAKE_BENCH_ZOO=pretrain``), the pretraining recipe, which does not pin the bytes (they differ
+    across machines). Part of the checkpoint fingerprint (a run never resumes onto other bases) and of
+    the result file (two results are comparable only on the same bases; ``drake-bench report`` refuses
+    to mix them).
     """
+    from .shipped import shipped_identity, zoo_source
     from .zoo import model_info
 
     try:
@@ -26,6 +31,8 @@ def model_identity(name: str) -> dict[str, Any]:
     except UnknownNameError:  # a method that brings its own models (allocation names are free-form)
         return {"source": name}
     if entry.tiny:
+        if zoo_source() == "shipped":
+            return shipped_identity(name)
         from .pretrain import DEFAULT_RECIPE
 
         return {"source": "drake_bench tiny zoo", "recipe": DEFAULT_RECIPE.as_dict()}

@@ -1,29 +1,48 @@
 """From a model name to a frozen base: the one call every method makes (:func:`load_base`).
 
 Kept apart from :mod:`.zoo` (which only names and builds architectures) because a tiny name
-must first be pretrained (:mod:`.pretrain`), and pretraining itself builds zoo models: with
-``load_base`` here, the zoo never needs to import the pretraining code that imports it.
+resolves to a checkpoint first: the shipped, hash-pinned one (:mod:`.shipped`) or, for
+development, one pretrained locally (:mod:`.pretrain`), and pretraining itself builds zoo models:
+with ``load_base`` here, the zoo never needs to import the pretraining code that imports it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..errors import DrakeBenchError
+from .shipped import ENV_SOURCE, verify_shipped, zoo_source
 from .zoo import load_pretrained, model_info
 
 
-def load_base(name: str, device: str = "cpu", dtype: Any = None, *, seed: int = 0):
+def load_base(name: str, device: str = "cpu", dtype: Any = None, *, seed: int = 0, source: str | None = None):
     """Frozen base model and its processor (multimodal) or tokenizer (text) for a zoo name.
 
-    Tiny names are built and pretrained once (see :mod:`drake_bench.models.pretrain`),
-    cached with ``save_pretrained`` under :func:`~drake_bench.models.cache.models_home`, then
-    loaded with ``from_pretrained`` like any real checkpoint. Other names resolve to a Hub id or
-    local path and load directly.
+    Tiny names load the checkpoint shipped with drake_bench (:mod:`drake_bench.models.shipped`),
+    after checking every file against its recorded sha256; nothing is ever pretrained on this
+    path. ``source="pretrain"`` (or ``DRAKE_BENCH_ZOO=pretrain``) instead pretrains the tiny model
+    once and caches it under :func:`~drake_bench.models.cache.models_home` (development, tests,
+    and the build script of the shipped weights). Other names resolve to a Hub id (the shipped
+    models too: ``drake-bench/<zoo name>``) or a local path and load directly with
+    ``from_pretrained``, from the Hugging Face cache when ``HF_HUB_OFFLINE=1``.
+
+    ``dtype=None`` loads float32, whatever the checkpoint stores (the shipped zoo stores
+    bfloat16; transformers 5 would otherwise keep the stored dtype); ``dtype="auto"`` keeps it.
+    ``seed`` selects a locally pretrained variant (``source="pretrain"`` only: the zoo ships seed 0).
     """
+    import torch
+
+    dtype = torch.float32 if dtype is None else dtype
     entry = model_info(name)
     if entry.tiny:
-        from .pretrain import ensure_pretrained
+        if zoo_source(source) == "pretrain":
+            from .pretrain import ensure_pretrained
 
-        path = ensure_pretrained(name, seed=seed)
+            path = ensure_pretrained(name, seed=seed)
+        elif seed != 0:
+            raise DrakeBenchError(f"load_base({name!r}, seed={seed}): the shipped zoo holds seed 0 only; pretrain "
+                                  f"seed {seed} locally with source='pretrain' (or {ENV_SOURCE}=pretrain)")
+        else:
+            path = verify_shipped(name)
         return load_pretrained(str(path), device=device, dtype=dtype)
     return load_pretrained(entry.source, device=device, dtype=dtype)
