@@ -13,6 +13,7 @@ validate result files without Python. Layout on disk is MTEB-style, see :func:`r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -71,6 +72,8 @@ __all__ = [
     "result_schema",
     "shipped_schema",
     "summarize",
+    "unpinned_weights",
+    "weights_conflicts",
     "write_result",
 ]
 
@@ -106,7 +109,9 @@ class ModelAllocationRef(StrictModel):
     clients: dict[str, str] = Field(description="client id (as a string) -> model id.")
     checkpoints: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
-        description="model id -> what fixes its weights: the pretraining recipe for tiny zoo models, the source otherwise.",
+        description="model id -> what fixes its weights: for tiny zoo models the shipped checkpoint's weights_sha256 "
+                    "(older results, and locally pretrained ones, record only the pretraining recipe), the source "
+                    "otherwise.",
     )
 
 
@@ -465,11 +470,74 @@ def provenance_problems(result: RunResult) -> list[str]:
     undescribed = sorted(set(alloc.clients.values()) - set(alloc.checkpoints))
     if undescribed:
         out.append(f"model_allocation.checkpoints: no entry for models {undescribed}; what fixes their weights must be recorded")
+    for model, identity in sorted(alloc.checkpoints.items()):
+        sha = identity.get(WEIGHTS_SHA256)
+        if sha is not None and not (isinstance(sha, str) and _SHA256.fullmatch(sha)):
+            out.append(f"model_allocation.checkpoints[{model!r}].{WEIGHTS_SHA256}: {sha!r} is not a sha256 hex digest")
     if not result.environment.torch:
         out.append("environment.torch: missing")
     if not result.fl.eval_rounds:
         out.append("fl.eval_rounds: empty; the rounds after which evaluation ran are required")
     return out
+
+
+WEIGHTS_SHA256 = "weights_sha256"
+"""Key of a checkpoint identity that pins the exact weights (the sha256 of the model's safetensors)."""
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def weights_conflicts(results: Sequence[tuple[str | Path, RunResult]]) -> list[str]:
+    """Why these results cannot share one board: one model name, different weights.
+
+    For every model name, each file's checkpoint identity is compared with the first file's that
+    has it: two recorded ``weights_sha256`` must be equal; an identity with a sha256 and one
+    without (a recipe only: made before the zoo shipped pinned weights, or pretrained locally) are
+    refused too, since nothing shows their weights are the same; identities without sha256 must be
+    equal as a whole. Each problem names the model, both files and both hashes (or identities).
+    """
+    first: dict[str, tuple[str, dict[str, Any]]] = {}
+    out: list[str] = []
+    for path, res in results:
+        for model, ident in sorted(res.model_allocation.checkpoints.items()):
+            if model not in first:
+                first[model] = (str(path), ident)
+                continue
+            fpath, fident = first[model]
+            a, b = fident.get(WEIGHTS_SHA256), ident.get(WEIGHTS_SHA256)
+            if a and b:
+                if a != b:
+                    out.append(f"model {model!r}: {fpath} was made with weights sha256 {a}, {path} with sha256 {b}; "
+                               "results of different weights cannot share a board")
+            elif a or b:
+                pinned, unpinned = (fpath, path) if a else (path, fpath)
+                out.append(f"model {model!r}: {pinned} records weights sha256 {a or b}, {unpinned} records no sha256 "
+                           f"(weights identified by {_describe_identity(ident if a else fident)} only: pretrained on "
+                           "the machine that ran it, before the zoo shipped pinned weights, or locally), so nothing "
+                           "shows they are the same weights; rerun it with the shipped weights, or report them on "
+                           "separate boards")
+            elif ident != fident:
+                out.append(f"model {model!r}: {fpath} records weights {_describe_identity(fident)}, {path} records "
+                           f"{_describe_identity(ident)}; results of different weights cannot share a board")
+    return out
+
+
+def unpinned_weights(results: Sequence[tuple[str | Path, RunResult]]) -> dict[str, list[str]]:
+    """Tiny zoo models whose weights a result identifies by pretraining recipe only (no sha256) -> those files."""
+    out: dict[str, list[str]] = {}
+    for path, res in results:
+        for model, ident in sorted(res.model_allocation.checkpoints.items()):
+            if "recipe" in ident and not ident.get(WEIGHTS_SHA256):
+                out.setdefault(model, []).append(str(path))
+    return out
+
+
+def _describe_identity(ident: dict[str, Any]) -> str:
+    recipe = ident.get("recipe")
+    if isinstance(recipe, dict):
+        digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
+        return f"pretraining recipe (version {recipe.get('version', '?')}, recipe digest {digest})"
+    text = json.dumps(ident, sort_keys=True)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def _benchmark_spec(ref: BenchmarkRef) -> Any:

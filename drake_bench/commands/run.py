@@ -254,12 +254,15 @@ def _register_check(app: typer.Typer) -> None:
         recomputes from them (see drake_bench.results.check_result)."""
         from rich.markup import escape
 
-        from ..results import check_result, read_result
+        from ..results import check_result, read_result, unpinned_weights, weights_conflicts
 
         bad = 0
+        readable = []
         for p in paths:
             try:
-                problems = check_result(read_result(p))
+                res = read_result(p)
+                problems = check_result(res)
+                readable.append((p, res))
             except DrakeBenchError as exc:
                 problems = [str(exc)]
             if problems:
@@ -269,8 +272,19 @@ def _register_check(app: typer.Typer) -> None:
                 _err.print(f"[red]{escape(str(p))}[/]: {len(problems)} problem(s){shown}{more}", highlight=False, soft_wrap=True)
             else:
                 _out.print(f"{p}: ok")
+        for note in unpinned_notes(unpinned_weights(readable)):
+            _err.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
+        for conflict in weights_conflicts(readable):  # each file is valid; they just cannot share a board
+            _err.print(f"[yellow]not one board:[/] {escape(conflict)}", highlight=False, soft_wrap=True)
         if bad:
             raise typer.Exit(code=1)
+
+
+def unpinned_notes(unpinned: dict[str, list[str]]) -> list[str]:
+    """One line per tiny model whose weights some result files identify by pretraining recipe only."""
+    return [f"{model}: weights identified by pretraining recipe only, no sha256, in {', '.join(files)} (made before "
+            "the zoo shipped pinned weights, or pretrained locally: the weights were those of the machine that ran it)"
+            for model, files in sorted(unpinned.items())]
 
 
 def _register_report(app: typer.Typer) -> None:
@@ -281,16 +295,19 @@ def _register_report(app: typer.Typer) -> None:
     ) -> None:
         """One board from result files written by separate runs: checked, then tabled and plotted together.
 
-        Refuses files whose benchmark (manifest or data hash) or scenario differ: their numbers are
-        not comparable, and a board must not mix them silently. Refuses duplicates too: one file given
-        twice (same path, or same content under two paths), two files of one method name and version,
-        or two files with the same raw tables (one run copied under another method name).
+        Refuses files whose benchmark (manifest or data hash) or scenario differ, or that ran one model
+        name on different weights (different weights_sha256, or a sha256 in one file and only a
+        pretraining recipe in the other): their numbers are not comparable, and a board must not mix
+        them silently. Results whose tiny models are identified by recipe only (made before the zoo
+        shipped pinned weights) are said to be so. Refuses duplicates too: one file given twice (same
+        path, or same content under two paths), two files of one method name and version, or two
+        files with the same raw tables (one run copied under another method name).
         """
         import hashlib
 
         from ..evaluation.plots import plot_accuracy_over_rounds
         from ..evaluation.table import summary_markdown, summary_table
-        from ..results import check_result, read_result
+        from ..results import check_result, read_result, unpinned_weights, weights_conflicts
 
         results = []
         seen: dict[str, tuple[str, Path]] = {}  # identity key -> (what it is, first file with it)
@@ -322,11 +339,18 @@ def _register_report(app: typer.Typer) -> None:
             raw = hashlib.sha256(res.raw.model_dump_json().encode()).hexdigest()
             once(f"raw:{raw}", "the same raw score and cost tables (one run under two method names?)", p)
             results.append((p, res))
+        conflicts = weights_conflicts(results)
+        if conflicts:
+            raise _fail(DrakeBenchError("; ".join(conflicts)))
+        notes = unpinned_notes(unpinned_weights(results))
+        for note in notes:
+            _err.print(f"note: {note}", highlight=False, soft_wrap=True)
         first = results[0][1]
         runs = [r for _, r in results]
         print_table(_out, summary_table(runs, title=f"{first.benchmark.name} / {first.scenario.tag}"))
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             plot_accuracy_over_rounds(runs, out / "accuracy_over_rounds.png")
-            (out / "summary.md").write_text(summary_markdown(runs) + "\n")
+            board_notes = "".join(f"\n* {n}" for n in notes)
+            (out / "summary.md").write_text(summary_markdown(runs) + ("\n" + board_notes if notes else "") + "\n")
             _out.print(f"plot: {out / 'accuracy_over_rounds.png'}   summary: {out / 'summary.md'}")
