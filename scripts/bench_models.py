@@ -123,7 +123,7 @@ def bench_knowledge(names: list[str], n_eval: int) -> list[dict]:
         mm = bool(model_info(name).multimodal)
         held_out = public_mix(n_eval, seed=12345) if mm else public_text_mix(n_eval, seed=12345)
         t = time.perf_counter()
-        model, proc = load_base(name)
+        model, proc = load_base(name, source="pretrain")  # the pretraining record (time, losses) is the local cache's
         load_s = time.perf_counter() - t
         rec = json.loads((checkpoint_dir(name) / "drake_pretrain.json").read_text())
         untrained = build_tiny(name).eval()
@@ -165,7 +165,7 @@ that can share one frozen base (Fed-ET-style grouping by architecture).
 ```python
 from drake_bench.models import load_base, ModelPool, lora_config, train_step, predict
 
-model, processor = load_base("tiny-llava-llama-s")      # built + pretrained once, then from_pretrained
+model, processor = load_base("tiny-llava-llama-s")      # the shipped checkpoint, verified, then from_pretrained
 model, processor = load_base("llava-1.5-7b", device="cuda", dtype=torch.bfloat16)  # same call, real weights
 
 pool = ModelPool({0: "tiny-llava-llama-s", 1: "tiny-llava-llama-s", 2: "tiny-llava-qwen2-m"},
@@ -186,7 +186,65 @@ the option's text, not its letter, which tiny models never learn to match), with
 public pictures (`drake_bench.models.vision`: single objects labelled with shape, colour, size, style and domain,
 plus multi-object scenes) and shared, frozen, by every tiny LLaVA; stage 1 aligns each model's projector to it on
 public scenes; stage 2 trains every other parameter on the synthetic public mix (`drake_bench.synth.public`) with a
-fixed seeded recipe and caches the checkpoint under `$DRAKE_BENCH_MODELS` (default `~/.cache/drake_bench/models`).
+fixed seeded recipe. `python scripts/build_zoo.py` runs it once per model and ships the result (see
+[Shipped weights](#shipped-weights)); with `DRAKE_BENCH_ZOO=pretrain`, `load_base` runs it locally instead and caches
+the checkpoint under `$DRAKE_BENCH_MODELS` (default `~/.cache/drake_bench/models`).
+
+## Shipped weights
+
+The tiny models' pretrained weights ship inside the package, so every machine loads the same bytes
+and a fresh install never pretrains (a model pretrained on first use comes out slightly different on
+each machine, and so did every board's digits). `drake_bench/models/shipped.py` holds the machinery:
+
+* **Where.** `drake_bench/models/weights/<zoo name>/` is a plain `save_pretrained` folder
+  (`config.json`, `generation_config.json`, `model.safetensors` in bfloat16 to keep the package small,
+  the tokenizer or processor files); `manifest.json` beside the folders records the sha256 of every
+  file, the weights' sha256 (`weights_sha256`), the size, the Hub repo and the pretraining recipe.
+  `$DRAKE_BENCH_WEIGHTS` points elsewhere (tests, experiments).
+* **Verified.** `load_base` checks every file of the model against the manifest before
+  `from_pretrained` and loads it in float32 on CPU (`dtype="auto"` keeps bfloat16); `drake-bench run`
+  checks the allocation's models once before any worker starts, one line per model. A changed,
+  missing or extra file raises `CheckpointError` naming the file, both hashes and the way back.
+* **Recorded.** A result file's `model_allocation.checkpoints` holds each tiny model's
+  `weights_sha256`; `drake-bench report` refuses to put results of different weights for one model
+  name on one board, and says which results (older boards) identify their weights by recipe only.
+* **On the Hub.** Each folder is also the model repo `drake-bench/<zoo name>`:
+  `load_base("drake-bench/tiny-llava-llama-m")` is a plain `from_pretrained` of it, offline too once
+  it is in the Hugging Face cache (`hf download drake-bench/tiny-llava-llama-m`, then
+  `HF_HUB_OFFLINE=1`; `add_shipped_to_hf_cache` puts the installed folder there on a machine without
+  network).
+* **Rebuilt** by `python scripts/build_zoo.py` (pretrains every tiny model with the current recipe,
+  exports it, writes the manifest; `--publish --no-dry-run` uploads the repos), after changing the
+  recipe or the zoo. `DRAKE_BENCH_ZOO=pretrain` (or `load_base(name, source="pretrain")`) pretrains
+  locally instead, for developing the recipe; those weights differ across machines, and results
+  made with them record the recipe, not a sha256.
+
+The same steps on a random model, in a scratch weights folder:
+
+```python
+import os
+import tempfile
+
+import torch
+
+from drake_bench.models import load_base, shipped
+from drake_bench.models.testing import toy_loader
+
+os.environ["DRAKE_BENCH_WEIGHTS"] = tempfile.mkdtemp()  # the installed folder needs no setting
+model, processor = toy_loader("tiny-llava-llama-s")      # random weights stand in for pretrained ones
+shipped.export_checkpoint(model, processor, "tiny-llava-llama-s")   # bfloat16 safetensors + processor
+shipped.write_manifest(None, recipe={"note": "random init"})       # sha256 of every file
+
+shipped.verify_shipped("tiny-llava-llama-s")              # CheckpointError on any changed byte
+identity = shipped.shipped_identity("tiny-llava-llama-s")  # what a result file records
+print(identity["weights_sha256"], identity["hub_repo"])
+model, processor = load_base("tiny-llava-llama-s", source="shipped")  # the default source
+assert model.dtype == torch.float32
+
+plan = shipped.publish_models(["tiny-llava-llama-s"])      # a dry run: repo ids, files, sizes, sha256
+print(plan[0]["repo_id"], [(f["path"], f["sha256"][:12]) for f in plan[0]["files"]])
+```
+
 
 """
 
