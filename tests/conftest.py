@@ -161,7 +161,8 @@ from drake_bench.models import pretrain as _pretrain  # noqa: E402
 from drake_bench.models.testing import toy_samples  # noqa: E402
 
 TINY_RECIPE = _pretrain.Recipe(steps_multimodal=3, steps_text=3, batch_multimodal=4, batch_text=4, vocab_size=512,
-                                vision_steps=2, vision_batch=4, vision_items=16, tower_steps=2, tower_batch=4)
+                                vision_steps=2, vision_batch=4, vision_items=16, tower_steps=2, tower_batch=4,
+                                probe_pictures=40)
 
 
 @pytest.fixture

@@ -2,11 +2,10 @@
 
 import numpy as np
 
-from drake_bench.models.vision import attribute_targets
 from drake_bench.sample import AnswerType
-from drake_bench.synth.public import public_item, public_scenes
+from drake_bench.synth.public import public_item
 from drake_bench.synth.registry import iter_generators
-from drake_bench.synth.world import COLORS, DOMAINS, SHAPES
+from drake_bench.synth.world import COLORS, DISTORTIONS, SHAPES, STATES
 
 
 def test_public_items_are_deterministic_and_well_formed():
@@ -28,19 +27,49 @@ def test_public_questions_never_reuse_a_benchmark_question():
             assert gen.item(i, seed=0).question not in public, gen.name
 
 
-def test_attribute_targets_mark_one_count_and_one_domain():
-    cols, shapes = len(COLORS), len(SHAPES)
-    base = cols + shapes + cols * shapes
-    for sc in public_scenes(20):
-        v = attribute_targets(sc)
-        assert v[:cols].sum() == len({o.color for o in sc.objects})
-        assert v[base:base + 4].sum() == 1 and v[base + 4:base + 4 + len(DOMAINS)].sum() == 1
+def test_perception_pictures_draw_every_primitive_and_are_prefix_stable():
+    from drake_bench.synth.public import PERCEPTION_DOMAINS, perception_picture, perception_pictures
+
+    pics = perception_pictures(0, 300)
+    objs = [o for p in pics for o in p.scene.objects]
+    assert {p.domain for p in pics} == set(PERCEPTION_DOMAINS)
+    assert {o.shape for o in objs} == set(SHAPES) and {o.color for o in objs} == set(COLORS)
+    assert {o.state for o in objs} == set(STATES) and any(o.cracked for o in objs)
+    assert {p.scene.distortion for p in pics} >= set(DISTORTIONS) and any(p.scene.text for p in pics)
+    assert {len(p.scene.objects) for p in pics} == {0, 1, 2, 3, 4}
+    again = perception_picture(17)
+    assert np.asarray(again.image).tobytes() == np.asarray(pics[17].image).tobytes()
+    assert [p.scene.objects for p in perception_pictures(5, 3)] == [p.scene.objects for p in pics[5:8]]
 
 
-def test_public_objects_are_single_object_prefix_stable_and_start_indexed():
-    from drake_bench.synth.public import public_objects
+def test_public_mix_is_disjoint_from_benchmark_items():
+    """No public question is a benchmark template (whatever the filled-in words) and no public picture is a
+    benchmark picture: the mix teaches formats and primitives, never a task or one of its items."""
+    import re
 
-    first = public_objects(0, 12)
-    assert all(len(sc.objects) == 1 for sc in first)
-    assert [sc.objects[0].phrase() for sc in public_objects(5, 4)] == [sc.objects[0].phrase() for sc in first[5:9]]
-    assert [sc.caption() for sc in public_scenes(3, start=4)] == [sc.caption() for sc in public_scenes(7)[4:]]
+    from drake_bench.synth.public import public_mix
+
+    def template(q: str) -> str:  # a question with its content words (colours, shapes, numbers) blanked
+        words = set(COLORS) | set(SHAPES) | {"small", "large"}
+        return " ".join("_" if w.strip(".?,:").lower() in words or re.fullmatch(r"\d+", w.strip(".?,:")) else w
+                        for w in q.split())
+
+    mix = public_mix(600)
+    public_templates = {template(s.question) for s in mix}
+    public_images = {np.asarray(im).tobytes() for s in mix[:200] for im in s.images}
+    for gen in iter_generators():
+        for i in range(4):
+            item = gen.item(i, seed=0)
+            assert template(item.question) not in public_templates, (gen.name, item.question)
+            assert not any(np.asarray(im).tobytes() in public_images for im in item.images), gen.name
+    assert {s.meta["kind"] for s in mix} == set(range(19))
+
+
+def test_public_mix_names_no_group_skill():
+    """Cracks, comic state marks and distortions are the groups' own skills: the public mix never asks about them."""
+    from drake_bench.synth.public import public_mix
+
+    banned = ("crack", "shining", "shaking", "calm", "blur", "noise", "darkness", "glare", "distort", "quality")
+    for s in public_mix(600):
+        text = " ".join([s.question, s.answer, *s.choices]).lower()
+        assert not any(b in text for b in banned), s.question

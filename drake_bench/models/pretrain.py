@@ -39,9 +39,9 @@ A directory whose recipe differs from the current one is rebuilt.
 from __future__ import annotations
 
 import dataclasses
-import math
+import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,11 +52,12 @@ from ..errors import DrakeBenchError
 from . import engine
 from .cache import RECIPE_FILE, TOKENIZER_DIR, build_cached, models_home, record_matches  # noqa: F401 (re-exported)
 from .prompting import LETTERS, MC_INSTRUCTION, OPEN_INSTRUCTION
-from .tokenizer import DEFAULT_VOCAB_SIZE, make_processor, train_tokenizer
+from .tokenizer import DEFAULT_VOCAB_SIZE, IMAGE_TOKENS, make_processor, train_tokenizer
 from .zoo import build_tiny, model_info
 
-RECIPE_VERSION = 6  # 2: public MC / yes-no items; 3: vision alignment; 4: cloze targets; 5: verify/count items;
-# 6: shared pretrained vision tower, frozen in both stages
+RECIPE_VERSION = 7  # 2: public MC / yes-no items; 3: vision alignment; 4: cloze targets; 5: verify/count items;
+# 6: shared pretrained vision tower, frozen in both stages; 7: Swin tower at 64 px with dense perception targets,
+# public mix of generic primitives over one or several pictures
 RESERVED_IDS = 16
 
 
@@ -64,12 +65,12 @@ RESERVED_IDS = 16
 class Recipe:
     """Everything that determines a pretrained tiny checkpoint (its hash names the cache)."""
 
-    steps_multimodal: int = 600
-    steps_text: int = 200
+    steps_multimodal: int = 1200
+    steps_text: int = 300
     batch_multimodal: int = 8
     batch_text: int = 16
-    n_multimodal: int = 2400
-    n_text: int = 1600
+    n_multimodal: int = 6000
+    n_text: int = 2400
     lr: float = 3e-3
     warmup: int = 15
     max_grad_norm: float = 1.0
@@ -78,9 +79,10 @@ class Recipe:
     vision_batch: int = 64
     vision_items: int = 4000
     vision_lr: float = 2e-3
-    tower_steps: int = 4000
+    tower_steps: int = 3000
     tower_batch: int = 64
-    tower_lr: float = 1e-3
+    tower_lr: float = 2e-3
+    probe_pictures: int = 2000
     vocab_size: int = DEFAULT_VOCAB_SIZE
     version: int = RECIPE_VERSION
 
@@ -143,8 +145,13 @@ def is_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) -> boo
     return record_matches(checkpoint_dir(name, seed), _checkpoint_record(name, seed, recipe or DEFAULT_RECIPE))
 
 
-def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) -> Path:
-    """Path of the pretrained checkpoint of a tiny zoo model, building it once if needed."""
+def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None,
+                      progress: Callable[[str], None] | None = None) -> Path:
+    """Path of the pretrained checkpoint of a tiny zoo model, building it once if needed.
+
+    The build resumes: the shared tower and the language-model stage keep snapshots next to the cache
+    entry (``.<name>.progress-<recipe digest>``), removed once the checkpoint is published.
+    """
     recipe = recipe or DEFAULT_RECIPE
     entry = model_info(name)
     if not entry.tiny:
@@ -163,21 +170,33 @@ def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) ->
         if entry.multimodal:
             from .vision import ensure_vision_tower, install_tower
 
-            install_tower(model, ensure_vision_tower(recipe))
+            install_tower(model, ensure_vision_tower(recipe, progress=progress))
         vision_losses = align_vision(model, processor, recipe, seed=seed) if entry.multimodal else []
+        resume = final.parent / f".{final.name}.progress-{_digest(record)}"
         losses = pretrain(model, processor, training_data(bool(entry.multimodal), recipe), recipe,
-                          multimodal=bool(entry.multimodal), seed=seed)
+                          multimodal=bool(entry.multimodal), seed=seed, resume_dir=resume,
+                          progress=(lambda line: progress(f"{name}: {line}")) if progress else None)
         seconds = round(time.perf_counter() - t0, 2)
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
+        shutil.rmtree(resume, ignore_errors=True)
         return {"train_seconds": seconds, "vision_losses": vision_losses, "losses": losses}
 
-    return build_cached(checkpoint_dir(name, seed), _checkpoint_record(name, seed, recipe), build)
+    final, record = checkpoint_dir(name, seed), _checkpoint_record(name, seed, recipe)
+
+    return build_cached(final, record, build)
+
+
+def _digest(record: dict[str, Any]) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:12]
 
 
 # ---------------------------------------------------------------------- training loop
 def _approx_len(sample: Any) -> int:
-    return 36 * len(sample.images) + (len(sample.question) + len(sample.answer)) // 3
+    return IMAGE_TOKENS * len(sample.images) + (len(sample.question) + len(sample.answer)) // 3
 
 
 def batches(samples: Sequence[Any], batch_size: int, steps: int, seed: int) -> Iterator[list[Any]]:
@@ -200,8 +219,16 @@ def batches(samples: Sequence[Any], batch_size: int, steps: int, seed: int) -> I
 
 
 def pretrain(model: Any, processor: Any, samples: Sequence[Any], recipe: Recipe, *, multimodal: bool,
-             seed: int = 0, steps: int | None = None) -> list[float]:
-    """Train every parameter of ``model`` on ``samples`` (see module docstring); returns the loss curve."""
+             seed: int = 0, steps: int | None = None, resume_dir: Path | None = None,
+             progress: Callable[[str], None] | None = None) -> list[float]:
+    """Train every parameter of ``model`` on ``samples`` (see module docstring); returns the loss curve.
+
+    With ``resume_dir`` a snapshot is kept every 200 steps; an interrupted run continues from it to
+    bit-identical weights (the batch order is drawn from its own generator and skipped up to the snapshot).
+    """
+    from .resume import load_progress, save_progress
+    from .vision import warmup_cosine
+
     if not samples:
         raise DrakeBenchError("pretrain: no training samples")
     steps = steps if steps is not None else (recipe.steps_multimodal if multimodal else recipe.steps_text)
@@ -212,68 +239,69 @@ def pretrain(model: Any, processor: Any, samples: Sequence[Any], recipe: Recipe,
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=recipe.lr, betas=(0.9, 0.98), weight_decay=0.0)
     warm = max(1, min(recipe.warmup, steps // 4))
-
-    def lr_at(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        t = (step - warm) / max(1, steps - warm)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-    losses: list[float] = []
+    start, extra = load_progress(resume_dir, {"model": model}, opt) if resume_dir else (0, {})
+    losses: list[float] = list(extra.get("losses", []))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # identical float summation order on every machine thread count
+    t0 = time.perf_counter()
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            for b in batches(samples, batch, steps, seed + 7919 * recipe.data_seed):
-                losses.append(engine.train_step(model, processor, b, opt, max_grad_norm=recipe.max_grad_norm))
-                sched.step()
+            for step, b in enumerate(batches(samples, batch, steps, seed + 7919 * recipe.data_seed)):
+                if step < start:
+                    continue
+                for group in opt.param_groups:
+                    group["lr"] = recipe.lr * warmup_cosine(step, steps, warm)
+                losses.append(round(engine.train_step(model, processor, b, opt, max_grad_norm=recipe.max_grad_norm), 5))
+                done = step + 1
+                if resume_dir and done % 200 == 0 and done < steps:
+                    save_progress(resume_dir, done, {"model": model}, opt, {"losses": losses})
+                if progress and (done % 100 == 0 or done == steps):
+                    progress(f"step {done}/{steps}, loss {losses[-1]:.3f}, {time.perf_counter() - t0:.0f} s")
     finally:
         torch.set_num_threads(threads)
     model.eval()
     model.requires_grad_(False)
-    return [round(x, 5) for x in losses]
+    return losses
 
 
 def align_vision(model: Any, processor: Any, recipe: Recipe, seed: int = 0) -> list[float]:
     """Stage 1: align the projector to the frozen shared tower; returns the loss curve.
 
-    As in LLaVA-1.5's first stage, only the projector trains. The features are exactly the
-    ones the language model reads: the tower's ``vision_feature_layer`` output (CLS dropped)
-    through the projector. Their mean over image tokens predicts
-    :func:`~drake_bench.models.vision.attribute_targets` through a linear head that is
-    discarded afterwards. Same seed, same weights (single-threaded CPU math).
+    As in LLaVA-1.5's first stage, only the projector trains. It reads exactly what the language model
+    reads (the tower's tokens, :func:`~drake_bench.models.vision.tower_tokens`), and its projected
+    tokens must keep what the tower perceives: per token, the attributes of the object in its cell, per
+    image (mean token) the count, domain, distortion and text, through linear heads that are discarded
+    afterwards (:class:`~drake_bench.models.vision.PerceptionHeads`, on ``vision_items`` perception
+    pictures). Same seed, same weights (single-threaded CPU math).
     """
-    from ..synth.public import public_scenes
-    from ..synth.render import render
-    from .vision import attribute_targets, patch_tokens
+    from ..synth.public import perception_pictures
+    from .vision import PerceptionHeads, pixels_of, targets, tower_tokens
 
     if recipe.vision_steps <= 0:
         return []
-    scenes = public_scenes(recipe.vision_items, recipe.data_seed)
-    pixels = processor.image_processor([render(sc) for sc in scenes], return_tensors="pt")["pixel_values"]
-    targets = torch.stack([attribute_targets(sc) for sc in scenes])
+    pictures = perception_pictures(0, recipe.vision_items, recipe.data_seed + 2)
     tower, projector = model.model.vision_tower, model.model.multi_modal_projector
-    layer = model.config.vision_feature_layer
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     losses: list[float] = []
     try:
         with torch.no_grad():  # the tower is frozen: its features are computed once
             tower.eval()
-            feats = patch_tokens(tower, pixels.to(model.device), layer)
+            feats = torch.cat([tower_tokens(tower, pixels_of(processor.image_processor,
+                                                             [p.image for p in pictures[i:i + 256]]).to(model.device))
+                               for i in range(0, len(pictures), 256)])
+        token_y, image_y, presence_y = targets(pictures)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed + 104729)
-            head = torch.nn.Linear(model.config.text_config.hidden_size, targets.shape[1])
+            heads = PerceptionHeads(model.config.text_config.hidden_size)
             projector.requires_grad_(True)
-            opt = torch.optim.AdamW([*projector.parameters(), *head.parameters()], lr=recipe.vision_lr,
+            opt = torch.optim.AdamW([*projector.parameters(), *heads.parameters()], lr=recipe.vision_lr,
                                     weight_decay=0.0)
             gen = torch.Generator().manual_seed(seed + 7919 * recipe.data_seed)
             for _ in range(recipe.vision_steps):
-                idx = torch.randint(0, len(scenes), (recipe.vision_batch,), generator=gen)
-                logits = head(projector(feats[idx]).mean(1))
-                loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, targets[idx].to(logits.device))
+                idx = torch.randint(0, len(pictures), (recipe.vision_batch,), generator=gen)
+                loss = heads.loss(projector(feats[idx]), token_y[idx], image_y[idx], presence_y[idx])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

@@ -19,10 +19,10 @@ PAD, BOS, EOS, IMAGE = "<pad>", "<s>", "</s>", "<image>"
 SPECIAL_TOKENS = [PAD, BOS, EOS, IMAGE]
 DEFAULT_VOCAB_SIZE = 2048
 
-# Vision tower geometry shared by every tiny multimodal model: 48 px / 8 px patches
-# -> 6 x 6 = 36 image tokens per image (the CLS token is dropped, LLaVA "default").
-IMAGE_SIZE = 48
-PATCH_SIZE = 8
+# Vision tower geometry shared by every tiny multimodal model: the images' native 64 px, one token per
+# 16 x 16 px cell (the Swin tower's output grid) -> 16 image tokens per image, every token read ("full").
+IMAGE_SIZE = 64
+PATCH_SIZE = 16  # pixels per output token, what LlavaProcessor needs to count image tokens
 IMAGE_TOKENS = (IMAGE_SIZE // PATCH_SIZE) ** 2
 
 # LLaVA-1.5 conversation format as a chat template: "USER: <image>\n... ASSISTANT: ...</s>".
@@ -78,7 +78,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE):
 
 
 def make_image_processor():
-    """The CLIP image processor sized for the tiny tower (resize + centre-crop to 48 px, CLIP normalisation)."""
+    """The CLIP image processor at the images' native 64 px (a no-op resize and crop, CLIP normalisation)."""
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
     return CLIPImageProcessorPil(
@@ -89,8 +89,8 @@ def make_image_processor():
 def make_processor(tokenizer):
     """A ``LlavaProcessor`` over ``tokenizer`` with a CLIP image processor sized for the tiny tower.
 
-    Synthetic images are 64x64; the CLIP processor resizes (shortest edge) and
-    centre-crops them to 48x48 with CLIP's normalisation, as llava-1.5 does at 336.
+    Synthetic images are 64x64 and are read at that size with CLIP's normalisation (llava-1.5 resizes
+    to its tower's 336). The tower has no CLS token, so every output token is an image token.
     """
     from transformers import LlavaProcessor
 
@@ -98,8 +98,8 @@ def make_processor(tokenizer):
         image_processor=make_image_processor(),
         tokenizer=tokenizer,
         patch_size=PATCH_SIZE,
-        vision_feature_select_strategy="default",
-        num_additional_image_tokens=1,
+        vision_feature_select_strategy="full",
+        num_additional_image_tokens=0,
         chat_template=CHAT_TEMPLATE,
         image_token=IMAGE,
     )

@@ -18,9 +18,10 @@ Sizes: Llama hidden 64/96/128 with 4/6/8 layers; Qwen2 hidden 48/80/112 with
 4/6/8 layers (different widths across families, so cross-family methods face truly
 mismatched shapes, as Llama-3.2-1B vs Qwen2.5-0.5B do). Head dim 16 everywhere; GQA
 with 2 (Llama) / 1 (Qwen2) KV heads; Qwen2 keeps its q/k/v biases and tied
-embeddings. One shared vision design (CLIP, 48 px, patch 8 -> 36 tokens, 3 layers,
-hidden 64), selected at layer -2 with CLS dropped as in LLaVA-1.5; like LLaVA-1.5's CLIP
-tower it is pretrained once and shared by every tiny LLaVA (:mod:`.vision`).
+embeddings. One shared vision design (a Swin tower at the images' native 64 px: 4 px patches,
+three stages, 4 x 4 = 16 output tokens of width 128, read at its last layer with every token kept);
+like LLaVA-1.5's CLIP tower it is pretrained once and shared by every tiny LLaVA (:mod:`.vision` says
+why Swin rather than CLIP).
 """
 
 from __future__ import annotations
@@ -43,10 +44,12 @@ _TINY_SHAPES: dict[str, dict[str, tuple[int, int, int, int, int]]] = {
     "qwen2": {"s": (48, 4, 3, 1, 144), "m": (80, 6, 5, 1, 240), "l": (112, 8, 7, 1, 336)},
 }
 VISION_TOWER = dict(
-    hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
-    image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, projection_dim=64, num_channels=3,
+    image_size=IMAGE_SIZE, patch_size=4, num_channels=3, embed_dim=32, depths=[2, 2, 2], num_heads=[2, 4, 8],
+    window_size=4, mlp_ratio=2.0, drop_path_rate=0.0,
 )
-VISION_FEATURE_LAYER = -2  # LLaVA-1.5 reads the penultimate layer: 2 of the tower's 3 layers
+"""``SwinConfig`` of the shared tower: 64 px / 4 px patches -> 16 x 16, merged twice -> 4 x 4 tokens of
+width 128. No drop-path, so training draws no random numbers after initialisation (resumable, reproducible)."""
+VISION_FEATURE_LAYER = -1  # the last stage: its tokens are what the tower was trained to describe
 MAX_POSITIONS = 1024
 
 # Real checkpoints by short name (what the papers used, or their public stand-ins).
@@ -130,10 +133,10 @@ def model_seed(name: str, seed: int = 0) -> int:
 
 
 def vision_config():
-    """The ``CLIPVisionConfig`` every tiny LLaVA shares."""
-    from transformers import CLIPVisionConfig
+    """The ``SwinConfig`` every tiny LLaVA shares."""
+    from transformers import SwinConfig
 
-    return CLIPVisionConfig(**VISION_TOWER)
+    return SwinConfig(**VISION_TOWER)
 
 
 def tiny_config(name: str, vocab_size: int = DEFAULT_VOCAB_SIZE):
@@ -163,7 +166,7 @@ def tiny_config(name: str, vocab_size: int = DEFAULT_VOCAB_SIZE):
         image_token_index=3,
         image_seq_length=IMAGE_TOKENS,
         projector_hidden_act="gelu",
-        vision_feature_select_strategy="default",
+        vision_feature_select_strategy="full",  # Swin has no CLS token: every token is read
         vision_feature_layer=VISION_FEATURE_LAYER,
         pad_token_id=0,
         tie_word_embeddings=text.tie_word_embeddings,

@@ -6,23 +6,33 @@ descriptions, translations) are disjoint from every benchmark task's question
 templates, so public data teaches the world and its words but no benchmark task.
 
 Like LLaVA-1.5's instruction mix (A-OKVQA-style multiple choice, VQAv2/GQA yes/no and
-counting questions), about 40% of the multimodal items are generic multiple-choice, yes/no and
-counting questions (which colour / which shape is in the picture, a colour-shape statement, is
-anything of a colour, how many things). Without them the frozen bases never see the choice
-format, and can name an attribute but not verify one, so LoRA fine-tuning spends the whole
-federation learning the format instead of the tasks.
+counting questions), most multimodal items are generic multiple-choice, yes/no and open questions
+over the world's primitives, on one picture or several: which colour / shape / size / drawn style,
+a colour-shape statement, is anything of a colour, how many things, which of two objects is further
+left, which picture shows an object, do two pictures hold as many things, in how many pictures is a
+colour. Without them the frozen bases never see the answer formats, and can name an attribute but
+not verify or compare one, so LoRA fine-tuning spends the whole federation learning the format
+instead of the tasks.
+
+What the mix leaves out on purpose: the groups' own skills (cracks, comic state marks, image
+distortions) and the groups' visual looks. The vision tower perceives them (as CLIP perceives
+cracks), but no public question names them: a client learns to use them only from its own and its
+group's tasks, which is what lets a group's clients help each other more than other groups'.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..sample import AnswerType, Sample
-from .render import render
+from .render import group_domain, render
 from .world import (
-    BASE_WORDS, COLORS, DOMAINS, LANGUAGES, SHAPES, SIZES, STYLES, Scene, place, random_obj, rng_for, translate,
+    BASE_WORDS, COLORS, DISTORTIONS, DOMAINS, GROUP_DOMAINS, LANGUAGES, SHAPES, SIZES, STATES, STYLES, Obj, Scene,
+    place, random_obj, rng_for, translate,
 )
 
 PUBLIC_SOURCE = "drake-synth/public"
@@ -52,7 +62,9 @@ def _join(words: list[str]) -> str:
 def public_item(index: int, seed: int = 0) -> Sample:
     """The ``index``-th public multimodal item (independent of ``n``: mixes of growing n are prefixes)."""
     rng = rng_for("public", seed, index)
-    kind = int(rng.integers(0, 11))
+    kind = int(rng.integers(0, 19))
+    if kind >= 11:
+        return _primitive_item(rng, kind, f"public/{seed}/{index:07d}")
     sc = _scene(rng)
     images = [render(sc)]
     answer_type = AnswerType.FREE_TEXT
@@ -107,29 +119,149 @@ def public_item(index: int, seed: int = 0) -> Sample:
     )
 
 
-def public_scenes(n: int, seed: int = 0, start: int = 0) -> list[Scene]:
-    """``n`` random public scenes (the same world as the public mix, a separate random stream).
-
-    Vision pretraining (:func:`drake_bench.models.pretrain.align_vision`) learns the world's
-    attributes from them; no benchmark question template is involved.
-    """
-    return [_scene(rng_for("public-scene", seed, i)) for i in range(start, start + n)]
+def _pictures_word(k: int) -> list[str]:
+    return [f"picture {i + 1}" for i in range(k)]
 
 
-def public_objects(start: int, n: int, seed: int = 0) -> list[Scene]:
-    """Single-object public scenes ``start .. start+n-1`` (a separate random stream, any domain).
+def _primitive_item(rng: np.random.Generator, kind: int, item_id: str) -> Sample:
+    """Kinds 11-18: generic questions over one picture or several (size, drawn style, position, count,
+    cross-picture comparisons). Options are shuffled and answers balanced, so the text alone tells little."""
+    mc, yn_, open_ = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 
-    The shared vision tower (:mod:`drake_bench.models.vision`) learns each object's shape,
-    colour, size and style from them: one object per picture makes every label unambiguous,
-    which is what lets a tiny ViT learn shapes at all (on multi-object scenes alone it stays at
-    chance; docs/findings/synth-generator-history.md).
-    """
-    out = []
-    for i in range(start, start + n):
-        rng = rng_for("public-object", seed, i)
+    def item(images: list[Any], q: str, a: str, t: AnswerType, choices: list[str] | None = None) -> Sample:
+        return Sample(id=item_id, images=images, question=q, choices=choices or ([] if t == open_ else ["yes", "no"]),
+                      answer=a, answer_type=t, task_id="public", source=PUBLIC_SOURCE,
+                      meta={"kind": kind, "domain": "mixed"})
+
+    def scene(n: int | None = None, **obj: Any) -> Scene:
         domain = str(rng.choice(list(DOMAINS)))
-        out.append(Scene(objects=place(rng, [random_obj(rng, style=str(rng.choice(STYLES)))]), domain=domain))
-    return out
+        count = int(rng.integers(1, 4)) if n is None else n
+        objs = [random_obj(rng, style=str(rng.choice(STYLES)), **obj) for _ in range(count)]
+        return Scene(objects=place(rng, objs), domain=domain)
+
+    if kind == 11:  # size of one named object
+        sc = scene()
+        o = sc.objects[int(rng.integers(len(sc.objects)))]
+        return item([render(sc)], f"Pick the size of the {o.color} {o.shape}.", o.size, mc,
+                    [str(x) for x in rng.permutation(list(SIZES))])
+    if kind == 12:  # drawn style of a lone object (the paper domain draws outlines only)
+        sc = scene(1)
+        o = sc.objects[0]
+        style = "outlined" if sc.domain == "paper" else o.style
+        return item([render(sc)], f"Pick how the {o.shape} is drawn.", style, mc,
+                    [str(x) for x in rng.permutation(STYLES)])
+    if kind == 13:  # horizontal position of two objects
+        sc = scene(2)
+        a, b = sc.objects
+        while a.shape == b.shape or a.x == b.x:  # placement is symmetric: yes and no are equally likely
+            sc = scene(2)
+            a, b = sc.objects
+        return item([render(sc)], f"Answer yes or no: the {a.shape} is further left than the {b.shape}.",
+                    "yes" if a.x < b.x else "no", yn_)
+    if kind == 14:  # which of 2-3 pictures shows a colour-shape pair
+        k = int(rng.integers(2, 4))
+        target_i = int(rng.integers(k))
+        color, shape = str(rng.choice(list(COLORS))), str(rng.choice(SHAPES))
+        scenes = []
+        for i in range(k):
+            sc = scene()
+            if i == target_i:
+                sc.objects[0].color, sc.objects[0].shape = color, shape
+            else:
+                for o in sc.objects:
+                    while (o.color, o.shape) == (color, shape):
+                        o.color = str(rng.choice(list(COLORS)))
+            scenes.append(sc)
+        return item([render(sc) for sc in scenes], f"Pick the picture that shows a {color} {shape}.",
+                    f"picture {target_i + 1}", mc, _pictures_word(k))
+    if kind == 15:  # do two pictures hold as many things
+        same = bool(rng.integers(0, 2))
+        n1 = int(rng.integers(1, 4))
+        n2 = n1 if same else int(rng.choice([n for n in (1, 2, 3) if n != n1]))
+        return item([render(scene(n1)), render(scene(n2))],
+                    "Answer yes or no: both pictures hold the same number of things.", "yes" if same else "no", yn_)
+    if kind == 16:  # in how many of 2-4 pictures is a colour
+        k = int(rng.integers(2, 5))
+        color = str(rng.choice(list(COLORS)))
+        hits = int(rng.integers(0, k + 1))
+        chosen = set(rng.permutation(k)[:hits].tolist())
+        scenes = []
+        for i in range(k):
+            sc = scene()
+            for o in sc.objects:
+                while o.color == color:
+                    o.color = str(rng.choice(list(COLORS)))
+            if i in chosen:
+                sc.objects[int(rng.integers(len(sc.objects)))].color = color
+            scenes.append(sc)
+        return item([render(sc) for sc in scenes], f"Count the pictures with something {color} in them.",
+                    str(hits), open_)
+    if kind == 17:  # how many things, as a choice
+        sc = scene()
+        n = len(sc.objects)
+        options = [str(x) for x in rng.permutation([1, 2, 3, 4])]
+        return item([render(sc)], "Pick the number of things in the picture.", str(n), mc, options)
+    # kind 18: which of two pictures holds more things
+    n1, n2 = (int(x) for x in rng.permutation([1, 2, 3])[:2])
+    return item([render(scene(n1)), render(scene(n2))], "Pick the picture with more things in it.",
+                "picture 1" if n1 > n2 else "picture 2", mc, _pictures_word(2))
+
+
+PERCEPTION_DOMAINS: tuple[str, ...] = (*DOMAINS, *GROUP_DOMAINS)
+"""Every visual domain the world draws in: the shared ones and the two group looks (studio, comic)."""
+PERCEPTION_TEXTS: tuple[str, ...] = ("A", "B", "K", "7", "OK", "HI", "NO", "42")
+"""Short strings drawn large in some perception pictures, so the tower learns to read rendered text."""
+
+
+@dataclass(frozen=True)
+class PerceptionPicture:
+    """A public picture and everything drawn in it: what the vision tower is trained and probed on."""
+
+    scene: Scene
+    domain: str  # the visual domain it is drawn in (one of PERCEPTION_DOMAINS)
+    image: Any  # PIL.Image.Image, 64 x 64 RGB
+
+
+def draw_in(scene: Scene, domain: str) -> Any:
+    """Render ``scene`` in ``domain``: a shared domain directly, a group look through ``group_domain``."""
+    if domain in GROUP_DOMAINS:
+        with group_domain(domain):
+            return render(Scene(scene.objects, "plain", scene.distortion, scene.text, grain=scene.grain))
+    return render(Scene(scene.objects, domain, scene.distortion, scene.text, grain=scene.grain))
+
+
+def _rich_objects(rng: np.random.Generator, n: int) -> list[Obj]:
+    objs = []
+    for _ in range(n):
+        o = random_obj(rng, style=str(rng.choice(STYLES)))
+        o.cracked = bool(rng.random() < 0.2)
+        if rng.random() < 0.3:
+            o.state = str(rng.choice(STATES[1:]))
+        objs.append(o)
+    marks = any(o.state != "calm" for o in objs)  # room for emanata, as the reasoning generators leave
+    return place(rng, objs, margin=9 if marks else 3, pad=8 if marks else 0)
+
+
+def perception_picture(index: int, seed: int = 0) -> PerceptionPicture:
+    """The ``index``-th public perception picture (its own random stream; no benchmark question involved).
+
+    Every primitive the benchmark's images draw, in every visual domain: 0-4 objects of any shape,
+    colour, size and drawn style, some cracked (p 0.2) or drawn shining / shaking (p 0.3), a
+    distortion on a quarter of the pictures, and large rendered text on half of the empty ones.
+    """
+    rng = rng_for("public-perception", seed, index)
+    domain = str(rng.choice(PERCEPTION_DOMAINS))
+    n = int(rng.integers(0, 5))
+    objs = _rich_objects(rng, n)
+    distortion = str(rng.choice(DISTORTIONS)) if rng.random() < 0.25 else None
+    text = str(rng.choice(PERCEPTION_TEXTS)) if n == 0 and rng.random() < 0.5 else None
+    scene = Scene(objs, "plain", distortion, text, grain=2)
+    return PerceptionPicture(scene, domain, draw_in(scene, domain))
+
+
+def perception_pictures(start: int, n: int, seed: int = 0) -> list[PerceptionPicture]:
+    """Perception pictures ``start .. start+n-1`` (prefix-stable: the same index is the same picture)."""
+    return [perception_picture(i, seed) for i in range(start, start + n)]
 
 
 def public_mix(n: int, seed: int = 0) -> list[Sample]:
