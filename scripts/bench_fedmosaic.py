@@ -10,6 +10,9 @@ ordered by group) as PNGs.
     python scripts/bench_fedmosaic.py --methods sft fedit ...      # a subset (e.g. two processes)
     python scripts/bench_fedmosaic.py --report-only ...            # rebuild the report from result files
 
+The default ``--board leaderboard`` writes the current board; the one made with the old weights
+(recipe 6) is archived in ``leaderboard/archive/recipe-6/``.
+
 Set DRAKE_BENCH_HOME to where the tiny models are pretrained. One torch thread per process.
 """
 

@@ -24,7 +24,7 @@ With ``--paired REF RUN [REF RUN ...]``: RUN's Others minus REF's per (seed, cli
 evaluation point, over all tasks and per answer type, pooled over every pair given (e.g. SFT and FedIT
 of several boards): mean, its standard error, and how many (seed, client) cells are above or below 0.
 
-Usage: python scripts/self_vs_others.py [--tasks | --answer-types] leaderboard/main-job-*/drake-synth/dynamic/*/1.0/result.json
+Usage: python scripts/self_vs_others.py [--tasks | --answer-types] leaderboard/archive/recipe-6/main-job-*/drake-synth/dynamic/*/1.0/result.json
        python scripts/self_vs_others.py --paired SFT_RESULT FEDIT_RESULT [SFT_RESULT FEDIT_RESULT ...]
        python scripts/self_vs_others.py --transfer ZERO_SHOT_RESULT RESULT...
 """
