@@ -147,9 +147,23 @@ def summarise(res: dict, reference: str = "zero_shot") -> dict:
         into = [delta[c][o] for c in delta if group[c] != g for o in members]
         if within:
             by_group[g] = {"clients": members, "within": statistics.mean(within), "across": statistics.mean(across),
-                           "from_other_groups": statistics.mean(into) if into else None}
+                           "from_other_groups": statistics.mean(into) if into else None,
+                           "within_minus_across": _difference(within, across)}
+    overall = _difference(cells["same group"], cells["other group"]) if cells["same group"] else None
     return {"delta": {str(c): {str(o): round(v, 2) for o, v in row.items()} for c, row in delta.items()},
-            "stats": stats, "by_group": by_group}
+            "stats": stats, "by_group": by_group, "same_minus_other": overall}
+
+
+def _difference(a: list[float], b: list[float]) -> dict:
+    """mean(a) - mean(b) with the standard error of a difference of two independent means, and its ratio.
+
+    The pairs share trained adapters and evaluated clients, so they are not fully independent; the ratio is a
+    yardstick (the transfer target asks for >= 2), not a test."""
+    def se(xs: list[float]) -> float:
+        return statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else float("nan")
+
+    diff, err = statistics.mean(a) - statistics.mean(b), (se(a) ** 2 + se(b) ** 2) ** 0.5
+    return {"difference": round(diff, 3), "se": round(err, 3), "ratio": round(diff / err, 2) if err > 0 else None}
 
 
 def announce(res: dict, report_md: Path) -> None:
@@ -195,10 +209,19 @@ def write_report(res: dict, out: Path, intro: str | None = None, reference: str 
     lines += ["", "Per group. *within*: trained on a member, evaluated on the other members; *across*: trained on a "
               "member, evaluated on other groups' clients (row view); *from other groups*: trained on another group's "
               "client, evaluated on the members (column view; the sources this run trained):", "",
-              "| group | clients | within | across | from other groups |", "|:---|:---|---:|---:|---:|"]
+              "| group | clients | within | across | within - across (s.e., ratio) | from other groups |",
+              "|:---|:---|---:|---:|---:|---:|"]
+
+    def diff(d: dict | None) -> str:
+        return "" if not d else f"{d['difference']:+.2f} ({d['se']:.2f}, {d['ratio']})"
+
     for g, v in s["by_group"].items():
         into = "" if v.get("from_other_groups") is None else f"{v['from_other_groups']:+.2f}"
-        lines.append(f"| {g} | {', '.join(map(str, v['clients']))} | {v['within']:+.2f} | {v['across']:+.2f} | {into} |")
+        lines.append(f"| {g} | {', '.join(map(str, v['clients']))} | {v['within']:+.2f} | {v['across']:+.2f} | "
+                     f"{diff(v.get('within_minus_across'))} | {into} |")
+    if s.get("same_minus_other"):
+        lines += ["", f"Same group minus other group, over every pair: {diff(s['same_minus_other'])} "
+                  "(difference, its standard error as for two independent means, and their ratio)."]
     lines += ["", "Delta matrix (row: trained on client; column: evaluated on client's tasks; groups: "
               + ", ".join(f"{c} {group[c]}" for c in clients) + "):", "",
               "| trained on | " + " | ".join(str(o) for o in clients) + " |",

@@ -44,7 +44,7 @@ def build(names: list[str], root: Path, dtype: str = "bfloat16", workers: int = 
     """
     from drake_bench.models import load_base
     from drake_bench.models.pretrain import DEFAULT_RECIPE, ensure_tokenizer
-    from drake_bench.models.shipped import MANIFEST, WEIGHTS_FILE, export_checkpoint, write_manifest
+    from drake_bench.models.shipped import MANIFEST, WEIGHTS_FILE, build_environment, export_checkpoint, write_manifest
     from drake_bench.models.vision import ensure_vision_tower, tower_report
     from drake_bench.models.zoo import model_info, tiny_names
 
@@ -81,10 +81,62 @@ def build(names: list[str], root: Path, dtype: str = "bfloat16", workers: int = 
         hashes = export_checkpoint(model, processor, name, root=root, dtype=dtype)
         _say(f"[{i}/{len(names)}] {name}: exported, {WEIGHTS_FILE} sha256 {hashes[WEIGHTS_FILE]} "
              f"({time.perf_counter() - started:.0f} s)")
-    manifest = write_manifest(root, recipe)
+    manifest = write_manifest(root, recipe, build_environment())
     size = sum(m["bytes"] for m in manifest["models"].values())
     _say(f"wrote {root / MANIFEST}: {len(manifest['models'])} models, {size / 1e6:.1f} MB")
     return manifest
+
+
+def write_report(names: list[str], manifest: dict, out: Path) -> None:
+    """``out``.md / .json: the tower's held-out probes, each model's pretraining record and shipped hash.
+
+    Read from the build's cache records (``drake_pretrain.json`` next to each cached checkpoint), so it
+    is written by the machine that built the weights, in the same run."""
+    from drake_bench.models.cache import RECIPE_FILE, VISION_DIR, models_home
+    from drake_bench.models.pretrain import DEFAULT_RECIPE, checkpoint_dir
+
+    tower_file = models_home() / VISION_DIR / RECIPE_FILE
+    tower = json.loads(tower_file.read_text()) if tower_file.is_file() else {}
+    models = {}
+    for name in names:
+        rec = json.loads((checkpoint_dir(name) / RECIPE_FILE).read_text())
+        losses = rec.get("losses", [])
+        models[name] = {"train_seconds": rec.get("train_seconds"), "first_loss": losses[0] if losses else None,
+                        "last_loss_mean_of_50": round(sum(losses[-50:]) / max(1, len(losses[-50:])), 4),
+                        "steps": len(losses), "weights_sha256": manifest["models"][name]["weights_sha256"],
+                        "bytes": manifest["models"][name]["bytes"]}
+    probe = tower.get("probe", {})
+    tl = tower.get("losses", [])
+    data = {"recipe": DEFAULT_RECIPE.as_dict(), "built_on": manifest.get("built_on"), "tower_probe": probe,
+            "tower_loss_first": tl[0] if tl else None,
+            "tower_loss_last_mean_of_50": round(sum(tl[-50:]) / max(1, len(tl[-50:])), 4) if tl else None,
+            "models": models}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    lines = ["# The shipped zoo: how it was built", "",
+             "Written by `python scripts/build_zoo.py` in the run that built the shipped weights "
+             f"(recipe version {DEFAULT_RECIPE.version}; built on {manifest.get('built_on', {}).get('cpu', '?')}, "
+             f"torch {manifest.get('built_on', {}).get('torch', '?')}). What the recipe does and why: "
+             "[models](models.md); what the weights do on the benchmark: "
+             "[the embedded model findings](findings/embedded-model.md).", ""]
+    if probe:
+        lines += ["## The vision tower's perception (linear probes on frozen features)", "",
+                  f"{DEFAULT_RECIPE.tower_steps} training steps of batch {DEFAULT_RECIPE.tower_batch}; probes fitted "
+                  "on 3/4 of held-out perception pictures (a random stream the tower never trained on) and scored on "
+                  "the rest. Per object from the token of its cell; count, domain, distortion and text from the mean "
+                  "token; position (which quadrant, single-object pictures) from all tokens. *chance*: the majority "
+                  "class's share of the scored rows.", "",
+                  "| attribute | accuracy | chance | rows |", "|:---|---:|---:|---:|"]
+        for k, v in probe["accuracy"].items():
+            lines.append(f"| {k} | {v} | {probe['chance'][k]} | {probe['n'][k]} |")
+        lines.append("")
+    lines += ["## Checkpoints", "", "| model | pretraining steps | seconds | loss first / last 50 | MB | weights sha256 |",
+              "|:---|---:|---:|---:|---:|:---|"]
+    for name, m in models.items():
+        lines.append(f"| `{name}` | {m['steps']} | {m['train_seconds']} | {m['first_loss']} / "
+                     f"{m['last_loss_mean_of_50']} | {m['bytes'] / 1e6:.1f} | `{m['weights_sha256'][:16]}…` |")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    _say(f"wrote {out.with_suffix('.md')}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -97,6 +149,8 @@ def main(argv: list[str] | None = None) -> None:
                                                               "drake_bench/models/weights)")
     ap.add_argument("--dtype", default="bfloat16", help="storage dtype of the exported safetensors")
     ap.add_argument("--workers", type=int, default=1, help="models pretrained in parallel (one thread each)")
+    ap.add_argument("--report", type=lambda v: Path(v) if v else None, default=Path(__file__).resolve().parents[1] / "docs" / "zoo-build.md",
+                    help="where the build report goes (.md and .json); '' for none")
     ap.add_argument("--publish", action="store_true", help="then upload each model folder as a Hub model repo")
     ap.add_argument("--no-dry-run", action="store_true", help="with --publish: really upload (default: print the plan)")
     ap.add_argument("--repo-prefix", default=HUB_PREFIX)
@@ -105,7 +159,9 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         raise SystemExit(f"not tiny zoo names: {unknown}; known: {tiny_names()}")
     root = args.root or weights_root()
-    build(list(args.models), root, args.dtype, args.workers)
+    manifest = build(list(args.models), root, args.dtype, args.workers)
+    if args.report:
+        write_report(list(args.models), manifest, args.report)
     if args.publish:
         plan = publish_models(args.models, repo_prefix=args.repo_prefix, dry_run=not args.no_dry_run, root=root)
         for item in plan:

@@ -7,7 +7,7 @@ import pytest
 from drake_bench.errors import DrakeBenchError
 from drake_bench.models.prompting import build_prompt, candidate_targets, messages, options, target
 from drake_bench.models.testing import toy_image, toy_processor, toy_tokenizer
-from drake_bench.models.tokenizer import IMAGE_TOKENS
+from drake_bench.models.tokenizer import IMAGE_SIZE, IMAGE_TOKENS
 from drake_bench.sample import AnswerType, Sample
 
 
@@ -69,7 +69,7 @@ def test_processor_expands_each_image_to_its_tokens():
         s = _s(images=[toy_image("red")] * n)
         out = proc(text=build_prompt(s), images=s.images, return_tensors="pt")
         assert int((out["input_ids"] == image_id).sum()) == n * IMAGE_TOKENS
-        assert tuple(out["pixel_values"].shape) == (n, 3, 48, 48)
+        assert tuple(out["pixel_values"].shape) == (n, 3, IMAGE_SIZE, IMAGE_SIZE) == (n, 3, 64, 64)  # native size
         assert int(out["input_ids"][0, 0]) == tok.bos_token_id
 
 

@@ -266,7 +266,7 @@ def test_the_runner_verifies_shipped_models_one_line_each_and_never_pretrains(we
 
 
 # ---------------------------------------------------------------------- report / check
-BOARD = REPO / "leaderboard" / "main-job" / "drake-synth" / "dynamic"
+BOARD = REPO / "leaderboard" / "archive" / "recipe-6" / "main-job" / "drake-synth" / "dynamic"  # a fixed committed board
 SFT_FILE, FEDIT_FILE = (BOARD / m / "1.0" / "result.json" for m in ("sft", "fedit"))
 
 
@@ -358,3 +358,23 @@ def test_the_wheel_ships_the_weights_folder():
 
     data = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert data["tool"]["setuptools"]["package-data"]["drake_bench.models"] == ["weights/manifest.json", "weights/*/*"]
+
+
+def test_rebuilding_reproduces_the_shipped_tokenizer_and_text_model(tmp_path, monkeypatch):
+    """The build is deterministic: the tokenizer and the smallest text model, rebuilt from nothing with the
+    default recipe, give the shipped bytes. Float results of a CPU build depend on the CPU model and the
+    library versions, so the comparison needs the ones recorded in the manifest; elsewhere it is skipped."""
+    manifest = shipped.read_manifest(PACKAGE_WEIGHTS)
+    recorded, here = manifest.get("built_on", {}), shipped.build_environment()
+    keys = ("cpu", "torch", "transformers", "tokenizers")
+    if {k: recorded.get(k) for k in keys} != {k: here[k] for k in keys}:
+        pytest.skip(f"built on {recorded}, this machine is {here}: identical bytes are not expected")
+    monkeypatch.setenv("DRAKE_BENCH_MODELS", str(tmp_path / "models"))
+    spec = importlib.util.spec_from_file_location("build_zoo", REPO / "scripts" / "build_zoo.py")
+    build_zoo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_zoo)
+    rebuilt = build_zoo.build(["tiny-llama-s"], tmp_path / "weights")["models"]["tiny-llama-s"]
+    shipped_entry = manifest["models"]["tiny-llama-s"]
+    assert rebuilt["files"]["tokenizer.json"] == shipped_entry["files"]["tokenizer.json"]
+    assert rebuilt["weights_sha256"] == shipped_entry["weights_sha256"]
+    assert rebuilt["files"] == shipped_entry["files"]

@@ -97,7 +97,7 @@ def test_old_and_new_items_of_a_redesigned_task():
 def _cited_drake_synth_data() -> dict[str, set[str]]:
     """drake-synth version -> the data hashes the main-job boards' result files cite for it."""
     cited: dict[str, set[str]] = {}
-    for p in (ROOT / "leaderboard").glob("main-job*/drake-synth/*/*/*/result.json"):
+    for p in (ROOT / "leaderboard").glob("**/main-job*/drake-synth/*/*/*/result.json"):  # current and archived
         bench = json.loads(p.read_text())["benchmark"]
         cited.setdefault(bench["version"], set()).add(bench["data_hash"])
     return cited

@@ -153,12 +153,35 @@ def export_checkpoint(model: Any, processor: Any, name: str, root: str | Path | 
     return hashes
 
 
-def write_manifest(root: str | Path | None, recipe: Mapping[str, Any]) -> dict[str, Any]:
+def build_environment() -> dict[str, Any]:
+    """What float results of a single-threaded CPU build depend on besides the recipe: the CPU model and
+    the library versions. Recorded in the manifest, so a rebuild elsewhere knows whether identical bytes
+    can be expected (same CPU model and versions) or not."""
+    import platform
+
+    import tokenizers
+    import torch
+    import transformers
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "torch": torch.__version__, "transformers": transformers.__version__,
+            "tokenizers": tokenizers.__version__, "python": platform.python_version()}
+
+
+def write_manifest(root: str | Path | None, recipe: Mapping[str, Any],
+                   built_on: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Hash every model folder under ``root`` and write ``root/manifest.json``; returns the manifest.
 
     ``recipe`` is what the checkpoints were built from (free form; the build script gives the
-    pretraining recipe). Keys are sorted and the layout fixed, so rebuilding identical checkpoints
-    gives an identical file.
+    pretraining recipe), ``built_on`` where (:func:`build_environment`). Keys are sorted and the layout
+    fixed, so rebuilding identical checkpoints gives an identical file.
     """
     root = _root(root)
     models: dict[str, Any] = {}
@@ -174,6 +197,8 @@ def write_manifest(root: str | Path | None, recipe: Mapping[str, Any]) -> dict[s
             "hub_repo": f"{HUB_PREFIX}/{folder.name}",
         }
     manifest = {"format": FORMAT, "recipe": dict(recipe), "models": models}
+    if built_on is not None:
+        manifest["built_on"] = dict(built_on)
     tmp = root / f".{MANIFEST}.tmp-{os.getpid()}"
     tmp.write_bytes(_json_bytes(manifest))
     os.replace(tmp, root / MANIFEST)
