@@ -31,6 +31,7 @@ from drake_bench.models import engine
 from drake_bench.models.adapters import lora_config
 from drake_bench.models.pool import ModelPool
 from drake_bench.models.testing import toy_image, toy_loader, toy_samples
+from drake_bench.models.tokenizer import IMAGE_TOKENS
 from drake_bench.models.zoo import build_tiny, model_info, tiny_config, tiny_names
 from drake_bench.sample import Sample
 
@@ -147,7 +148,7 @@ real checkpoints on a GPU.
 
 | zoo name | what it is | paper counterpart |
 |---|---|---|
-| `tiny-llava-llama-{s,m,l}` | `LlavaForConditionalGeneration`: CLIP vision tower ({vision}; one pretrained tower shared by every tiny LLaVA) + 2-layer GELU projector + Llama LM | LLaVA-Llama3.2-1B / 3B, LLaVA-Llama3.1-8B |
+| `tiny-llava-llama-{s,m,l}` | `LlavaForConditionalGeneration`: Swin vision tower ({vision}; one pretrained tower shared by every tiny LLaVA) + 2-layer GELU projector + Llama LM | LLaVA-Llama3.2-1B / 3B, LLaVA-Llama3.1-8B |
 | `tiny-llava-qwen2-{s,m,l}` | the same around a Qwen2 LM | LLaVA-Qwen2.5-0.5B / 1.5B / 3B |
 | `tiny-llama-{s,m,l}` | `LlamaForCausalLM` | Llama-3.2-1B / 3B, Llama-3.1-8B |
 | `tiny-qwen2-{s,m,l}` | `Qwen2ForCausalLM` | Qwen2.5-0.5B / 1.5B / 3B |
@@ -183,10 +184,11 @@ from the given choices directly. ASSISTANT:`; every item trains on its answer te
 the option's text, not its letter, which tiny models never learn to match), with loss on answer tokens only.
 `choose` scores each option's text by log-likelihood; `generate` is greedy with left padding. Pretraining
 (`drake_bench.models.pretrain`) mirrors LLaVA-1.5: one vision tower, the stand-in for CLIP, is trained once on
-public pictures (`drake_bench.models.vision`: single objects labelled with shape, colour, size, style and domain,
-plus multi-object scenes) and shared, frozen, by every tiny LLaVA; stage 1 aligns each model's projector to it on
-public scenes; stage 2 trains every other parameter on the synthetic public mix (`drake_bench.synth.public`) with a
-fixed seeded recipe. `python scripts/build_zoo.py` runs it once per model and ships the result (see
+public perception pictures (`drake_bench.models.vision`: per-cell object attributes, per-image count, domain,
+distortion and text, and which shapes and colours are present; why a Swin tower and how well it perceives:
+[the build report](zoo-build.md)) and shared, frozen, by every tiny LLaVA; stage 1 aligns each model's projector to
+it on the same targets; stage 2 trains every other parameter on the synthetic public mix (`drake_bench.synth.public`:
+generic questions over one or several pictures, nothing about the groups' own skills) with a fixed seeded recipe. `python scripts/build_zoo.py` runs it once per model and ships the result (see
 [Shipped weights](#shipped-weights)); with `DRAKE_BENCH_ZOO=pretrain`, `load_base` runs it locally instead and caches
 the checkpoint under `$DRAKE_BENCH_MODELS` (default `~/.cache/drake_bench/models`).
 
@@ -253,8 +255,9 @@ def vision_text() -> str:
     from drake_bench.models.zoo import VISION_FEATURE_LAYER, vision_config
 
     v = vision_config()
-    return (f"{v.image_size} px, patch {v.patch_size}, {v.num_hidden_layers} layers, read at layer "
-            f"{VISION_FEATURE_LAYER}")
+    side = v.image_size // (v.patch_size * 2 ** (len(v.depths) - 1))
+    return (f"{v.image_size} px, {v.patch_size} px patches, {len(v.depths)} stages, {side} x {side} = {side * side} "
+            f"tokens of width {v.hidden_size}, read at layer {VISION_FEATURE_LAYER}")
 
 
 def shapes_table() -> str:
@@ -277,7 +280,7 @@ def render(res: dict) -> str:
          "treat them as orders of magnitude.", "",
          f"Matmul peak (fp32 GEMM 1024^3, best of 20): **{peak / 1e9:.1f} GFLOP/s**.", "",
          "## Training step per model (LoRA r=8 on all LLM linears, batch 4)", "",
-         "Multimodal batches carry 1, 2, 3 and 5 images (36 image tokens each); text batches are short "
+         f"Multimodal batches carry 1, 2, 3 and 5 images ({IMAGE_TOKENS} image tokens each); text batches are short "
          "instructions. FLOPs counted by `torch.utils.flop_counter.FlopCounterMode` over one step.", "",
          "| model | hidden | layers | frozen params | LoRA params | step (ms) | GFLOP/step | achieved GFLOP/s | % of peak | greedy 16 tok, batch 4 (ms) |",
          "|---|---|---|---|---|---|---|---|---|---|"]
@@ -306,10 +309,10 @@ def render(res: dict) -> str:
                      f"**{r['f1_pretrained']:.3f}** |")
         if res.get("tower"):
             t = res["tower"]
-            acc = ", ".join(f"{k} {v:.2f}" for k, v in t["held_out_accuracy"].items())
+            acc = ", ".join(f"{k} {v:.2f}" for k, v in t["probe"]["accuracy"].items())
             L += ["", f"The multimodal models' pretraining time excludes the shared vision tower, trained once for all "
-                      f"of them ({t['tower_steps']} steps, batch {t['tower_batch']}; held-out accuracy on single public "
-                      f"objects: {acc}; from `_vision/drake_pretrain.json`)."]
+                      f"of them ({t['tower_steps']} steps, batch {t['tower_batch']}; linear probes on held-out "
+                      f"perception pictures: {acc}; from `_vision/drake_pretrain.json`)."]
     L += ["", "## Notes", "",
           "* Pretraining runs single-threaded (identical float summation order for a given seed); steps are "
           "timed with the thread count above. Rerun this script after changing the recipe or the zoo.",

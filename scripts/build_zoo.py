@@ -25,30 +25,40 @@ def _say(line: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
 
 
-def _pretrain_one(name: str) -> str:
+def _pretrain_one(name: str, overrides: dict | None = None) -> str:
     """Worker: pretrain one model into the local cache (resumes from its own snapshots)."""
     import torch
 
     from drake_bench.models.pretrain import ensure_pretrained
 
     torch.set_num_threads(1)
-    return str(ensure_pretrained(name, progress=_say))
+    return str(ensure_pretrained(name, recipe=_recipe(overrides), progress=_say))
 
 
-def build(names: list[str], root: Path, dtype: str = "bfloat16", workers: int = 1) -> dict:
+def _recipe(overrides: dict | None):
+    import dataclasses
+
+    from drake_bench.models.pretrain import DEFAULT_RECIPE
+
+    return dataclasses.replace(DEFAULT_RECIPE, **(overrides or {}))
+
+
+def build(names: list[str], root: Path, dtype: str = "bfloat16", workers: int = 1,
+          overrides: dict | None = None) -> dict:
     """Pretrain (or reuse the local cache of) each model, export it under ``root``, then write the manifest.
 
     The tokenizer and the shared vision tower are built first (every LLaVA needs them), then the models in
     ``workers`` processes of one thread each. Every stage resumes: finished models are cache entries, an
-    interrupted tower or language-model stage continues from its last snapshot.
+    interrupted tower or language-model stage continues from its last snapshot. ``overrides`` changes recipe
+    fields (experiments; the shipped zoo is built with the default recipe).
     """
-    from drake_bench.models import load_base
-    from drake_bench.models.pretrain import DEFAULT_RECIPE, ensure_tokenizer
+    from drake_bench.models.zoo import load_pretrained
+    from drake_bench.models.pretrain import ensure_tokenizer
     from drake_bench.models.shipped import MANIFEST, WEIGHTS_FILE, build_environment, export_checkpoint, write_manifest
     from drake_bench.models.vision import ensure_vision_tower, tower_report
     from drake_bench.models.zoo import model_info, tiny_names
 
-    recipe = DEFAULT_RECIPE.as_dict()
+    recipe = _recipe(overrides).as_dict()
     left = sorted(set(tiny_names()) - set(names))
     if left and (root / MANIFEST).is_file():  # a partial build keeps the other folders: they must share the recipe
         previous = json.loads((root / MANIFEST).read_text()).get("recipe")
@@ -61,7 +71,7 @@ def build(names: list[str], root: Path, dtype: str = "bfloat16", workers: int = 
         import torch
 
         torch.set_num_threads(1)
-        tower = ensure_vision_tower(DEFAULT_RECIPE, progress=_say)
+        tower = ensure_vision_tower(_recipe(overrides), progress=_say)
         probe = tower_report(tower).get("probe", {}).get("accuracy", {})
         _say("vision tower probes (held-out): " + ", ".join(f"{k} {v}" for k, v in probe.items()))
     # the largest models first, so the pool ends with short jobs
@@ -71,13 +81,13 @@ def build(names: list[str], root: Path, dtype: str = "bfloat16", workers: int = 
         from multiprocessing import get_context
 
         with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-            for name, path in zip(order, pool.map(_pretrain_one, order)):
+            for name, path in zip(order, pool.map(_pretrain_one, order, [overrides] * len(order))):
                 _say(f"{name}: pretrained ({path})")
     for i, name in enumerate(names, 1):
         started = time.perf_counter()
         if workers <= 1:
-            _pretrain_one(name)
-        model, processor = load_base(name, source="pretrain")
+            _pretrain_one(name, overrides)
+        model, processor = load_pretrained(_pretrain_one(name, overrides))
         hashes = export_checkpoint(model, processor, name, root=root, dtype=dtype)
         _say(f"[{i}/{len(names)}] {name}: exported, {WEIGHTS_FILE} sha256 {hashes[WEIGHTS_FILE]} "
              f"({time.perf_counter() - started:.0f} s)")
@@ -149,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
                                                               "drake_bench/models/weights)")
     ap.add_argument("--dtype", default="bfloat16", help="storage dtype of the exported safetensors")
     ap.add_argument("--workers", type=int, default=1, help="models pretrained in parallel (one thread each)")
+    ap.add_argument("--mix", type=int, default=None, help="public-mix generation (experiments; default: the recipe's)")
     ap.add_argument("--report", type=lambda v: Path(v) if v else None, default=Path(__file__).resolve().parents[1] / "docs" / "zoo-build.md",
                     help="where the build report goes (.md and .json); '' for none")
     ap.add_argument("--publish", action="store_true", help="then upload each model folder as a Hub model repo")
@@ -159,7 +170,8 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         raise SystemExit(f"not tiny zoo names: {unknown}; known: {tiny_names()}")
     root = args.root or weights_root()
-    manifest = build(list(args.models), root, args.dtype, args.workers)
+    overrides = {"mix": args.mix} if args.mix is not None else None
+    manifest = build(list(args.models), root, args.dtype, args.workers, overrides)
     if args.report:
         write_report(list(args.models), manifest, args.report)
     if args.publish:

@@ -49,7 +49,7 @@ def test_families_are_real_transformers_classes():
     assert isinstance(build_tiny("tiny-qwen2-s"), Qwen2ForCausalLM)
     mm = build_tiny("tiny-llava-qwen2-m")
     assert isinstance(mm, LlavaForConditionalGeneration)
-    assert mm.config.text_config.model_type == "qwen2" and mm.config.vision_config.model_type == "clip_vision_model"
+    assert mm.config.text_config.model_type == "qwen2" and mm.config.vision_config.model_type == "swin"
     # Llama and Qwen2 widths differ, so cross-family adapters face mismatched shapes.
     assert tiny_config("tiny-llama-s").hidden_size != tiny_config("tiny-qwen2-s").hidden_size
 

@@ -344,13 +344,15 @@ def test_build_script_pretrains_exports_and_writes_the_manifest(tiny_cache, tmp_
 PACKAGE_WEIGHTS = Path(shipped.__file__).resolve().parent / "weights"
 
 
-@pytest.mark.skipif(not (PACKAGE_WEIGHTS / shipped.MANIFEST).is_file(), reason="the package holds no shipped weights yet")
 def test_the_package_weights_verify_for_every_tiny_model():
     from drake_bench.models.zoo import tiny_names
 
     assert shipped.shipped_names(PACKAGE_WEIGHTS) == sorted(tiny_names())
     for name in tiny_names():
         shipped.verify_shipped(name, PACKAGE_WEIGHTS)
+    manifest = shipped.read_manifest(PACKAGE_WEIGHTS)
+    assert manifest["recipe"] == pretrain.DEFAULT_RECIPE.as_dict(), "the shipped weights are not the current recipe's"
+    assert sum(m["bytes"] for m in manifest["models"].values()) < 50e6  # the package stays small
 
 
 def test_the_wheel_ships_the_weights_folder():

@@ -6,26 +6,23 @@ tiny model would make every method look alike. So each tiny model is first train
 LLaVA-Instruct-158K — then saved with ``save_pretrained`` and from then on loaded
 with ``from_pretrained``, the call path a user takes with a real checkpoint.
 
-The recipe (the :class:`Recipe` defaults) is sized so each tiny model trains in well
-under a minute on 2 CPU cores:
+The recipe (the :class:`Recipe` defaults) runs once, in ``scripts/build_zoo.py`` (about 40 minutes on 2 CPU
+cores, resumable), and its results ship with the package (:mod:`.shipped`); users never run it:
 
 * tokenizer: byte-level BPE, at most 2,032 ids (16 of the models' 2,048 kept free), trained once on the synth corpus
   (``drake_bench.synth.public.corpus_texts``) plus the prompt scaffolding; shared by
   every tiny model;
-* multimodal models, stage 0 (the stand-in for LLaVA's pretrained CLIP tower): one vision
-  tower, trained once per recipe and shared by every tiny LLaVA, as LLaVA-1.5 models of every
-  size share one CLIP (:mod:`drake_bench.models.vision`). It stays frozen in both stages below.
-  Without a trained tower a tiny LLaVA does not learn to read object colours from its image
-  tokens, and a tower trained on multi-object scenes alone does not perceive shapes (the
-  measurements are in docs/findings/synth-generator-history.md);
-* multimodal models, stage 1 (vision alignment, LLaVA-1.5's first stage): the projector
-  alone learns to map the tower's features to the world's attributes on public scenes
-  (:func:`align_vision`: which colours, shapes and colour-shape pairs a picture holds, how many
-  objects, which domain; binary cross-entropy on the mean of the projected image tokens, a
-  linear head thrown away afterwards);
-* multimodal models, stage 2 (every parameter but the tower): ``public_mix`` items (captioning, colour/shape lists, multi-image
-  descriptions) with a quarter as many ``public_text_mix`` items; text models:
-  ``public_text_mix`` only (translations between English and the synthetic languages);
+* multimodal models, stage 0 (the stand-in for LLaVA's pretrained CLIP tower): one Swin vision tower at 64 px,
+  trained once per recipe on perception pictures and shared by every tiny LLaVA, as LLaVA-1.5 models of every
+  size share one CLIP (:mod:`drake_bench.models.vision` says what it learns and why Swin). It stays frozen in
+  both stages below;
+* multimodal models, stage 1 (vision alignment, LLaVA-1.5's first stage): the projector alone learns to keep
+  what the tower perceives (:func:`align_vision`: the tower's own targets, read from the projected tokens
+  through linear heads thrown away afterwards);
+* multimodal models, stage 2 (every parameter but the tower): ``public_mix`` items (captions, lists, and
+  multiple-choice, yes/no and open questions over one or several pictures about colour, shape, size, drawn
+  style, position and count) with a quarter as many ``public_text_mix`` items; text models: ``public_text_mix``
+  only (translations between English and the synthetic languages);
 * AdamW (lr 3e-3, betas 0.9/0.98, no weight decay), linear warm-up then cosine decay
   to 10%, gradient clipping at 1.0, loss on answer tokens only (the engine's loss);
 * batches drawn from a seeded shuffle, sorted by length inside windows of 8 batches
@@ -83,11 +80,20 @@ class Recipe:
     tower_batch: int = 64
     tower_lr: float = 2e-3
     probe_pictures: int = 2000
+    tower_single_fraction: float = 0.0  # share of each tower batch drawn as single-object pictures
+    tower_shape_weight: float = 1.0  # weight of the shape targets in the tower's loss
+    mix: int = 1  # public-mix generation (drake_bench.synth.public.MIX_GENERATIONS)
     vocab_size: int = DEFAULT_VOCAB_SIZE
     version: int = RECIPE_VERSION
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The recipe's fields; the tower-curriculum fields only when set (recipes from before they existed keep
+        their records, cache entries and manifests)."""
+        out = dataclasses.asdict(self)
+        for key, default in (("tower_single_fraction", 0.0), ("tower_shape_weight", 1.0), ("mix", 1)):
+            if out[key] == default:
+                del out[key]
+        return out
 
 
 DEFAULT_RECIPE = Recipe()
@@ -111,7 +117,7 @@ def training_data(multimodal: bool, recipe: Recipe) -> list[Any]:
     from ..synth.public import public_mix, public_text_mix
 
     if multimodal:
-        return public_mix(recipe.n_multimodal, recipe.data_seed) + public_text_mix(
+        return public_mix(recipe.n_multimodal, recipe.data_seed, recipe.mix) + public_text_mix(
             recipe.n_multimodal // 4, recipe.data_seed)
     return public_text_mix(recipe.n_text, recipe.data_seed)
 

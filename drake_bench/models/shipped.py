@@ -138,6 +138,7 @@ def export_checkpoint(model: Any, processor: Any, name: str, root: str | Path | 
     try:
         copy.deepcopy(model).to(cast).save_pretrained(tmp, safe_serialization=True)
         processor.save_pretrained(tmp)
+        _drop_loader_state(tmp)
         if not (tmp / WEIGHTS_FILE).is_file():
             raise CheckpointError(f"{name}: save_pretrained wrote no single {WEIGHTS_FILE} in {tmp} "
                                   f"(files: {_files(tmp)}); the shipped zoo holds one unsharded safetensors file per model")
@@ -173,6 +174,21 @@ def build_environment() -> dict[str, Any]:
         pass
     return {"cpu": cpu, "torch": torch.__version__, "transformers": transformers.__version__,
             "tokenizers": tokenizers.__version__, "python": platform.python_version()}
+
+
+LOADER_STATE_KEYS = ("is_local", "local_files_only")
+"""Keys transformers writes into a saved tokenizer config that say how the tokenizer was *loaded* (from a local
+folder, with HF_HUB_OFFLINE set or not), not what it is. Dropped on export, so the shipped bytes depend on the
+tokenizer alone and a rebuild in another environment gives the same hashes."""
+
+
+def _drop_loader_state(folder: Path) -> None:
+    for path in sorted(folder.glob("*config.json")):
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and any(k in data for k in LOADER_STATE_KEYS):
+            for key in LOADER_STATE_KEYS:
+                data.pop(key, None)
+            path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def write_manifest(root: str | Path | None, recipe: Mapping[str, Any],

@@ -132,8 +132,9 @@ def tower_tokens(tower: Any, pixels: torch.Tensor) -> torch.Tensor:
 class PerceptionHeads(torch.nn.Module):
     """Throw-away linear heads: per-token object attributes and per-image attributes."""
 
-    def __init__(self, width: int):
+    def __init__(self, width: int, shape_weight: float = 1.0):
         super().__init__()
+        self.shape_weight = shape_weight  # shapes are the slowest attribute to learn: their loss can weigh more
         self.token_sizes = [len(v) for v in token_vocabularies()]
         self.image_sizes = [len(v) for v in image_vocabularies()]
         self.tokens = torch.nn.Linear(width, sum(self.token_sizes))
@@ -143,10 +144,15 @@ class PerceptionHeads(torch.nn.Module):
     def loss(self, tokens: torch.Tensor, token_y: torch.Tensor, image_y: torch.Tensor,
              presence_y: torch.Tensor) -> torch.Tensor:
         ce = torch.nn.functional.cross_entropy
+        from ..synth.world import SHAPES
+
+        weight = torch.ones(presence_y.shape[1])
+        weight[: len(SHAPES)] = self.shape_weight
         total = torch.nn.functional.binary_cross_entropy_with_logits(
-            self.presence(tokens).max(1).values, presence_y) * presence_y.shape[1] / 4
+            self.presence(tokens).max(1).values, presence_y, weight=weight) * presence_y.shape[1] / 4
         for j, logits in enumerate(self.tokens(tokens).split(self.token_sizes, -1)):
-            total = total + ce(logits.reshape(-1, logits.shape[-1]), token_y[..., j].reshape(-1), ignore_index=IGNORE)
+            w = self.shape_weight if TOKEN_HEADS[j] == "shape" else 1.0
+            total = total + w * ce(logits.reshape(-1, logits.shape[-1]), token_y[..., j].reshape(-1), ignore_index=IGNORE)
         for j, logits in enumerate(self.images(tokens.mean(1)).split(self.image_sizes, -1)):
             total = total + ce(logits, image_y[:, j])
         return total
@@ -191,8 +197,10 @@ def train_tower(tower: Any, image_processor: Any, recipe: Any, seed: int = 0, *,
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed + 15485863)
-            heads = PerceptionHeads(tower.config.hidden_size)
+            heads = PerceptionHeads(tower.config.hidden_size, recipe.tower_shape_weight)
         params = [*tower.parameters(), *heads.parameters()]
+        n_single = round(recipe.tower_batch * recipe.tower_single_fraction)
+        n_mixed = recipe.tower_batch - n_single
         opt = torch.optim.AdamW(params, lr=recipe.tower_lr, weight_decay=0.0)
         modules = {"tower": tower, "heads": heads}
         start, extra = load_progress(resume_dir, modules, opt) if resume_dir else (0, {})
@@ -204,7 +212,9 @@ def train_tower(tower: Any, image_processor: Any, recipe: Any, seed: int = 0, *,
         for step in range(start, recipe.tower_steps):
             for group in opt.param_groups:
                 group["lr"] = recipe.tower_lr * warmup_cosine(step, recipe.tower_steps, warm)
-            pictures = perception_pictures(step * recipe.tower_batch, recipe.tower_batch, recipe.data_seed)
+            pictures = perception_pictures(step * n_mixed, n_mixed, recipe.data_seed)
+            if n_single:
+                pictures += perception_pictures(step * n_single, n_single, recipe.data_seed, single=True)
             pixels = pixels_of(image_processor, [p.image for p in pictures])
             loss = heads.loss(tower_tokens(tower, pixels), *targets(pictures))
             opt.zero_grad(set_to_none=True)
@@ -308,7 +318,9 @@ def _record(recipe: Any) -> dict[str, Any]:
 
     return {"tower": dict(VISION_TOWER), "tower_steps": recipe.tower_steps, "tower_batch": recipe.tower_batch,
             "tower_lr": recipe.tower_lr, "data_seed": recipe.data_seed, "probe_pictures": recipe.probe_pictures,
-            "version": recipe.version}
+            "version": recipe.version,
+            **({"tower_single_fraction": recipe.tower_single_fraction, "tower_shape_weight": recipe.tower_shape_weight}
+               if (recipe.tower_single_fraction, recipe.tower_shape_weight) != (0.0, 1.0) else {})}
 
 
 def ensure_vision_tower(recipe: Any, progress: Callable[[str], None] | None = None) -> Path:

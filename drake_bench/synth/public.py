@@ -59,10 +59,18 @@ def _join(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def public_item(index: int, seed: int = 0) -> Sample:
+MIX_GENERATIONS = {1: 19, 2: 24}
+"""Public-mix generation -> number of item kinds. Generation 1: kinds 0-18 (captions, lists, generic questions
+over colour, shape, size, drawn style, position and count). Generation 2 adds kinds 19-23, generic questions over
+the groups' own skills (cracks, comic state marks, image distortions), in templates of their own."""
+
+
+def public_item(index: int, seed: int = 0, generation: int = 1) -> Sample:
     """The ``index``-th public multimodal item (independent of ``n``: mixes of growing n are prefixes)."""
     rng = rng_for("public", seed, index)
-    kind = int(rng.integers(0, 19))
+    kind = int(rng.integers(0, MIX_GENERATIONS[generation]))
+    if kind >= 19:
+        return _skill_item(rng, kind, f"public/{seed}/{index:07d}")
     if kind >= 11:
         return _primitive_item(rng, kind, f"public/{seed}/{index:07d}")
     sc = _scene(rng)
@@ -242,16 +250,18 @@ def _rich_objects(rng: np.random.Generator, n: int) -> list[Obj]:
     return place(rng, objs, margin=9 if marks else 3, pad=8 if marks else 0)
 
 
-def perception_picture(index: int, seed: int = 0) -> PerceptionPicture:
+def perception_picture(index: int, seed: int = 0, single: bool = False) -> PerceptionPicture:
     """The ``index``-th public perception picture (its own random stream; no benchmark question involved).
 
     Every primitive the benchmark's images draw, in every visual domain: 0-4 objects of any shape,
     colour, size and drawn style, some cracked (p 0.2) or drawn shining / shaking (p 0.3), a
     distortion on a quarter of the pictures, and large rendered text on half of the empty ones.
+    ``single``: a separate stream of pictures with exactly one object (the rest drawn alike), where
+    every label belongs to the one object, so the tower learns what an object looks like faster.
     """
-    rng = rng_for("public-perception", seed, index)
+    rng = rng_for("public-perception-single" if single else "public-perception", seed, index)
     domain = str(rng.choice(PERCEPTION_DOMAINS))
-    n = int(rng.integers(0, 5))
+    n = 1 if single else int(rng.integers(0, 5))
     objs = _rich_objects(rng, n)
     distortion = str(rng.choice(DISTORTIONS)) if rng.random() < 0.25 else None
     text = str(rng.choice(PERCEPTION_TEXTS)) if n == 0 and rng.random() < 0.5 else None
@@ -259,14 +269,60 @@ def perception_picture(index: int, seed: int = 0) -> PerceptionPicture:
     return PerceptionPicture(scene, domain, draw_in(scene, domain))
 
 
-def perception_pictures(start: int, n: int, seed: int = 0) -> list[PerceptionPicture]:
+def perception_pictures(start: int, n: int, seed: int = 0, single: bool = False) -> list[PerceptionPicture]:
     """Perception pictures ``start .. start+n-1`` (prefix-stable: the same index is the same picture)."""
-    return [perception_picture(i, seed) for i in range(start, start + n)]
+    return [perception_picture(i, seed, single) for i in range(start, start + n)]
 
 
-def public_mix(n: int, seed: int = 0) -> list[Sample]:
+def public_mix(n: int, seed: int = 0, generation: int = 1) -> list[Sample]:
     """``n`` public multimodal items: captioning and generic descriptions over the synthetic world."""
-    return [public_item(i, seed) for i in range(n)]
+    return [public_item(i, seed, generation) for i in range(n)]
+
+
+def _skill_item(rng: np.random.Generator, kind: int, item_id: str) -> Sample:
+    """Kinds 19-23 (generation 2): generic questions about cracks, comic state marks and distortions, on one
+    picture or several, drawn in any visual domain. Answers balanced and options shuffled."""
+    mc, yn_ = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO
+
+    def item(images: list[Any], q: str, a: str, t: AnswerType, choices: list[str] | None = None) -> Sample:
+        return Sample(id=item_id, images=images, question=q, choices=choices or ["yes", "no"], answer=a,
+                      answer_type=t, task_id="public", source=PUBLIC_SOURCE, meta={"kind": kind, "domain": "mixed"})
+
+    def picture(n: int, cracked: int = 0, state: str | None = None, distortion: str | None = None) -> Any:
+        objs = [random_obj(rng, style=str(rng.choice(STYLES))) for _ in range(n)]
+        for o in objs[:cracked]:
+            o.cracked = True
+        if state:
+            objs[0].state = state
+        objs = place(rng, objs, margin=9 if state else 3, pad=8 if state else 0)
+        return draw_in(Scene(objs, "plain", distortion, grain=2), str(rng.choice(PERCEPTION_DOMAINS)))
+
+    if kind == 19:  # is something cracked
+        truth = bool(rng.integers(0, 2))
+        return item([picture(int(rng.integers(1, 4)), cracked=int(truth))],
+                    "Answer yes or no: something in this picture shows a crack.", "yes" if truth else "no", yn_)
+    if kind == 20:  # which state a lone object is drawn in
+        state = str(rng.choice(STATES))
+        return item([picture(1, state=None if state == "calm" else state)], "Pick the word for how the object looks.",
+                    state, mc, [str(x) for x in rng.permutation(STATES)])
+    if kind == 21:  # which distortion (or none)
+        options = ["none", *DISTORTIONS]
+        answer = str(rng.choice(options))
+        shown = [answer] + [str(x) for x in rng.permutation([o for o in options if o != answer])[:3]]
+        return item([picture(int(rng.integers(1, 4)), distortion=None if answer == "none" else answer)],
+                    "Pick the effect applied to this picture.", answer, mc, [str(x) for x in rng.permutation(shown)])
+    if kind == 22:  # which of 2-3 pictures shows a crack
+        k = int(rng.integers(2, 4))
+        target_i = int(rng.integers(k))
+        return item([picture(int(rng.integers(1, 3)), cracked=int(i == target_i)) for i in range(k)],
+                    "Pick the picture with a cracked object.", f"picture {target_i + 1}", mc, _pictures_word(k))
+    # kind 23: is something shining / shaking in both of two pictures
+    state = str(rng.choice(STATES[1:]))
+    both = bool(rng.integers(0, 2))
+    first = rng.integers(0, 2) == 0
+    states = [state, state] if both else ([state, None] if first else [None, state])
+    return item([picture(int(rng.integers(1, 3)), state=s) for s in states],
+                f"Answer yes or no: something is {state} in both pictures.", "yes" if both else "no", yn_)
 
 
 _SUBJECTS = ["bird", "friend", "house", "tree", "river", "stone", "book", "road", "market", "song"]
