@@ -73,11 +73,11 @@ def test_entry_point_snippet_is_registered():
 def test_tables_are_the_committed_boards():
     rows = table_rows(README.read_text())
     main = table_rows((ROOT / "leaderboard/main-job/drake-synth/dynamic/summary.md").read_text())
-    board = table_rows((ROOT / "leaderboard/drake-synth-dynamic.md").read_text())
-    assert main and board
+    seeds = table_rows((ROOT / "leaderboard/main-job-3-seeds/drake-synth/dynamic/summary.md").read_text())
+    assert main and seeds
     assert main <= rows, f"the main job's table must be leaderboard/main-job's: {sorted(main - rows)}"
-    assert board <= rows, f"the reference table must be leaderboard/drake-synth-dynamic.md's: {sorted(board - rows)}"
-    assert rows == main | board, f"rows that are on no committed board: {sorted(rows - main - board)}"
+    assert seeds <= rows, f"the 3-seed table must be leaderboard/main-job-3-seeds's: {sorted(seeds - rows)}"
+    assert rows == main | seeds, f"rows that are on no committed board: {sorted(rows - main - seeds)}"
 
 
 def test_relative_links_resolve():
