@@ -85,9 +85,7 @@ def build(names: list[str], root: Path, dtype: str = "bfloat16", workers: int = 
                 _say(f"{name}: pretrained ({path})")
     for i, name in enumerate(names, 1):
         started = time.perf_counter()
-        if workers <= 1:
-            _pretrain_one(name, overrides)
-        model, processor = load_pretrained(_pretrain_one(name, overrides))
+        model, processor = load_pretrained(_pretrain_one(name, overrides))  # pretrains here unless a worker did
         hashes = export_checkpoint(model, processor, name, root=root, dtype=dtype)
         _say(f"[{i}/{len(names)}] {name}: exported, {WEIGHTS_FILE} sha256 {hashes[WEIGHTS_FILE]} "
              f"({time.perf_counter() - started:.0f} s)")

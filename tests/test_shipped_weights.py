@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from drake_bench.errors import CheckpointError, DrakeBenchError
 from drake_bench.models import load_base, pretrain, shipped
 from drake_bench.models.testing import toy_loader
+from drake_bench.store import file_sha256
 
 REPO = Path(__file__).resolve().parents[1]
 MM, TEXT = "tiny-llava-llama-s", "tiny-qwen2-s"
@@ -67,7 +68,7 @@ def test_export_writes_a_bf16_checkpoint_and_a_stable_manifest(built, tmp_path):
     entry = manifest["models"][MM]
     assert {"config.json", "generation_config.json", "model.safetensors", "processor_config.json",
             "tokenizer.json"} <= set(entry["files"])
-    assert entry["weights_sha256"] == entry["files"]["model.safetensors"] == shipped._sha256(built / MM / "model.safetensors")
+    assert entry["weights_sha256"] == entry["files"]["model.safetensors"] == file_sha256(built / MM / "model.safetensors")
     assert entry["bytes"] == sum((built / MM / rel).stat().st_size for rel in entry["files"])
     assert entry["hub_repo"] == f"drake-bench/{MM}"
     assert {t.dtype for t in load_file(str(built / MM / "model.safetensors")).values()} == {torch.bfloat16}
@@ -99,7 +100,7 @@ def test_verify_passes_and_a_flipped_byte_names_the_file_and_both_hashes(weights
     target = weights / MM / "model.safetensors"
     expected = shipped.read_manifest()["models"][MM]["files"]["model.safetensors"]
     _flip_byte(target)
-    actual = shipped._sha256(target)
+    actual = file_sha256(target)
     with pytest.raises(CheckpointError) as info:
         shipped.verify_shipped(MM)
     msg = str(info.value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -59,6 +60,14 @@ def record_matches(path: Path, record: dict[str, Any]) -> bool:
     return {k: old.get(k) for k in record} == record
 
 
+def progress_dir(path: Path, record: dict[str, Any]) -> Path:
+    """Where the build of the cache entry ``path`` for ``record`` keeps its resume snapshots (next to the entry,
+    named by a digest of the record, so a changed recipe never resumes from another's snapshot). Removed by
+    :func:`build_cached` once the entry is published."""
+    digest = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:12]
+    return path.parent / f".{path.name}.progress-{digest}"
+
+
 def _publish(tmp: Path, final: Path) -> None:
     if final.exists():
         shutil.rmtree(final)
@@ -79,4 +88,5 @@ def build_cached(path: Path, record: dict[str, Any], build: Callable[[Path], dic
         extra = build(tmp)
         (tmp / RECIPE_FILE).write_text(json.dumps({**record, **extra}, indent=1))
         _publish(tmp, path)
+        shutil.rmtree(progress_dir(path, record), ignore_errors=True)
     return path

@@ -36,7 +36,6 @@ A directory whose recipe differs from the current one is rebuilt.
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ import torch
 
 from ..errors import DrakeBenchError
 from . import engine
-from .cache import RECIPE_FILE, TOKENIZER_DIR, build_cached, models_home, record_matches  # noqa: F401 (re-exported)
+from .cache import RECIPE_FILE, TOKENIZER_DIR, build_cached, models_home, progress_dir, record_matches  # noqa: F401 (re-exported)
 from .prompting import LETTERS, MC_INSTRUCTION, OPEN_INSTRUCTION
 from .tokenizer import DEFAULT_VOCAB_SIZE, IMAGE_TOKENS, make_processor, train_tokenizer
 from .zoo import build_tiny, model_info
@@ -156,7 +155,7 @@ def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None,
     """Path of the pretrained checkpoint of a tiny zoo model, building it once if needed.
 
     The build resumes: the shared tower and the language-model stage keep snapshots next to the cache
-    entry (``.<name>.progress-<recipe digest>``), removed once the checkpoint is published.
+    entry (:func:`~drake_bench.models.cache.progress_dir`), removed once the checkpoint is published.
     """
     recipe = recipe or DEFAULT_RECIPE
     entry = model_info(name)
@@ -178,26 +177,16 @@ def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None,
 
             install_tower(model, ensure_vision_tower(recipe, progress=progress))
         vision_losses = align_vision(model, processor, recipe, seed=seed) if entry.multimodal else []
-        resume = final.parent / f".{final.name}.progress-{_digest(record)}"
         losses = pretrain(model, processor, training_data(bool(entry.multimodal), recipe), recipe,
-                          multimodal=bool(entry.multimodal), seed=seed, resume_dir=resume,
+                          multimodal=bool(entry.multimodal), seed=seed, resume_dir=progress_dir(final, record),
                           progress=(lambda line: progress(f"{name}: {line}")) if progress else None)
         seconds = round(time.perf_counter() - t0, 2)
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
-        shutil.rmtree(resume, ignore_errors=True)
         return {"train_seconds": seconds, "vision_losses": vision_losses, "losses": losses}
 
     final, record = checkpoint_dir(name, seed), _checkpoint_record(name, seed, recipe)
-
     return build_cached(final, record, build)
-
-
-def _digest(record: dict[str, Any]) -> str:
-    import hashlib
-    import json
-
-    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:12]
 
 
 # ---------------------------------------------------------------------- training loop
@@ -282,7 +271,7 @@ def align_vision(model: Any, processor: Any, recipe: Recipe, seed: int = 0) -> l
     pictures). Same seed, same weights (single-threaded CPU math).
     """
     from ..synth.public import perception_pictures
-    from .vision import PerceptionHeads, pixels_of, targets, tower_tokens
+    from .vision import PerceptionHeads, frozen_tokens, targets
 
     if recipe.vision_steps <= 0:
         return []
@@ -292,11 +281,8 @@ def align_vision(model: Any, processor: Any, recipe: Recipe, seed: int = 0) -> l
     torch.set_num_threads(1)
     losses: list[float] = []
     try:
-        with torch.no_grad():  # the tower is frozen: its features are computed once
-            tower.eval()
-            feats = torch.cat([tower_tokens(tower, pixels_of(processor.image_processor,
-                                                             [p.image for p in pictures[i:i + 256]]).to(model.device))
-                               for i in range(0, len(pictures), 256)])
+        # the tower is frozen: its features are computed once
+        feats = frozen_tokens(tower, processor.image_processor, [p.image for p in pictures])
         token_y, image_y, presence_y = targets(pictures)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed + 104729)

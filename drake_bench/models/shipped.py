@@ -45,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CheckpointError, DrakeBenchError, HubError
+from ..hub import _json_bytes  # stable bytes: sorted keys, fixed indent (a rebuild gives identical bytes)
+from ..store import file_sha256
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -80,11 +82,6 @@ def _root(root: str | Path | None) -> Path:
     return Path(root).expanduser() if root is not None else weights_root()
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
 def _files(folder: Path) -> list[str]:
     """Relative paths (posix) of the files under ``folder``, hidden ones (``.name``) left out, sorted."""
     out = []
@@ -96,12 +93,7 @@ def _files(folder: Path) -> list[str]:
 
 
 def _hash_folder(folder: Path) -> dict[str, str]:
-    return {rel: _sha256(folder / rel) for rel in _files(folder)}
-
-
-def _json_bytes(obj: Any) -> bytes:
-    """Stable bytes: sorted keys, fixed indent, one trailing newline (a rebuild gives identical bytes)."""
-    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
+    return {rel: file_sha256(folder / rel) for rel in _files(folder)}
 
 
 def _check_name(name: str) -> None:
@@ -188,7 +180,7 @@ def _drop_loader_state(folder: Path) -> None:
         if isinstance(data, dict) and any(k in data for k in LOADER_STATE_KEYS):
             for key in LOADER_STATE_KEYS:
                 data.pop(key, None)
-            path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+            path.write_bytes(_json_bytes(data))
 
 
 def write_manifest(root: str | Path | None, recipe: Mapping[str, Any],
@@ -276,7 +268,7 @@ def verify_shipped(name: str, root: str | Path | None = None) -> Path:
         path = folder / rel
         if not path.is_file():
             raise CheckpointError(f"{path}: missing; {root / MANIFEST} records sha256 {expected} for it ({name}); {fix}")
-        actual = _sha256(path)
+        actual = file_sha256(path)
         if actual != expected:
             raise CheckpointError(f"{path}: sha256 {actual}, but {root / MANIFEST} records {expected}: the shipped "
                                   f"checkpoint of {name} was modified or corrupted; {fix}")

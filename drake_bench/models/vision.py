@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .cache import RECIPE_FILE, VISION_DIR, build_cached, models_home
+from .cache import RECIPE_FILE, VISION_DIR, build_cached, models_home, progress_dir
 
 GRID = 4
 """The tower's output is a GRID x GRID map of tokens (64 px / 16 px)."""
@@ -168,6 +168,15 @@ def pixels_of(image_processor: Any, images: Sequence[Any]) -> torch.Tensor:
     return image_processor(list(images), return_tensors="pt")["pixel_values"]
 
 
+@torch.no_grad()
+def frozen_tokens(tower: Any, image_processor: Any, images: Sequence[Any], chunk: int = 256) -> torch.Tensor:
+    """:func:`tower_tokens` of many images with the tower in eval mode, ``chunk`` images at a time."""
+    tower.eval()
+    device = next(tower.parameters()).device
+    return torch.cat([tower_tokens(tower, pixels_of(image_processor, images[i:i + chunk]).to(device))
+                      for i in range(0, len(images), chunk)])
+
+
 def targets(pictures: Sequence[Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Token, image and presence targets of a batch of pictures (what :meth:`PerceptionHeads.loss` takes)."""
     return (torch.stack([token_targets(p) for p in pictures]), torch.tensor([image_targets(p) for p in pictures]),
@@ -269,10 +278,7 @@ def probe_tower(tower: Any, image_processor: Any, n: int = 2000, seed: int = 1) 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with torch.no_grad():
-            tower.eval()
-            feats = torch.cat([tower_tokens(tower, pixels_of(image_processor, [p.image for p in pictures[i:i + 200]]))
-                               for i in range(0, n, 200)])
+        feats = frozen_tokens(tower, image_processor, [p.image for p in pictures], chunk=200)
         rows, labels = [], []
         for k, p in enumerate(pictures):
             for obj in p.scene.objects:
@@ -316,11 +322,10 @@ def _majority(y: torch.Tensor) -> float | None:
 def _record(recipe: Any) -> dict[str, Any]:
     from .zoo import VISION_TOWER
 
-    return {"tower": dict(VISION_TOWER), "tower_steps": recipe.tower_steps, "tower_batch": recipe.tower_batch,
-            "tower_lr": recipe.tower_lr, "data_seed": recipe.data_seed, "probe_pictures": recipe.probe_pictures,
-            "version": recipe.version,
-            **({"tower_single_fraction": recipe.tower_single_fraction, "tower_shape_weight": recipe.tower_shape_weight}
-               if (recipe.tower_single_fraction, recipe.tower_shape_weight) != (0.0, 1.0) else {})}
+    fields = recipe.as_dict()  # leaves out optional fields at their defaults, so older records still match
+    keys = ("tower_steps", "tower_batch", "tower_lr", "data_seed", "probe_pictures", "version",
+            "tower_single_fraction", "tower_shape_weight")
+    return {"tower": dict(VISION_TOWER), **{k: fields[k] for k in keys if k in fields}}
 
 
 def ensure_vision_tower(recipe: Any, progress: Callable[[str], None] | None = None) -> Path:
@@ -336,22 +341,14 @@ def ensure_vision_tower(recipe: Any, progress: Callable[[str], None] | None = No
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(recipe.data_seed + 86028121)
             tower = AutoModel.from_config(vision_config())
-        resume = path.parent / f".{path.name}.progress-{_digest(_record(recipe))}"
-        report = train_tower(tower, make_image_processor(), recipe, resume_dir=resume, progress=progress)
+        report = train_tower(tower, make_image_processor(), recipe, resume_dir=progress_dir(path, record),
+                             progress=progress)
         report["probe"] = probe_tower(tower, make_image_processor(), n=recipe.probe_pictures)
         tower.save_pretrained(tmp)
-        import shutil
-
-        shutil.rmtree(resume, ignore_errors=True)
         return report
 
-    return build_cached(path, _record(recipe), build)
-
-
-def _digest(record: dict[str, Any]) -> str:
-    import hashlib
-
-    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:12]
+    record = _record(recipe)
+    return build_cached(path, record, build)
 
 
 def install_tower(model: Any, path: Path) -> None:
