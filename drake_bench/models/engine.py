@@ -9,7 +9,7 @@ evaluator's scoring can never disagree on prompts, padding or decoding:
 * :func:`generate` — batched greedy decoding with fixed settings (no sampling,
   one beam, left padding), returns only the newly generated text, stripped.
 * :func:`choose` — multiple-choice scoring in cloze form: the option whose text is most
-  likely as the answer (one forward pass per item when every option is one token); returns
+  likely as the answer (each prompt runs once; options continue from its KV cache); returns
   the option text.
 * :func:`predict` — :func:`choose` for multiple-choice / yes-no items, :func:`generate`
   for open (16 new tokens) and free-text (64 new tokens) items, in input order.
@@ -227,8 +227,8 @@ def score_targets(model: Any, processor: Any, pairs: Sequence[tuple[Any, str]], 
     return scores
 
 
-def _letter_token_ids(tok: Any, samples: Sequence[Any]) -> list[list[int]] | None:
-    """Token id of each candidate target per item, or None when some target is not one token."""
+def _candidate_ids(tok: Any, samples: Sequence[Any]) -> list[list[list[int]]]:
+    """Per item, the token ids of each candidate target (" yes", " red", " 3", ...), without eos."""
     cache: dict[str, list[int]] = {}
     out = []
     for s in samples:
@@ -236,56 +236,103 @@ def _letter_token_ids(tok: Any, samples: Sequence[Any]) -> list[list[int]] | Non
         for c in candidate_targets(s):
             if c not in cache:
                 cache[c] = tok(c, add_special_tokens=False)["input_ids"]
-            if len(cache[c]) != 1:
-                return None
-            ids.append(cache[c][0])
+            ids.append(cache[c])
         out.append(ids)
     return out
 
 
-def choose(model: Any, processor: Any, samples: Sequence[Any], batch_size: int = 32) -> list[str]:
-    """Multiple-choice answers by the log-likelihood of each option's text; returns the option text.
+def choice_scores(model: Any, processor: Any, samples: Sequence[Any], batch_size: int = 32) -> list[list[float]]:
+    """Each choice item's score for each of its candidate targets; :func:`choose` takes the best.
 
-    One forward pass per item when every candidate target (" yes", " red", " 3", ...) is
-    a single token: options are ranked by log p(option token | prompt) at the answer position
-    (the summed target log-likelihood without the eos term). Otherwise each (item, option)
-    pair is scored in full (target + eos) with :func:`score_targets`.
+    The rule is the item's own, never its call's, so an item scores the same however queries are grouped:
+
+    * every candidate one token (" yes", " B", " red"): log p(candidate token | prompt) at the answer position;
+    * otherwise: the candidate's summed log-likelihood, target tokens and eos.
+
+    Each prompt (its images included) runs once: the batch of prompts, right-padded, fills the model's KV cache,
+    whose last real position gives every candidate's first token; multi-token candidates then continue from a
+    copy of their item's cache (one row per candidate, positions resuming after the item's own prompt). This
+    gives the scores of running each prompt + candidate in full, within float tolerance, at the cost of one
+    prompt pass instead of one per option (tests/test_engine.py checks both).
     """
     samples = list(samples)
     tok = tokenizer_of(processor)
-    letters = _letter_token_ids(tok, samples)
-    if letters is None:
-        return _choose_full(model, processor, samples, batch_size)
-    out: list[str] = []
+    cand_ids = _candidate_ids(tok, samples)
+    out: list[list[float]] = []
     with _eval_mode(model):
         for start in range(0, len(samples), batch_size):
             chunk = samples[start : start + batch_size]
-            enc = [_encode_prompt(processor, s) for s in chunk]
-            inputs = _collate([e[0] for e in enc], None, [e[1] for e in enc], _pad_id(tok), False,
-                              model.device, _float_dtype(model))
-            last = (inputs["attention_mask"].sum(-1) - 1).unsqueeze(-1)  # right padding: last prompt token
-            with autocast(model):
-                logits = model(**inputs, logits_to_keep=last).logits
-            logp = torch.log_softmax(logits.reshape(len(chunk), -1).float(), dim=-1)
-            for i, s in enumerate(chunk):
-                sc = logp[i, letters[start + i]]
-                out.append(options(s)[int(torch.argmax(sc))])
+            out += _score_chunk(model, processor, chunk, cand_ids[start : start + batch_size])
     return out
 
 
-def _choose_full(model: Any, processor: Any, samples: Sequence[Any], batch_size: int = 32) -> list[str]:
-    """Multiple-choice answers by each option target's summed log-likelihood (target + eos)."""
-    pairs: list[tuple[Any, str]] = []
-    spans: list[tuple[int, int]] = []
-    for s in samples:
-        cands = candidate_targets(s)
-        spans.append((len(pairs), len(cands)))
-        pairs += [(s, c) for c in cands]
-    scores = score_targets(model, processor, pairs, batch_size=batch_size)
+def _score_chunk(model: Any, processor: Any, chunk: Sequence[Any], cand_ids: Sequence[list[list[int]]]) -> list[list[float]]:
+    tok = tokenizer_of(processor)
+    enc = [_encode_prompt(processor, s) for s in chunk]
+    lengths = torch.tensor([len(e[0]) for e in enc])
+    inputs = _collate([e[0] for e in enc], None, [e[1] for e in enc], _pad_id(tok), False,
+                      model.device, _float_dtype(model))
+    single = [all(len(c) == 1 for c in cands) for cands in cand_ids]
+    need_rest = not all(single)
+    with autocast(model):
+        first = model(**inputs, use_cache=need_rest, logits_to_keep=(lengths - 1).unsqueeze(-1).to(model.device))
+    logp_first = torch.log_softmax(first.logits.reshape(len(chunk), -1).float(), dim=-1)
+    scores: list[list[float]] = []
+    rows: list[tuple[int, list[int]]] = []  # (item, candidate target + eos) continued from the cache
+    for i, cands in enumerate(cand_ids):
+        if single[i]:
+            scores.append([float(logp_first[i, c[0]]) for c in cands])
+        else:
+            scores.append([float(logp_first[i, c[0]]) if c else 0.0 for c in cands])
+            rows += [(i, c + [tok.eos_token_id]) for c in cands]
+    if rows:
+        rest = _continue_from_prefix(model, first.past_key_values, inputs["attention_mask"], lengths, rows,
+                                     _pad_id(tok))
+        k = 0
+        for i, cands in enumerate(cand_ids):
+            if not single[i]:
+                for j, c in enumerate(cands):
+                    if not c:  # an empty target: its only token is eos, predicted at the answer position
+                        scores[i][j] = float(logp_first[i, tok.eos_token_id])
+                    else:
+                        scores[i][j] += rest[k]
+                    k += 1
+    return scores
+
+
+def _continue_from_prefix(model: Any, cache: Any, prompt_mask: torch.Tensor, lengths: torch.Tensor,
+                          rows: Sequence[tuple[int, list[int]]], pad_id: int) -> list[float]:
+    """Summed log-likelihood of tokens 2.. of each row's target, its item's prompt read from ``cache``.
+
+    Row r feeds target tokens 1..n-1 after a copy of item i's cached prompt: position L_i + k (the item's own
+    length, not the padded one), the padding between its prompt and the batch's widest one masked out."""
+    dev = model.device
+    width = max(len(t) for _, t in rows) - 1
+    if width == 0:
+        return [0.0] * len(rows)
+    item = torch.tensor([i for i, _ in rows], device=dev)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    targets = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
+    for r, (_, t) in enumerate(rows):
+        ids[r, : len(t) - 1] = torch.tensor(t[:-1])
+        mask[r, : len(t) - 1] = 1
+        targets[r, : len(t) - 1] = torch.tensor(t[1:])
+    cache.reorder_cache(item)  # one copy of the item's prompt cache per row
+    positions = lengths.to(dev)[item].unsqueeze(-1) + torch.arange(width, device=dev)
+    with autocast(model):
+        logits = model(input_ids=ids.to(dev), attention_mask=torch.cat([prompt_mask[item], mask.to(dev)], dim=1),
+                       position_ids=positions, past_key_values=cache, use_cache=False).logits
+    return (-_token_nll(logits, targets.to(dev)).sum(-1)).tolist()
+
+
+def choose(model: Any, processor: Any, samples: Sequence[Any], batch_size: int = 32) -> list[str]:
+    """Multiple-choice answers by the log-likelihood of each option's text (:func:`choice_scores`); returns the
+    option text. Ties go to the earlier option."""
+    samples = list(samples)
     out = []
-    for s, (start, n) in zip(samples, spans):
-        sc = scores[start : start + n]
-        out.append(options(s)[max(range(n), key=lambda i: (sc[i], -i))])
+    for s, sc in zip(samples, choice_scores(model, processor, samples, batch_size)):
+        out.append(options(s)[max(range(len(sc)), key=lambda i: (sc[i], -i))])
     return out
 
 
