@@ -7,7 +7,9 @@ tells learning from interference in the other rows: a method whose Others falls 
 has made its clients worse at the other clients' tasks.
 
 Its fast-adaptation curve is the fresh-adapter curve (the average of fresh adapters is a fresh
-adapter). It costs evaluation time only.
+adapter). It costs evaluation time only, and little of that: every client of one architecture is the
+same frozen base, so an item's answer depends on the architecture and the item alone, and each is
+computed once per run and reused for every client, evaluation round and adaptation point.
 """
 
 from __future__ import annotations
@@ -35,3 +37,29 @@ class ZeroShot(LoraMethod):
 
     def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
         return {c: Message() for c in uploads}, server_state
+
+    def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample]) -> list[str]:
+        """The base model's answers, each (model, item) computed once per run.
+
+        Exact, not an approximation: with every LoRA B matrix zero the adapted model *is* the base, whatever
+        the A matrices hold; a state with a non-zero B (which this method never produces) is answered
+        without the cache."""
+        if not _is_base(state):
+            return super().predict(ctx, state, queries)
+        known = self._answers.setdefault((ctx.model_name, ctx.architecture), {})
+        missing = list({q.uid: q for q in queries if q.uid not in known}.values())
+        if missing:
+            known.update(zip((q.uid for q in missing), super().predict(ctx, state, missing)))
+        return [known[q.uid] for q in queries]
+
+    @property
+    def _answers(self) -> dict[tuple[str, str], dict[str, str]]:
+        if not hasattr(self, "_answer_cache"):
+            self._answer_cache: dict[tuple[str, str], dict[str, str]] = {}
+        return self._answer_cache
+
+
+def _is_base(state: State) -> bool:
+    """True when every LoRA B matrix in ``state`` is zero, so the adapter adds nothing to the base."""
+    b = [t for k, t in state.tensors.items() if "lora_B" in k]
+    return bool(b) and all(not t.any() for t in b)

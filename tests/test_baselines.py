@@ -53,12 +53,45 @@ def test_fedit_messages_equal_within_architecture_and_differ_across(toy_mixed, t
     assert all(torch.equal(msgs[1].tensors[k], prog.clients[1].tensors[k]) for k in msgs[1].tensors)
 
 
-def test_zero_shot_is_the_untrained_base_at_every_evaluation_point(toy_mixed, tmp_path):
+def test_zero_shot_answers_each_item_once_per_model_and_as_the_uncached_base(toy_mixed, tmp_path, monkeypatch):
+    from drake_bench.methods.lora_clients import LoraMethod
+    from drake_bench.methods.zero_shot import ZeroShot
+
+    manifest, root = toy_mixed
+    calls: list[tuple[str, str]] = []
+    plain = LoraMethod.predict
+
+    def counted(self, ctx, state, queries):
+        calls.extend((ctx.model_name, q.uid) for q in queries)
+        return plain(self, ctx, state, queries)
+
+    def once(tag, patch_zero_shot=False):
+        with monkeypatch.context() as m:
+            m.setattr(LoraMethod, "predict", counted)
+            if patch_zero_shot:  # the same method without its cache
+                m.setattr(ZeroShot, "predict", counted)
+            return run(RunConfig(benchmark=manifest, method="zero-shot", method_config={"model_loader": "testing"},
+                                 data_dir=root, out=str(tmp_path / tag), rounds=4, local_steps=2, isolation="inline",
+                                 fast_adaptation_iters=2, fast_adaptation_eval_every=1, fast_adaptation_test_items=2))
+
+    cached = once("cached")
+    assert calls and len(calls) == len(set(calls))  # every (model, item) answered once
+    _assert_untrained_base(cached, tmp_path / "cached")
+    n_cached = len(calls)
+    calls.clear()
+    uncached = once("uncached", patch_zero_shot=True)
+    assert len(calls) > n_cached  # the runs below differ in work, not in answers
+    assert [r.model_dump() for r in cached.raw.scores] == [r.model_dump() for r in uncached.raw.scores]
+    assert [r.model_dump() for r in cached.raw.adaptation] == [r.model_dump() for r in uncached.raw.adaptation]
+
+
+def _assert_untrained_base(zs, out):
+    """Zero-shot is the untrained base at every evaluation point: nothing uploaded, adapters never trained, the
+    same items scored the same at every round."""
     from drake_bench.checkpoint import load
 
-    zs = _run(toy_mixed, tmp_path, "zero-shot")
     assert zs.status == "complete" and {c.uplink_bytes for c in zs.raw.costs} == {2}  # "{}" metadata only
-    prog = load(next((tmp_path / "zero-shot").rglob("progress.json")).parent)
+    prog = load(next(out.rglob("progress.json")).parent)
     m = create_method("zero-shot", {"model_loader": "testing"})
     from drake_bench.models import lora_config
     from drake_bench.models.pool import ModelPool
@@ -67,7 +100,6 @@ def test_zero_shot_is_the_untrained_base_at_every_evaluation_point(toy_mixed, tm
     pool = ModelPool({1: "tiny-llava-llama-s"}, lora_config(r=m.config.rank, alpha=m.config.alpha), loader=toy_loader, seed=0)
     fresh = pool.initial_state(1)
     assert all(torch.equal(prog.clients[1].tensors[k], fresh[k]) for k in fresh)  # never trained
-    # the same model answers the same items the same way at every evaluation point
     by_item: dict[tuple, set] = {}
     for r in zs.raw.scores:
         by_item.setdefault((r.client, r.task, r.n), set()).add(r.score)
