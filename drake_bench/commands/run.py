@@ -98,7 +98,7 @@ def register(app: typer.Typer) -> None:
     def run_cmd(
         benchmark: Annotated[str, typer.Option(help=_help("benchmark"))] = "drake-synth",
         scenario: Annotated[str | None, typer.Option(help=_help("scenario"))] = None,
-        methods: Annotated[str, typer.Option(help="Comma-separated registered method names (`drake-bench list`; `drake-bench describe METHOD` shows a method's config). The default puts SFT and FedIT beside the untrained base (zero-shot), the reference every gain is measured from.")] = "zero-shot,sft,fedit",
+        methods: Annotated[str, typer.Option(help="Comma-separated registered method names (`drake-bench list`; `drake-bench describe METHOD` shows a method's config). The default puts SFT and FedIT beside the untrained base (zero-shot), the reference every gain is measured from. Methods start in this order on the workers and the table lists them in it: the trained ones first, so the cheap zero-shot row fills a worker at the end instead of delaying one.")] = "sft,fedit,zero-shot",
         seeds: Annotated[str, typer.Option(help="Comma-separated seeds. " + _help("seeds"))] = "0",
         allocation: Annotated[str | None, typer.Option(help=_help("allocation"))] = None,
         out: Annotated[Path, typer.Option(help=_help("out"))] = Path("runs"),
