@@ -31,7 +31,7 @@ import numpy as np
 
 from . import checkpoint
 from .errors import DrakeBenchError
-from .evaluation.metrics import AdaptationRecord, CostRecord, RawTables, ScoreRecord
+from .evaluation.metrics import AdaptationRecord, CostRecord, DiagnosticRecord, RawTables, ScoreRecord, ServerCostRecord
 from .evaluation.scoring import score_batch
 from .guard import GuardedMethod
 from .isolation import MethodProcess
@@ -95,6 +95,8 @@ class SeedRun:
     messages: dict[int, Message | None] = field(default_factory=dict)
     scores: list[ScoreRecord] = field(default_factory=list)
     costs: list[CostRecord] = field(default_factory=list)
+    server_costs: list[ServerCostRecord] = field(default_factory=list)
+    diagnostics: list[DiagnosticRecord] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     start_round: int = 0
 
@@ -232,6 +234,8 @@ class Evaluator:
             run.states, run.server, run.messages = prog.clients, prog.server or State(), prog.messages
             run.scores = [ScoreRecord(**r) for r in prog.records.get("scores", [])]
             run.costs = [CostRecord(**r) for r in prog.records.get("costs", [])]
+            run.server_costs = [ServerCostRecord(**r) for r in prog.records.get("server_costs", [])]
+            run.diagnostics = [DiagnosticRecord(**r) for r in prog.records.get("diagnostics", [])]
             run.start_round, run.extra = prog.completed_rounds, prog.extra
             run.extra.setdefault("uid_key", secrets.token_hex(16))
             return run
@@ -257,9 +261,13 @@ class Evaluator:
         return uploads
 
     def aggregate_round(self, run: SeedRun, r: int, uploads: dict[int, tuple[Message, float]]) -> None:
-        """The server's ``aggregate`` of round ``r``, then the round's cost records (bytes both ways, time, memory)."""
+        """The server's ``aggregate`` of round ``r`` (timed here, around the call), the method's diagnostics of it
+        (optional), then the round's cost records (bytes both ways, time, memory)."""
+        t0 = time.perf_counter()
         messages, run.server = run.method.aggregate(r, run.server, {c: up for c, (up, _) in uploads.items()},
                                                     rng_seed=mixed_seed(run.seed, r, SALT_AGGREGATE))
+        run.server_costs.append(ServerCostRecord(seed=run.seed, round=r + 1, aggregate_seconds=time.perf_counter() - t0))
+        run.diagnostics += [DiagnosticRecord(seed=run.seed, round=r + 1, **row) for row in run.method.round_diagnostics(r)]
         run.messages.update(messages)
         peak = run.method.peak_memory_bytes()
         for c in run.clients:
@@ -306,7 +314,9 @@ class Evaluator:
     def save_checkpoint(self, run: SeedRun, completed_rounds: int) -> None:
         checkpoint.save(run.run_dir, checkpoint.RunProgress(
             completed_rounds=completed_rounds, clients=run.states, server=run.server, messages=run.messages,
-            records={"scores": [s.model_dump() for s in run.scores], "costs": [c.model_dump() for c in run.costs]},
+            records={"scores": [s.model_dump() for s in run.scores], "costs": [c.model_dump() for c in run.costs],
+                     "server_costs": [c.model_dump() for c in run.server_costs],
+                     "diagnostics": [d.model_dump() for d in run.diagnostics]},
             extra=run.extra,
         ))
 
@@ -391,7 +401,8 @@ class Evaluator:
         info = {"local_steps": run.local_steps, "rounds": run.rounds, "eval_every_rounds": run.eval_every,
                 "method_version": run.method.meta.version, "method_config": run.method.config_dump,
                 **{k: v for k, v in run.extra.items() if k != "uid_key"}}
-        return RawTables(scores=run.scores, adaptation=adaptation, costs=run.costs), info
+        return RawTables(scores=run.scores, adaptation=adaptation, costs=run.costs, server_costs=run.server_costs,
+                         diagnostics=run.diagnostics), info
 
 
 # --------------------------------------------------------------------------- whole run
@@ -418,6 +429,8 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None) -> RunResult:
             scores=[r for t in raws for r in t.scores],
             adaptation=[r for t in raws for r in t.adaptation],
             costs=[r for t in raws for r in t.costs],
+            server_costs=[r for t in raws for r in t.server_costs],
+            diagnostics=[r for t in raws for r in t.diagnostics],
         )
         alloc_name = config.allocation or ev.spec.default_allocation or "none"
         assert ev.evaluation is not None

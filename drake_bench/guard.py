@@ -11,6 +11,7 @@ they are: they already say what is wrong.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -19,11 +20,13 @@ from .protocol import (
     AdaptationInit,
     MethodMeta,
     ClientContext,
+    Diagnostic,
     FederationContext,
     Message,
     Method,
     ModelIdentity,
     PostFederation,
+    ReportsDiagnostics,
     ReportsModels,
     State,
     seed_everything,
@@ -208,3 +211,29 @@ class GuardedMethod:
         value = self.call(call, self.method.adaptation_state, architecture, states, server,  # type: ignore[attr-defined]
                           client=client, rng_seed=rng_seed)
         return self._state(value, call, client, None)
+
+    @property
+    def has_diagnostics(self) -> bool:
+        return isinstance(self.method, ReportsDiagnostics)
+
+    def round_diagnostics(self, round_idx: int) -> list[dict[str, Any]]:
+        """The method's rows about ``aggregate(round_idx)``, each checked as a :class:`Diagnostic` with finite
+        numbers, as JSON dicts (``{"key": ..., "values": {...}}``); ``[]`` for a method without the protocol."""
+        if not self.has_diagnostics:
+            return []
+        call = "round_diagnostics"
+        rows = self.call(call, self.method.round_diagnostics, round_idx, round_idx=round_idx)  # type: ignore[attr-defined]
+        if not isinstance(rows, (list, tuple)):
+            raise self.error(call, f"returned {type(rows).__name__}, expected a list of Diagnostic", None, round_idx)
+        out = []
+        for i, row in enumerate(rows):
+            try:
+                d = row if isinstance(row, Diagnostic) else Diagnostic.model_validate(row)
+            except Exception as exc:  # pydantic's message names the field
+                raise self.error(call, f"row {i} is not a Diagnostic: {exc}", None, round_idx) from None
+            bad = [k for k, v in d.values.items() if isinstance(v, float) and not math.isfinite(v)]
+            if bad:
+                raise self.error(call, f"row {i} ({d.key!r}): values {bad} are NaN or infinite (report None for an "
+                                       "undefined value)", None, round_idx)
+            out.append(d.model_dump(mode="json"))
+        return out

@@ -204,7 +204,8 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
         method = create_method(name, config)
         guarded = GuardedMethod(method)
         info = {"meta": method.meta.model_dump(mode="json"), "config": method.config.model_dump(mode="json"),
-                "post_federation": guarded.has_post_federation, "adaptation": guarded.has_adaptation}
+                "post_federation": guarded.has_post_federation, "adaptation": guarded.has_adaptation,
+                "diagnostics": guarded.has_diagnostics}
         conn.send_bytes(dumps(("ok", info)))
     except BaseException as exc:  # noqa: BLE001 - every failure goes back as text
         conn.send_bytes(dumps(("error", type(exc).__name__, str(exc))))
@@ -314,6 +315,7 @@ class MethodProcess:
         self.config_dump: dict[str, Any] = info["config"]
         self.has_post_federation: bool = info["post_federation"]
         self.has_adaptation: bool = info["adaptation"]
+        self.has_diagnostics: bool = info["diagnostics"]
 
     # -- transport --------------------------------------------------------------------
     def _receive(self, call: str, client: int | None, round_idx: int | None) -> tuple:
@@ -380,6 +382,9 @@ class MethodProcess:
     def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message],
                   rng_seed: int | None = None) -> tuple[dict[int, Message], State]:
         return self._call("aggregate", round_idx, server_state, uploads, rng_seed=rng_seed, round_idx=round_idx)
+
+    def round_diagnostics(self, round_idx: int) -> list[dict[str, Any]]:
+        return self._call("round_diagnostics", round_idx, round_idx=round_idx) if self.has_diagnostics else []
 
     def predict(self, ctx: ClientContext, state: State, queries: list[MethodSample], rng_seed: int | None = None) -> list[str]:
         return self._call("predict", ctx, state, list(queries), rng_seed=rng_seed, client=ctx.client_id,

@@ -23,6 +23,7 @@ The order of calls, driven by the evaluator (methods never see the schedule or a
     for each round r:
         upload[c], client_state[c] = method.client_update(ctx(c, r), client_state[c], message[c], batches)
         message, server_state = method.aggregate(r, server_state, upload)      # one message per client
+        rows = method.round_diagnostics(r)  [optional]                   # numbers about that aggregate
         every eval_every rounds: method.predict(ctx(c, r), client_state[c], queries)   # answers hidden
     client_state = method.post_federation(federation, client_state, server_state)   [optional]
     start = method.adaptation_state(architecture, client_states, server_state)       [optional]
@@ -253,6 +254,39 @@ class ReportsModels(Protocol):
         """
 
 
+class Diagnostic(BaseModel):
+    """One row of numbers a method reports about its own server step (see :class:`ReportsDiagnostics`).
+
+    The evaluator stores each row in the result file's ``raw.diagnostics`` with the seed and the
+    1-based round. Diagnostics are the method's own account, kept for inspection and plots; no
+    headline number, cost or score is ever computed from them.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str = Field(min_length=1, max_length=300,
+                     description="What the row is about, e.g. one weight matrix: 'llava-llama-s/layers.0.self_attn.q_proj.lora_A'.")
+    values: dict[str, float | int | bool | str | None] = Field(
+        description="Named JSON scalars (finite numbers; None for a value that is undefined this round).")
+
+
+@runtime_checkable
+class ReportsDiagnostics(Protocol):
+    """Optional: a method that reports numbers about its server step, kept in the result file.
+
+    FedRPCA reports, per round and weight matrix, its scale beta, the solver's iterations and residual
+    and the sparse part's share. Without this protocol a result's ``raw.diagnostics`` stays empty.
+    """
+
+    def round_diagnostics(self, round_idx: int) -> list[Diagnostic]:
+        """Rows about the ``aggregate(round_idx, ...)`` call that has just returned.
+
+        Called once per round, right after ``aggregate`` and in the same process, before any other call,
+        so a method may keep the rows on ``self`` from ``aggregate`` until then. Not part of the timed
+        aggregation. Rows may be :class:`Diagnostic` or dicts of the same shape; an empty list is fine.
+        """
+
+
 @runtime_checkable
 class PostFederation(Protocol):
     """Optional: a stage after the last round whose states replace the final evaluation (TAP's distillation)."""
@@ -277,7 +311,8 @@ PROTOCOL_CALLS = ("setup", "init_client", "init_server", "client_update", "aggre
 """The required calls, in the order the evaluator first makes them."""
 
 OPTIONAL_CALLS = {"model_identity": ReportsModels, "evaluation_settings": ReportsModels,
-                  "post_federation": PostFederation, "adaptation_state": AdaptationInit}
+                  "post_federation": PostFederation, "adaptation_state": AdaptationInit,
+                  "round_diagnostics": ReportsDiagnostics}
 """Optional calls and the protocol each belongs to."""
 
 

@@ -35,8 +35,10 @@ from .errors import DrakeBenchError
 from .evaluation.metrics import (
     AdaptationRecord,
     CostRecord,
+    DiagnosticRecord,
     RawTables,
     ScoreRecord,
+    ServerCostRecord,
     Summary,
     summarize,
 )
@@ -51,6 +53,7 @@ __all__ = [
     "AdaptationRecord",
     "BenchmarkRef",
     "CostRecord",
+    "DiagnosticRecord",
     "Environment",
     "EvaluationSettings",
     "FLSettings",
@@ -61,6 +64,7 @@ __all__ = [
     "RunResult",
     "ScenarioRef",
     "ScoreRecord",
+    "ServerCostRecord",
     "Summary",
     "capture_environment",
     "check_result",
@@ -422,7 +426,8 @@ def check_result(result: RunResult | str | Path) -> list[str]:
     problems: list[str] = []
     declared = set(result.seeds)
     raw = result.raw
-    for table, recs in (("scores", raw.scores), ("adaptation", raw.adaptation), ("costs", raw.costs)):
+    for table, recs in (("scores", raw.scores), ("adaptation", raw.adaptation), ("costs", raw.costs),
+                        ("server_costs", raw.server_costs), ("diagnostics", raw.diagnostics)):
         stray = sorted({r.seed for r in recs} - declared)
         if stray:
             problems.append(f"raw.{table}: records for seeds {stray} not listed in seeds {sorted(declared)}")
@@ -564,7 +569,8 @@ def completeness_problems(result: RunResult) -> list[str]:
     * every client of the benchmark (of the manifest when it ships with drake_bench, else of the model
       allocation) and only those; every evaluation round of ``fl.eval_rounds`` (which must be the rounds that
       ``fl.eval_every_rounds`` and ``fl.rounds`` give) for every seed, and no other; a cost record for every
-      (seed, round, client);
+      (seed, round, client); where a seed has server cost records (files written before they were measured have
+      none), exactly one for each of its rounds;
     * Self rows: a client's Self tasks at an evaluation round are the tasks it has seen by then. For Dynamic and
       Async the manifest and the seed fix them exactly (a task is seen from the first round of its segment); for
       Static they are some of the client's tasks and all of them at the last round; for Dirichlet some of the
@@ -704,6 +710,18 @@ def completeness_problems(result: RunResult) -> list[str]:
         lacking_c = {(r, c) for r in range(1, fl.rounds + 1) for c in clients} - costs
         if lacking_c:
             out.append(f"raw.costs seed {seed}: no cost record for (round, client) {_examples(lacking_c)}")
+        # server cost records came later: a file without any is an older one; one with some has every round once
+        server_rounds = [c.round for c in raw.server_costs if c.seed == seed]
+        if server_rounds:
+            lacking_s = set(range(1, fl.rounds + 1)) - set(server_rounds)
+            if lacking_s:
+                out.append(f"raw.server_costs seed {seed}: no server cost record for rounds {_examples(lacking_s)}")
+            doubled = sorted({r for r in server_rounds if server_rounds.count(r) > 1})
+            if doubled:
+                out.append(f"raw.server_costs seed {seed}: more than one record for rounds {_examples(doubled)}")
+            beyond = sorted(set(server_rounds) - set(range(1, fl.rounds + 1)))
+            if beyond:
+                out.append(f"raw.server_costs seed {seed}: records for rounds {_examples(beyond)} past fl.rounds {fl.rounds}")
     return out
 
 

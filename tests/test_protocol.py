@@ -25,7 +25,7 @@ def _cfg(toy, out, method, **kw):
 
 # -- the protocol check -----------------------------------------------------------------------
 def test_the_shipped_methods_and_the_example_satisfy_the_protocol():
-    for name in ("sft", "fedit", "zero-shot", "majority-answer"):
+    for name in ("sft", "fedit", "zero-shot", "majority-answer", "fedrpca", "fedprox", "task-arithmetic", "ties"):
         method = create_method(name)
         assert isinstance(method, Method) and protocol_problems(method) == []
 

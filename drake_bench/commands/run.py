@@ -291,7 +291,9 @@ def _register_report(app: typer.Typer) -> None:
     @app.command("report")
     def report_cmd(
         paths: Annotated[list[Path], typer.Argument(help="Result files of one benchmark and scenario (any methods, any runs).")],
-        out: Annotated[Path | None, typer.Option(help="Folder for summary.md and accuracy_over_rounds.png (default: print only).")] = None,
+        out: Annotated[Path | None, typer.Option(help="Folder for summary.md and accuracy_over_rounds.png, plus "
+                                                        "diagnostics_over_rounds.png when a method reported "
+                                                        "diagnostics (default: print only).")] = None,
     ) -> None:
         """One board from result files written by separate runs: checked, then tabled and plotted together.
 
@@ -305,7 +307,7 @@ def _register_report(app: typer.Typer) -> None:
         """
         import hashlib
 
-        from ..evaluation.plots import plot_accuracy_over_rounds
+        from ..evaluation.plots import plot_accuracy_over_rounds, plot_diagnostics_over_rounds
         from ..evaluation.table import summary_markdown, summary_table
         from ..results import check_result, read_result, unpinned_weights, weights_conflicts
 
@@ -351,6 +353,11 @@ def _register_report(app: typer.Typer) -> None:
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             plot_accuracy_over_rounds(runs, out / "accuracy_over_rounds.png")
+            with_diagnostics = [r for r in runs if r.raw.diagnostics]  # e.g. FedRPCA's beta and energy ratio
+            values = sorted({k for r in with_diagnostics for d in r.raw.diagnostics for k, v in d.values.items()
+                             if isinstance(v, (int, float)) and not isinstance(v, bool)})
+            if values:
+                plot_diagnostics_over_rounds(with_diagnostics, out / "diagnostics_over_rounds.png", values)
             board_notes = "".join(f"\n* {n}" for n in notes)
             (out / "summary.md").write_text(summary_markdown(runs) + ("\n" + board_notes if notes else "") + "\n")
             _out.print(f"plot: {out / 'accuracy_over_rounds.png'}   summary: {out / 'summary.md'}")

@@ -10,17 +10,20 @@ from __future__ import annotations
 from .metrics import (
     AdaptationRecord,
     CostRecord,
+    DiagnosticRecord,
     MeanStd,
     MetricError,
     RawTables,
     ScoreRecord,
     SeedSummary,
+    ServerCostRecord,
     Summary,
     adaptation_curves,
     cost_summary,
     forgetting,
     mean_std,
     seed_summary,
+    server_cost_summary,
     summarize,
 )
 from .scoring import (
@@ -36,12 +39,14 @@ from .scoring import (
 __all__ = [
     "AdaptationRecord",
     "CostRecord",
+    "DiagnosticRecord",
     "MeanStd",
     "MetricError",
     "RawTables",
     "ScoreRecord",
     "Scored",
     "SeedSummary",
+    "ServerCostRecord",
     "Summary",
     "adaptation_curves",
     "cost_summary",
@@ -54,5 +59,6 @@ __all__ = [
     "score_details",
     "score_prediction",
     "seed_summary",
+    "server_cost_summary",
     "summarize",
 ]

@@ -100,12 +100,39 @@ class CostRecord(_Strict):
     peak_memory_bytes: int = Field(ge=0)
 
 
+class ServerCostRecord(_Strict):
+    """Compute of the server in one round: wall-clock seconds of the method's ``aggregate`` call, measured by the
+    evaluator around the call (in the default process isolation this includes moving the uploads, messages and
+    states across the process boundary, as a client's ``train_seconds`` does)."""
+
+    seed: int
+    round: int = Field(ge=1)
+    aggregate_seconds: float = Field(ge=0.0)
+
+
+class DiagnosticRecord(_Strict):
+    """One row a method reported about its server step in one round (``ReportsDiagnostics``); never summarised."""
+
+    seed: int
+    round: int = Field(ge=1)
+    key: str = Field(description="What the row is about (the method's name for it, e.g. one weight matrix).")
+    values: dict[str, float | int | bool | str | None] = Field(description="The method's named numbers for that row.")
+
+
 class RawTables(_Strict):
-    """Everything the summary is computed from."""
+    """Everything the summary is computed from (diagnostics are kept beside it, for inspection only).
+
+    ``server_costs`` and ``diagnostics`` came later than the other tables: result files written before them
+    have neither, and read as empty tables.
+    """
 
     scores: list[ScoreRecord] = Field(default_factory=list)
     adaptation: list[AdaptationRecord] = Field(default_factory=list)
     costs: list[CostRecord] = Field(default_factory=list)
+    server_costs: list[ServerCostRecord] = Field(
+        default_factory=list, description="One record per (seed, round): the server's aggregation time.")
+    diagnostics: list[DiagnosticRecord] = Field(
+        default_factory=list, description="The method's own rows about its server steps (ReportsDiagnostics).")
 
 
 # --------------------------------------------------------------------------- summary records
@@ -162,6 +189,14 @@ class SeedSummary(_Strict):
     train_seconds_total: float
     train_seconds_per_round: float | None
     peak_memory_bytes: int
+    aggregate_seconds_total: float | None = Field(
+        default=None, description="Seconds of the server's aggregate calls over all rounds; None without server cost "
+                                  "records (result files from before they were measured).")
+    aggregate_seconds_per_round: float | None = Field(
+        default=None, description="aggregate_seconds_total / rounds with a server cost record.")
+
+
+_NO_VALUE = MeanStd(mean=None, std=None, n=0)
 
 
 class Aggregate(_Strict):
@@ -183,6 +218,8 @@ class Aggregate(_Strict):
     train_seconds_total: MeanStd
     train_seconds_per_round: MeanStd
     peak_memory_bytes: MeanStd
+    aggregate_seconds_total: MeanStd = _NO_VALUE
+    aggregate_seconds_per_round: MeanStd = _NO_VALUE
 
 
 class Summary(_Strict):
@@ -302,15 +339,26 @@ def cost_summary(costs: Sequence[CostRecord]) -> dict[str, float | int | None]:
     }
 
 
+def server_cost_summary(server_costs: Sequence[ServerCostRecord]) -> dict[str, float | None]:
+    """The server's aggregation seconds in total and per round (total / distinct rounds); None without records."""
+    rounds = len({c.round for c in server_costs})
+    if not rounds:
+        return {"aggregate_seconds_total": None, "aggregate_seconds_per_round": None}
+    secs = float(sum(c.aggregate_seconds for c in server_costs))
+    return {"aggregate_seconds_total": secs, "aggregate_seconds_per_round": secs / rounds}
+
+
 # --------------------------------------------------------------------------- per seed
 
 
 def seed_summary(
-    seed: int, scores: Sequence[ScoreRecord], costs: Sequence[CostRecord] = ()
+    seed: int, scores: Sequence[ScoreRecord], costs: Sequence[CostRecord] = (),
+    server_costs: Sequence[ServerCostRecord] = (),
 ) -> SeedSummary:
     """All metrics of one seed from its score and cost records (records of other seeds are ignored)."""
     scores = [r for r in scores if r.seed == seed]
     costs = [c for c in costs if c.seed == seed]
+    server_costs = [c for c in server_costs if c.seed == seed]
     _check_unique(scores)
     points = sorted({r.eval_round for r in scores})
     at: dict[int, list[ScoreRecord]] = defaultdict(list)
@@ -364,6 +412,7 @@ def seed_summary(
         forgetting=forget_mean,
         per_client=per_client,
         **cost_summary(costs),  # type: ignore[arg-type]
+        **server_cost_summary(server_costs),
     )
 
 
@@ -419,7 +468,7 @@ def summarize(raw: RawTables, seeds: Sequence[int] | None = None) -> Summary:
     """
     if seeds is None:
         seeds = sorted({r.seed for r in raw.scores} | {c.seed for c in raw.costs})
-    per_seed = [seed_summary(s, raw.scores, raw.costs) for s in seeds]
+    per_seed = [seed_summary(s, raw.scores, raw.costs, raw.server_costs) for s in seeds]
     aggregate = Aggregate(**{f: mean_std([getattr(s, f) for s in per_seed]) for f in _AGG_FIELDS})
     return Summary(
         conventions=dict(CONVENTIONS),

@@ -1,4 +1,4 @@
-"""Figures from result files: accuracy over rounds, fast adaptation, client relevance heatmaps.
+"""Figures from result files: accuracy over rounds, fast adaptation, client relevance heatmaps, method diagnostics.
 
 Why an explicit Agg canvas instead of pyplot: plotting must work headless (CI, clusters) and must
 not change the caller's global matplotlib backend. Each function writes a PNG and returns the
@@ -112,4 +112,59 @@ def plot_relevance_heatmap(
             for j in range(m.shape[1]):
                 ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
                         color="black" if m[i, j] > threshold else "white")
+    return _save(fig, path)
+
+
+def diagnostic_curve(result: "RunResult", value: str) -> list[CurvePoint]:
+    """One diagnostic value over rounds: per seed and round the mean over the rows (keys) that report it as a
+    number, then mean ± population std over seeds. Empty when no row has it."""
+    per_seed: dict[int, dict[int, list[float]]] = {}
+    for row in result.raw.diagnostics:
+        v = row.values.get(value)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            per_seed.setdefault(row.seed, {}).setdefault(row.round, []).append(float(v))
+    by_round: dict[int, list[float]] = {}
+    for rounds in per_seed.values():
+        for rnd, vals in rounds.items():
+            by_round.setdefault(rnd, []).append(float(np.mean(vals)))
+    out = []
+    for rnd in sorted(by_round):
+        vals = np.array(by_round[rnd])
+        out.append(CurvePoint(x=rnd, mean=float(vals.mean()), std=float(vals.std()), n=len(vals)))
+    return out
+
+
+def plot_diagnostics_over_rounds(results: Sequence["RunResult"], path: str | Path,
+                                 values: Sequence[str] = ("beta", "energy_ratio")) -> Figure:
+    """Method diagnostics (``raw.diagnostics``) against round, one panel per value (three to a row) and one line
+    per result: the mean over the rows of a round (e.g. FedRPCA's weight matrices), mean ± std band over seeds.
+    Values are drawn as reported (no x100)."""
+    if not results:
+        raise ValueError("plot_diagnostics_over_rounds: no results to plot")
+    if not values:
+        raise ValueError("plot_diagnostics_over_rounds: no values to plot")
+    cols = min(3, len(values))
+    rows = -(-len(values) // cols)
+    fig = Figure(figsize=(5 * cols, 4 * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, sharex=True, squeeze=False).ravel()
+    for ax in axes[len(values):]:
+        ax.set_visible(False)
+    for ax, value in zip(axes, values):
+        for r in results:
+            curve = diagnostic_curve(r, value)
+            if not curve:
+                continue
+            x = np.array([p.x for p in curve], dtype=float)
+            mean = np.array([p.mean for p in curve])
+            std = np.array([p.std for p in curve])
+            (line,) = ax.plot(x, mean, marker="o", label=_label(r))
+            ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
+        ax.set_title(f"{value} (mean over rows)")
+        ax.set_xlabel("round")
+        ax.set_ylabel(value)
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize="small")
+    bench = results[0]
+    fig.suptitle(f"{bench.benchmark.name} / {bench.scenario.tag}: method diagnostics")
     return _save(fig, path)
