@@ -76,11 +76,11 @@ def test_tower_training_resumes_to_identical_weights(tmp_path, monkeypatch):
     vision.train_tower(straight, make_image_processor(), recipe)
     real, calls = public.perception_pictures, {"n": 0}
 
-    def interrupted_at_step_4(start, n, seed=0):
+    def interrupted_at_step_4(start, n, seed=0, **kwargs):
         calls["n"] += 1
         if calls["n"] == 4:
             raise KeyboardInterrupt
-        return real(start, n, seed)
+        return real(start, n, seed, **kwargs)
 
     monkeypatch.setattr(public, "perception_pictures", interrupted_at_step_4)
     with pytest.raises(KeyboardInterrupt):
