@@ -36,13 +36,13 @@ def _label(result: "RunResult") -> str:
     return f"{result.method.name} {result.method.version}"
 
 
-def _draw_curve(ax, curve: Sequence[CurvePoint], label: str, linestyle: str = "-") -> bool:
-    """Mean line with a ± std band; False when the curve is empty (nothing drawn)."""
+def _draw_curve(ax, curve: Sequence[CurvePoint], label: str, linestyle: str = "-", scale: float = SCALE) -> bool:
+    """Mean line with a ± std band, values times ``scale``; False when the curve is empty (nothing drawn)."""
     if not curve:
         return False
     x = np.array([p.x for p in curve], dtype=float)
-    mean = np.array([p.mean for p in curve]) * SCALE
-    std = np.array([p.std for p in curve]) * SCALE
+    mean = np.array([p.mean for p in curve]) * scale
+    std = np.array([p.std for p in curve]) * scale
     (line,) = ax.plot(x, mean, marker="o", linestyle=linestyle, label=label)
     ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
     return True
@@ -151,14 +151,7 @@ def plot_diagnostics_over_rounds(results: Sequence["RunResult"], path: str | Pat
         ax.set_visible(False)
     for ax, value in zip(axes, values):
         for r in results:
-            curve = diagnostic_curve(r, value)
-            if not curve:
-                continue
-            x = np.array([p.x for p in curve], dtype=float)
-            mean = np.array([p.mean for p in curve])
-            std = np.array([p.std for p in curve])
-            (line,) = ax.plot(x, mean, marker="o", label=_label(r))
-            ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
+            _draw_curve(ax, diagnostic_curve(r, value), _label(r), scale=1.0)
         ax.set_title(f"{value} (mean over rows)")
         ax.set_xlabel("round")
         ax.set_ylabel(value)

@@ -35,7 +35,8 @@ from pydantic import ConfigDict, Field, field_validator
 from drake_bench.protocol import ClientContext, Diagnostic, Message, MethodMeta, State
 from drake_bench.sample import MethodSample
 
-from ..lora_clients import LoraClients, LoraMethod, LoraSettings, average
+from ..fedit import FedIT
+from ..lora_clients import LoraClients, LoraSettings, average
 from .rules import fedrpca_updates, mean_update, stack_columns, task_arithmetic_update, ties_update
 
 LORA_MATRIX = re.compile(r"(^|\.)lora_[AB](\.|$)")
@@ -102,8 +103,9 @@ def short_key(key: str) -> str:
     return key.removesuffix(".weight")
 
 
-class DeltaAggregation(LoraMethod):
-    """FedIT with a server rule on the client updates (upload minus the global adapter it started from).
+class DeltaAggregation(FedIT):
+    """FedIT with a server rule on the client updates (upload minus the global adapter it started from): FedIT's
+    client round, another ``aggregate``.
 
     Subclasses set ``meta``, ``Config`` and :meth:`merge_matrices`. With heterogeneous client models the server
     merges only within each architecture, as FedIT does: adapters of different architectures have different
@@ -136,14 +138,6 @@ class DeltaAggregation(LoraMethod):
         for arch, members in self.architectures().items():
             tensors.update({f"{arch}/{k}": v.clone() for k, v in self.clients.initial(members[0]).items()})
         return State(tensors=tensors)
-
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
-        start = State(tensors=message.tensors) if message is not None and message.tensors else state
-        self.clients.load(ctx.client_id, start)
-        loss = self.clients.train(ctx, batches)
-        tensors = self.clients.dump(ctx.client_id)
-        return Message(tensors=tensors), State(tensors=tensors, metadata={"loss": loss})
 
     def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
         self._rows = []
