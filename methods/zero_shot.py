@@ -31,6 +31,10 @@ class ZeroShot(LoraMethod):
     class Config(LoraSettings):
         model_config = ConfigDict(extra="forbid")
 
+    def __init__(self, config: LoraSettings | None = None):
+        super().__init__(config)
+        self._answers: dict[tuple[str, str], dict[str, str]] = {}  # (model, architecture) -> uid -> answer
+
     def client_update(self, ctx: ClientContext, state: State, message: Message | None,
                       batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
         return Message(), state
@@ -51,12 +55,6 @@ class ZeroShot(LoraMethod):
         if missing:
             known.update(zip((q.uid for q in missing), super().predict(ctx, state, missing)))
         return [known[q.uid] for q in queries]
-
-    @property
-    def _answers(self) -> dict[tuple[str, str], dict[str, str]]:
-        if not hasattr(self, "_answer_cache"):
-            self._answer_cache: dict[tuple[str, str], dict[str, str]] = {}
-        return self._answer_cache
 
 
 def _is_base(state: State) -> bool:
