@@ -302,6 +302,8 @@ class Evaluator:
             for j in fed.clients:
                 role = "self" if j == c else "others"
                 limit = self_limit if role == "self" else others_limit
+                if limit == 0:  # Others switched off for this run
+                    continue
                 for task in seen[j]:
                     samples = items(task, j, limit)
                     if not samples:

@@ -134,7 +134,7 @@ class FLSettings(StrictModel):
     eval_every_rounds: int | None = Field(default=None, ge=1)
     eval_rounds: list[int] = Field(default_factory=list, description="1-based rounds after which evaluation ran.")
     others_subsample: int | None = Field(
-        default=None, description="Items per task for Others (a seeded subsample, as the manifest's fl.others_subsample); None = full test set."
+        default=None, description="Items per task for Others (a seeded subsample, as the manifest's fl.others_subsample); None = full test set; 0 = Others not scored."
     )
     num_clients: int | None = Field(default=None, ge=1)
     extra: dict[str, Any] = Field(default_factory=dict)
@@ -192,6 +192,22 @@ class RunResult(StrictModel):
     summary: Summary
     status: Literal["complete", "partial"]
     notes: list[str] = Field(default_factory=list)
+
+    @property
+    def method_settings(self) -> dict[str, Any]:
+        """The method settings the run was given (``drake-bench run --set``), as opposed to the full config."""
+        run_config = self.fl.extra.get("run_config") or {}
+        return dict(run_config.get("method_config") or {})
+
+    @property
+    def label(self) -> str:
+        """The method as a board names it: ``name version``, plus the settings given, e.g.
+        ``fedrpca 1.0 (beta=1)``, so an ablation and the default are two rows, not a clash."""
+        base = f"{self.method.name} {self.method.version}"
+        given = self.method_settings
+        if not given:
+            return base
+        return base + " (" + ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(given.items())) + ")"
 
     def path(self, out: str | Path) -> Path:
         """Where this result lives under ``out`` (see :func:`result_path`)."""
@@ -698,7 +714,8 @@ def completeness_problems(result: RunResult) -> list[str]:
                 if forgotten:
                     out.append(f"{at}: client {c} lost Self rows it had at an earlier round: {_examples(forgotten)}")
                 before[c] |= seen[c]
-            expected_others = {(c, t, j) for c in clients for j in clients if j != c for t in seen[j]}
+            expected_others = set() if fl.others_subsample == 0 else {  # 0: the run did not score Others
+                (c, t, j) for c in clients for j in clients if j != c for t in seen[j]}
             actual_others = {(r.client, r.task, r.owner) for r in rows if r.role == "others"}
             lacking_o, surplus_o = expected_others - actual_others, actual_others - expected_others
             if lacking_o:

@@ -32,9 +32,11 @@ class RunConfig(BaseModel):
     batch_size: int | None = Field(default=None, ge=1, description="Training items per step; None: the manifest's.")
     eval_every_rounds: int | None = Field(default=None, ge=1, description="Evaluate after every N rounds (and the last); None: the manifest's.")
     others_subsample: int | None = Field(
-        default=None, ge=1,
+        default=None, ge=0,
         description="Cap on Others items per task (a seeded subsample: every model is evaluated on every other "
-                    "client's tasks, which dominates evaluation cost); None: the manifest's.")
+                    "client's tasks, which dominates evaluation cost); 0: Others not scored (for a board about "
+                    "Self alone where Others would cost clients x clients x tasks generations, e.g. Dirichlet "
+                    "splits of many clients; its Others columns stay empty); None: the manifest's.")
     self_subsample: int | None = Field(default=None, ge=1, description="Cap on Self items per task; None: the manifest's.")
     compute_matched: bool = Field(
         default=False,

@@ -52,6 +52,19 @@ def test_run_produces_a_consistent_result_file(toy, tmp_path):
     assert its == [("fresh", 0), ("fresh", 2), ("fresh", 4), ("method", 0), ("method", 2), ("method", 4)]
 
 
+def test_others_subsample_zero_scores_self_alone_and_the_file_still_checks(toy, tmp_path):
+    """Others switched off (a many-client Dirichlet board would score clients x clients x tasks items): no Others
+    rows, empty Others columns, the same Self as a run that scores Others, and a result file that passes its check."""
+    res = run(_cfg(toy, tmp_path / "self-only", others_subsample=0, fast_adaptation=False))
+    full = run(_cfg(toy, tmp_path / "full", fast_adaptation=False))
+    assert {r.role for r in res.raw.scores} == {"self"} and res.fl.others_subsample == 0
+    assert res.summary.aggregate.others_last.mean is None and res.summary.aggregate.self_last.mean is not None
+    assert [r for r in res.raw.scores] == [r for r in full.raw.scores if r.role == "self"]
+    assert check_result(res) == [] and check_result(full) == []
+    broken = res.model_copy(update={"fl": res.fl.model_copy(update={"others_subsample": 1})})
+    assert any("missing Others rows" in p for p in check_result(broken))  # the 0 is what excuses them
+
+
 def test_bytes_are_measured_by_the_evaluator(toy, tmp_path):
     res = run(_cfg(toy, tmp_path, fast_adaptation=False))
     # Counter uploads one float32 vector of 2 counts (8 bytes) plus metadata "{}" (2 bytes); downloads the same

@@ -126,7 +126,7 @@ def test_report_refuses_duplicates(tmp_path, case):
         data["notes"] = ["rerun"]
         other = tmp_path / "rerun.json"
         other.write_text(json.dumps(data))
-        files, message = [SFT, other], "the same method and version (sft 1.0) as"
+        files, message = [SFT, other], "the same method, version and settings (sft 1.0) as"
     else:
         data = json.loads(SFT.read_text())
         data["method"]["name"] = "my-sft"
@@ -136,3 +136,17 @@ def test_report_refuses_duplicates(tmp_path, case):
     code, text = _run("report", *files)
     assert code == 1 and message in text and "Traceback" not in text
     assert str(files[-1]) in text and str(files[0]) in text
+
+
+def test_a_run_with_given_settings_is_its_own_row(tmp_path):
+    """An ablation (``--set beta=1``) of a method beside its default run: two rows, each named by what it was given."""
+    data = json.loads(SFT.read_text())
+    data["fl"]["extra"]["run_config"]["method_config"] = {"learning_rate": 0.001}
+    data["raw"]["scores"][0]["score"] = 0.2  # another run's numbers, or the raw-duplicate check would refuse it
+    ablation = tmp_path / "ablation.json"
+    ablation.write_text(_forged(data).model_dump_json())
+    assert read_result(ablation).label == "sft 1.0 (learning_rate=0.001)"
+    code, text = _run("report", SFT, ablation, "--out", tmp_path / "board")
+    assert code == 0, text
+    summary = (tmp_path / "board" / "summary.md").read_text()
+    assert "| sft 1.0 |" in summary and "| sft 1.0 (learning_rate=0.001) |" in summary

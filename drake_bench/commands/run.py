@@ -302,7 +302,8 @@ def _register_report(app: typer.Typer) -> None:
         pretraining recipe in the other): their numbers are not comparable, and a board must not mix
         them silently. Results whose tiny models are identified by recipe only (made before the zoo
         shipped pinned weights) are said to be so. Refuses duplicates too: one file given twice (same
-        path, or same content under two paths), two files of one method name and version, or two
+        path, or same content under two paths), two files of one method name, version and given settings
+        (``--set``; a row is labelled with them, e.g. ``fedrpca 1.0 (beta=1)``), or two
         files with the same raw tables (one run copied under another method name).
         """
         import hashlib
@@ -336,8 +337,7 @@ def _register_report(app: typer.Typer) -> None:
                         raise _fail(DrakeBenchError(f"{p}: {what} {b} differs from {first_path}'s {a}; not comparable on one board"))
             once(f"path:{p.resolve()}", "the same file", p)
             once(f"content:{hashlib.sha256(p.read_bytes()).hexdigest()}", "the same content", p)
-            once(f"method:{res.method.name}\0{res.method.version}",
-                 f"the same method and version ({res.method.name} {res.method.version})", p)
+            once(f"method:{res.label}", f"the same method, version and settings ({res.label})", p)
             raw = hashlib.sha256(res.raw.model_dump_json().encode()).hexdigest()
             once(f"raw:{raw}", "the same raw score and cost tables (one run under two method names?)", p)
             results.append((p, res))

@@ -33,7 +33,7 @@ def _save(fig: Figure, path: str | Path) -> Figure:
 
 
 def _label(result: "RunResult") -> str:
-    return f"{result.method.name} {result.method.version}"
+    return result.label
 
 
 def _draw_curve(ax, curve: Sequence[CurvePoint], label: str, linestyle: str = "-", scale: float = SCALE) -> bool:

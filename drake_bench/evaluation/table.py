@@ -34,7 +34,7 @@ def rows(results: Sequence["RunResult"]) -> list[list[str]]:
     out = []
     for r in results:
         a = r.summary.aggregate
-        name = f"{r.method.name} {r.method.version}"
+        name = r.label
         if r.status != "complete":
             name += " (partial)"
         out.append([
