@@ -20,8 +20,14 @@ LARGE_POOL = 500
 """One task per image benchmark gets a double pool: at scale >= 22 it crosses the 11k threshold (10k/1k branch)."""
 SEED = 0
 VERSION = "1.4.0"
-"""hflb-synth's and fedllm-synth's version. 1.4.0 stores the same content as 1.3.0 in a third of the bytes
-(``SYNTH_STORAGE``); 1.3.0 is archived in splits/archive/."""
+"""hflb-synth's version. 1.4.0 stores the same content as 1.3.0 in a third of the bytes (``SYNTH_STORAGE``); 1.3.0
+is archived in splits/archive/."""
+FEDLLM_VERSION = "1.5.0"
+"""fedllm-synth 1.5.0: the same tasks and items as 1.4.0, plus a Dirichlet scenario over all 104 tasks with the
+alphas FedRPCA's paper sweeps (choice ``fedllm-synth.dirichlet``), so the many-client label-skew regime that
+aggregation methods are published on runs on the text benchmark too. 1.4.0 and 1.3.0 are archived in
+splits/archive/."""
+FEDLLM_DIRICHLET_ALPHAS = [1.0, 0.3, 0.1]
 DRAKE_VERSION = "1.8.0"
 """drake-synth 1.8.0: the reasoning group's state tasks ask about presence instead of comparing states across images,
 and rsn-common-state replaces rsn-common-shape on client 9 (generator version 8). 1.7.0: each of the visual-relation
@@ -375,7 +381,7 @@ def fedllm_synth_spec() -> BenchmarkSpec:
     cids = [c.id for c in clients]
     return BenchmarkSpec(
         name="fedllm-synth",
-        version=VERSION,
+        version=FEDLLM_VERSION,
         title="FedLLM-synth: procedurally generated mirror of Fed-LLM-Large",
         description=("Embedded text-only PFL benchmark with Fed-LLM-Large's structure: 52 clients x 2 instruction-"
                      "following tasks from three sources (flan-style English task types, six synthetic languages with "
@@ -387,7 +393,8 @@ def fedllm_synth_spec() -> BenchmarkSpec:
         clients=clients,
         fl=FLConfig(rounds=4, local_steps=10, batch_size=4, eval_every_rounds=1, others_subsample=2, self_subsample=10,
                     fast_adaptation_iters=50, fast_adaptation_eval_every=10),
-        scenarios=ScenarioDefaults(default="dynamic"),
+        scenarios=ScenarioDefaults(default="dynamic",
+                                   dirichlet=DirichletDefaults(tasks=[t.id for t in tasks], alphas=FEDLLM_DIRICHLET_ALPHAS)),
         model_allocations={
             "hetero": ModelAllocation(description="26 small and 26 medium Llama; odd client ids small, even medium",
                                       source="FedMosaic paper Table 14, Tab. 6 row (26 x 1B / 26 x 3B); client mapping [R]",
@@ -404,6 +411,12 @@ def fedllm_synth_spec() -> BenchmarkSpec:
                    "scale 5 approaches the FedMosaic paper's 31K questions (Table 12)"),
             Choice(key="fedllm-synth.allocation", tag="R", decision="odd client ids tiny-llama-s, even tiny-llama-m",
                    reason="every source holds both model sizes"),
+            Choice(key="fedllm-synth.dirichlet", tag="R", decision="all 104 client tasks merged and split over the 52 "
+                   f"clients with Dir(alpha) shares per task, alpha in {FEDLLM_DIRICHLET_ALPHAS}",
+                   reason="FedRPCA's paper (Tables 1-3) splits labels over 50 clients with Dir(0.3) and sweeps alpha "
+                          "0.1-10; here a task plays a label's part. Every task is merged (not one per task type) "
+                          "so that each client's test share of a task, cut with the same proportions, is not empty "
+                          "for most clients: 12 test items per task over 52 clients leave few enough as it is"),
             Choice(key="fedllm-synth.eval", tag="R", decision="evaluate every round, as fed-llm-large does "
                    "(4 rounds at a 5-round interval would give one point)"),
         ],
