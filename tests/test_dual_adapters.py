@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from drake_bench import Message, State
+from drake_bench import Message
 from drake_bench.evaluator import Evaluator, RunConfig, run
 from drake_bench.guard import GuardedMethod
 from drake_bench.methods.dual_adapters import base

@@ -10,7 +10,8 @@ from pydantic import ConfigDict, Field
 from drake_bench.protocol import ClientContext, MethodMeta, State
 from drake_bench.sample import MethodSample
 
-from .base import GLOBAL, LOCAL, DualAdapterMethod, DualSettings, adamw, combination, optimizer_step, task_loss
+from .base import GLOBAL, LOCAL, DualAdapterMethod, DualSettings, adamw, adapter_parameters, combination, optimizer_step
+from .base import task_loss
 
 
 def proximal_term(local: list[torch.Tensor], anchor: list[torch.Tensor], lam: float) -> torch.Tensor:
@@ -65,8 +66,6 @@ class Ditto(DualAdapterMethod):
 
     def train_round(self, ctx: ClientContext, model: Any, processor: Any, batches: list[list[MethodSample]],
                     parts: dict[str, dict[str, torch.Tensor]], updates: int) -> dict[str, Any]:
-        from .base import adapter_parameters
-
         lam = float(self.config.lam)
         anchor = [p.detach().clone() for p in adapter_parameters(model, GLOBAL)]
         local_params = adapter_parameters(model, LOCAL)
