@@ -79,10 +79,12 @@ class PFedMMAConfig(BaseModel):
         description="δ, after down and after shared (none after up). ReLU as in the paper's code; the paper's text "
                     "says 'e.g., GELU'.")
     sgd_lr: float = Field(
-        default=0.05, gt=0.0,
+        default=0.02, gt=0.0,
         description="SGD learning rate, constant (with the gradient-scale layer on). The paper's 1e-3 was tuned for "
-                    "CLIP with 2 epochs of few-shot data and barely moves the tiny zoo's adapters within a round; "
-                    "0.05 was retuned on the zoo (docs/methods/pfedmma.md).")
+                    "CLIP on few-shot classification and barely moves the tiny zoo's adapters within a round; 0.02 "
+                    "gave the lowest held-out loss after one round on 4 of 5 probed zoo clients (0.05 on the fifth, "
+                    "while growing the adapters to 6-16x their initial norm on two others); 0.1 gained nothing and "
+                    "0.2 diverged (scripts/pfedmma_lr_probe.py; docs/methods/pfedmma.md).")
     sgd_momentum: float = Field(
         default=0.9, ge=0.0, lt=1.0,
         description="SGD momentum (0.9, the paper's code). The optimiser is built fresh for every local update, so "
