@@ -204,7 +204,8 @@ class MMABlock(nn.Module, LoraLayer):
             scaled = self._mma_meta[a]["grad_scale"] and alpha != 0
             h = GradScale.apply(hidden_states, alpha) if scaled else hidden_states
             u = self.norm(h)
-            u = u.to(self.lora_down[a].weight.dtype) if not torch.is_autocast_enabled() else u
+            if not torch.is_autocast_enabled(u.device.type):  # a bf16 base without autocast: adapters stay fp32
+                u = u.to(self.lora_down[a].weight.dtype)
             y = alpha * self.branch(a, u)
             y = GradScale.apply(y, 1.0 / alpha) if scaled else y
             added = y if added is None else added + y
