@@ -46,7 +46,7 @@ class LoraClients:
     ``settings`` is any config with ``offload_dir`` and ``model_loader`` (and, for the default
     hooks, ``rank``, ``alpha``, ``learning_rate`` and ``weight_decay``, as :class:`LoraSettings`).
     A method with other adapters or optimiser settings subclasses it and overrides the hooks
-    :meth:`adapter_config`, :meth:`post_attach` and :meth:`param_groups`; :meth:`train` calls
+    :meth:`adapter_config`, :meth:`post_attach`, :meth:`param_groups` and :meth:`optimizer`; :meth:`train` calls
     ``after_step`` after every step (FedMosaic computes its relevance gradient there).
     """
 
@@ -70,6 +70,11 @@ class LoraClients:
         """AdamW parameter groups of a training round: every trainable parameter at the settings' rate and decay."""
         params = [p for p in model.parameters() if p.requires_grad]
         return [{"params": params, "lr": self.settings.learning_rate, "weight_decay": self.settings.weight_decay}]
+
+    def optimizer(self, model: Any) -> torch.optim.Optimizer:
+        """The optimiser of one training round, built fresh for every round: AdamW over :meth:`param_groups`.
+        pFedMMA overrides it with its paper's SGD."""
+        return torch.optim.AdamW(self.param_groups(model))
 
     # ------------------------------------------------------------------ pool
     @property
@@ -106,8 +111,8 @@ class LoraClients:
 
     def train(self, ctx: ClientContext, batches: Iterable[Sequence[MethodSample]], adapter: str | None = None,
               after_step: Callable[[int, Sequence[MethodSample]], None] | None = None) -> float:
-        """Local training on the client's batches (active adapter ``adapter``) with a fresh AdamW over
-        :meth:`param_groups`; returns the mean loss. ``after_step(step, batch)`` runs after every step
+        """Local training on the client's batches (active adapter ``adapter``) with a fresh :meth:`optimizer`
+        (AdamW over :meth:`param_groups` unless overridden); returns the mean loss. ``after_step(step, batch)`` runs after every step
         (steps count the non-empty batches from 1), with the client's model still swapped in."""
         from drake_bench.models import train_step
 
@@ -115,7 +120,7 @@ class LoraClients:
         with pool.use(ctx.client_id) as model:
             if adapter is not None:
                 model.set_adapter(adapter)
-            opt = torch.optim.AdamW(self.param_groups(model))
+            opt = self.optimizer(model)
             losses: list[float] = []
             for batch in batches:
                 if not len(batch):
