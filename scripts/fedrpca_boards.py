@@ -17,7 +17,7 @@ and any one of them can be rerun by hand. Two run options differ from the defaul
 Writes ``<out>/runs/`` and ``<out>/runs-beta1/`` (result files), one board per setting
 (``<out>/<benchmark>/<scenario>/summary.md`` with its plots, from `drake-bench report`) and
 ``<out>/fedrpca_boards.md`` / ``.json``: Self A_last and A_AUC per arm (mean ± population std over seeds),
-Self after round 1 (the early rounds), the paired FedRPCA - FedIT difference per seed, beta and the energy
+Self after round 2 (the early rounds), the paired FedRPCA - FedIT difference per seed, beta and the energy
 ratio E per round, and the cost (server aggregation and client training seconds per round, as the evaluator
 measured them; the arms share the machine, two or three processes on two cores, so seconds are comparable
 between arms of one setting only roughly).
@@ -81,7 +81,10 @@ def measure(path: Path) -> dict:
     d = json.loads(path.read_text())
     per_seed = {s["seed"]: s for s in d["summary"]["per_seed"]}
     raw = d["raw"]
-    first = min(r["eval_round"] for r in raw["scores"])
+    # the second evaluated round is the first whose scores the server's rule can have moved: a client is scored
+    # after its local training, and round 1's training starts from the same initial adapter under every arm
+    rounds = sorted({r["eval_round"] for r in raw["scores"]})
+    first = rounds[1] if len(rounds) > 1 else rounds[0]
     early: dict[int, list[float]] = defaultdict(list)
     for r in raw["scores"]:
         if r["role"] == "self" and r["eval_round"] == first:
@@ -102,8 +105,8 @@ def measure(path: Path) -> dict:
         "self_last": {s: per_seed[s]["self_last"] for s in per_seed},
         "self_auc": {s: per_seed[s]["self_auc"] for s in per_seed},
         "others_last": {s: per_seed[s]["others_last"] for s in per_seed},
-        "self_first_round": {s: statistics.mean(v) for s, v in early.items()},  # mean over Self rows, all clients
-        "first_eval_round": first,
+        "self_round2": {s: statistics.mean(v) for s, v in early.items()},  # mean over Self rows, all clients
+        "early_eval_round": first,
         "train_seconds_per_round": statistics.mean(train.values()) if train else None,
         "aggregate_seconds_per_round": statistics.mean(c["aggregate_seconds"] for c in raw["server_costs"])
         if raw.get("server_costs") else None,
@@ -115,8 +118,9 @@ def report(out: Path, settings: list[str]) -> None:
     data: dict[str, dict[str, dict]] = {}
     lines = ["# FedRPCA's boards", "",
              "Written by `python scripts/fedrpca_boards.py` from the result files under `runs/` and `runs-beta1/`. "
-             "Scores x100, mean ± population std over seeds 0-2; *Self r1* is the mean Self score after the first "
-             "evaluated round (the early rounds); *paired* is FedRPCA minus FedIT per seed. Cost: seconds per round "
+             "Scores x100, mean ± population std over seeds 0-2; *Self r2* is the mean Self score after the second "
+             "evaluated round, the first the server's rule can move (a client is scored after its local training, and "
+             "round 1 starts from one initial adapter under every arm); *paired* is FedRPCA minus FedIT per seed. Cost: seconds per round "
              "as the evaluator measured them (all clients' training summed, the server's `aggregate` call).", ""]
     for setting in settings:
         files = {arm: p for arm, p in result_files(setting, out).items() if p.is_file()}
@@ -126,7 +130,7 @@ def report(out: Path, settings: list[str]) -> None:
         data[setting] = m
         benchmark, _, tag = _split(setting)
         lines += [f"## {benchmark} / {tag}", "",
-                  "| arm | seeds | Self A_last | Self A_AUC | Self r1 | Others A_last | train s/round | server s/round |",
+                  "| arm | seeds | Self A_last | Self A_AUC | Self r2 | Others A_last | train s/round | server s/round |",
                   "|:---|:---|---:|---:|---:|---:|---:|---:|"]
         for arm in ARMS:
             if arm not in m:
@@ -136,17 +140,17 @@ def report(out: Path, settings: list[str]) -> None:
             others = [v for v in x["others_last"].values() if v is not None]
             lines.append(
                 f"| {arm} | {','.join(map(str, x['seeds']))} | {_ms(list(x['self_last'].values()))} | "
-                f"{_ms(list(x['self_auc'].values()))} | {_ms(list(x['self_first_round'].values()))} | {_ms(others)} | "
+                f"{_ms(list(x['self_auc'].values()))} | {_ms(list(x['self_round2'].values()))} | {_ms(others)} | "
                 f"{x['train_seconds_per_round']:.1f} | {x['aggregate_seconds_per_round'] or 0:.2f} |")
         if "fedit" in m:
             for arm in ("task-arithmetic", "fedrpca", "fedrpca (beta=1)"):
                 if arm in m:
                     seeds = sorted(set(m[arm]["seeds"]) & set(m["fedit"]["seeds"]))
                     diffs = [100 * (m[arm]["self_last"][s] - m["fedit"]["self_last"][s]) for s in seeds]
-                    early = [100 * (m[arm]["self_first_round"][s] - m["fedit"]["self_first_round"][s]) for s in seeds]
+                    early = [100 * (m[arm]["self_round2"][s] - m["fedit"]["self_round2"][s]) for s in seeds]
                     lines.append("")
                     lines.append(f"{arm} - fedit, Self A_last per seed: {', '.join(f'{d:+.2f}' for d in diffs)} "
-                                 f"(mean {statistics.mean(diffs):+.2f}); after the first round: "
+                                 f"(mean {statistics.mean(diffs):+.2f}); after round 2: "
                                  f"{', '.join(f'{d:+.2f}' for d in early)}.")
             if "fedrpca" in m and m["fedit"]["train_seconds_per_round"]:
                 fedit_round = m["fedit"]["train_seconds_per_round"] + (m["fedit"]["aggregate_seconds_per_round"] or 0)
