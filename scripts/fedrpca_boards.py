@@ -16,7 +16,7 @@ and any one of them can be rerun by hand. Two run options differ from the defaul
 
 Writes ``<out>/runs/`` and ``<out>/runs-beta1/`` (result files), one board per setting
 (``<out>/<benchmark>/<scenario>/summary.md`` with its plots, from `drake-bench report`) and
-``<out>/fedrpca_boards.md`` / ``.json``: Self A_last and A_AUC per arm (mean ± population std over seeds),
+``<tables>/fedrpca-boards.md`` / ``.json`` (default docs/findings/; a leaderboard folder holds result files only): Self A_last and A_AUC per arm (mean ± population std over seeds),
 Self after round 2 (the early rounds), the paired FedRPCA - FedIT difference per seed, beta and the energy
 ratio E per round, and the cost (server aggregation and client training seconds per round, as the evaluator
 measured them; the arms share the machine, two or three processes on two cores, so seconds are comparable
@@ -114,10 +114,11 @@ def measure(path: Path) -> dict:
     }
 
 
-def report(out: Path, settings: list[str]) -> None:
+def report(out: Path, settings: list[str], tables: Path) -> None:
     data: dict[str, dict[str, dict]] = {}
     lines = ["# FedRPCA's boards", "",
-             "Written by `python scripts/fedrpca_boards.py` from the result files under `runs/` and `runs-beta1/`. "
+             "Written by `python scripts/fedrpca_boards.py` from the result files under `leaderboard/fedrpca/runs/` and "
+             "`leaderboard/fedrpca/runs-beta1/`. "
              "Scores x100, mean ± population std over seeds 0-2; *Self r2* is the mean Self score after the second "
              "evaluated round, the first the server's rule can move (a client is scored after its local training, and "
              "round 1 starts from one initial adapter under every arm); *paired* is FedRPCA minus FedIT per seed. Cost: seconds per round "
@@ -164,15 +165,17 @@ def report(out: Path, settings: list[str]) -> None:
                 lines.append(f"| {r} | {v['beta']:.2f} | {v['energy_ratio']:.3f} | {v['admm_iterations']:.0f} | "
                              f"{v['admm_converged']:.2f} |")
         lines.append("")
-    (out / "fedrpca_boards.md").write_text("\n".join(lines) + "\n")
-    (out / "fedrpca_boards.json").write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
-    print(f"wrote {out / 'fedrpca_boards.md'}")
+    tables.mkdir(parents=True, exist_ok=True)
+    (tables / "fedrpca-boards.md").write_text("\n".join(lines) + "\n")
+    (tables / "fedrpca-boards.json").write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+    print(f"wrote {tables / 'fedrpca-boards.md'}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--settings", default=",".join(SETTINGS), help=f"comma-separated, from {SETTINGS}")
     ap.add_argument("--out", type=Path, default=Path("leaderboard/fedrpca"))
+    ap.add_argument("--tables", type=Path, default=Path("docs/findings"), help="where fedrpca-boards.md/.json go")
     ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args()
     settings = [s.strip() for s in args.settings.split(",") if s.strip()]
@@ -193,7 +196,7 @@ def main() -> None:
             benchmark, _, tag = _split(setting)
             files = [str(p) for p in result_files(setting, args.out).values()]
             subprocess.run(["drake-bench", "report", *files, "--out", str(args.out / benchmark / tag)], check=True)
-    report(args.out, settings)
+    report(args.out, settings, args.tables)
 
 
 if __name__ == "__main__":

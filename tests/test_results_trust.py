@@ -16,7 +16,7 @@ from drake_bench.results import RunResult, check_result, read_result, summarize
 REPO = Path(__file__).resolve().parents[1]
 BOARD = REPO / "leaderboard" / "archive" / "recipe-6" / "main-job" / "drake-synth" / "dynamic"  # a fixed committed board
 SFT, FEDIT, ZERO = (BOARD / m / "1.0" / "result.json" for m in ("sft", "fedit", "zero-shot"))
-COMMITTED = sorted(p for p in (REPO / "leaderboard").rglob("*.json"))
+COMMITTED = sorted(p for p in (REPO / "leaderboard").rglob("*.json") if "checkpoints" not in p.parts)  # resume state is not a result
 
 
 def _run(*args) -> tuple[int, str]:
