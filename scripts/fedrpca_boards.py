@@ -122,7 +122,8 @@ def report(out: Path, settings: list[str], tables: Path) -> None:
              "Scores x100, mean ± population std over seeds 0-2; *Self r2* is the mean Self score after the second "
              "evaluated round, the first the server's rule can move (a client is scored after its local training, and "
              "round 1 starts from one initial adapter under every arm); *paired* is FedRPCA minus FedIT per seed. Cost: seconds per round "
-             "as the evaluator measured them (all clients' training summed, the server's `aggregate` call).", ""]
+             "as the evaluator measured them (all clients' training summed, the server's `aggregate` call), wall-clock while the arms "
+             "shared the machine: not a cost measurement (docs/findings/fedrpca.md#cost has one).", ""]
     for setting in settings:
         files = {arm: p for arm, p in result_files(setting, out).items() if p.is_file()}
         if not files:
