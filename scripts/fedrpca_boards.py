@@ -25,6 +25,13 @@ between arms of one setting only roughly).
     python scripts/fedrpca_boards.py                           # every setting (hours on 2 cores; resumes)
     python scripts/fedrpca_boards.py --settings fedllm-synth:dirichlet:0.1
     python scripts/fedrpca_boards.py --report-only             # tables from the result files there are
+
+The cost of a round is measured apart, with the two methods run one after the other in one process on an idle
+machine (the boards' arms share it), and tabled with ``--cost``:
+
+    drake-bench run --benchmark fedllm-synth --scenario dirichlet:0.1 --methods fedit,fedrpca --seeds 0 --rounds 2 \
+        --jobs 1 --no-fast-adaptation --others-subsample 0 --out /tmp/rpca-cost
+    python scripts/fedrpca_boards.py --cost /tmp/rpca-cost/fedllm-synth/dirichlet-0.1
 """
 
 from __future__ import annotations
@@ -172,13 +179,37 @@ def report(out: Path, settings: list[str], tables: Path) -> None:
     print(f"wrote {tables / 'fedrpca-boards.md'}")
 
 
+def cost(board: Path) -> None:
+    """FedIT's and FedRPCA's seconds per round from one board folder, side by side, with their ratio."""
+    rows = {}
+    for method in ("fedit", "fedrpca"):
+        d = json.loads((board / method / "1.0" / "result.json").read_text())
+        train: dict[tuple[int, int], float] = defaultdict(float)
+        for c in d["raw"]["costs"]:
+            train[(c["seed"], c["round"])] += c["train_seconds"]
+        server = {(c["seed"], c["round"]): c["aggregate_seconds"] for c in d["raw"]["server_costs"]}
+        rows[method] = (statistics.mean(train.values()), statistics.mean(server.values()))
+    print("| method | clients' training s/round | server aggregate s/round | round s |")
+    print("|:---|---:|---:|---:|")
+    for method, (t, a) in rows.items():
+        print(f"| {method} | {t:.1f} | {a:.2f} | {t + a:.1f} |")
+    (ft, fa), (rt, ra) = rows["fedit"], rows["fedrpca"]
+    print(f"\nFedRPCA / FedIT, round time: {(rt + ra) / (ft + fa):.2f}; server alone: {ra / fa:.0f}x "
+          "(the paper: about 1.5x a FedAvg round, ViT-B/32 with 50 clients)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--settings", default=",".join(SETTINGS), help=f"comma-separated, from {SETTINGS}")
     ap.add_argument("--out", type=Path, default=Path("leaderboard/fedrpca"))
     ap.add_argument("--tables", type=Path, default=Path("docs/findings"), help="where fedrpca-boards.md/.json go")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--cost", type=Path, help="a board folder with fedit and fedrpca result files: print their round "
+                                              "times side by side and stop")
     args = ap.parse_args()
+    if args.cost:
+        cost(args.cost)
+        return
     settings = [s.strip() for s in args.settings.split(",") if s.strip()]
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown:
