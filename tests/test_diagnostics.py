@@ -13,7 +13,7 @@ from pydantic import ConfigDict
 
 from drake_bench import Diagnostic, PluginError, ReportsDiagnostics
 from drake_bench.evaluation.metrics import DiagnosticRecord, RawTables, ServerCostRecord, summarize
-from drake_bench.evaluation.plots import diagnostic_curve, plot_diagnostics_over_rounds
+from drake_bench.evaluation.plots import diagnostic_curve, numeric_diagnostic_values, plot_diagnostics_over_rounds
 from drake_bench.evaluator import RunConfig, run
 from drake_bench.protocol import MethodMeta
 from drake_bench.registry import register_method
@@ -151,6 +151,7 @@ def test_diagnostics_plot_draws_the_mean_over_rows_per_round(tmp_path):
     curve = diagnostic_curve(res, "beta")  # round k: rows average 2k (+ seed), seeds 0 and 1 -> 2k + 0.5, std 0.5
     assert [(p.x, p.mean, p.std, p.n) for p in curve] == [(1, 2.5, 0.5, 2), (2, 4.5, 0.5, 2)]
     assert diagnostic_curve(res, "ok") == [] and diagnostic_curve(res, "missing") == []
+    assert numeric_diagnostic_values([res, r]) == ["beta", "energy_ratio"]  # the flag is not drawn
     fig = plot_diagnostics_over_rounds([res], tmp_path / "d.png", ("beta", "energy_ratio"))
     assert (tmp_path / "d.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     beta_ax = fig.axes[0]

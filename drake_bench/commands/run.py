@@ -308,7 +308,8 @@ def _register_report(app: typer.Typer) -> None:
         """
         import hashlib
 
-        from ..evaluation.plots import plot_accuracy_over_rounds, plot_diagnostics_over_rounds
+        from ..evaluation.plots import (numeric_diagnostic_values, plot_accuracy_over_rounds,
+                                        plot_diagnostics_over_rounds)
         from ..evaluation.table import summary_markdown, summary_table
         from ..results import check_result, read_result, unpinned_weights, weights_conflicts
 
@@ -354,8 +355,7 @@ def _register_report(app: typer.Typer) -> None:
             out.mkdir(parents=True, exist_ok=True)
             plot_accuracy_over_rounds(runs, out / "accuracy_over_rounds.png")
             with_diagnostics = [r for r in runs if r.raw.diagnostics]  # e.g. FedRPCA's beta and energy ratio
-            values = sorted({k for r in with_diagnostics for d in r.raw.diagnostics for k, v in d.values.items()
-                             if isinstance(v, (int, float)) and not isinstance(v, bool)})
+            values = numeric_diagnostic_values(with_diagnostics)
             if values:
                 plot_diagnostics_over_rounds(with_diagnostics, out / "diagnostics_over_rounds.png", values)
             board_notes = "".join(f"\n* {n}" for n in notes)

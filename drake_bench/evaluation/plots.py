@@ -115,13 +115,24 @@ def plot_relevance_heatmap(
     return _save(fig, path)
 
 
+def _is_number(v: object) -> bool:
+    """A diagnostic value that can be drawn: an int or float, not a bool (a flag), None or text."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def numeric_diagnostic_values(results: Sequence["RunResult"]) -> list[str]:
+    """The diagnostic value names that some row of ``results`` reports as a number, sorted (what
+    :func:`plot_diagnostics_over_rounds` can draw)."""
+    return sorted({k for r in results for d in r.raw.diagnostics for k, v in d.values.items() if _is_number(v)})
+
+
 def diagnostic_curve(result: "RunResult", value: str) -> list[CurvePoint]:
     """One diagnostic value over rounds: per seed and round the mean over the rows (keys) that report it as a
     number, then mean ± population std over seeds. Empty when no row has it."""
     per_seed: dict[int, dict[int, list[float]]] = {}
     for row in result.raw.diagnostics:
         v = row.values.get(value)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if _is_number(v):
             per_seed.setdefault(row.seed, {}).setdefault(row.round, []).append(float(v))
     by_round: dict[int, list[float]] = {}
     for rounds in per_seed.values():
