@@ -103,6 +103,24 @@ def torch_threads(n: int):
         torch.set_num_threads(before)
 
 
+def one_embedded_round(benchmark: str, method: str, out: Path, **method_config):
+    """One federated round of ``method`` on an embedded benchmark's own clients and allocation (built at whatever
+    ``DRAKE_BENCH_HOME`` / ``DRAKE_BENCH_SYNTH_SCALE`` the caller set), in process, with the tiny testing models:
+    every client trains one step of batch 2, then the server aggregates. Returns (evaluator, run, uploads)."""
+    from drake_bench.evaluator import Evaluator, RunConfig
+
+    ev = Evaluator(RunConfig(benchmark=benchmark, method=method, scenario="static", rounds=1, local_steps=1,
+                             batch_size=2, isolation="inline", out=str(out),
+                             method_config={"model_loader": "testing", **method_config}))
+    run_ = ev.init_or_resume(0)
+    try:
+        uploads = ev.train_round(run_, 0)
+        ev.aggregate_round(run_, 0, uploads)
+    finally:
+        run_.method.close()
+    return ev, run_, uploads
+
+
 @pytest.fixture
 def one_torch_thread():
     """Tiny models run many times faster on one thread than on a contended pool (docs/models.md)."""

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from drake_bench import Message
-from drake_bench.evaluator import Evaluator, RunConfig, run
+from drake_bench.evaluator import RunConfig, run
 from drake_bench.guard import GuardedMethod
 from drake_bench.methods.dual_adapters import base
 from drake_bench.methods.dual_adapters.base import FROZEN, GLOBAL, LOCAL, combination, split
@@ -33,6 +33,8 @@ from drake_bench.protocol import ClientContext, FederationContext
 from drake_bench.registry import available_methods, create_method, register_method
 from drake_bench.results import check_result
 from drake_bench.sample import MethodSample
+
+from conftest import one_embedded_round
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -344,15 +346,7 @@ def test_one_round_on_each_embedded_benchmark(embedded, name, synth_home, tmp_pa
     trains one step, the server averages within each architecture, every message is that architecture's mean.
     drake-synth stands for the multimodal mirrors (hflb-synth's clients are the same kind of tiny LLaVAs; the suite's
     time budget keeps one of the two), fedllm-synth for the text-only clients."""
-    ev = Evaluator(RunConfig(benchmark=embedded, method=name, scenario="static", rounds=1, local_steps=1,
-                             batch_size=2, isolation="inline", out=str(tmp_path / "runs"),
-                             method_config={"model_loader": "testing"}))
-    run_ = ev.init_or_resume(0)
-    try:
-        uploads = ev.train_round(run_, 0)
-        ev.aggregate_round(run_, 0, uploads)
-    finally:
-        run_.method.close()
+    ev, run_, uploads = one_embedded_round(embedded, name, tmp_path / "runs")
     assert set(run_.messages) == set(run_.clients)
     for c in run_.clients:
         mates = [d for d in run_.clients if ev._arch[d] == ev._arch[c]]

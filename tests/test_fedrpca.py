@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from drake_bench import Message, ReportsDiagnostics
-from drake_bench.evaluator import Evaluator, RunConfig, run
+from drake_bench.evaluator import RunConfig, run
 from drake_bench.guard import GuardedMethod
 from drake_bench.methods.fedrpca.plugin import FedRPCA, ProximalLoraClients, short_key
 from drake_bench.methods.fedrpca.rpca import pcp, pcp_batch
@@ -24,6 +24,8 @@ from drake_bench.models.identity import architecture
 from drake_bench.protocol import FederationContext
 from drake_bench.registry import create_method
 from drake_bench.results import check_result
+
+from conftest import one_embedded_round
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -369,15 +371,7 @@ def test_one_round_on_each_embedded_benchmark(embedded, tmp_path, monkeypatch):
     client trains one step and the server aggregates within each architecture (evaluation is FedIT's, tested there)."""
     monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path))
     monkeypatch.setenv("DRAKE_BENCH_SYNTH_SCALE", "0.05")
-    ev = Evaluator(RunConfig(benchmark=embedded, method="fedrpca", scenario="static", rounds=1, local_steps=1,
-                             batch_size=2, isolation="inline", out=str(tmp_path / "runs"),
-                             method_config={"model_loader": "testing", "rpca_max_iter": 20}))
-    run_ = ev.init_or_resume(0)
-    try:
-        uploads = ev.train_round(run_, 0)
-        ev.aggregate_round(run_, 0, uploads)
-    finally:
-        run_.method.close()
+    ev, run_, _ = one_embedded_round(embedded, "fedrpca", tmp_path / "runs", rpca_max_iter=20)
     members: dict[str, int] = {}
     for c in run_.clients:
         members[ev._arch[c]] = members.get(ev._arch[c], 0) + 1

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from drake_bench import Message
-from drake_bench.evaluator import Evaluator, RunConfig, run
+from drake_bench.evaluator import RunConfig, run
 from drake_bench.guard import GuardedMethod
 from drake_bench.methods.pfedmma import accounting
 from drake_bench.methods.pfedmma.depths import depth_map, instrumented_blocks, layout_of
@@ -25,10 +25,12 @@ from drake_bench.methods.pfedmma.plugin import PFedMMA, model_layout
 from drake_bench.models.engine import encode_for_training
 from drake_bench.models.identity import architecture
 from drake_bench.models.testing import toy_loader, toy_samples
-from drake_bench.models.zoo import tiny_config, tiny_names
+from drake_bench.models.zoo import tiny_names
 from drake_bench.protocol import ClientContext, FederationContext, State
 from drake_bench.registry import create_method, register_method
 from drake_bench.results import check_result
+
+from conftest import one_embedded_round
 
 register_method(PFedMMA)  # the installed metadata may predate the entry point; the worker imports it by path
 
@@ -321,15 +323,7 @@ def test_one_round_on_each_embedded_benchmark(embedded, tmp_path, monkeypatch):
     every client trains one step and the server averages the shared projections across all of them."""
     monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path))
     monkeypatch.setenv("DRAKE_BENCH_SYNTH_SCALE", "0.05")
-    ev = Evaluator(RunConfig(benchmark=embedded, method="pfedmma", scenario="static", rounds=1, local_steps=1,
-                             batch_size=2, isolation="inline", out=str(tmp_path / "runs"),
-                             method_config={"model_loader": "testing"}))
-    run_ = ev.init_or_resume(0)
-    try:
-        uploads = ev.train_round(run_, 0)
-        ev.aggregate_round(run_, 0, uploads)
-    finally:
-        run_.method.close()
+    _, run_, _ = one_embedded_round(embedded, "pfedmma", tmp_path / "runs")
     cfg = PFedMMA.Config()
     rows = {r.key: r.values for r in run_.diagnostics}
     assert rows["shared.0"]["clients"] == len(run_.clients)  # every architecture, one average
