@@ -83,6 +83,13 @@ def _ms(xs: list[float], scale: float = 100.0) -> str:
     return f"{scale * statistics.mean(xs):.2f} ± {scale * statistics.pstdev(xs):.2f}"
 
 
+def seconds_per_round(result: dict) -> dict[str, float | None]:
+    """All clients' training and the server's aggregation, seconds per round, mean over seeds: the evaluator's own
+    summary of the result file (``summary.aggregate``)."""
+    agg = result["summary"]["aggregate"]
+    return {k: agg[k]["mean"] for k in ("train_seconds_per_round", "aggregate_seconds_per_round")}
+
+
 def measure(path: Path) -> dict:
     """Per-seed numbers of one result file: Self A_last / A_AUC, Self after round 1, beta and E, seconds."""
     d = json.loads(path.read_text())
@@ -96,9 +103,6 @@ def measure(path: Path) -> dict:
     for r in raw["scores"]:
         if r["role"] == "self" and r["eval_round"] == first:
             early[r["seed"]].append(r["score"])
-    train: dict[tuple[int, int], float] = defaultdict(float)
-    for c in raw["costs"]:
-        train[(c["seed"], c["round"])] += c["train_seconds"]
     diag: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in raw.get("diagnostics", []):
         v = row["values"]
@@ -114,9 +118,7 @@ def measure(path: Path) -> dict:
         "others_last": {s: per_seed[s]["others_last"] for s in per_seed},
         "self_round2": {s: statistics.mean(v) for s, v in early.items()},  # mean over Self rows, all clients
         "early_eval_round": first,
-        "train_seconds_per_round": statistics.mean(train.values()) if train else None,
-        "aggregate_seconds_per_round": statistics.mean(c["aggregate_seconds"] for c in raw["server_costs"])
-        if raw.get("server_costs") else None,
+        **seconds_per_round(d),
         "per_round": {r: {k: statistics.mean(map(float, v)) for k, v in vals.items()} for r, vals in sorted(diag.items())},
     }
 
@@ -183,12 +185,8 @@ def cost(board: Path) -> None:
     """FedIT's and FedRPCA's seconds per round from one board folder, side by side, with their ratio."""
     rows = {}
     for method in ("fedit", "fedrpca"):
-        d = json.loads((board / method / "1.0" / "result.json").read_text())
-        train: dict[tuple[int, int], float] = defaultdict(float)
-        for c in d["raw"]["costs"]:
-            train[(c["seed"], c["round"])] += c["train_seconds"]
-        server = {(c["seed"], c["round"]): c["aggregate_seconds"] for c in d["raw"]["server_costs"]}
-        rows[method] = (statistics.mean(train.values()), statistics.mean(server.values()))
+        secs = seconds_per_round(json.loads((board / method / "1.0" / "result.json").read_text()))
+        rows[method] = (secs["train_seconds_per_round"], secs["aggregate_seconds_per_round"])
     print("| method | clients' training s/round | server aggregate s/round | round s |")
     print("|:---|---:|---:|---:|")
     for method, (t, a) in rows.items():
