@@ -273,7 +273,9 @@ class Evaluator:
         for c in run.clients:
             up, dt = uploads[c]
             run.costs.append(CostRecord(seed=run.seed, round=r + 1, client=c, uplink_bytes=up.num_bytes(),
-                                        downlink_bytes=messages[c].num_bytes(), train_seconds=dt, peak_memory_bytes=peak))
+                                        downlink_bytes=messages[c].num_bytes(), train_seconds=dt, peak_memory_bytes=peak,
+                                        uplink_elements=up.elements_by_dtype(),
+                                        downlink_elements=messages[c].elements_by_dtype()))
 
     def is_eval_round(self, run: SeedRun, r: int) -> bool:
         return (r + 1) % run.eval_every == 0 or r + 1 == run.rounds

@@ -63,6 +63,16 @@ class Message:
         payload = sum(t.numel() * t.element_size() for t in self.tensors.values())
         return int(payload + len(json.dumps(self.metadata, sort_keys=True, default=str).encode()))
 
+    def elements_by_dtype(self) -> dict[str, int]:
+        """Tensor elements per dtype (``{"float32": 86016}``): bytes alone cannot compare two methods that send
+        at different precisions (a bf16 upload is half the bytes of the same numbers in fp32), so the evaluator
+        records both."""
+        out: dict[str, int] = {}
+        for t in self.tensors.values():
+            name = str(t.dtype).removeprefix("torch.")
+            out[name] = out.get(name, 0) + t.numel()
+        return dict(sorted(out.items()))
+
     def validate(self) -> None:
         """Raise ValueError on a malformed message (wrong types, non-finite values, non-JSON metadata)."""
         if not isinstance(self.tensors, dict) or not isinstance(self.metadata, dict):

@@ -37,6 +37,10 @@ def test_sft_shares_nothing_and_fedit_averages_within_each_architecture(toy_mixe
     expected = {c: 4 * sum(t.numel() for t in pool.initial_state(c).values()) + 2 for c in alloc}
     by_client = {c.client: c.uplink_bytes for c in fedit.raw.costs}
     assert by_client[1] == expected[1] and by_client[2] == expected[2] and expected[1] != expected[2]
+    # the same traffic in elements, recorded beside the bytes: one dtype, 4 bytes each
+    assert all(c.uplink_elements == {"float32": (expected[c.client] - 2) // 4} for c in fedit.raw.costs if c.client in expected)
+    assert all(c.uplink_elements == {} for c in sft.raw.costs)
+    assert fedit.summary.per_seed[0].wire_dtypes == ["float32"]
 
 
 def test_fedit_messages_equal_within_architecture_and_differ_across(toy_mixed, tmp_path):

@@ -90,6 +90,9 @@ def test_measured_uplink_and_downlink_equal_the_element_count(clean):
         # bf16 payload (2 bytes/element) + the empty JSON metadata "{}" the evaluator also counts
         assert rec.uplink_bytes == acc.payload_bytes(p.up, cfg.bytes_per_element) + 2, rec
         assert rec.downlink_bytes == acc.payload_bytes(p.down, cfg.bytes_per_element) + 2, rec
+        # the evaluator's element counts are the paper's element count, whatever precision the wire used
+        assert sum(rec.uplink_elements.values()) == p.up and sum(rec.downlink_elements.values()) == p.down
+        assert set(rec.uplink_elements) == {"bfloat16"}
 
 
 def test_protocol_invariants_in_the_running_plugin(clean):

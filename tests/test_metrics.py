@@ -127,8 +127,22 @@ def test_costs() -> None:
         "train_seconds_total": 4.5,
         "train_seconds_per_round": 2.25,
         "peak_memory_bytes": 3000,
+        # records without element counts (result files from before they were recorded) give no element summary
+        "uplink_elements_per_round": None,
+        "downlink_elements_per_round": None,
+        "wire_dtypes": None,
     }
     assert cost_summary([])["uplink_bytes_per_round"] is None
+
+
+def test_elements_per_round_sum_dtypes_and_need_every_record() -> None:
+    counted = [x.model_copy(update={"uplink_elements": {"bfloat16": 10, "float32": 5}, "downlink_elements": {"float32": 7}})
+               for x in COSTS if x.seed == 0]
+    c = cost_summary(counted)
+    assert c["uplink_elements_per_round"] == 3 * 15 / 2 and c["downlink_elements_per_round"] == 3 * 7 / 2
+    assert c["wire_dtypes"] == ["bfloat16", "float32"]
+    # one record from before elements were counted (a resumed checkpoint): no partial sum passes for the whole
+    assert cost_summary(counted[:2] + [COSTS[2]])["uplink_elements_per_round"] is None
 
 
 def test_mean_std_is_population_std() -> None:

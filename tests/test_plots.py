@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from drake_bench.evaluation.metrics import AdaptationRecord, CostRecord, RawTables, ScoreRecord
+from drake_bench.evaluation.metrics import AdaptationRecord, CostRecord, RawTables, ScoreRecord, summarize
 from drake_bench.evaluation.plots import plot_accuracy_over_rounds, plot_adaptation, plot_relevance_heatmap
 from drake_bench.evaluation.table import summary_markdown, summary_table
 from drake_bench.results import (
@@ -126,3 +126,19 @@ def test_summary_table_rich() -> None:
     console.print(table)
     text = console.export_text()
     assert "70.00 ± 10.00" in text and "fedit 1.0 (partial)" in text
+
+
+def test_summary_markdown_adds_the_wire_table_when_elements_were_counted() -> None:
+    # 10^6 bf16 elements up (2 MB), 5 x 10^5 fp32 down: bytes and elements side by side, and fp32-equivalent MB
+    costs = [c.model_copy(update={"uplink_bytes": 2_000_000, "uplink_elements": {"bfloat16": 1_000_000},
+                                  "downlink_elements": {"float32": 500_000}}) for c in FEDIT.raw.costs]
+    counted = FEDIT.model_copy(update={"raw": FEDIT.raw.model_copy(update={"costs": costs})})
+    counted = counted.model_copy(update={"summary": summarize(counted.raw, seeds=counted.seeds)})
+    text = summary_markdown([SFT, counted])
+    assert text.startswith(summary_markdown([SFT, FEDIT])[:60])
+    assert text.endswith(
+        "| Method | On the wire | Uplink k elements/round | Downlink k elements/round | Uplink MB/round | "
+        "Uplink MB/round at fp32 |\n"
+        "|:---|---:|---:|---:|---:|---:|\n"
+        "| fedit 1.0 | bfloat16, float32 | 1000.0 | 500.0 | 2.00 | 4.00 |\n")
+    assert "On the wire" not in summary_markdown([SFT, FEDIT])  # no element counts, no wire table

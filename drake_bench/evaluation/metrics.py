@@ -25,7 +25,7 @@ Conventions (all values stay in [0, 1]; x100 is for display only):
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Literal, Sequence
+from typing import Any, Iterable, Literal, Sequence
 
 import numpy as np
 from pydantic import ConfigDict, Field, model_validator
@@ -98,6 +98,12 @@ class CostRecord(_Strict):
     downlink_bytes: int = Field(ge=0)
     train_seconds: float = Field(ge=0.0)
     peak_memory_bytes: int = Field(ge=0)
+    uplink_elements: dict[str, int] | None = Field(
+        default=None, description="Tensor elements of the upload per dtype (e.g. {'bfloat16': 66032}); bytes alone do "
+                                  "not compare methods that send at different precisions. None in result files from "
+                                  "before it was recorded.")
+    downlink_elements: dict[str, int] | None = Field(
+        default=None, description="Tensor elements of the server's message to this client per dtype.")
 
 
 class ServerCostRecord(_Strict):
@@ -194,6 +200,13 @@ class SeedSummary(_Strict):
                                   "records (result files from before they were measured).")
     aggregate_seconds_per_round: float | None = Field(
         default=None, description="aggregate_seconds_total / rounds with a server cost record.")
+    uplink_elements_per_round: float | None = Field(
+        default=None, description="Tensor elements uploaded per round, summed over clients and dtypes (total / rounds); "
+                                  "None unless every cost record has its element counts.")
+    downlink_elements_per_round: float | None = Field(
+        default=None, description="The same for the server's messages.")
+    wire_dtypes: list[str] | None = Field(
+        default=None, description="Every tensor dtype sent either way, sorted; None without element counts.")
 
 
 _NO_VALUE = MeanStd(mean=None, std=None, n=0)
@@ -220,6 +233,8 @@ class Aggregate(_Strict):
     peak_memory_bytes: MeanStd
     aggregate_seconds_total: MeanStd = _NO_VALUE
     aggregate_seconds_per_round: MeanStd = _NO_VALUE
+    uplink_elements_per_round: MeanStd = _NO_VALUE
+    downlink_elements_per_round: MeanStd = _NO_VALUE
 
 
 class Summary(_Strict):
@@ -321,7 +336,7 @@ def forgetting(records: Sequence[ScoreRecord]) -> tuple[float | None, dict[int, 
     return _mean(values.values()), values
 
 
-def cost_summary(costs: Sequence[CostRecord]) -> dict[str, float | int | None]:
+def cost_summary(costs: Sequence[CostRecord]) -> dict[str, Any]:
     """Totals over clients and rounds, per-round means (total / distinct rounds) and peak memory (max)."""
     rounds = len({c.round for c in costs})
     up = sum(c.uplink_bytes for c in costs)
@@ -336,7 +351,20 @@ def cost_summary(costs: Sequence[CostRecord]) -> dict[str, float | int | None]:
         "train_seconds_total": secs,
         "train_seconds_per_round": secs / rounds if rounds else None,
         "peak_memory_bytes": max((c.peak_memory_bytes for c in costs), default=0),
+        **_element_summary(costs, rounds),
     }
+
+
+def _element_summary(costs: Sequence[CostRecord], rounds: int) -> dict[str, Any]:
+    """Elements per round both ways and the dtypes on the wire; all None unless every record counted elements
+    (a run resumed from a checkpoint written before they were recorded has none for its early rounds)."""
+    if not rounds or any(c.uplink_elements is None or c.downlink_elements is None for c in costs):
+        return {"uplink_elements_per_round": None, "downlink_elements_per_round": None, "wire_dtypes": None}
+    up = sum(sum(c.uplink_elements.values()) for c in costs)  # type: ignore[union-attr]
+    down = sum(sum(c.downlink_elements.values()) for c in costs)  # type: ignore[union-attr]
+    dtypes = {d for c in costs for d in (*c.uplink_elements, *c.downlink_elements)}  # type: ignore[misc]
+    return {"uplink_elements_per_round": up / rounds, "downlink_elements_per_round": down / rounds,
+            "wire_dtypes": sorted(dtypes)}
 
 
 def server_cost_summary(server_costs: Sequence[ServerCostRecord]) -> dict[str, float | None]:

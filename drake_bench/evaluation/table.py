@@ -59,11 +59,40 @@ def summary_table(results: Sequence["RunResult"], title: str | None = None) -> T
     return table
 
 
-def summary_markdown(results: Sequence["RunResult"]) -> str:
-    """The same table as GitHub-flavoured markdown (ends with a newline)."""
+def _markdown(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     lines = [
-        "| " + " | ".join(HEADERS) + " |",
-        "|" + "|".join([":---"] + ["---:"] * (len(HEADERS) - 1)) + "|",
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join([":---"] + ["---:"] * (len(headers) - 1)) + "|",
     ]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows(results)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
     return "\n".join(lines) + "\n"
+
+
+WIRE_HEADERS = ["Method", "On the wire", "Uplink k elements/round", "Downlink k elements/round", "Uplink MB/round",
+                "Uplink MB/round at fp32"]
+
+
+def wire_rows(results: Sequence["RunResult"]) -> list[list[str]]:
+    """Per result with element counts: the dtypes it sent and its traffic in elements beside bytes. Bytes depend on
+    the precision a method chose to send; elements at one precision (the last column, 4 bytes each) compare
+    methods on what they communicate."""
+    out = []
+    for r in results:
+        a, dtypes = r.summary.aggregate, sorted({d for s in r.summary.per_seed for d in (s.wire_dtypes or [])})
+        if a.uplink_elements_per_round.mean is None:
+            continue
+        out.append([r.label, ", ".join(dtypes) or "nothing", fmt(a.uplink_elements_per_round, scale=1e-3, digits=1),
+                    fmt(a.downlink_elements_per_round, scale=1e-3, digits=1), fmt(a.uplink_bytes_per_round, scale=1e-6),
+                    fmt(a.uplink_elements_per_round, scale=4e-6)])
+    return out
+
+
+def summary_markdown(results: Sequence["RunResult"]) -> str:
+    """The same table as GitHub-flavoured markdown (ends with a newline), followed by the wire-format table
+    (:func:`wire_rows`) when any result counted elements."""
+    text = _markdown(HEADERS, rows(results))
+    wire = wire_rows(results)
+    if wire:
+        text += ("\nCommunication at equal precision: elements sent per round (summed over clients) beside the bytes "
+                 "each method's chosen dtype made of them.\n\n" + _markdown(WIRE_HEADERS, wire))
+    return text
