@@ -19,7 +19,7 @@ from drake_bench.methods.fedmosaic import accounting as acc
 from drake_bench.methods.fedmosaic.config import FedMosaicConfig
 from drake_bench.methods.fedmosaic.plugin import FedITPQLoRA, FedMosaic
 from drake_bench.models.zoo import tiny_config
-from drake_bench.registry import register_method
+from drake_bench.registry import create_method, register_method
 
 
 from conftest import MIXED_ALLOCATION as ALLOC  # noqa: E402
@@ -153,9 +153,12 @@ def test_resume_after_interruption_is_exact(bench, clean, tmp_path, monkeypatch)
     assert prog.server.metadata["relevance"] == prog_clean.server.metadata["relevance"]
 
 
-def test_fedit_pqlora_ablation_equal_weights_no_gradient(bench, tmp_path):
-    res = run(_cfg(bench, tmp_path, method="fedit-pqlora"))
-    cfg = FedITPQLoRA.Config(**METHOD_CFG)
+@pytest.mark.parametrize("method", ["fedit-pqlora", "fedmosaic-equal"])
+def test_equal_weight_ablations_send_no_gradient_and_average_uniformly(bench, tmp_path, method):
+    """Table 7's two equal-weight steps: no relevance gradient travels and every client weighs the same;
+    fedmosaic-equal keeps the dual path (its states hold gates), fedit-pqlora does not."""
+    res = run(_cfg(bench, tmp_path, method=method))
+    cfg = create_method(method, METHOD_CFG).config
     for rec in res.raw.costs:
         p = _expected_payload(ALLOC[str(rec.client)], "tiny-llava-qwen2-s", cfg, send_grad=False)
         assert rec.uplink_bytes == acc.payload_bytes(p.up, 2) + 2
@@ -167,6 +170,8 @@ def test_fedit_pqlora_ablation_equal_weights_no_gradient(bench, tmp_path):
     for k, v in msgs[1].tensors.items():
         if k.startswith("pq."):
             assert all(torch.equal(v, msgs[c].tensors[k]) for c in msgs)
+    gates = [k for st in prog.clients.values() for k in st.tensors if "lora_beta" in k]  # the dual path's gate
+    assert bool(gates) == (method == "fedmosaic-equal") == cfg.dual_path
 
 
 def test_plugin_configs_take_their_defaults_from_the_toy_profile() -> None:

@@ -242,7 +242,8 @@ class FedMosaicPluginConfig(FedMosaicConfig):
     weighting: Literal["rela", "equal"] = Field(
         "rela",
         description="[R] How the server weights clients: 'rela' by gradient relevance (Eq. 4); 'equal' uniform "
-                    "weights and no small-model gradient (the '(+)PQ-LoRA' ablation of Table 7).")
+                    "weights and no small-model gradient (``fedmosaic-equal``, and with the dual path off "
+                    "``fedit-pqlora``: Table 7's ablation steps).")
     grad_at_least_once: bool = Field(
         True,
         description="[R] When a round has fewer than m local steps, take the relevance gradient on its last step, "

@@ -347,3 +347,26 @@ class FedITPQLoRA(FedMosaic):
         "Config", qualname="FedITPQLoRA.Config", module=__name__,
         doc="FedMosaic's settings with FedIT's single adapter and equal weights within each architecture.",
         dual_path=False, weighting="equal", conv_agg="equal_within_type")
+
+
+class FedMosaicEqual(FedMosaic):
+    """FedMosaic with equal weights: the dual path and its gate kept, RELA off (Table 7's middle step).
+
+    Table 7 adds FedMosaic's parts to FedIT one at a time. ``fedit-pqlora`` is FedIT with aligned PQ-LoRA (one
+    adapter, equal weights); this entry adds the dual path (a local and a global adapter mixed by the learnable
+    gate) and still weights every client equally; ``fedmosaic`` adds RELA's relevance weights. Each step is one
+    change, so the board credits RELA only with what the relevance weights do. Without RELA no client computes or
+    uploads the relevance gradient, and each client's global adapter is the equal mean of P/Q over all clients
+    (conventional LoRA within the architecture), the same for every client.
+    """
+
+    meta = MethodMeta(
+        name="fedmosaic-equal", version="1.0", relative_compute=1.0,
+        summary="FedMosaic's dual-path PQ-LoRA with equal client weights (RELA off): Table 7's middle step.",
+        reference="Not All Clients Are Equal: Collaborative Model Personalization on Heterogeneous Multi-Modal Clients")
+
+    Config = FedMosaic.Config.with_defaults(
+        "Config", qualname="FedMosaicEqual.Config", module=__name__,
+        doc="FedMosaic's settings with equal weights: the dual path and gate kept, no relevance gradient.",
+        weighting="equal", conv_agg="equal_within_type")
+
