@@ -157,7 +157,7 @@ def align_columns(columns: list[Column], depths: tuple[int, ...], *, enabled: bo
         G = torch.stack([torch.cat([p.reshape(-1) for p in ps]) for ps in pieces], dim=1)
         before = geometry(G)
         used_eps = None
-        if enabled and len(columns) > 1:
+        if enabled and before.mean_abs_cos is not None:  # at least two non-zero columns to align
             G_t = cmga(G, eps=eps, eps_mode=eps_mode, rescale=rescale)
             after = geometry(G_t)
             if eps_mode == "relative":
