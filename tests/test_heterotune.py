@@ -84,6 +84,26 @@ def test_the_depth_map_reaches_every_native_entry_for_every_zoo_size():
         grid_columns(4, 8)
 
 
+def test_real_checkpoints_are_placed_by_their_configs():
+    """By name on real checkpoints: the shape comes from the config (LLaVA-1.5's Llama, a bare Llama-3.1-8B) and DeMA
+    targets the language model's decoder blocks, never the vision tower's."""
+    import re
+
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig
+
+    from drake_bench.methods.heterotune.dema import DECODER_BLOCKS
+    from drake_bench.methods.heterotune.depths import shape_of
+
+    llava = LlavaConfig(vision_config=CLIPVisionConfig(num_hidden_layers=24),
+                        text_config=LlamaConfig(num_hidden_layers=32, hidden_size=4096))
+    assert (shape_of(llava).blocks, shape_of(llava).width) == (32, 4096)
+    assert shape_of(LlamaConfig(num_hidden_layers=16, hidden_size=2048)).blocks == 16
+    assert re.fullmatch(DECODER_BLOCKS, "model.language_model.layers.31")
+    assert re.fullmatch(DECODER_BLOCKS, "model.layers.0")
+    assert not re.fullmatch(DECODER_BLOCKS, "model.vision_tower.vision_model.encoder.layers.3")
+    assert not re.fullmatch(DECODER_BLOCKS, "model.language_model.layers.3.mlp")
+
+
 # ------------------------------------------------------------------------------------------- DeMA
 def test_round_zero_is_the_bare_base_and_only_the_language_blocks_carry_dema(tmp_path):
     method = _method(tmp_path, THREE)
