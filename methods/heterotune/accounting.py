@@ -6,8 +6,8 @@ A type-j client uploads its local adapter (L_j blocks of an m_j x r down- and an
     uplink floats = L_j (2 m_j r + M + 2 r^2)  (+ |head_j|)
 
 The paper's Table 5 counts the same without the L_j M alphas (its ViT rows equal L (2 m r + 2 r^2) + a 1000-way head
-to the digit, spec 4.3); drake_bench sends what the method trains, alpha included. Its clients answer through the
-frozen language-model head, so there is no per-type head to send: |head_j| = 0 here (the paper's ViT classifiers and
+to the digit; its LLaMA rows fit no formula exactly); drake_bench sends what the method trains, alpha included. Its
+clients answer through the frozen language-model head, so there is no per-type head to send: |head_j| = 0 here (the paper's ViT classifiers and
 LLaMA sequence classifiers train one). Everything travels as float32 (4 bytes a float), plus n_k (the client's
 sample count, for the server's weighted means) as the message's JSON metadata. The evaluator measures every message
 itself (``Message.num_bytes``); tests/test_heterotune.py checks the measured uplink against :func:`uplink_bytes`.

@@ -3,7 +3,7 @@
 The paper's Eq. 5 asks for the Z closest to G = [g_1 | ... | g_M'] (the per-type updates as columns) whose columns
 are orthonormal; as printed its constraint has typos (Z Z^T = I_d cannot hold for M' < d), and the consistent
 reading Z^T Z = I_M' is solved by the polar factor U W^T of G = U S W^T, which equals G (G^T G)^(-1/2). The paper's
-Eq. 6 regularises it, and that form is normative here (spec 2.2):
+Eq. 6 regularises it, and that form is what runs here:
 
     K = G^T G  (M' x M', float64),  K = V diag(lambda) V^T,  H = V diag((max(lambda, 0) + eps)^(-1/2)) V^T,  G~ = G H
 
@@ -11,17 +11,17 @@ G~^T G~ = V diag(lambda / (lambda + eps)) V^T, the identity up to eps: unit, mut
 symmetric (Loewdin) orthogonalisation, not PCGrad: positive alignment is removed as well as conflict, and near
 duplicates have their difference amplified. That is Eq. 6, kept as it is.
 
-Scale (spec 2.3, [choice]): Eq. 6 alone leaves columns of norm about 1 whatever the update's size; the paper says
+Scale (the paper leaves it open): Eq. 6 alone leaves columns of norm about 1 whatever the update's size; the paper says
 "whitening and rescaling" without the rescale. ``frobenius`` (default) multiplies G~ by ||G||_F / ||G~||_F: the
 total update energy is kept and every column ends at the RMS of the input norms ("all directions contribute
 equally"). ``column`` restores each column's own norm, ``none`` is the literal Eq. 6.
 
-eps (spec 2.3, [choice]): relative by default, eps = eps_rel tr(K) / M', which makes CMGA scale-equivariant
+eps (the paper gives no value): relative by default, eps = eps_rel tr(K) / M', which makes CMGA scale-equivariant
 (CMGA(cG) = c CMGA(G)); with the Frobenius rescale eps then moves it from full orthogonalisation (eps -> 0) to the
 plain average (eps -> infinity, G~ -> G). ``absolute`` uses eps as given (the paper's "small positive constant").
 
 Zero columns (norm <= 1e-12 of the largest) are left out and get a zero update; with fewer than two non-zero
-columns CMGA is the identity (spec 2.4).
+columns CMGA is the identity.
 """
 
 from __future__ import annotations
@@ -121,8 +121,8 @@ KINDS: tuple[str, ...] = ("down", "up")
 def groups(grid: int, granularity: str) -> list[tuple[str, list[tuple[int, str]]]]:
     """The alignment problems on the canonical grid: (name, [(position c, kind)]), one CMGA each.
 
-    ``matrix``: each r x r matrix at each position (d = r^2; the spec's default); ``position``: down and up of a
-    position concatenated (d = 2 r^2); ``global``: every position and kind concatenated (one problem per round).
+    ``matrix``: each r x r matrix at each position (d = r^2; the default: each alignment stays within one function);
+    ``position``: down and up of a position concatenated (d = 2 r^2); ``global``: every position and kind concatenated (one problem per round).
     """
     if granularity == "matrix":
         return [(f"{kind}.{c}", [(c, kind)]) for c in range(grid) for kind in KINDS]

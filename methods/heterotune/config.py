@@ -1,8 +1,8 @@
 """HeteroTune's settings: the paper's method, its ablations as switches, and every choice it leaves open.
 
-Tags in the descriptions: [P] the paper states it; [I] the paper leaves it open and this is the implementation
-spec's recommended reading (with the reason); [R] drake_bench's own choice for its tiny generative clients (with the
-reason). docs/methods/heterotune.md lists the same with the measurements behind them.
+Tags in the descriptions: [P] the paper states it; [I] the paper leaves it open (or contradicts itself) and this is
+the reading that keeps its equations consistent (with the reason); [R] drake_bench's own choice for its tiny
+generative clients (with the reason). docs/methods/heterotune.md lists the same with the measurements behind them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ class HeteroTuneConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    # -- the method and its ablations (spec 2.8) ---------------------------------------------------------------
+    # -- the method and its ablations ------------------------------------------------------------------------
     use_dema: bool = Field(
         default=True,
         description="[P] DeMA: per block a type-specific local adapter and M r x r share slots mixed by alpha. Off: "
@@ -42,8 +42,8 @@ class HeteroTuneConfig(BaseModel):
     rank: int = Field(
         default=16, ge=1,
         description="[R] r, the adapter bottleneck and the side of every share slot. The paper's 128 is for widths "
-                    "192-4096; the tiny zoo's are 48-128, and 16 keeps r below every width (the spec's toy uses 16 "
-                    "for widths 32-64) while the r x r slots stay large enough to carry something between types.")
+                    "192-4096; the tiny zoo's are 48-128, and 16 keeps r below every width (a toy reproduction at "
+                    "widths 32-64 used 16 too) while the r x r slots stay large enough to carry something between types.")
     activation: Literal["gelu", "relu"] = Field(
         default="gelu",
         description="[I] h, the adapter nonlinearity: the paper does not name it; GELU is the transformer blocks' "
@@ -77,7 +77,8 @@ class HeteroTuneConfig(BaseModel):
                     "appendix: g_s,m = sum |D_i| / |D_m| g_s,i), or equal weights.")
     cmga_over: Literal["types", "clients"] = Field(
         default="types",
-        description="[I] CMGA's columns: the M' per-type group-mean updates (the paper's appendix g_s,m; spec 7.2), "
+        description="[I] CMGA's columns: the M' per-type group-mean updates (the paper's appendix: its g_s,m are "
+                    "group means), "
                     "or one column per client (Eq. 5 read literally with N columns), each type then taking the "
                     "weighted mean of its clients' aligned columns.")
     cmga_granularity: Literal["matrix", "position", "global"] = Field(

@@ -10,7 +10,7 @@ any module, not only linears; pFedMMA's adapters and FedMosaic's PQ-LoRA plug in
 frozen (they are declared in ``frozen_peft_weight_names``, the mechanism peft's variants use for weights they do not
 train), and ``PeftModel.disable_adapter()`` gives the base model back.
 
-At block l of a type-j model of width m_j, on the block's output hidden states x (spec 1.2, 1.5; paper Eq. 1-2):
+At block l of a type-j model of width m_j, on the block's output hidden states x (paper Eq. 1-2, with alpha):
 
     P_down = sum_i alpha_i S_i^down[phi(l; L_j -> L_i)]      (r x r)
     P_up   = sum_i alpha_i S_i^up  [phi(l; L_j -> L_i)]      (r x r)
@@ -27,14 +27,14 @@ with the matrices acting on row vectors (x is n x m_j). The tensors of one block
   (the plugin writes the server's bank there every round). Row j holds the own slot's round-start value: the forward
   reads the live own slot instead, and the "round_start" regulariser pulls toward row j.
 
-Initialisation (spec 1.5 [choice]): W_down the ``nn.Linear`` default (Kaiming-uniform), W_up = 0, every slot entry
+Initialisation (the paper is silent): W_down the ``nn.Linear`` default (Kaiming-uniform), W_up = 0, every slot entry
 the identity, alpha = 1/M (raw) or logits 0 (softmax): sum_i alpha_i S_i = I, and W_up = 0 makes every DeMA the
 identity map, so round 0 is the pretrained model bit for bit (tested).
 
 With ``dema_use_share`` off the block is the paper's plain bottleneck adapter (Eq. 1), ``y = x + h(x W_down) W_up``:
 Homo-Training ("w/o DeMA & CMGA").
 
-The inference merge (paper Eq. 3, spec 1.6): because alpha is input-independent, A' = W_down P_down and
+The inference merge (paper Eq. 3): because alpha is input-independent, A' = W_down P_down and
 B' = P_up W_up give the same function as a plain adapter, ``y = x + h(x A') B'``; :func:`fold_state` turns a DeMA
 state into that plain adapter's state (loadable into a Homo-Training model of the same architecture).
 """
@@ -121,7 +121,7 @@ class DeMABlock(nn.Module, LoraLayer):
         return width, width
 
     def update_layer(self, adapter_name: str, r: int, config: DeMAConfig, target_name: str = "", **kwargs: Any) -> None:
-        """Create the adapter ``adapter_name`` with the spec's initialisation (module docstring)."""
+        """Create the adapter ``adapter_name`` with the initialisation of the module docstring."""
         if not isinstance(config, DeMAConfig):
             raise TypeError("DeMABlock needs a DeMAConfig")
         if not 0 <= config.dema_type < config.dema_types:
@@ -222,7 +222,8 @@ class DeMABlock(nn.Module, LoraLayer):
 
 def make_dema_config(*, rank: int, types: int, own_type: int, use_share: bool, learn_alpha: bool,
                      alpha_param: str, activation: str) -> DeMAConfig:
-    """The peft config placing one DeMA after every decoder block of the language model (spec 1.2)."""
+    """The peft config placing one DeMA after every decoder block of the language model (the paper's Table 5 counts
+    fit exactly one per block)."""
     return DeMAConfig(
         r=rank, lora_alpha=1, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM", target_modules=DECODER_BLOCKS,
         dema_types=types, dema_type=own_type, dema_use_share=use_share, dema_learn_alpha=learn_alpha,

@@ -4,7 +4,7 @@ HeteroTune's clients run different sizes of one family (the paper: ViT-T/S/B/L, 
 Llama or Qwen2 s/m/l, 4/6/8 decoder blocks of width 64/96/128 or 48/80/112). Each *type* is one architecture of
 the allocation. Widths never meet (the r x r share slots sit between each type's own down- and up-projection), but
 depths do: slot i holds one (down, up) pair per block of a type-i model (its native depth L_i), and a type-j block
-must know which of them to read. The paper is silent; the spec's choice (its 1.4) is the floor relative-depth map
+must know which of them to read. The paper is silent; drake_bench uses the floor relative-depth map
 
     phi(l; La -> Lb) = floor(l * Lb / La)        (the identity when La = Lb)
 

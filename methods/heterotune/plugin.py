@@ -171,7 +171,7 @@ class HeteroTune(LoraMethod):
     types learnt, read at the relative depth of the block (:func:`.depths.phi`). Widths never meet (the slots are
     r x r); depths meet through the depth map.
 
-    **Round** (spec 2.7). A client starts from the server's last message (round 1: the one initial state of its
+    **Round** (the paper's Fig. 3). A client starts from the server's last message (round 1: the one initial state of its
     type): its type's averaged local adapter and alpha, and the bank entries it reads, written into its own slot
     and its frozen bank rows. It trains on the round's batches with a fresh AdamW (weight decay on the local
     adapter only) and the share regulariser, and uploads its local adapter, alpha and own slot with n_k. The server
@@ -179,7 +179,7 @@ class HeteroTune(LoraMethod):
     Delta_j = S_j - mean_k S_j,k of its slot, aligns the M' types' Delta by CMGA (:mod:`.cmga`) on the canonical
     depth grid, and sets S_j <- S_j - eta_s Delta~_j. Every client is sent its type's part.
 
-    **Variants** (spec 2.8, all config): ``use_cmga=false`` ('w/o CMGA': each slot takes its type's mean),
+    **Variants** (the paper's ablations, all config): ``use_cmga=false`` ('w/o CMGA': each slot takes its type's mean),
     ``use_dema=false`` (Homo-Training, also registered as ``homo-training``), ``learn_alpha=false`` ('w/o LW'),
     ``share_reg=0`` ('w/o Reg'); an allocation of one model is the paper's AllSmall / AllLarge (M = 1: CMGA has
     nothing to align).
