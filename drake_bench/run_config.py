@@ -26,7 +26,10 @@ class RunConfig(BaseModel):
         default_factory=dict, description="Fields of the method's Config (`drake-bench describe METHOD` lists them).")
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1,
                              description="Seeds, each a separate federation; results report mean and std over them.")
-    allocation: str | None = Field(default=None, description="Model allocation name from the manifest; None: its default.")
+    allocation: str | None = Field(
+        default=None,
+        description="Model allocation name from the manifest, or one written out as CLIENTS=MODEL items "
+                    "('1-4=tiny-llava-llama-s,5-10=tiny-llava-llama-m', 'all=tiny-llava-llama-l'); None: its default.")
     rounds: int | None = Field(default=None, ge=1, description="Federated rounds; None: the manifest's.")
     local_steps: int | None = Field(default=None, ge=1, description="Local training steps per client and round; None: the manifest's.")
     batch_size: int | None = Field(default=None, ge=1, description="Training items per step; None: the manifest's.")

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ._base import StrictModel
-from .errors import UnknownNameError
+from .errors import DrakeBenchError, UnknownNameError
 from .sample import AnswerType
 
 Provenance = Literal["P", "I", "R"]
@@ -206,9 +206,56 @@ class BenchmarkSpec(StrictModel):
         return [c.id for c in self.clients]
 
     def allocation(self, name: str | None = None) -> dict[int, str]:
+        """Client id -> model name: the manifest's allocation ``name`` (None: its default), or an allocation written
+        inline (``RANGE=MODEL,...``, see :func:`inline_allocation`) for runs on an allocation the manifest lacks."""
         key = name or self.default_allocation
+        if key is not None and key not in self.model_allocations and "=" in key:
+            return inline_allocation(key, self.client_ids)
         if key is None:
             raise UnknownNameError("model allocation", name, list(self.model_allocations), where=f"benchmark {self.name!r}")
         if key not in self.model_allocations:
             raise UnknownNameError("model allocation", key, list(self.model_allocations), where=f"benchmark {self.name!r}")
         return {int(k): v for k, v in self.model_allocations[key].clients.items()}
+
+
+def inline_allocation(text: str, client_ids: list[int]) -> dict[int, str]:
+    """An allocation written out instead of named: comma-separated ``CLIENTS=MODEL`` items.
+
+    ``CLIENTS`` is a client id (``4``), a range (``1-3``), several joined by ``+`` (``1+4+7``), or ``all`` (every
+    client no other item names). ``1-4=tiny-llava-llama-s,5-7=tiny-llava-llama-m,8-10=tiny-llava-llama-l`` and
+    ``all=tiny-llava-llama-l`` are examples. Every client must get exactly one model. The result file records the
+    text as the allocation's name and the client -> model map it gives, as for a manifest allocation; the manifest
+    (and its hash) stays as it is, so such runs share their benchmark's built data and boards.
+    """
+    known = set(client_ids)
+    out: dict[int, str] = {}
+    fallback: str | None = None
+    for item in (part.strip() for part in text.split(",")):
+        lhs, sep, model = item.partition("=")
+        lhs, model = lhs.strip(), model.strip()
+        if not sep or not lhs or not model:
+            raise DrakeBenchError(f"allocation item {item!r} is not CLIENTS=MODEL (in {text!r})")
+        if lhs == "all":
+            if fallback is not None:
+                raise DrakeBenchError(f"allocation {text!r} names 'all' twice")
+            fallback = model
+            continue
+        for part in lhs.split("+"):
+            first, dash, last = part.partition("-")
+            try:
+                ids = range(int(first), int(last) + 1) if dash else [int(first)]
+            except ValueError:
+                raise DrakeBenchError(f"allocation item {item!r}: {part!r} is not a client id or range") from None
+            for c in ids:
+                if c not in known:
+                    raise DrakeBenchError(f"allocation {text!r} names client {c}, which the benchmark does not have "
+                                     f"(its clients: {sorted(known)})")
+                if c in out:
+                    raise DrakeBenchError(f"allocation {text!r} gives client {c} two models")
+                out[c] = model
+    for c in client_ids:
+        if c not in out:
+            if fallback is None:
+                raise DrakeBenchError(f"allocation {text!r} gives no model to clients {sorted(known - set(out))}")
+            out[c] = fallback
+    return {c: out[c] for c in sorted(out)}
