@@ -294,3 +294,17 @@ def test_plugin_configs_take_their_defaults_from_the_toy_profile() -> None:
     ablation = FedITPQLoRA.Config()
     assert (ablation.dual_path, ablation.weighting, ablation.conv_agg) == (False, "equal", "equal_within_type")
     assert ablation.rank == TOY_PROFILE["rank"]
+
+
+def test_the_alignment_report_reaches_the_result_file(clean):
+    """Every aligned (architecture, PQ module) has one row with round 1, none later; the fit lowers the A-code L2
+    distance to the pivot on most modules (the median ratio after/before is below 1)."""
+    rows = [d for d in clean[0].raw.diagnostics if d.key.startswith("alignment/")]
+    assert rows and {d.round for d in rows} == {1}
+    archs = {d.key.split("/")[1] for d in rows}
+    assert len(archs) == len(set(ALLOC.values())) - 1  # every architecture but the pivot
+    pivots = {d.values["pivot"] for d in rows}
+    assert len(pivots) == 1 and pivots.isdisjoint(archs)  # one pivot, itself not aligned
+    ratios = sorted(d.values["l2_ratio"] for d in rows)
+    assert ratios[len(ratios) // 2] < 1.0, ratios
+    assert all(d.values["orth_error"] < 1e-4 and 0.0 <= d.values["cca_corr_top"] <= 1.0 + 1e-6 for d in rows)

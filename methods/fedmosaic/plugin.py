@@ -13,7 +13,15 @@ from typing import Any
 
 import torch
 
-from drake_bench.protocol import ClientContext, FederationContext, Message, MethodMeta, ModelIdentity, State
+from drake_bench.protocol import (
+    ClientContext,
+    Diagnostic,
+    FederationContext,
+    Message,
+    MethodMeta,
+    ModelIdentity,
+    State,
+)
 from drake_bench.sample import MethodSample
 
 from ..lora_clients import LoraClients, average
@@ -163,6 +171,8 @@ class FedMosaic:
         groups = pool.architectures()
         models = {a: pool.model_for(members[0]) for a, members in groups.items()}
         # weight alignment (star, pivot = smallest) on public text
+        self._alignment: dict[str, dict[str, dict[str, Any]]] = {}
+        self._pivot: str | None = None
         if len(models) > 1:
             public = [s.for_method().model_copy(update={"images": []}) for s in federation.public_data(cfg.public_size)]
             batches: dict[str, list[dict[str, torch.Tensor]]] = {}
@@ -175,8 +185,9 @@ class FedMosaic:
                     batches[a].append({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]})
                 tokens = sum(int(b["attention_mask"].sum()) for b in batches[a])
             per_sample = max(1, round(tokens / max(1, len(public))))
-            align_all(models, batches, cfg.model_copy(update={"align_batch_size": cfg.align_batch_size * per_sample}),
-                      seed=cfg.pq_seed)
+            self._pivot, self._alignment = align_all(
+                models, batches, cfg.model_copy(update={"align_batch_size": cfg.align_batch_size * per_sample}),
+                seed=cfg.pq_seed)
         # every client starts from its architecture's aligned adapter (Algorithm 1: L_i = G_i = E)
         self._init = {a: {k: v.detach().to("cpu", copy=True)
                           for k, v in get_peft_model_state_dict(model, save_embedding_layers=False).items()}
@@ -298,6 +309,24 @@ class FedMosaic:
         if sim is not None:
             meta["relevance"] = sim.tolist()
         return out, State(tensors=avg, metadata=meta)
+
+    def round_diagnostics(self, round_idx: int) -> list[Diagnostic]:
+        """The weight alignment's own report, once (with round 1): per aligned architecture and PQ module, the
+        A-code L2 distance to the pivot before alignment, after the fit and after the orthonormal projection, its
+        ratio after/before, the orthonormality errors, and the top and mean canonical correlations of the B
+        mapping. The alignment ran in ``setup`` on public data; a run cannot be judged on an alignment nobody
+        can read, so it goes into the result file (``raw.diagnostics``, keys ``alignment/<arch>/<module>``)."""
+        if round_idx != 0:
+            return []
+        rows = []
+        for arch, modules in sorted(self._alignment.items()):
+            for module, rep in sorted(modules.items()):
+                values = {k: v for k, v in rep.items() if isinstance(v, (int, float, str, bool))}
+                before = rep.get("l2_before")
+                values["l2_ratio"] = float(rep["l2_after"] / before) if before else None
+                values["pivot"] = self._pivot
+                rows.append(Diagnostic(key=f"alignment/{arch}/{module}", values=values))
+        return rows
 
     def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample]) -> list[str]:
         self.clients.load(ctx.client_id, self._adapter_part(state))
