@@ -97,6 +97,20 @@ class BenchmarkRef(StrictModel):
                     "run read it: the exact data the numbers come from.")
 
 
+def benchmark_differences(a: BenchmarkRef, b: BenchmarkRef) -> list[str]:
+    """Why two results' benchmarks are not the same data, one phrase per field; empty when they are.
+
+    The identity is name, version, manifest hash and data hash. ``verified_files`` lists the shards a run happened
+    to check as it read them (a resumed run may read and list fewer), so two lists need not be equal: only a shard
+    both checked must have the same sha256 in both."""
+    out = [f"{f} {getattr(b, f)!r} (not {getattr(a, f)!r})" for f in ("name", "version", "manifest_hash", "data_hash")
+           if getattr(a, f) != getattr(b, f)]
+    clash = sorted(k for k in set(a.verified_files) & set(b.verified_files) if a.verified_files[k] != b.verified_files[k])
+    if clash:
+        out.append(f"{len(clash)} shard(s) with another sha256, e.g. {clash[0]}")
+    return out
+
+
 class ScenarioRef(StrictModel):
     tag: str = Field(description="Short form, e.g. 'static', 'dynamic', 'async-3-7-3-7', 'dirichlet-0.5'.")
     config: dict[str, Any] = Field(default_factory=dict, description="The full scenario object.")

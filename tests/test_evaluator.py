@@ -356,7 +356,20 @@ def test_report_joins_result_files_and_refuses_a_different_benchmark(toy, tmp_pa
     changed = tmp_path / "changed.json"
     changed.write_text(json.dumps(other))
     r = CliRunner().invoke(app, ["report", str(path), str(changed)])
-    assert r.exit_code != 0 and "not comparable" in r.output + (r.stderr if r.stderr_bytes is not None else "")
+    out = r.output + (r.stderr if r.stderr_bytes is not None else "")
+    assert r.exit_code != 0 and "not comparable" in out and "data_hash" in out
+
+
+def test_benchmarks_compare_by_identity_and_by_the_shards_both_verified():
+    from drake_bench.results import BenchmarkRef, benchmark_differences
+
+    a = BenchmarkRef(name="b", version="1", manifest_hash="m", data_hash="d", verified_files={"x": "1", "y": "2"})
+    # a resumed run checks fewer shards: the same data
+    assert benchmark_differences(a, a.model_copy(update={"verified_files": {"x": "1"}})) == []
+    assert benchmark_differences(a, a.model_copy(update={"verified_files": {}})) == []
+    assert benchmark_differences(a, a.model_copy(update={"verified_files": {"y": "3"}})) == [
+        "1 shard(s) with another sha256, e.g. y"]
+    assert benchmark_differences(a, a.model_copy(update={"version": "2"})) == ["version '2' (not '1')"]
 
 
 def test_run_set_option_builds_each_methods_config():

@@ -311,7 +311,7 @@ def _register_report(app: typer.Typer) -> None:
         from ..evaluation.plots import (numeric_diagnostic_values, plot_accuracy_over_rounds,
                                         plot_diagnostics_over_rounds)
         from ..evaluation.table import summary_markdown, summary_table
-        from ..results import check_result, read_result, unpinned_weights, weights_conflicts
+        from ..results import benchmark_differences, check_result, read_result, unpinned_weights, weights_conflicts
 
         results = []
         seen: dict[str, tuple[str, Path]] = {}  # identity key -> (what it is, first file with it)
@@ -332,10 +332,12 @@ def _register_report(app: typer.Typer) -> None:
                 raise _fail(DrakeBenchError(f"{p}: " + "; ".join(problems[:5])))
             if results:  # not comparable is the first thing to say about two files, duplicates the next
                 first_path, first = results[0]
-                for what, a, b in (("benchmark", first.benchmark.model_dump(), res.benchmark.model_dump()),
-                                   ("scenario", first.scenario.tag, res.scenario.tag)):
-                    if a != b:
-                        raise _fail(DrakeBenchError(f"{p}: {what} {b} differs from {first_path}'s {a}; not comparable on one board"))
+                differs = benchmark_differences(first.benchmark, res.benchmark)
+                if first.scenario.tag != res.scenario.tag:
+                    differs.append(f"scenario {res.scenario.tag!r} (not {first.scenario.tag!r})")
+                if differs:
+                    raise _fail(DrakeBenchError(f"{p} is not comparable with {first_path} on one board: "
+                                                + "; ".join(differs)))
             once(f"path:{p.resolve()}", "the same file", p)
             once(f"content:{hashlib.sha256(p.read_bytes()).hexdigest()}", "the same content", p)
             once(f"method:{res.label}", f"the same method, version and settings ({res.label})", p)
