@@ -69,6 +69,11 @@ class DistillSettings(LoraSettings):
                     "moves by its length every round. Traffic grows with it.")
     distill_batch: int = Field(
         default=4, ge=1, description="Public items per distillation step.")
+    report_diagnostics: bool = Field(
+        default=True,
+        description="Report the server's distillation loss on the round's window before and after each distillation "
+                    "(two extra forward passes over the window per distillation) and its choices in the result file "
+                    "(raw.diagnostics). Off: only the choices.")
 
     @classmethod
     def toy(cls, **overrides: Any) -> "DistillSettings":
@@ -143,19 +148,28 @@ EXTRACT_BATCH = 16
 
 def public_logits(model: Any, processor: Any, items: Sequence[MethodSample]) -> tuple[Rows, torch.Tensor]:
     """The model's answer-token logits on public ``items`` (eval mode, no gradients) and the answer tokens."""
-    was = model.training
-    model.eval()
     values, targets, counts = [], [], []
-    try:
-        with torch.no_grad():
-            for i in range(0, len(items), EXTRACT_BATCH):
-                v, t, c = answer_logits(model, processor, items[i:i + EXTRACT_BATCH])
-                values.append(v)
-                targets.append(t)
-                counts += c
-    finally:
-        model.train(was)
+    with eval_mode(model), torch.no_grad():
+        for i in range(0, len(items), EXTRACT_BATCH):
+            v, t, c = answer_logits(model, processor, items[i:i + EXTRACT_BATCH])
+            values.append(v)
+            targets.append(t)
+            counts += c
     return Rows(torch.cat(values), counts), torch.cat(targets)
+
+
+@contextlib.contextmanager
+def eval_mode(model: Any) -> Iterator[None]:
+    """The model in eval mode inside the block, its mode restored after (switching only when it is training: a
+    switch walks every module)."""
+    was = model.training
+    if was:
+        model.eval()
+    try:
+        yield
+    finally:
+        if was:
+            model.train()
 
 
 def answer_counts(processor: Any, items: Sequence[MethodSample]) -> list[int]:
@@ -334,7 +348,8 @@ class DistillationMethod(LoraMethod):
                 optimizer: torch.optim.Optimizer, scheduler: Any = None) -> list[float]:
         """``steps`` optimizer steps on mini-batches of ``items`` (in order, wrapping around); ``loss_fn(student rows,
         answer tokens, item indices)`` is the step's loss. Returns the losses."""
-        model.train()
+        if not model.training:
+            model.train()
         losses = []
         for step in range(steps):
             idx = minibatch(step, len(items), self.config.distill_batch)
@@ -350,14 +365,14 @@ class DistillationMethod(LoraMethod):
                     loss_fn: Callable[[torch.Tensor, torch.Tensor, list[int]], torch.Tensor]) -> float:
         """``loss_fn`` on all of ``items`` at once, without gradients (eval mode): the distillation loss of the model as
         it stands on a fixed batch."""
-        was = model.training
-        model.eval()
-        try:
-            with torch.no_grad():
-                student, tokens, _ = answer_logits(model, processor, list(items))
-                return float(loss_fn(student, tokens, list(range(len(items)))))
-        finally:
-            model.train(was)
+        with eval_mode(model), torch.no_grad():
+            student, tokens, _ = answer_logits(model, processor, list(items))
+            return float(loss_fn(student, tokens, list(range(len(items)))))
+
+    def report_loss(self, model: Any, processor: Any, items: Sequence[MethodSample],
+                    loss_fn: Callable[[torch.Tensor, torch.Tensor, list[int]], torch.Tensor]) -> float | None:
+        """:meth:`window_loss` for the diagnostics when they are on, else None (no forward pass)."""
+        return self.window_loss(model, processor, items, loss_fn) if self.config.report_diagnostics else None
 
     # -- optional protocols --------------------------------------------------------------------------------------
     def round_diagnostics(self, round_idx: int) -> list[Diagnostic]:

@@ -229,11 +229,11 @@ class FedMKT(DistillationMethod):
             vocab = model.get_output_embeddings().weight.shape[0]
             target, chosen = min_ce_targets(candidates, vocab, cfg.temperature)
             loss_fn = self.loss(target, counts)
-            before = self.window_loss(model, processor, items, loss_fn)
+            before = self.report_loss(model, processor, items, loss_fn)
             steps = steps_for(cfg.server_epochs, len(items), cfg.distill_batch)
             if steps:
                 self.distill(model, processor, items, steps, loss_fn, self.optimizer(model))
-            after = self.window_loss(model, processor, items, loss_fn)
+            after = self.report_loss(model, processor, items, loss_fn)
             rows = self.topk(model, processor, items)
             adapter = pool.get_state(slot)
         messages = {c: Message(tensors=self.align(rows, slot, c, items).tensors()) for c in clients}

@@ -179,13 +179,13 @@ class PerAda(DistillationMethod):
         with self.server_model(slot, {LOCAL: mean}) as (model, processor):
             with combination(model, {LOCAL: 1.0}, trainable=[LOCAL]):
                 loss_fn = self.kd_loss(teacher, answer_counts(processor, items))
-                before = self.window_loss(model, processor, items, loss_fn)
+                before = self.report_loss(model, processor, items, loss_fn)
                 losses: list[float] = []
                 if cfg.kd_steps:
                     opt = torch.optim.Adam(adapter_parameters(model, LOCAL), lr=cfg.kd_lr)
                     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.kd_steps)
                     losses = self.distill(model, processor, items, cfg.kd_steps, loss_fn, opt, sched)
-                after = self.window_loss(model, processor, items, loss_fn)
+                after = self.report_loss(model, processor, items, loss_fn)
             out = self.clients.pool.get_state(slot, LOCAL)
         self._rows.append(Diagnostic(key=arch, values={"kd_loss_before": before, "kd_loss_after": after,
                                                        "kd_steps": len(losses)}))

@@ -194,19 +194,19 @@ class TAKFL(DistillationMethod):
         return loss_fn
 
     def distilled(self, student: str, start: Mapping[str, torch.Tensor], teacher: torch.Tensor, own: torch.Tensor,
-                  round_idx: int) -> tuple[dict[str, torch.Tensor], float, float]:
+                  round_idx: int) -> tuple[dict[str, torch.Tensor], float | None, float | None]:
         """theta_ij: ``start`` (theta_i) after distillation from ``teacher`` with the self-regulariser toward ``own``
-        (theta_i's logits); returns it and the window loss before and after."""
+        (theta_i's logits); returns it and the window loss before and after (None with the diagnostics off)."""
         cfg, items, slot = self.config, self.window(round_idx), self.slot[student]
         with self.server_model(slot, {"default": start}) as (model, processor):
             loss_fn = self.loss(teacher, own, answer_counts(processor, items))
-            before = self.window_loss(model, processor, items, loss_fn)
+            before = self.report_loss(model, processor, items, loss_fn)
             steps = steps_for(cfg.distill_epochs, len(items), cfg.distill_batch)
             if steps:
                 params = [p for p in model.parameters() if p.requires_grad]
                 opt = torch.optim.Adam(params, lr=cfg.distill_lr, weight_decay=cfg.distill_wd)
                 self.distill(model, processor, items, steps, loss_fn, opt)
-            after = self.window_loss(model, processor, items, loss_fn)
+            after = self.report_loss(model, processor, items, loss_fn)
             return self.clients.pool.get_state(slot), before, after
 
     def validation_loss(self, arch: str, adapter: Mapping[str, torch.Tensor]) -> float:
