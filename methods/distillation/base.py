@@ -332,6 +332,11 @@ class DistillationMethod(LoraMethod):
     def window(self, round_idx: int) -> list[MethodSample]:
         return window(self.public, self.config.public_per_round, round_idx)
 
+    def exchanges(self, ctx: Any) -> bool:
+        """Whether this client call's upload reaches a server: a federation round. Fast adaptation on unseen tasks
+        (contexts past the federation's rounds, message None) uploads nothing, so it computes no public logits."""
+        return ctx.round_idx < self.federation.rounds
+
     # -- server models -----------------------------------------------------------------------------------------
     @contextlib.contextmanager
     def server_model(self, slot: int, adapters: Mapping[str, Mapping[str, torch.Tensor]]) -> Iterator[tuple[Any, Any]]:

@@ -208,9 +208,11 @@ class FedMKT(DistillationMethod):
             meta = {"kd_loss": float(sum(losses) / len(losses)) if losses else None,
                     "kd_from_server": sum(chosen) / len(chosen)}
         loss = self.clients.train(ctx, batches)
+        tensors = self.clients.dump(c)
+        if not self.exchanges(ctx):
+            return Message(), State(tensors={**tensors, **prefixed(OWN, own)}, metadata={**state.metadata, "loss": loss})
         with pool.use(c) as model:
             rows = self.topk(model, pool.processor(c), self.window(ctx.round_idx))
-        tensors = self.clients.dump(c)
         upload = Message(tensors=rows.tensors())
         return upload, State(tensors={**tensors, **prefixed(OWN, upload.tensors)},
                              metadata={"loss": loss, "public_round": ctx.round_idx, **meta})

@@ -118,11 +118,13 @@ class PerAda(DistillationMethod):
             prox = (lambda: proximal_term(personal, anchor, lam)) if lam > 0 else None  # noqa: E731
             personal_losses = train_phase(model, processor, batches, {PERSONAL: 1.0}, PERSONAL, cfg, extra=prox)
             local_losses = train_phase(model, processor, batches, {LOCAL: 1.0}, LOCAL, cfg)
-            with combination(model, {LOCAL: 1.0}):
-                logits, _ = public_logits(model, processor, self.window(ctx.round_idx))
+            logits = None
+            if self.exchanges(ctx):
+                with combination(model, {LOCAL: 1.0}):
+                    logits, _ = public_logits(model, processor, self.window(ctx.round_idx))
         adapters = split(self.clients.dump(c))
         mean = lambda xs: float(sum(xs) / len(xs)) if xs else 0.0  # noqa: E731
-        upload = Message(tensors={**adapters[LOCAL], LOGITS: logits.values})
+        upload = Message(tensors={**adapters[LOCAL], LOGITS: logits.values}) if logits is not None else Message()
         return upload, State(tensors=join(adapters), metadata={"loss": mean(personal_losses),
                                                                "local_loss": mean(local_losses)})
 

@@ -151,9 +151,11 @@ class TAKFL(DistillationMethod):
         start = State(tensors=message.tensors) if message is not None and message.tensors else state
         self.clients.load(c, start)
         loss = self.clients.train(ctx, batches)
+        tensors = self.clients.dump(c)
+        if not self.exchanges(ctx):
+            return Message(), State(tensors=tensors, metadata={"loss": loss})
         with self.clients.pool.use(c) as model:
             logits, _ = public_logits(model, self.clients.pool.processor(c), self.window(ctx.round_idx))
-        tensors = self.clients.dump(c)
         return Message(tensors={**tensors, LOGITS: logits.values}), State(tensors=tensors, metadata={"loss": loss})
 
     def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
