@@ -1,6 +1,6 @@
 """FedMKT's token alignment: top-k logits of one tokenizer moved onto another's answer tokens.
 
-FedMKT (Fan et al., COLING 2025, Sec. 3.3) lets models with different tokenizers teach each other; its public code
+FedMKT (Fan et al., COLING 2025) lets models with different tokenizers teach each other; its public code
 (FATE-LLM ``fedmkt/token_alignment``, adapted from FuseLLM) aligns a sender's per-position top-k logits with the
 receiver's tokens in two steps:
 

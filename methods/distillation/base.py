@@ -18,6 +18,10 @@ the pool), so a server model costs one adapter of memory here; a deployment whos
 one frozen base per architecture it distils (FedMKT: only its server model's). The server adapters live in the
 server :class:`~drake_bench.protocol.State`, so a resumed run restores them.
 
+**Sources.** Each method follows its authors' public code (cited by file in its docstring), read against the paper's
+abstract and the FedMosaic paper's description; the papers' full texts were not at hand, so equations are written as
+the codes compute them. Choices are marked [R] (a public source says so) or [I] (inferred, with the reason).
+
 **Grouping.** Parameters are only ever averaged among the clients of one architecture (:func:`mean_by_architecture`),
 as the LoRA baselines' Fed-ET grouping does; what crosses architectures is logits.
 """

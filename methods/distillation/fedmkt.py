@@ -63,13 +63,13 @@ class FedMKT(DistillationMethod):
 
     1. client k (from its second round): distils its adapter on the previous round's public window toward the
        Min-CE target: per item, the server's aligned top-k distribution or its own, whichever has the lower mean
-       answer cross-entropy (Sec. 3.4, "Min-CE"); loss = soft cross-entropy -sum_v p_v log q_v (the code's
+       answer cross-entropy ("Min-CE"); loss = soft cross-entropy -sum_v p_v log q_v (the code's
        ``distill_loss_type="ce"``, ``kd_alpha = 0``: no LM loss term), ``client_epochs`` passes;
     2. client k trains its LoRA on its batches;
     3. client k computes, on this round's window, its top-k logits per answer token and its mean answer
        cross-entropy per item, uploads them and keeps them (FedMosaic Table 15: "stores the logits");
     4. the server computes its own top-k logits and cross-entropies on the window, aligns every client's rows to its
-       tokenizer (Sec. 3.3, :mod:`.alignment`), picks per item the candidate of lowest cross-entropy among its own and
+       tokenizer (:mod:`.alignment`), picks per item the candidate of lowest cross-entropy among its own and
        every client's, distils its adapter toward them (``server_epochs`` passes), computes its new top-k logits on the
        window and sends each client those rows aligned to the client's tokenizer, with its cross-entropies.
 

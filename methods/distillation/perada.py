@@ -28,13 +28,13 @@ class PerAda(DistillationMethod):
     """PerAda: a personalised adapter pulled toward the global one, a local adapter averaged and then distilled on the
     server from the averaged logits of all local models (Xie et al., CVPR 2024).
 
-    **Objectives** (PerAda Sec. 3, Eq. 1-3, with the adapters as LoRA on a frozen base): client k's personalised adapter
-    p_k minimises f_k(p_k) + lambda ||p_k - w||^2 (w the global adapter), its local adapter w_k minimises f_k(w_k)
-    from w; the server averages the local adapters into w and improves w's generalisation by knowledge distillation
-    (KD) from the ensemble of the local models on unlabelled public data D_p:
-    min_w sum_{x in D_p} KL( mean_k softmax(z_k(x) / T) ... ), as its code computes it,
-    KL( softmax(mean_k z_k(x) / T) || softmax(z_w(x) / T) ) (the teacher is the mean of the local models' logits).
-    f_k is the answer-token cross-entropy on the client's data.
+    **Objectives** (as the abstract states them and the code computes them, with the adapters as LoRA on a frozen base): client k's personalised adapter p_k
+    minimises f_k(p_k) + lambda ||p_k - w||^2 (w the global adapter), its local adapter w_k minimises f_k(w_k) from w;
+    the server averages the local adapters into w and improves w's generalisation by knowledge distillation (KD) from
+    the ensemble of the local models on unlabelled public data D_p, as its code computes it:
+    min_w mean_{x in D_p} KL( softmax(mean_k z_k(x) / T) || softmax(z_w(x) / T) ), z the logits.
+    f_k is the answer-token cross-entropy on the client's data; here x ranges over the answer tokens of the round's
+    public window.
 
     **Round** (the public code, ``optim/our.py`` and ``aggregation/distillation.py``): the client receives its
     architecture's global adapter w; it trains p_k over the round's batches on f_k + lambda ||p_k - w||^2 (w the
@@ -42,8 +42,8 @@ class PerAda(DistillationMethod):
     round's public window and uploads w_k and those logits. The server averages the local adapters of each
     architecture (equal weights, the code's ``FedAveraging``) and, while ``round < kd_max_round``, distils each
     architecture's average for ``kd_steps`` Adam steps (cosine-annealed rate, the code's scheduler) toward the mean of
-    *all* clients' logits (every architecture's: the ensemble the FedMosaic paper describes, "averaged local-model
-    logits on public data"), then sends each client its architecture's distilled adapter. The client predicts with p_k.
+    *all* clients' logits (every architecture's; the FedMosaic paper: FedMD and PerAda "average logits from local
+    models"), then sends each client its architecture's distilled adapter. The client predicts with p_k.
     "Double Forward/Backward & Logit Extraction" (FedMosaic Table 15): two forward and backward passes per local step,
     plus one forward over the public window per round.
 

@@ -19,7 +19,7 @@ from .base import mean_by_architecture, prefixed, public_logits, steps_for, unpr
 
 def integrate(base: Mapping[str, torch.Tensor], task_vectors: Sequence[Mapping[str, torch.Tensor]],
               weights: Sequence[float]) -> dict[str, torch.Tensor]:
-    """Task arithmetic (TAKFL Eq. 7): theta = theta_avg + sum_j lambda_j tau_j, per LoRA matrix."""
+    """TAKFL's task-arithmetic integration: theta = theta_avg + sum_j lambda_j tau_j, per LoRA matrix."""
     if len(task_vectors) != len(weights):
         raise ValueError(f"{len(task_vectors)} task vectors for {len(weights)} weights")
     out = {}
@@ -53,13 +53,13 @@ class TAKFL(DistillationMethod):
     window and upload the adapter and the logits. The server then
 
     1. averages the adapters of each architecture ("device prototype") j with equal weights: theta_j;
-    2. builds prototype j's teacher as the mean of its clients' logits, z_j (Eq. 4, the ensemble of its clients);
+    2. builds prototype j's teacher as the mean of its clients' logits, z_j (the ensemble of its clients);
     3. for every student architecture i and every teacher j (i itself included), distils a copy of theta_i for
        ``distill_epochs`` passes over the window (Adam, lr ``distill_lr``) on
        L = T^2 KL(softmax(z_j / T) || softmax(z / T)) + a_self T_s^2 KL(softmax(z_i^self / T_s) || softmax(z / T_s)),
-       z_i^self the logits of theta_i before distillation (the KD-based self-regulariser, Eq. 5-6), giving theta_ij
+       z_i^self the logits of theta_i before distillation (the KD-based self-regulariser), giving theta_ij
        and the task vector tau_ij = theta_ij - theta_i;
-    4. integrates them, theta_i <- theta_i + sum_j lambda_ij tau_ij (task arithmetic, Eq. 7), the weights lambda_i
+    4. integrates them, theta_i <- theta_i + sum_j lambda_ij tau_ij (task arithmetic), the weights lambda_i
        chosen per student by the code's heuristic: the candidate (uniform, then Beta(1, 100)^e draws, sorted so the
        largest weight goes to the largest architecture, normalised) whose integrated adapter has the lowest
        answer cross-entropy on held-out public items;
