@@ -30,7 +30,7 @@ from drake_bench.evaluator import RunConfig, run
 from drake_bench.manifest import manifest_dict, parse_manifest
 from drake_bench.methods.tap import aggregation, history, keys
 from drake_bench.methods.tap.distill import distill_loss
-from drake_bench.methods.tap.experts import activate, adapter_parameters, rest
+from drake_bench.methods.tap.experts import activate, adapter_parameters, rest, trainable
 from drake_bench.methods.tap.memory import draw_batches, recall, remember
 from drake_bench.methods.tap.plugin import (PERSONAL, SALT_STAGE2, TAP, FedAvgPostTrain, TAPLocal, TAPNoKD, as_copy,
                                             split_state)
@@ -301,20 +301,20 @@ def test_stage2_with_beta_zero_is_plain_local_fine_tuning_of_the_personal_copy(t
     cfg = no_kd.config
     rng = np.random.default_rng([int(fed.seed), 1, SALT_STAGE2])
     batches = draw_batches(recall(entries, images), cfg.post_steps, fed.batch_size, rng)
-    pool = tap.clients.pool
-    with pool.use(1) as model:
-        tap.clients.load_copy(1, personal)
-        params = adapter_parameters(model)
-        opt = torch.optim.AdamW([{"params": params, "lr": cfg.initial_learning_rate, "weight_decay": cfg.weight_decay}])
-        model.train()
-        activate(model, YN)
-        for batch in batches:
-            loss_on(model, pool.processor(1), batch).backward()
-            torch.nn.utils.clip_grad_norm_([p for p in params if p.grad is not None], cfg.max_grad_norm)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        rest(model)
-        want = tap.clients.dump_copy(1, list(got))
+    tap.clients.load_copy(1, personal)
+    model, processor = tap.clients.model(1), tap.clients.processor(1)
+    params = adapter_parameters(model)
+    trainable(params)
+    opt = torch.optim.AdamW([{"params": params, "lr": cfg.initial_learning_rate, "weight_decay": cfg.weight_decay}])
+    model.train()
+    activate(model, YN)
+    for batch in batches:
+        loss_on(model, processor, batch).backward()
+        torch.nn.utils.clip_grad_norm_([p for p in params if p.grad is not None], cfg.max_grad_norm)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    rest(model)
+    want = tap.clients.dump_copy(1, list(got))
     assert set(got) == set(personal)
     moved = False
     for comp in got:
@@ -383,3 +383,12 @@ def test_post_federation_seconds_summarise_per_seed_and_are_absent_without_the_s
                                                                  PostFederationCostRecord(seed=1, post_federation_seconds=9.0)])
     assert with_stage.post_federation_seconds == 2.5
     assert seed_summary(0, [score]).post_federation_seconds is None
+
+
+def test_the_method_page_lists_every_option_and_every_entry_is_registered():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "methods" / "tap.md").read_text()
+    for cls in ENTRIES.values():
+        assert f"`{cls.meta.name}`" in page
+        for field in cls.Config.model_fields:
+            assert f"| `{field}` |" in page, f"docs/methods/tap.md does not list {cls.meta.name}'s option {field}"
+    assert set(ENTRIES) <= set(available_methods())

@@ -27,6 +27,13 @@ class RoundSettings(BaseModel):
     alpha: int = Field(
         default=8, ge=1,
         description="LoRA alpha of every component: its update is scaled by alpha / rank (the paper's alpha = 2r).")
+    targets: Literal["mlp", "all"] = Field(
+        default="mlp",
+        description="The language model's linear layers every component adapts. 'mlp': the feed-forward layers "
+                    "(gate, up, down), as the paper's experts are LoRA on the feed-forward layers of its stacks "
+                    "(both linears of every expert); a path of four components then costs about as much per forward "
+                    "pass as one all-linear LoRA adapter. 'all': every linear layer of the decoder blocks, as the "
+                    "package's LoRA entries (SFT, FedIT).")
     combine: Literal["mean", "sum"] = Field(
         default="mean",
         description="How the four components of a key's path add up. 'mean': each component's update is scaled by "
@@ -36,12 +43,12 @@ class RoundSettings(BaseModel):
     learning_rate: float = Field(
         default=3e-3, gt=0,
         description="AdamW learning rate after warm-up (the paper's eta_peak, 3e-4 for FLAVA). 3e-3 is the rate of "
-                    "the package's LoRA entries on the tiny zoo (docs/findings/toy-learning-rate.md); the spec's toy "
-                    "used 1e-3 -> 3e-3 for the same reason.")
+                    "the package's LoRA entries on the tiny zoo (docs/findings/toy-learning-rate.md); a CPU toy "
+                    "reproduction of the paper used 1e-3 -> 3e-3 for the same reason.")
     initial_learning_rate: float = Field(
         default=1e-3, gt=0,
-        description="eta_0: the warm-up's starting rate and Stage 2's rate (spec A10: the code post-trains at "
-                    "eta_0). 1e-3 keeps the paper's FLAVA ratio eta_0 / eta_peak = 1/3.")
+        description="eta_0: the warm-up's starting rate and Stage 2's rate (the paper's code post-trains at "
+                    "eta_0; the paper does not say). 1e-3 keeps the paper's FLAVA ratio eta_0 / eta_peak = 1/3.")
     warmup_rounds: int = Field(
         default=0, ge=0,
         description="Linear warm-up from eta_0 to eta_peak over this many global rounds, then constant (the paper's "
@@ -61,7 +68,7 @@ class RoundSettings(BaseModel):
                                    "models from drake_bench.models.testing (fast tests only).")
 
     def learning_rate_at(self, round_idx: int) -> float:
-        """The spec's schedule (§2.2, A11): linear warm-up in the global round index, then constant."""
+        """The paper's schedule (its code): linear warm-up in the global round index, then constant."""
         if round_idx < self.warmup_rounds:
             return self.initial_learning_rate + (self.learning_rate - self.initial_learning_rate) * round_idx / self.warmup_rounds
         return self.learning_rate
@@ -115,7 +122,7 @@ class TAPSettings(PostTrainSettings):
     beta_generation: float = Field(
         default=1.0, ge=0,
         description="beta_o for open and free-text answers: the paper's text generation weight (Table 21; its code "
-                    "uses 2e-3 there, spec A7).")
+                    "uses 2e-3 there).")
     temperature: float = Field(default=1.0, gt=0, description="tau~, the distillation temperature (the paper's 1).")
 
     def margin(self, key: str) -> float:
