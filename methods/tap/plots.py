@@ -67,6 +67,7 @@ def plot_replacements(results: Sequence["RunResult"], path: str | Path) -> "Figu
     """One panel per result file: cumulative replacements per key (and all keys) against the round."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     if not results:
         raise ValueError("plot_replacements: no results")
@@ -77,6 +78,7 @@ def plot_replacements(results: Sequence["RunResult"], path: str | Path) -> "Figu
             (line,) = ax.plot(x, mean, marker="o", linewidth=2.5 if key == TOTAL else 1.2,
                               color="black" if key == TOTAL else None, label=key)
             ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.15, linewidth=0)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("round")
         ax.set_ylabel("cumulative replacements (clients)")
         ax.set_title(f"{result.method.name} {result.benchmark.name} / {result.scenario.tag}", fontsize=9)
