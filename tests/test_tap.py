@@ -10,8 +10,10 @@
 * end to end through the evaluator: the post-federation seconds and the replacement diagnostics reach the result
   file, which checks, and the replacement curve draws from it.
 
-Speed: one text-only tiny model (no vision tower) serves the unit tests, one pool of the 20 components is built
-once per module and shared by the four entries (their components and settings are the same).
+Speed (the file must stay under 25 s): one text-only tiny model (no vision tower, so the 10 components of a text
+federation) serves the unit tests, its pool built once per module and shared by the four entries (their components
+and settings are the same); the evaluator runs a two-client text benchmark inline. One embedded round per benchmark
+(drake-synth, hflb-synth, fedllm-synth) passes too but costs 8-16 s each, so it is not in this file.
 """
 
 from __future__ import annotations
