@@ -2,9 +2,10 @@
 
 Every client model is its architecture's frozen base with one named peft LoRA adapter per component
 (:func:`.keys.components`: ``shared``, ``mod-<m>``, ``fmt-<f>``, ``exp-<m>-<f>``), all on the language model's
-linear layers, one :class:`~drake_bench.models.ModelPool` slot each. A forward pass for task key o activates the
-four adapters of its path at once (peft's multi-adapter ``set_adapter``), each scaled by 1/4 under ``combine =
-'mean'`` (peft's ``set_scale``, set once when the adapters are attached)::
+feed-forward linears (``targets='mlp'``; ``'all'``: every decoder linear), one :class:`~drake_bench.models.ModelPool`
+slot each. A forward pass for task key o runs with the four adapters of its path active at once (peft's LoRA layers
+sum their active adapters; :func:`set_active` sets which), each scaled by 1/4 under ``combine='mean'`` (peft's
+``set_scale``, set once when the adapters are attached)::
 
     h = W0 x + sum_{c in path(o)} w (alpha / r) B_c A_c x,     w = 1/4 ('mean') or 1 ('sum')
 

@@ -13,7 +13,7 @@ only what the paper changes. The method page is docs/methods/tap.md.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -25,7 +25,7 @@ from ..lora_clients import LoraMethod, average
 from .aggregation import aggregate, component_of, view_for
 from .config import NoKDSettings, PostTrainSettings, RoundSettings, TAPSettings
 from .experts import Copy, ExpertClients
-from .history import decide, history_value, replace
+from .history import decide, replace
 from .keys import group_by_key, paths
 from .memory import PREFIX as MEMORY, draw_batches, recall, remember
 
