@@ -12,6 +12,7 @@ only what the paper changes. The method page is docs/methods/tap.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
@@ -115,8 +116,16 @@ class TAPBase(LoraMethod):
     def margins(self, keys: Iterable[str]) -> dict[str, float]:
         return {k: self.config.margin(k) for k in keys}  # type: ignore[attr-defined]
 
-    def keeps_memory(self) -> bool:
-        return isinstance(self.config, PostTrainSettings) and self.config.memory_items > 0 and self.config.post_steps > 0
+    def keeps_memory(self, round_idx: int) -> bool:
+        """Whether this round's items go into the Stage 2 buffer: with Stage 2 on, in the last rounds that can fill
+        it (its capacity over the items a round draws, rounded up, plus one): earlier items would be pushed out by then, and
+        the State, checkpointed every round, stays small until they are needed."""
+        cfg = self.config
+        if not (isinstance(cfg, PostTrainSettings) and cfg.memory_items > 0 and cfg.post_steps > 0):
+            return False
+        fed = self.federation
+        per_round = max(1, fed.local_steps * fed.batch_size)
+        return round_idx >= fed.rounds - (math.ceil(cfg.memory_items / per_round) + 1)
 
     def client_update(self, ctx: ClientContext, state: State, message: Message | None,
                       batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
@@ -155,7 +164,7 @@ class TAPBase(LoraMethod):
             meta["replacements"][k] = int(meta["replacements"].get(k, 0)) + 1
         meta["last_replaced"] = replaced
         meta["rounds"] = int(meta["rounds"]) + 1
-        if self.keeps_memory():
+        if self.keeps_memory(ctx.round_idx):
             meta["memory"], memory = remember(meta["memory"], memory, batches, self.config.memory_items)  # type: ignore[attr-defined]
         if self.config.report_diagnostics and ctx.round_idx < self.federation.rounds:
             self._rows.setdefault(ctx.round_idx, []).extend(self._client_rows(c, keys, h_l, h_p_before, meta["h_p"], replaced))
