@@ -31,7 +31,8 @@ import numpy as np
 
 from . import checkpoint
 from .errors import DrakeBenchError
-from .evaluation.metrics import AdaptationRecord, CostRecord, DiagnosticRecord, RawTables, ScoreRecord, ServerCostRecord
+from .evaluation.metrics import (AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord, RawTables,
+                                 ScoreRecord, ServerCostRecord)
 from .evaluation.scoring import score_batch
 from .guard import GuardedMethod
 from .isolation import MethodProcess
@@ -97,6 +98,7 @@ class SeedRun:
     costs: list[CostRecord] = field(default_factory=list)
     server_costs: list[ServerCostRecord] = field(default_factory=list)
     diagnostics: list[DiagnosticRecord] = field(default_factory=list)
+    post_federation_costs: list[PostFederationCostRecord] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     start_round: int = 0
 
@@ -325,10 +327,14 @@ class Evaluator:
         ))
 
     def post_federation(self, run: SeedRun) -> None:
-        """The optional stage after the last round; its models replace the final evaluation point."""
+        """The optional stage after the last round, timed around the call (as ``aggregate``); its models replace the
+        final evaluation point."""
         if not run.method.has_post_federation or run.extra.get("post_federation_done"):
             return
+        t0 = time.perf_counter()
         run.states = run.method.post_federation(run.federation, run.states, run.server)
+        run.post_federation_costs.append(PostFederationCostRecord(seed=run.seed,
+                                                                  post_federation_seconds=time.perf_counter() - t0))
         run.extra["post_federation_done"] = True
         last = run.rounds
         run.scores = [s for s in run.scores if s.eval_round != last] + self.evaluate(run, run.states, last - 1)
@@ -406,7 +412,7 @@ class Evaluator:
                 "method_version": run.method.meta.version, "method_config": run.method.config_dump,
                 **{k: v for k, v in run.extra.items() if k != "uid_key"}}
         return RawTables(scores=run.scores, adaptation=adaptation, costs=run.costs, server_costs=run.server_costs,
-                         diagnostics=run.diagnostics), info
+                         diagnostics=run.diagnostics, post_federation_costs=run.post_federation_costs), info
 
 
 # --------------------------------------------------------------------------- whole run
@@ -435,6 +441,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None) -> RunResult:
             costs=[r for t in raws for r in t.costs],
             server_costs=[r for t in raws for r in t.server_costs],
             diagnostics=[r for t in raws for r in t.diagnostics],
+            post_federation_costs=[r for t in raws for r in t.post_federation_costs],
         )
         alloc_name = config.allocation or ev.spec.default_allocation or "none"
         assert ev.evaluation is not None

@@ -36,6 +36,7 @@ from .evaluation.metrics import (
     AdaptationRecord,
     CostRecord,
     DiagnosticRecord,
+    PostFederationCostRecord,
     RawTables,
     ScoreRecord,
     ServerCostRecord,
@@ -59,6 +60,7 @@ __all__ = [
     "FLSettings",
     "MethodRef",
     "ModelAllocationRef",
+    "PostFederationCostRecord",
     "RawTables",
     "ResultFileError",
     "RunResult",
@@ -457,7 +459,8 @@ def check_result(result: RunResult | str | Path) -> list[str]:
     declared = set(result.seeds)
     raw = result.raw
     for table, recs in (("scores", raw.scores), ("adaptation", raw.adaptation), ("costs", raw.costs),
-                        ("server_costs", raw.server_costs), ("diagnostics", raw.diagnostics)):
+                        ("server_costs", raw.server_costs), ("diagnostics", raw.diagnostics),
+                        ("post_federation_costs", raw.post_federation_costs)):
         stray = sorted({r.seed for r in recs} - declared)
         if stray:
             problems.append(f"raw.{table}: records for seeds {stray} not listed in seeds {sorted(declared)}")
@@ -600,7 +603,7 @@ def completeness_problems(result: RunResult) -> list[str]:
       allocation) and only those; every evaluation round of ``fl.eval_rounds`` (which must be the rounds that
       ``fl.eval_every_rounds`` and ``fl.rounds`` give) for every seed, and no other; a cost record for every
       (seed, round, client); where a seed has server cost records (files written before they were measured have
-      none), exactly one for each of its rounds;
+      none), exactly one for each of its rounds; at most one post-federation record per seed;
     * Self rows: a client's Self tasks at an evaluation round are the tasks it has seen by then. For Dynamic and
       Async the manifest and the seed fix them exactly (a task is seen from the first round of its segment); for
       Static they are some of the client's tasks and all of them at the last round; for Dirichlet some of the
@@ -753,6 +756,9 @@ def completeness_problems(result: RunResult) -> list[str]:
             beyond = sorted(set(server_rounds) - set(range(1, fl.rounds + 1)))
             if beyond:
                 out.append(f"raw.server_costs seed {seed}: records for rounds {_examples(beyond)} past fl.rounds {fl.rounds}")
+        post = [c for c in raw.post_federation_costs if c.seed == seed]
+        if len(post) > 1:
+            out.append(f"raw.post_federation_costs seed {seed}: {len(post)} records, at most one per seed")
     return out
 
 

@@ -116,6 +116,15 @@ class ServerCostRecord(_Strict):
     aggregate_seconds: float = Field(ge=0.0)
 
 
+class PostFederationCostRecord(_Strict):
+    """Compute of a method's stage after the last round: wall-clock seconds of its ``post_federation`` call (all
+    clients together), measured by the evaluator around the call, as ``aggregate_seconds`` is. One per seed; only
+    methods with a ``post_federation`` have it."""
+
+    seed: int
+    post_federation_seconds: float = Field(ge=0.0)
+
+
 class DiagnosticRecord(_Strict):
     """One row a method reported about its server step in one round (``ReportsDiagnostics``); never summarised."""
 
@@ -128,8 +137,8 @@ class DiagnosticRecord(_Strict):
 class RawTables(_Strict):
     """Everything the summary is computed from (diagnostics are kept beside it, for inspection only).
 
-    ``server_costs`` and ``diagnostics`` came later than the other tables: result files written before them
-    have neither, and read as empty tables.
+    ``server_costs``, ``diagnostics`` and ``post_federation_costs`` came later than the other tables: result files
+    written before them have none, and read as empty tables.
     """
 
     scores: list[ScoreRecord] = Field(default_factory=list)
@@ -139,6 +148,8 @@ class RawTables(_Strict):
         default_factory=list, description="One record per (seed, round): the server's aggregation time.")
     diagnostics: list[DiagnosticRecord] = Field(
         default_factory=list, description="The method's own rows about its server steps (ReportsDiagnostics).")
+    post_federation_costs: list[PostFederationCostRecord] = Field(
+        default_factory=list, description="One record per seed of a method with post_federation: its seconds.")
 
 
 # --------------------------------------------------------------------------- summary records
@@ -207,6 +218,9 @@ class SeedSummary(_Strict):
         default=None, description="The same for the server's messages.")
     wire_dtypes: list[str] | None = Field(
         default=None, description="Every tensor dtype sent either way, sorted; None without element counts.")
+    post_federation_seconds: float | None = Field(
+        default=None, description="Seconds of the method's post_federation call (all clients); None for a method "
+                                  "without one (and for result files from before it was measured).")
 
 
 _NO_VALUE = MeanStd(mean=None, std=None, n=0)
@@ -235,6 +249,7 @@ class Aggregate(_Strict):
     aggregate_seconds_per_round: MeanStd = _NO_VALUE
     uplink_elements_per_round: MeanStd = _NO_VALUE
     downlink_elements_per_round: MeanStd = _NO_VALUE
+    post_federation_seconds: MeanStd = _NO_VALUE
 
 
 class Summary(_Strict):
@@ -381,12 +396,13 @@ def server_cost_summary(server_costs: Sequence[ServerCostRecord]) -> dict[str, f
 
 def seed_summary(
     seed: int, scores: Sequence[ScoreRecord], costs: Sequence[CostRecord] = (),
-    server_costs: Sequence[ServerCostRecord] = (),
+    server_costs: Sequence[ServerCostRecord] = (), post_federation_costs: Sequence[PostFederationCostRecord] = (),
 ) -> SeedSummary:
     """All metrics of one seed from its score and cost records (records of other seeds are ignored)."""
     scores = [r for r in scores if r.seed == seed]
     costs = [c for c in costs if c.seed == seed]
     server_costs = [c for c in server_costs if c.seed == seed]
+    post = [c.post_federation_seconds for c in post_federation_costs if c.seed == seed]
     _check_unique(scores)
     points = sorted({r.eval_round for r in scores})
     at: dict[int, list[ScoreRecord]] = defaultdict(list)
@@ -441,6 +457,7 @@ def seed_summary(
         per_client=per_client,
         **cost_summary(costs),  # type: ignore[arg-type]
         **server_cost_summary(server_costs),
+        post_federation_seconds=float(sum(post)) if post else None,
     )
 
 
@@ -496,7 +513,7 @@ def summarize(raw: RawTables, seeds: Sequence[int] | None = None) -> Summary:
     """
     if seeds is None:
         seeds = sorted({r.seed for r in raw.scores} | {c.seed for c in raw.costs})
-    per_seed = [seed_summary(s, raw.scores, raw.costs, raw.server_costs) for s in seeds]
+    per_seed = [seed_summary(s, raw.scores, raw.costs, raw.server_costs, raw.post_federation_costs) for s in seeds]
     aggregate = Aggregate(**{f: mean_std([getattr(s, f) for s in per_seed]) for f in _AGG_FIELDS})
     return Summary(
         conventions=dict(CONVENTIONS),
