@@ -139,6 +139,50 @@ class LoraClients:
             return predict(model, self.pool.processor(ctx.client_id), list(queries))
 
 
+class CanonicalLoraClients(LoraClients):
+    """:class:`LoraClients` whose client states use architecture-independent tensor names.
+
+    Methods that average adapter parts across architectures (pFedMMA's shared projections, HeteroTune's share
+    slots) cannot key states by peft's module paths, which differ per architecture. A subclass sets
+    ``canonical_keys = staticmethod(f)`` (f: model -> {peft key: canonical key}); this class builds that map once per architecture,
+    refuses a map that misses an adapter tensor, and converts states both ways.
+    """
+
+    canonical_keys: Callable[[Any], dict[str, str]]
+
+    def __init__(self, settings: BaseModel, adapter_names: Sequence[str] = ("default",)):
+        super().__init__(settings, adapter_names)
+        self._keys: dict[str, dict[str, str]] = {}
+
+    def key_map(self, client: int) -> dict[str, str]:
+        """peft key -> canonical key for the client's architecture (built once per architecture)."""
+        arch = self.pool.architecture(client)
+        if arch not in self._keys:
+            mapping = self.canonical_keys(self.pool.model_for(client))
+            peft_keys = set(self.pool.initial_state(client))
+            if set(mapping) != peft_keys:
+                raise RuntimeError(f"{arch}: adapter tensors {sorted(peft_keys ^ set(mapping))[:4]} have no "
+                                   "canonical name")
+            self._keys[arch] = mapping
+        return self._keys[arch]
+
+    def initial_canonical(self, client: int) -> dict[str, torch.Tensor]:
+        names = self.key_map(client)
+        return {names[k]: v for k, v in self.initial(client).items()}
+
+    def load_canonical(self, client: int, tensors: dict[str, torch.Tensor]) -> None:
+        names = self.key_map(client)
+        missing = sorted(set(names.values()) - set(tensors))
+        extra = sorted(set(tensors) - set(names.values()))
+        if missing or extra:
+            raise ValueError(f"client {client}: state lacks {missing[:4]} / has unknown {extra[:4]}")
+        self.pool.set_state(client, {k: tensors[c] for k, c in names.items()})
+
+    def dump_canonical(self, client: int) -> dict[str, torch.Tensor]:
+        names = self.key_map(client)
+        return {names[k]: v for k, v in self.pool.get_state(client).items()}
+
+
 def average(states: Sequence[dict[str, torch.Tensor]], weights: Sequence[float] | None = None) -> dict[str, torch.Tensor]:
     """Weighted average of equally-shaped tensor dicts (FedAvg)."""
     if not states:

@@ -15,7 +15,7 @@ import torch
 from drake_bench.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
 from drake_bench.sample import MethodSample
 
-from ..lora_clients import LoraClients, LoraMethod, average
+from ..lora_clients import CanonicalLoraClients, LoraMethod, average
 from .accounting import paper_floats, reduction, uplink_floats
 from .cmga import KINDS, Column, align_columns
 from .config import HeteroTuneConfig, HomoTrainingConfig
@@ -41,15 +41,16 @@ def share_key(type_index: int, entry: int, kind: str) -> str:
     return f"share.{type_index}.{entry}.{kind}"
 
 
-class HeteroClients(LoraClients):
+class HeteroClients(CanonicalLoraClients):
     """:class:`LoraClients` with DeMA adapters, HeteroTune's optimiser groups, the share regulariser, and
     architecture-independent state names (:func:`.dema.canonical_keys`: ``down.<l>``, ``own_up.<l>``, ...)."""
+
+    canonical_keys = staticmethod(canonical_keys)
 
     def __init__(self, settings: HeteroTuneConfig):
         super().__init__(settings)
         self.layout: TypeLayout | None = None
         self.type_of_model: dict[str, int] = {}
-        self._keys: dict[str, dict[str, str]] = {}
         self._full: dict[str, int] = {}
 
     def setup(self, federation: FederationContext) -> None:
@@ -121,42 +122,14 @@ class HeteroClients(LoraClients):
                 losses.append(float(loss.detach()))
         return float(sum(losses) / len(losses)) if losses else 0.0
 
-    # -- names ------------------------------------------------------------------------------------------------
-    def key_map(self, client: int) -> dict[str, str]:
-        """peft key -> canonical key for the client's architecture (built once per architecture)."""
-        arch = self.pool.architecture(client)
-        if arch not in self._keys:
-            model = self.pool.model_for(client)
-            mapping = canonical_keys(model)
-            peft_keys = set(self.pool.initial_state(client))
-            if set(mapping) != peft_keys:
-                raise RuntimeError(f"{arch}: adapter tensors {sorted(peft_keys ^ set(mapping))[:4]} have no "
-                                   "canonical name")
-            self._keys[arch] = mapping
-            adapter = sum(t.numel() for t in self.pool.initial_state(client).values())
-            self._full[arch] = sum(p.numel() for p in model.parameters()) - adapter
-        return self._keys[arch]
-
     def full_model_params(self, client: int) -> int:
         """Parameters of the client's whole base model (what full-model FedAvg would send)."""
-        self.key_map(client)
-        return self._full[self.pool.architecture(client)]
+        arch = self.pool.architecture(client)
+        if arch not in self._full:
+            adapter = sum(t.numel() for t in self.pool.initial_state(client).values())
+            self._full[arch] = sum(p.numel() for p in self.pool.model_for(client).parameters()) - adapter
+        return self._full[arch]
 
-    def initial_canonical(self, client: int) -> dict[str, torch.Tensor]:
-        names = self.key_map(client)
-        return {names[k]: v for k, v in self.initial(client).items()}
-
-    def load_canonical(self, client: int, tensors: dict[str, torch.Tensor]) -> None:
-        names = self.key_map(client)
-        missing = sorted(set(names.values()) - set(tensors))
-        extra = sorted(set(tensors) - set(names.values()))
-        if missing or extra:
-            raise ValueError(f"client {client}: state lacks {missing[:4]} / has unknown {extra[:4]}")
-        self.pool.set_state(client, {k: tensors[c] for k, c in names.items()})
-
-    def dump_canonical(self, client: int) -> dict[str, torch.Tensor]:
-        names = self.key_map(client)
-        return {names[k]: v for k, v in self.pool.get_state(client).items()}
 
 
 class HeteroTune(LoraMethod):

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from drake_bench.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
 from drake_bench.sample import MethodSample
 
-from ..lora_clients import LoraClients, LoraMethod, average
+from ..lora_clients import CanonicalLoraClients, LoraMethod, average
 from .accounting import communicated_floats, paper_floats
 from .depths import EncoderLayout, depth_map, layout_of
 from .mma import canonical_keys, make_mma_config, tie_shared
@@ -122,17 +122,18 @@ def model_layout(model_name: str) -> EncoderLayout:
     return layout_of(AutoConfig.from_pretrained(info.source))
 
 
-class MMAClients(LoraClients):
+class MMAClients(CanonicalLoraClients):
     """:class:`LoraClients` with pFedMMA's adapters, state names and optimiser.
 
     Client states use architecture-independent names (:func:`.mma.canonical_keys`): ``shared.<k>.weight|bias``,
     ``language.<k>.down|up.weight|bias`` and, on multimodal clients, ``vision.<k>.down|up.weight|bias``.
     """
 
+    canonical_keys = staticmethod(canonical_keys)
+
     def __init__(self, settings: PFedMMAConfig):
         super().__init__(settings)
         self.init_seed = 0
-        self._keys: dict[str, dict[str, str]] = {}
 
     def setup(self, federation: FederationContext) -> None:
         self.init_seed = int(federation.seed)
@@ -160,34 +161,6 @@ class MMAClients(LoraClients):
         one optimiser across clients, so momentum leaks between them; a fresh one keeps each client to its own)."""
         return torch.optim.SGD(self.param_groups(model), lr=self.settings.sgd_lr, momentum=self.settings.sgd_momentum)
 
-    # -- names ------------------------------------------------------------------------------------------------
-    def key_map(self, client: int) -> dict[str, str]:
-        """peft key -> canonical key for the client's architecture (built once per architecture)."""
-        arch = self.pool.architecture(client)
-        if arch not in self._keys:
-            mapping = canonical_keys(self.pool.model_for(client))
-            peft_keys = set(self.pool.initial_state(client))
-            if set(mapping) != peft_keys:
-                raise RuntimeError(f"{arch}: adapter tensors {sorted(peft_keys ^ set(mapping))[:4]} have no "
-                                   "canonical name")
-            self._keys[arch] = mapping
-        return self._keys[arch]
-
-    def initial_canonical(self, client: int) -> dict[str, torch.Tensor]:
-        names = self.key_map(client)
-        return {names[k]: v for k, v in self.initial(client).items()}
-
-    def load_canonical(self, client: int, tensors: dict[str, torch.Tensor]) -> None:
-        names = self.key_map(client)
-        missing = sorted(set(names.values()) - set(tensors))
-        extra = sorted(set(tensors) - set(names.values()))
-        if missing or extra:
-            raise ValueError(f"client {client}: state lacks {missing[:4]} / has unknown {extra[:4]}")
-        self.pool.set_state(client, {k: tensors[c] for k, c in names.items()})
-
-    def dump_canonical(self, client: int) -> dict[str, torch.Tensor]:
-        names = self.key_map(client)
-        return {names[k]: v for k, v in self.pool.get_state(client).items()}
 
 
 def is_shared(key: str) -> bool:
