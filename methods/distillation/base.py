@@ -48,7 +48,7 @@ from ..lora_clients import LoraClients, LoraMethod, LoraSettings, average
 LOGITS = "logits"
 """The key of the public-data logits in an upload (every other key of a parameter-exchange upload is its adapter)."""
 
-#: The FedMosaic paper's public data (App. A.17, spec A13: 5,000 public instruction items); each round takes a
+#: The FedMosaic paper's public data (its App. A.17: 5,000 public instruction items); each round takes a
 #: twentieth of it (the paper's R = 20), so the paper's schedule passes over the set once [I].
 PAPER_PUBLIC: dict[str, Any] = dict(public_size=5000, public_per_round=250)
 

@@ -20,7 +20,8 @@ what the paper's keys are made of:
 
 A **task key** ``o`` is the pair ``(modality, format)`` (``"image/yes_no"``). It is coarser than a task: two tasks
 of one client with the same modality and format share a key, their losses are one history value and their
-components are replaced together (the paper's MMLU with three subsets is one task for the same reason, spec A14).
+components are replaced together (the paper counts MMLU's three subsets as one text-generation task for the same
+reason: one task type, one set of experts).
 What this changes: replacement decisions are per key, not per task; two clients' different tasks that share a key
 share that key's experts in the server's average (as the paper's clients share a task type's stacks).
 

@@ -131,7 +131,8 @@ class TAPBase(LoraMethod):
                       batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
         """Spec §2.2 (a)-(f): the FL copy starts from the server's components and trains; it is uploaded; every key
         of the round whose FL history beats the personal one by its margin has its path's components copied into
-        the personal copy; the personal copy trains on the same batches (spec A15)."""
+        the personal copy; the personal copy trains on the same batches (the paper's reference code trains both copies
+        on one draw, so the two histories compare losses on the same items)."""
         c = ctx.client_id
         fl, personal, memory = split_state(dict(state.tensors))
         meta = {k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v)
@@ -354,7 +355,8 @@ class TAPNoKD(TAP):
 class FedAvgPostTrain(TAP):
     """FedAvg + post-train: TAP's FL copy alone (component-wise FedAvg of the same experts, no personal copy, no
     replacement), and after the last round the final server components fine-tuned P steps on the client's items,
-    the same P batches TAP's teacher trains on (the paper's budget rule, spec A9). A client is scored with its FL
+    the same P batches TAP's teacher trains on (the paper's budget rule: a "+ post-train" baseline gets the P
+    steps TAP's Stage 2 gets, so neither is compared on more training). A client is scored with its FL
     copy after local training every round (as FedIT), and with the post-trained model after Stage 2."""
 
     meta = MethodMeta(
