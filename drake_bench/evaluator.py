@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import checkpoint
+from .compute import ComputeProbe, probe_compute
 from .errors import DrakeBenchError
 from .evaluation.metrics import (AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord, RawTables,
                                  ScoreRecord, ServerCostRecord)
@@ -38,7 +39,7 @@ from .guard import GuardedMethod
 from .isolation import MethodProcess
 from .lock import RunLock
 from .manifest import load_benchmark
-from .protocol import ClientContext, FederationContext, Message, MethodMeta, State, mixed_seed
+from .protocol import ClientContext, FederationContext, Message, State, mixed_seed
 from .registry import create_method
 from .results import (
     BenchmarkRef,
@@ -129,6 +130,7 @@ class Evaluator:
         self.evaluation: EvaluationSettings | None = None
         self.data_hash: str | None = None
         self.verified_files: dict[str, str] = {}
+        self.compute: ComputeProbe | None = None
 
     # -- set-up ----------------------------------------------------------------
     def _allocation(self) -> dict[int, str]:
@@ -147,11 +149,26 @@ class Evaluator:
         except Exception as exc:
             raise method.error("evaluation_settings", f"not valid EvaluationSettings: {exc}") from None
 
-    def method_local_steps(self, meta: MethodMeta) -> int:
-        steps = self.config.local_steps or self.spec.fl.local_steps
-        if self.config.compute_matched:
-            steps = max(1, round(steps / float(meta.relative_compute)))
-        return steps
+    def method_local_steps(self, method: GuardedMethod | MethodProcess) -> int:
+        """The run's local steps, or with ``compute_matched`` the steps the compute probe matched to SFT's FLOPs."""
+        cfg = self.config
+        if cfg.compute_matched or cfg.measure_compute:
+            self.measure_compute(method)
+        if cfg.compute_matched:
+            assert self.compute is not None
+            return self.compute.matched_local_steps
+        return cfg.local_steps or self.spec.fl.local_steps
+
+    def measure_compute(self, method: GuardedMethod | MethodProcess) -> ComputeProbe:
+        """The compute probe of this run (once per run, on the first seed's data; cached with the checkpoints)."""
+        if self.compute is None:
+            cfg = self.config
+            seed = cfg.seeds[0]
+            fed = load_federated_data(self.spec, self.scenario, seed, data_dir=cfg.data_dir, revision=cfg.revision,
+                                      rounds=cfg.rounds, local_steps=cfg.local_steps, batch_size=cfg.batch_size)
+            self.compute = probe_compute(self, fed, seed, method.config_dump, float(method.meta.relative_compute),
+                                         cache_dir=self.run_dir(seed).parent)
+        return self.compute
 
     def run_dir(self, seed: int) -> Path:
         return Path(self.config.out) / "checkpoints" / self.spec.name / self.scenario.tag() / self.config.method / f"seed-{seed}"
@@ -216,7 +233,7 @@ class Evaluator:
     def _init_or_resume(self, seed: int, fed: FederatedData, method: GuardedMethod | MethodProcess) -> SeedRun:
         cfg = self.config
         self.describe_models(method)
-        steps = self.method_local_steps(method.meta)
+        steps = self.method_local_steps(method)
         eval_every = cfg.eval_every_rounds or self.spec.fl.eval_every_rounds
         run = SeedRun(seed=seed, fed=fed, method=method, federation=self.federation_context(fed, seed, steps),
                       local_steps=steps, eval_every=eval_every, run_dir=self.run_dir(seed))
@@ -462,7 +479,8 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None) -> RunResult:
                 eval_rounds=sorted({s.eval_round for s in merged.scores}),
                 others_subsample=config.others_subsample if config.others_subsample is not None else ev.spec.fl.others_subsample,
                 num_clients=len(ev.spec.clients),
-                extra={"compute_matched": config.compute_matched, "run_config": config.model_dump(mode="json")},
+                extra={"compute_matched": config.compute_matched, "run_config": config.model_dump(mode="json"),
+                       **({"compute": ev.compute.summary()} if ev.compute is not None else {})},
             ),
             evaluation=ev.evaluation,
             environment=capture_environment(config.device),
