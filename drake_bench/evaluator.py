@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import checkpoint
+from .access import DATA_ACCESS_KEY, AccessLedger
 from .errors import DrakeBenchError
 from .evaluation.metrics import (AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord, RawTables,
                                  ScoreRecord, ServerCostRecord)
@@ -101,6 +102,7 @@ class SeedRun:
     post_federation_costs: list[PostFederationCostRecord] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     start_round: int = 0
+    access: AccessLedger = field(default_factory=AccessLedger)  # what the method was handed, by split
 
     @property
     def rounds(self) -> int:
@@ -239,6 +241,7 @@ class Evaluator:
             run.server_costs = [ServerCostRecord(**r) for r in prog.records.get("server_costs", [])]
             run.diagnostics = [DiagnosticRecord(**r) for r in prog.records.get("diagnostics", [])]
             run.start_round, run.extra = prog.completed_rounds, prog.extra
+            run.access = AccessLedger.from_state(run.extra.pop(DATA_ACCESS_KEY, None))
             run.extra.setdefault("uid_key", secrets.token_hex(16))
             return run
         for c in fed.clients:
@@ -257,6 +260,7 @@ class Evaluator:
             self.cb.on_client(run.seed, r, c)
             ctx = self.ctx(c, r, run.seed)
             batches = run.fed.round_batches(c, r, local_steps=run.local_steps, uid_key=run.uid_key)
+            run.access.gave_with_answers(batches)
             t0 = time.perf_counter()
             upload, run.states[c] = run.method.client_update(ctx, run.states[c], run.messages[c], batches, rng_seed=ctx.seed)
             uploads[c] = (upload, time.perf_counter() - t0)
@@ -283,7 +287,9 @@ class Evaluator:
         return (r + 1) % run.eval_every == 0 or r + 1 == run.rounds
 
     def _predict_score(self, run: SeedRun, ctx: ClientContext, state: State, samples: list[Sample]) -> float:
-        preds = run.method.predict(ctx, state, [s.as_query(run.uid_key) for s in samples])
+        queries = [s.as_query(run.uid_key) for s in samples]
+        run.access.asked(queries)
+        preds = run.method.predict(ctx, state, queries)
         return float(np.mean(score_batch(preds, samples))) if samples else 0.0
 
     def evaluate(self, run: SeedRun, states: dict[int, State], round_idx: int) -> list[ScoreRecord]:
@@ -323,7 +329,7 @@ class Evaluator:
             records={"scores": [s.model_dump() for s in run.scores], "costs": [c.model_dump() for c in run.costs],
                      "server_costs": [c.model_dump() for c in run.server_costs],
                      "diagnostics": [d.model_dump() for d in run.diagnostics]},
-            extra=run.extra,
+            extra={**run.extra, DATA_ACCESS_KEY: run.access.state()},
         ))
 
     def post_federation(self, run: SeedRun) -> None:
@@ -377,6 +383,7 @@ class Evaluator:
                         batches = [[train[i].for_method(run.uid_key)
                                     for i in rng.choice(len(train), size=min(batch_size, len(train)), replace=False)]
                                    for _ in range(steps)]
+                        run.access.gave_with_answers(batches)
                         _msg, state = method.client_update(ctx, state, None, batches, call="fast adaptation client_update",
                                                            rng_seed=ctx.seed)
                         done += steps
@@ -410,7 +417,7 @@ class Evaluator:
         adaptation = self.fast_adaptation(run)
         info = {"local_steps": run.local_steps, "rounds": run.rounds, "eval_every_rounds": run.eval_every,
                 "method_version": run.method.meta.version, "method_config": run.method.config_dump,
-                **{k: v for k, v in run.extra.items() if k != "uid_key"}}
+                **{k: v for k, v in run.extra.items() if k != "uid_key"}, DATA_ACCESS_KEY: run.access.record()}
         return RawTables(scores=run.scores, adaptation=adaptation, costs=run.costs, server_costs=run.server_costs,
                          diagnostics=run.diagnostics, post_federation_costs=run.post_federation_costs), info
 
@@ -433,6 +440,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None) -> RunResult:
     info: dict[str, Any] = {}
     done: list[int] = []
     data_hash = None
+    access: dict[str, Any] = {}  # seed -> the evaluator's record of what the method was handed (drake_bench.access)
 
     def result(status: str, notes: list[str]) -> RunResult:
         merged = RawTables(
@@ -462,7 +470,8 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None) -> RunResult:
                 eval_rounds=sorted({s.eval_round for s in merged.scores}),
                 others_subsample=config.others_subsample if config.others_subsample is not None else ev.spec.fl.others_subsample,
                 num_clients=len(ev.spec.clients),
-                extra={"compute_matched": config.compute_matched, "run_config": config.model_dump(mode="json")},
+                extra={"compute_matched": config.compute_matched, "run_config": config.model_dump(mode="json"),
+                       DATA_ACCESS_KEY: dict(access)},
             ),
             evaluation=ev.evaluation,
             environment=capture_environment(config.device),
@@ -481,6 +490,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None) -> RunResult:
             raise
         raws.append(raw)
         done.append(seed)
+        access[str(seed)] = info[DATA_ACCESS_KEY]
         data_hash = ev.data_hash
     final = result("complete", [])
     write_result(final, final.path(config.out))
