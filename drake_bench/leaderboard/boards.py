@@ -77,8 +77,8 @@ class BoardDefinition(StrictModel):
     benchmark_version: str
     manifest_hash: str | None = Field(default=None, description="Pinned content_hash of the manifest; None: the "
                                                                 "installed manifest's (test-only boards).")
-    data_hash: str | None = Field(default=None, description="Pinned data hash; None until a build produced one "
-                                                            "(files must then agree with each other).")
+    data_hash: str | None = Field(default=None, description="Pinned data hash; None until a build produced one (the "
+                                                            "benchmark rule refuses every file until it is pinned).")
     data_dir: str | None = Field(default=None, description="A built benchmark folder (test-only boards).")
     scenario: str = Field(description="As `drake-bench run --scenario` takes it: static, dynamic, ...")
     allocation: str | None = Field(default=None, description="Model allocation name; None: the manifest's default.")

@@ -197,7 +197,7 @@ table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ccc;paddin
 #board th{background:#f0f0f0;cursor:pointer;white-space:nowrap}#board th.sorted-desc:after{content:" \\25BC"}
 #board th.sorted-asc:after{content:" \\25B2"}td.num{text-align:right;white-space:nowrap}
 td.paper{color:#666;text-align:right;white-space:nowrap;font-style:italic}tr.detail{display:none}
-tr.detail.open{display:table-row}tr.refused td.label{color:#a00}.ok{color:#070}.refused{color:#a00}
+tr.detail.open{display:table-row}tr.is-refused td.label{color:#a00}.drill{max-width:1200px;white-space:normal}.ok{color:#070}.refused{color:#a00}
 code.cmd{background:#f6f6f6;padding:2px 4px;font-size:12px;word-break:break-all}.tie{color:#a60}
 img{max-width:100%}.meta td{border:none;padding:1px 8px}
 """
@@ -257,7 +257,7 @@ def board_page(board: BoardDefinition, rows: list[Row], *, note: str = "") -> st
         verdict = "ok" if not r.refusals else f"refused ({', '.join(sorted({x.rule for x in r.refusals}))})"
         cells.append(f'<td class="{"ok" if not r.refusals else "refused"}" data-sort="{len(r.refusals)}">{verdict}</td>')
         cells.append(f'<td><button class="drill" data-detail="{did}">details</button></td>')
-        cls = "entry" + (" refused" if r.refusals else "")
+        cls = "entry" + (" is-refused" if r.refusals else "")
         body.append(f'<tr class="{cls}" data-method="{html.escape(r.label)}" data-detail="{did}">{"".join(cells)}</tr>')
         body.append(f'<tr class="detail" id="{did}"><td colspan="{len(head)}">{_detail(r)}</td></tr>')
     results = [r.result for r in rows]

@@ -121,7 +121,10 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
         refuse("benchmark", f"benchmark {b.name} {b.version}, the board's is {board.benchmark_name} {board.benchmark_version}")
     if board.expected_manifest_hash and b.manifest_hash != board.expected_manifest_hash:
         refuse("benchmark", f"benchmark.manifest_hash {b.manifest_hash}, the board's is {board.expected_manifest_hash}")
-    if board.data_hash and b.data_hash != board.data_hash:
+    if not board.data_hash:
+        refuse("benchmark", f"board {board.name} pins no data hash yet, so nothing shows this file ran on its data; "
+                            f"pin the one its build recorded ({b.data_hash}) in the board's definition")
+    elif b.data_hash != board.data_hash:
         refuse("benchmark", f"benchmark.data_hash {b.data_hash}, the board's is {board.data_hash}")
 
     if res.scenario.tag != board.scenario_tag:
@@ -130,6 +133,8 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
         refuse("scenario", f"model allocation {res.model_allocation.name!r}, the board's is {board.allocation_name!r}")
 
     for model, ident in sorted(res.model_allocation.checkpoints.items()):
+        if model == "none" and ident.get("source") == "none":
+            continue  # a benchmark without model allocations, or a model-free method: no weights to pin
         pinned, sha = board.weights.get(model), ident.get(WEIGHTS_SHA256)
         if pinned is None:
             refuse("weights", f"model {model!r} is not one of the board's zoo models {sorted(board.weights) or '(none)'}")
@@ -194,8 +199,8 @@ def validate(paths: Sequence[str | Path], board: BoardDefinition) -> tuple[list[
         if res is not None:
             refusals += file_refusals(p, res, board)
             results.append((str(p), res))
-    # across files: one data, one weights per model name, each entry once
-    if results and not board.data_hash:
+    # across files: one data (down to the shards both verified), one weights per model name, each entry once
+    if results:
         first_path, first = results[0]
         for p, res in results[1:]:
             differs = benchmark_differences(first.benchmark, res.benchmark)
