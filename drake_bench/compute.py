@@ -25,13 +25,27 @@ from __future__ import annotations
 import json
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .evaluator import Evaluator
+    from .protocol import ClientContext, FederationContext
     from .stream import FederatedData
+
+
+class ProbeHost(Protocol):
+    """What the probe needs from the evaluator (kept as a protocol: the evaluator imports this module)."""
+
+    config: Any
+    spec: Any
+    allocation: dict[int, str]
+
+    def open_method(self, name: str, config: dict[str, Any], seed: int) -> Any: ...
+    def federation_context(self, fed: FederatedData, seed: int, steps: int) -> FederationContext: ...
+    def ctx(self, client: int, round_idx: int, seed: int) -> ClientContext: ...
+    def setup_seed(self, seed: int) -> int: ...
+    def init_client_seed(self, seed: int, client: int) -> int: ...
 
 REFERENCE_METHOD = "sft"
 PROBE_VERSION = 1
@@ -88,27 +102,19 @@ class ComputeProbe(BaseModel):
                 "reference_total_flops": self.reference_total_flops}
 
 
-def _probe_one(ev: Evaluator, name: str, config: dict[str, Any], fed: FederatedData, seed: int, steps: int,
+def _probe_one(ev: ProbeHost, name: str, config: dict[str, Any], fed: FederatedData, seed: int, steps: int,
                clients: dict[str, int]) -> tuple[int, dict[str, int]]:
     """(setup FLOPs, one-round FLOPs per model) of ``name`` run fresh under this run's settings."""
-    from .evaluator import SALT_INIT_CLIENT, SALT_SETUP
-    from .guard import GuardedMethod
-    from .isolation import MethodProcess
-    from .protocol import mixed_seed
-    from .registry import create_method
-
-    cfg = ev.config
-    method = (MethodProcess(name, config, seed=seed, call_timeout=cfg.call_timeout) if cfg.isolation == "process"
-              else GuardedMethod(create_method(name, config), seed))
+    method = ev.open_method(name, config, seed)
     try:
         method.count_flops(True)
-        method.setup(ev.federation_context(fed, seed, steps), rng_seed=mixed_seed(seed, SALT_SETUP))
+        method.setup(ev.federation_context(fed, seed, steps), rng_seed=ev.setup_seed(seed))
         setup = method.counted_flops().get("setup", 0)
         uid_key = secrets.token_bytes(16)
         per_model: dict[str, int] = {}
         for model, client in clients.items():
             ctx = ev.ctx(client, 0, seed)
-            state = method.init_client(ctx, rng_seed=mixed_seed(seed, client, SALT_INIT_CLIENT))
+            state = method.init_client(ctx, rng_seed=ev.init_client_seed(seed, client))
             method.count_flops(True)
             method.client_update(ctx, state, None, fed.round_batches(client, 0, local_steps=steps, uid_key=uid_key),
                                  rng_seed=ctx.seed)
@@ -118,7 +124,7 @@ def _probe_one(ev: Evaluator, name: str, config: dict[str, Any], fed: FederatedD
         method.close()
 
 
-def probe_compute(ev: Evaluator, fed: FederatedData, seed: int, method_config_dump: dict[str, Any],
+def probe_compute(ev: ProbeHost, fed: FederatedData, seed: int, method_config_dump: dict[str, Any],
                   declared: float, cache_dir: Path | None = None) -> ComputeProbe:
     """Measure the configured method against SFT on this run's data (see the module docstring).
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import checkpoint
+from .access import DATA_ACCESS_KEY, AccessLedger
 from .compute import ComputeProbe, probe_compute
 from .errors import DrakeBenchError
 from .evaluation.metrics import (AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord, RawTables,
@@ -102,6 +103,7 @@ class SeedRun:
     post_federation_costs: list[PostFederationCostRecord] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     start_round: int = 0
+    access: AccessLedger = field(default_factory=AccessLedger)  # what the method was handed, by split
 
     @property
     def rounds(self) -> int:
@@ -225,10 +227,22 @@ class Evaluator:
 
     def start_method(self, seed: int) -> GuardedMethod | MethodProcess:
         """The method, in its own worker process (``isolation='process'``) or in this one (``'inline'``)."""
+        return self.open_method(self.config.method, self.config.method_config, seed)
+
+    def open_method(self, name: str, method_config: dict[str, Any], seed: int) -> GuardedMethod | MethodProcess:
+        """Any registered method under this run's isolation (the compute probe opens SFT beside the method)."""
         cfg = self.config
         if cfg.isolation == "process":
-            return MethodProcess(cfg.method, cfg.method_config, seed=seed, call_timeout=cfg.call_timeout)
-        return GuardedMethod(create_method(cfg.method, cfg.method_config), seed)
+            return MethodProcess(name, method_config, seed=seed, call_timeout=cfg.call_timeout)
+        return GuardedMethod(create_method(name, method_config), seed)
+
+    @staticmethod
+    def setup_seed(seed: int) -> int:
+        return mixed_seed(seed, SALT_SETUP)
+
+    @staticmethod
+    def init_client_seed(seed: int, client: int) -> int:
+        return mixed_seed(seed, client, SALT_INIT_CLIENT)
 
     def _init_or_resume(self, seed: int, fed: FederatedData, method: GuardedMethod | MethodProcess) -> SeedRun:
         cfg = self.config
@@ -238,7 +252,7 @@ class Evaluator:
         run = SeedRun(seed=seed, fed=fed, method=method, federation=self.federation_context(fed, seed, steps),
                       local_steps=steps, eval_every=eval_every, run_dir=self.run_dir(seed))
         t0 = time.perf_counter()
-        method.setup(run.federation, rng_seed=mixed_seed(seed, SALT_SETUP))
+        method.setup(run.federation, rng_seed=self.setup_seed(seed))
         setup_seconds = time.perf_counter() - t0
 
         fingerprint = self.fingerprint(method, seed, steps, eval_every, fed)
@@ -256,10 +270,11 @@ class Evaluator:
             run.server_costs = [ServerCostRecord(**r) for r in prog.records.get("server_costs", [])]
             run.diagnostics = [DiagnosticRecord(**r) for r in prog.records.get("diagnostics", [])]
             run.start_round, run.extra = prog.completed_rounds, prog.extra
+            run.access = AccessLedger.from_state(run.extra.pop(DATA_ACCESS_KEY, None))
             run.extra.setdefault("uid_key", secrets.token_hex(16))
             return run
         for c in fed.clients:
-            run.states[c] = method.init_client(self.ctx(c, 0, seed), rng_seed=mixed_seed(seed, c, SALT_INIT_CLIENT))
+            run.states[c] = method.init_client(self.ctx(c, 0, seed), rng_seed=self.init_client_seed(seed, c))
         run.server = method.init_server()
         run.messages = {c: None for c in fed.clients}
         # sample and query ids shown to the method are keyed with this run's secret, so they cannot be
@@ -274,6 +289,7 @@ class Evaluator:
             self.cb.on_client(run.seed, r, c)
             ctx = self.ctx(c, r, run.seed)
             batches = run.fed.round_batches(c, r, local_steps=run.local_steps, uid_key=run.uid_key)
+            run.access.gave_with_answers(batches)
             t0 = time.perf_counter()
             upload, run.states[c] = run.method.client_update(ctx, run.states[c], run.messages[c], batches, rng_seed=ctx.seed)
             uploads[c] = (upload, time.perf_counter() - t0)
@@ -300,7 +316,9 @@ class Evaluator:
         return (r + 1) % run.eval_every == 0 or r + 1 == run.rounds
 
     def _predict_score(self, run: SeedRun, ctx: ClientContext, state: State, samples: list[Sample]) -> float:
-        preds = run.method.predict(ctx, state, [s.as_query(run.uid_key) for s in samples])
+        queries = [s.as_query(run.uid_key) for s in samples]
+        run.access.asked(queries)
+        preds = run.method.predict(ctx, state, queries)
         return float(np.mean(score_batch(preds, samples))) if samples else 0.0
 
     def evaluate(self, run: SeedRun, states: dict[int, State], round_idx: int) -> list[ScoreRecord]:
@@ -340,7 +358,7 @@ class Evaluator:
             records={"scores": [s.model_dump() for s in run.scores], "costs": [c.model_dump() for c in run.costs],
                      "server_costs": [c.model_dump() for c in run.server_costs],
                      "diagnostics": [d.model_dump() for d in run.diagnostics]},
-            extra=run.extra,
+            extra={**run.extra, DATA_ACCESS_KEY: run.access.state()},
         ))
 
     def post_federation(self, run: SeedRun) -> None:
@@ -394,6 +412,7 @@ class Evaluator:
                         batches = [[train[i].for_method(run.uid_key)
                                     for i in rng.choice(len(train), size=min(batch_size, len(train)), replace=False)]
                                    for _ in range(steps)]
+                        run.access.gave_with_answers(batches)
                         _msg, state = method.client_update(ctx, state, None, batches, call="fast adaptation client_update",
                                                            rng_seed=ctx.seed)
                         done += steps
@@ -427,7 +446,7 @@ class Evaluator:
         adaptation = self.fast_adaptation(run)
         info = {"local_steps": run.local_steps, "rounds": run.rounds, "eval_every_rounds": run.eval_every,
                 "method_version": run.method.meta.version, "method_config": run.method.config_dump,
-                **{k: v for k, v in run.extra.items() if k != "uid_key"}}
+                **{k: v for k, v in run.extra.items() if k != "uid_key"}, DATA_ACCESS_KEY: run.access.record()}
         return RawTables(scores=run.scores, adaptation=adaptation, costs=run.costs, server_costs=run.server_costs,
                          diagnostics=run.diagnostics, post_federation_costs=run.post_federation_costs), info
 
@@ -450,6 +469,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None) -> RunResult:
     info: dict[str, Any] = {}
     done: list[int] = []
     data_hash = None
+    access: dict[str, Any] = {}  # seed -> the evaluator's record of what the method was handed (drake_bench.access)
 
     def result(status: str, notes: list[str]) -> RunResult:
         merged = RawTables(
@@ -480,6 +500,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None) -> RunResult:
                 others_subsample=config.others_subsample if config.others_subsample is not None else ev.spec.fl.others_subsample,
                 num_clients=len(ev.spec.clients),
                 extra={"compute_matched": config.compute_matched, "run_config": config.model_dump(mode="json"),
+                       DATA_ACCESS_KEY: dict(access),
                        **({"compute": ev.compute.summary()} if ev.compute is not None else {})},
             ),
             evaluation=ev.evaluation,
@@ -499,6 +520,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None) -> RunResult:
             raise
         raws.append(raw)
         done.append(seed)
+        access[str(seed)] = info[DATA_ACCESS_KEY]
         data_hash = ev.data_hash
     final = result("complete", [])
     write_result(final, final.path(config.out))

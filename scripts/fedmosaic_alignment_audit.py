@@ -28,8 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from drake_bench.evaluator import SALT_SETUP, Evaluator
-from drake_bench.protocol import mixed_seed
+from drake_bench.evaluator import Evaluator
 from drake_bench.run_config import RunConfig
 from drake_bench.stream import load_federated_data
 
@@ -56,7 +55,7 @@ def audit(allocation: str, settings: dict) -> dict:
     ev.describe_models(method)
     fed = load_federated_data(ev.spec, ev.scenario, 0)
     t0 = time.perf_counter()
-    method.setup(ev.federation_context(fed, 0, ev.spec.fl.local_steps), rng_seed=mixed_seed(0, SALT_SETUP))
+    method.setup(ev.federation_context(fed, 0, ev.spec.fl.local_steps), rng_seed=ev.setup_seed(0))
     seconds = time.perf_counter() - t0
     rows = [d["values"] | {"key": d["key"]} for d in method.round_diagnostics(0) if d["key"].startswith("alignment/")]
     med = lambda k: statistics.median(r[k] for r in rows)  # noqa: E731
