@@ -14,7 +14,28 @@ Initial adapters: every client of one architecture starts from the same adapter
 initialisation (seeded by ``seed``), like a federated run whose server broadcasts one
 initial global adapter. ``adapter_config`` may be one ``PeftConfig`` or a callable
 receiving the client's zoo model name; all clients of an architecture share its
-adapter shapes (per-client ranks within one architecture are not supported).
+adapter shapes unless ``client_ranks`` is given.
+
+Per-client LoRA ranks within an architecture (``client_ranks``, client -> rank; the
+rank-heterogeneous setting of HETLoRA / FedMosaic App. A.24): the shared base gets one
+peft adapter slot per distinct rank of its clients, through peft's multi-adapter API
+(``add_adapter`` / ``set_adapter``), and ``use(client)`` activates the client's slot. Choices:
+
+- [R] The architecture's largest rank keeps the adapter's own name (``"default"``), so code that
+  addresses the adapter by name (alignment, state helpers) sees the widest slot; a smaller rank r
+  is the slot ``"<adapter>_r<r>"``. peft selects a slot's tensors by dot-delimited name, so the
+  names cannot collide. An architecture whose clients share one rank has exactly the slots and
+  tensors of a pool without ``client_ranks`` (and, at the config's own rank, the same values).
+- [R] A slot of rank r is the configured adapter with ``r`` replaced and ``lora_alpha`` scaled by
+  r / r_config, so every client keeps the configured LoRA scale alpha / r: updates of different
+  ranks stay on one scale, which zero-padded factor averaging (HETLoRA) needs.
+- [R] Nested initialisation: a smaller slot starts from the leading block of the largest slot's
+  initial tensors (``rank_axes`` names which axes of which weight carry the rank: rows of
+  ``lora_A``, columns of ``lora_B`` by default), like HETLoRA's server sending each client the
+  truncation of one initial global adapter; the coordinates a low-rank client trains are then the
+  same coordinates as the first ones of a high-rank client.
+- Client states keep the logical adapter names and peft's slot-independent keys, each with the
+  client's own shapes.
 """
 
 from __future__ import annotations
@@ -43,6 +64,44 @@ class _Arch:
     init: dict[str, dict[str, torch.Tensor]]  # adapter -> initial state (CPU copy)
     active: int | None = None
     clients: list[int] = field(default_factory=list)
+    slots: dict[tuple[str, int | None], str] = field(default_factory=dict)  # (adapter, rank) -> peft adapter slot
+
+    @property
+    def multi_rank(self) -> bool:
+        return len({r for _, r in self.slots}) > 1
+
+
+#: Which axes of which adapter weight carry the LoRA rank (used to nest smaller slots in larger ones).
+DEFAULT_RANK_AXES: dict[str, tuple[int, ...]] = {"lora_A": (0,), "lora_B": (1,)}
+
+
+def _weight_name(key: str, rank_axes: Mapping[str, tuple[int, ...]]) -> str | None:
+    """The ``lora_*`` segment of a peft state key (``...q_proj.lora_A.weight`` -> ``lora_A``) named in rank_axes."""
+    for part in key.split("."):
+        if part in rank_axes:
+            return part
+    return None
+
+
+def resize_state(state: Mapping[str, torch.Tensor], rank: int,
+                 rank_axes: Mapping[str, tuple[int, ...]] = DEFAULT_RANK_AXES) -> dict[str, torch.Tensor]:
+    """An adapter state at another rank: the leading block (truncation) or zero padding along the rank axes.
+
+    Tensors of weights not named in ``rank_axes`` are copied unchanged (e.g. FedMosaic's gates)."""
+    out: dict[str, torch.Tensor] = {}
+    for k, v in state.items():
+        name = _weight_name(k, rank_axes)
+        if name is None:
+            out[k] = v.clone()
+            continue
+        shape = list(v.shape)
+        for ax in rank_axes[name]:
+            shape[ax] = rank
+        t = v.new_zeros(shape)
+        t[tuple(slice(0, min(v.shape[d], rank)) if d in rank_axes[name] else slice(None) for d in range(v.dim()))] = \
+            v[tuple(slice(0, min(v.shape[d], rank)) if d in rank_axes[name] else slice(None) for d in range(v.dim()))]
+        out[k] = t
+    return out
 
 
 def _tensor_bytes(tensors: Iterator[torch.Tensor] | Sequence[torch.Tensor]) -> int:
@@ -69,6 +128,8 @@ class ModelPool:
         seed: int = 0,
         loader: Callable[..., tuple[Any, Any]] | None = None,
         post_attach: Callable[[Any], None] | None = None,
+        client_ranks: Mapping[int, int] | None = None,
+        rank_axes: Mapping[str, tuple[int, ...]] | None = None,
     ) -> None:
         if not adapter_names:
             raise DrakeBenchError("ModelPool needs at least one adapter name")
@@ -82,6 +143,19 @@ class ModelPool:
         self._archs: dict[str, _Arch] = {}
         self._states: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
         self._arch_of = {cid: architecture_key(name) for cid, name in self.allocation.items()}
+        unknown = sorted(set(int(c) for c in (client_ranks or {})) - set(self.allocation))
+        if unknown:
+            raise DrakeBenchError(f"client_ranks names clients {unknown} that the allocation does not have "
+                                  f"(its clients: {sorted(self.allocation)})")
+        bad = {int(c): r for c, r in (client_ranks or {}).items() if int(r) < 1}
+        if bad:
+            raise DrakeBenchError(f"client_ranks: ranks must be >= 1, got {bad}")
+        #: client -> its rank, or None where the adapter config's own rank applies (no client_ranks given)
+        self._rank: dict[int, int | None] = {c: None for c in self.allocation}
+        self._has_ranks = client_ranks is not None
+        if client_ranks is not None:
+            self._rank.update({int(c): int(r) for c, r in client_ranks.items()})
+        self.rank_axes: dict[str, tuple[int, ...]] = {**DEFAULT_RANK_AXES, **dict(rank_axes or {})}
         if self.offload_dir is not None:
             self.offload_dir.mkdir(parents=True, exist_ok=True)
 
@@ -108,6 +182,20 @@ class ModelPool:
             out.setdefault(self._arch_of[cid], []).append(cid)
         return out
 
+    def rank(self, client_id: int) -> int:
+        """The client's LoRA rank (``client_ranks``, else the adapter config's ``r``)."""
+        r = self._rank[self._check(client_id)]
+        return int(r) if r is not None else int(self._config_fn(self.model_name(client_id)).r)
+
+    def slot(self, client_id: int, adapter: str = "default") -> str:
+        """The peft adapter slot holding the client's ``adapter`` (its own name unless the architecture mixes ranks)."""
+        self._check_adapter(adapter, self._check(client_id))
+        return self._arch(self.architecture(client_id)).slots[(adapter, self._rank[client_id])]
+
+    def resize(self, state: Mapping[str, torch.Tensor], rank: int) -> dict[str, torch.Tensor]:
+        """``resize_state`` with this pool's ``rank_axes``: truncate or zero-pad an adapter state to ``rank``."""
+        return resize_state(state, rank, self.rank_axes)
+
     def processor(self, client_id: int) -> Any:
         """The client's processor (multimodal) or tokenizer (text)."""
         return self._arch(self.architecture(client_id)).processor
@@ -123,23 +211,49 @@ class ModelPool:
         name = self.allocation[clients[0]]
         base, processor = self._loader(name, device=self.device, dtype=self.dtype)
         base.requires_grad_(False)
+        base_cfg = self._config_fn(name)
+        if self._has_ranks:  # clients client_ranks does not name keep the adapter config's rank
+            self._rank.update({c: int(base_cfg.r) for c in clients if self._rank[c] is None})
+        # one slot per (adapter, distinct rank); the largest rank keeps the adapter's own name
+        ranks = sorted({self._rank[c] for c in clients}, key=lambda r: -1 if r is None else r, reverse=True)
+        slots: dict[tuple[str, int | None], str] = {}
+        configs: list[tuple[str, Any]] = []
+        for i, r in enumerate(ranks):
+            cfg = base_cfg
+            if r is not None and r != base_cfg.r:
+                cfg = copy.deepcopy(base_cfg)
+                cfg.lora_alpha = base_cfg.lora_alpha * r / base_cfg.r  # keep the LoRA scale alpha / r
+                cfg.r = r
+            for a in self.adapter_names:
+                slots[(a, r)] = a if i == 0 else f"{a}_r{r}"
+                configs.append((slots[(a, r)], cfg))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            first, *rest = self.adapter_names
-            model = get_peft_model(base, copy.deepcopy(self._config_fn(name)), adapter_name=first)
-            for a in rest:
-                model.add_adapter(a, copy.deepcopy(self._config_fn(name)))
+            (first, first_cfg), *rest = configs
+            model = get_peft_model(base, copy.deepcopy(first_cfg), adapter_name=first)
+            for a, cfg in rest:
+                model.add_adapter(a, copy.deepcopy(cfg))
             if self._post_attach is not None:  # e.g. FedMosaic's tie_layer_gates
                 self._post_attach(model)
         model.set_adapter(self.adapter_names[0])
-        live = {a: get_peft_model_state_dict(model, adapter_name=a, save_embedding_layers=False)
-                for a in self.adapter_names}
-        init = {a: {k: v.detach().to("cpu", copy=True) for k, v in live[a].items()} for a in self.adapter_names}
-        arch = _Arch(key, name, model, processor, live, init, None, clients)
+        live = {s_: get_peft_model_state_dict(model, adapter_name=s_, save_embedding_layers=False)
+                for s_, _ in configs}
+        if len(ranks) > 1:  # nested initialisation: a smaller slot starts at the leading block of the largest
+            with torch.no_grad():
+                for (a, r), s_ in slots.items():
+                    if s_ != a:
+                        for k, v in resize_state(live[a], int(r), self.rank_axes).items():
+                            if tuple(v.shape) != tuple(live[s_][k].shape):
+                                raise DrakeBenchError(f"{key}: slot {s_!r} tensor {k} has shape "
+                                                      f"{tuple(live[s_][k].shape)}, its rank axes give {tuple(v.shape)}"
+                                                      " (name the weight's rank axes in rank_axes)")
+                            live[s_][k].copy_(v)
+        init = {s_: {k: v.detach().to("cpu", copy=True) for k, v in live[s_].items()} for s_, _ in configs}
+        arch = _Arch(key, name, model, processor, live, init, None, clients, slots)
         self._archs[key] = arch
         for cid in clients:  # each client owns its adapter tensors from the start
             for a in self.adapter_names:
-                self._put(cid, a, {k: v.clone() for k, v in init[a].items()})
+                self._put(cid, a, {k: v.clone() for k, v in init[slots[(a, self._rank[cid])]].items()})
         return arch
 
     # ------------------------------------------------------------------ storage
@@ -173,7 +287,8 @@ class ModelPool:
         if arch.active is None:
             return
         for a in self.adapter_names:
-            self._put(arch.active, a, {k: v.detach().to("cpu", copy=True) for k, v in arch.live[a].items()})
+            live = arch.live[arch.slots[(a, self._rank[arch.active])]]
+            self._put(arch.active, a, {k: v.detach().to("cpu", copy=True) for k, v in live.items()})
         arch.active = None
 
     def _swap_in(self, client_id: int) -> _Arch:
@@ -184,8 +299,10 @@ class ModelPool:
         with torch.no_grad():
             for a in self.adapter_names:
                 state = self._get(client_id, a)
-                for k, t in arch.live[a].items():
+                for k, t in arch.live[arch.slots[(a, self._rank[client_id])]].items():
                     t.copy_(state[k])
+        if arch.multi_rank:  # activate the client's rank slot (single-rank pools never switch)
+            arch.model.set_adapter(arch.slots[(self.adapter_names[0], self._rank[client_id])])
         arch.active = client_id
         return arch
 
@@ -217,14 +334,16 @@ class ModelPool:
         """A CPU copy of the client's adapter tensors (keys as ``get_peft_model_state_dict``)."""
         self._check_adapter(adapter, self._check(client_id))
         arch = self._arch(self.architecture(client_id))
-        src = arch.live[adapter] if arch.active == client_id else self._get(client_id, adapter)
+        slot = arch.slots[(adapter, self._rank[client_id])]
+        src = arch.live[slot] if arch.active == client_id else self._get(client_id, adapter)
         return {k: v.detach().to("cpu", copy=True) for k, v in src.items()}
 
     def set_state(self, client_id: int, state: Mapping[str, torch.Tensor], adapter: str = "default") -> None:
         """Replace the client's adapter tensors (all keys, matching shapes)."""
         self._check_adapter(adapter, self._check(client_id))
         arch = self._arch(self.architecture(client_id))
-        ref = arch.init[adapter]
+        slot = arch.slots[(adapter, self._rank[client_id])]
+        ref = arch.init[slot]
         missing, extra = set(ref) - set(state), set(state) - set(ref)
         if missing or extra:
             raise DrakeBenchError(
@@ -237,16 +356,17 @@ class ModelPool:
                                       f"{tuple(v.shape)}, expected {tuple(ref[k].shape)}")
         if arch.active == client_id:
             with torch.no_grad():
-                for k, t in arch.live[adapter].items():
+                for k, t in arch.live[slot].items():
                     t.copy_(state[k])
         else:
             self._put(client_id, adapter, {k: v.detach().to("cpu", dtype=ref[k].dtype, copy=True)
                                            for k, v in state.items()})
 
     def initial_state(self, client_id: int, adapter: str = "default") -> dict[str, torch.Tensor]:
-        """The adapter initialisation shared by the client's architecture (a copy)."""
+        """The adapter initialisation shared by the client's architecture and rank (a copy)."""
         self._check_adapter(adapter, self._check(client_id))
-        return {k: v.clone() for k, v in self._arch(self.architecture(client_id)).init[adapter].items()}
+        arch = self._arch(self.architecture(client_id))
+        return {k: v.clone() for k, v in arch.init[arch.slots[(adapter, self._rank[client_id])]].items()}
 
     def trainable_parameters(self, client_id: int) -> list[torch.nn.Parameter]:
         """Trainable parameters of the client's model (swaps the client in; active adapter only)."""
