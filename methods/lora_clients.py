@@ -66,6 +66,15 @@ class LoraClients:
     def post_attach(self, model: Any) -> None:
         """Called on every new PeftModel before its initial adapter states are captured (e.g. to tie weights)."""
 
+    def client_ranks(self, federation: FederationContext) -> dict[int, int] | None:
+        """Per-client LoRA ranks within an architecture (client -> rank), or None: every client the adapter
+        config's rank. FedMosaic's ``client_ranks`` setting overrides this (App. A.24's rank-heterogeneous runs)."""
+        return None
+
+    #: Extra ``{weight name: rank axes}`` for adapters with weights beyond LoRA's A (rows) and B (columns), used
+    #: to nest a smaller rank's initial adapter in the largest one (see drake_bench/models/pool.py).
+    rank_axes: dict[str, tuple[int, ...]] = {}
+
     def param_groups(self, model: Any) -> list[dict[str, Any]]:
         """AdamW parameter groups of a training round: every trainable parameter at the settings' rate and decay."""
         params = [p for p in model.parameters() if p.requires_grad]
@@ -91,6 +100,7 @@ class LoraClients:
         self.pool = ModelPool(
             federation.allocation, self.adapter_config, device=federation.device, offload_dir=self.settings.offload_dir,
             adapter_names=self.adapter_names, seed=federation.seed, loader=self.loader, post_attach=self.post_attach,
+            client_ranks=self.client_ranks(federation), rank_axes=self.rank_axes,
         )
         self.federation = federation
 
@@ -119,7 +129,7 @@ class LoraClients:
         pool = self.pool
         with pool.use(ctx.client_id) as model:
             if adapter is not None:
-                model.set_adapter(adapter)
+                model.set_adapter(pool.slot(ctx.client_id, adapter))
             opt = self.optimizer(model)
             losses: list[float] = []
             for batch in batches:
@@ -129,7 +139,7 @@ class LoraClients:
                 if after_step is not None:
                     after_step(len(losses), batch)
             if adapter is not None:
-                model.set_adapter(self.adapter_names[0])
+                model.set_adapter(pool.slot(ctx.client_id, self.adapter_names[0]))
         return float(sum(losses) / len(losses)) if losses else 0.0
 
     def predict(self, ctx: ClientContext, queries: Sequence[MethodSample]) -> list[str]:

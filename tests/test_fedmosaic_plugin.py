@@ -323,7 +323,8 @@ def test_the_alignment_is_audited_on_public_items_it_never_saw(clean):
 
 
 @pytest.mark.parametrize("setting", [{"hetlora": True}, {"het_norm": "PQ"}])
-def test_rank_heterogeneous_options_are_refused_not_ignored(setting):
-    """No dead options: the pool has one LoRA rank per architecture, so asking for HETLoRA raises, naming the field."""
+def test_rank_heterogeneous_options_alone_are_refused_not_ignored(setting):
+    """No dead options: hetlora without client_ranks has nothing to pad, het_norm without hetlora is never read;
+    both raise, naming the field (the working rank-heterogeneous runs: tests/test_fedmosaic_hetero.py)."""
     with pytest.raises(Exception, match=next(iter(setting))):
         create_method("fedmosaic", setting)

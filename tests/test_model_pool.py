@@ -127,3 +127,27 @@ def test_offload_dir_keeps_client_state_on_disk(tmp_path):
     st = pool.get_state(0)
     pool.set_state(1, st)
     assert all(torch.equal(pool.get_state(1)[k], st[k]) for k in st)
+
+
+def test_per_client_ranks_share_one_base_with_nested_slots():
+    """client_ranks: one peft slot per rank on the shared base; use() activates the client's slot, only it trains,
+    and a smaller rank starts from the leading rows of A / columns of B of the largest one."""
+    pool = ModelPool({0: NAME, 1: NAME, 2: NAME}, lora_config(r=4), loader=toy_loader, client_ranks={0: 2, 1: 8})
+    assert [pool.rank(c) for c in (0, 1, 2)] == [2, 8, 4]
+    assert pool.slot(1) == "default" and pool.slot(0) == "default_r2" and pool.slot(2) == "default_r4"
+    s0, s1 = pool.initial_state(0), pool.initial_state(1)
+    ka = next(k for k in s0 if "lora_A" in k)
+    kb = next(k for k in s0 if "lora_B" in k)
+    assert s0[ka].shape[0] == 2 and s1[ka].shape[0] == 8 and torch.equal(s0[ka], s1[ka][:2])
+    assert s0[kb].shape[1] == 2
+    with pool.use(0) as model:
+        assert model.active_adapter == "default_r2"
+        names = {n for n, p in model.named_parameters() if p.requires_grad}
+        assert names and all(".default_r2." in n for n in names)
+        assert model.peft_config["default_r2"].lora_alpha / 2 == model.peft_config["default"].lora_alpha / 8
+    _train(pool, 0, toy_samples(4, seed=3), lr=0.5)
+    assert not torch.equal(pool.get_state(0)[kb], s0[kb])
+    assert torch.equal(pool.get_state(1)[kb], s1[kb])
+    assert pool.model_for(0) is pool.model_for(1)
+    with pytest.raises(DrakeBenchError, match="client_ranks"):
+        ModelPool({0: NAME}, lora_config(r=4), loader=toy_loader, client_ranks={5: 2})

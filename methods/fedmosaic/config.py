@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from .blocks import BlockRule, pq_layer_indices
@@ -30,6 +30,52 @@ TOY_PROFILE: dict[str, Any] = dict(
     rank=8, lora_alpha=16.0, n_blocks=2, lr_pq=7.5e-3, lr_other=3e-3, batch_size=8,
     rounds=8, local_steps=25, grad_interval=5, public_size=500, align_lr=1e-3, align_batch_size=8,
 )
+
+
+def parse_client_ranks(text: str) -> dict[int, int]:
+    """``'1-3=4,4-8=8,all=16'`` -> {client: rank}: comma-separated CLIENTS=RANK items, CLIENTS as in an inline
+    allocation (drake_bench/spec.py ``inline_allocation``): an id, a range a-b, ids joined by '+'. ``all=R`` is kept
+    as the key -1 and expanded when the clients are known (``expand_client_ranks``)."""
+    out: dict[int, int] = {}
+    for item in (part.strip() for part in text.split(",") if part.strip()):
+        lhs, sep, rhs = item.partition("=")
+        lhs, rhs = lhs.strip(), rhs.strip()
+        try:
+            rank = int(rhs)
+        except ValueError:
+            raise ValueError(f"client_ranks item {item!r} is not CLIENTS=RANK (in {text!r})") from None
+        if not sep or not lhs:
+            raise ValueError(f"client_ranks item {item!r} is not CLIENTS=RANK (in {text!r})")
+        if lhs == "all":
+            ids: list[int] = [ALL_CLIENTS]
+        else:
+            ids = []
+            for part in lhs.split("+"):
+                first, dash, last = part.partition("-")
+                try:
+                    ids += list(range(int(first), int(last) + 1)) if dash else [int(first)]
+                except ValueError:
+                    raise ValueError(f"client_ranks item {item!r}: {part!r} is not a client id or range") from None
+        for c in ids:
+            if c in out:
+                raise ValueError(f"client_ranks {text!r} gives client {'all' if c == ALL_CLIENTS else c} two ranks")
+            out[c] = rank
+    return out
+
+
+#: The key ``all=R`` is stored under in ``client_ranks`` (every client no other item names).
+ALL_CLIENTS = -1
+
+
+def expand_client_ranks(client_ranks: dict[int, int] | None, clients: list[int], default: int) -> dict[int, int]:
+    """Every client's rank: its own entry, else the ``all`` entry, else ``default``; refuses unknown clients."""
+    given = dict(client_ranks or {})
+    fallback = given.pop(ALL_CLIENTS, default)
+    unknown = sorted(set(given) - set(clients))
+    if unknown:
+        raise ValueError(f"client_ranks names clients {unknown} that the federation does not have "
+                         f"(its clients: {sorted(clients)})")
+    return {c: int(given.get(c, fallback)) for c in sorted(clients)}
 
 
 class FedMosaicConfig(BaseModel):
@@ -178,15 +224,54 @@ class FedMosaicConfig(BaseModel):
                     "'equal_within_type' equal weights there, 'none' not shared (only P and Q travel).")
 
     # --- clients of different ranks (App. A.24) ---
+    client_ranks: dict[int, int] | None = Field(
+        None,
+        description="[R] Per-client adapter rank for rank-heterogeneous runs (App. A.24, Table 34): client id -> "
+                    "rank, or written out as comma-separated CLIENTS=RANK items like an inline allocation "
+                    "('1-3=4,4-8=8,9-10=16'; CLIENTS is an id, a range a-b, ids joined by '+', or 'all' for every "
+                    "client no other item names). Clients it does not name get `rank`; None: every client `rank`. "
+                    "A method setting rather than part of the benchmark's allocation, so the embedded manifests "
+                    "and the hashes boards pin stay as they are. Ranks that differ need hetlora.")
     hetlora: bool = Field(
         False,
         description="[P] Clients of different ranks (App. A.24): zero-pad P and Q to the largest rank, combine RELA "
-                    "with HETLoRA norm weights (Eq. 25), truncate back. The functions are in "
-                    "methods/fedmosaic/hetlora.py; the drake_bench plugin refuses True (see FedMosaicPluginConfig).")
+                    "with HETLoRA norm weights (Eq. 25), truncate back to each client's rank; conventional LoRA the "
+                    "same way within an architecture. Needs client_ranks; [R] an aggregation group (all clients for "
+                    "P/Q, one architecture for conventional LoRA) whose clients share one rank is aggregated exactly "
+                    "as without hetlora, so equal ranks reproduce the default run.")
     het_norm: Literal["P", "PQ"] = Field(
         "P",
         description="[R] Norm behind the HETLoRA weights with mixed ranks: 'P' = ||P||_F (equal to ||B P A||_F for "
-                    "orthonormal A and B), 'PQ' = with Q appended. Only with hetlora (refused by the plugin).")
+                    "orthonormal A and B), 'PQ' = with Q appended. Only with hetlora.")
+
+    @field_validator("client_ranks", mode="before")
+    @classmethod
+    def _parse_client_ranks(cls, value: object) -> object:
+        """Accept the written-out form ``'1-3=4,4-8=8'`` (as --set passes it) besides a mapping."""
+        return parse_client_ranks(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _rank_options(self) -> "FedMosaicConfig":
+        """No dead rank options: each one either acts or raises, naming the field."""
+        if self.het_norm != "P" and not self.hetlora:
+            raise ValueError("het_norm: only used by the rank-heterogeneous aggregation; set hetlora=true too")
+        if self.client_ranks is not None:
+            bad = {c: r for c, r in self.client_ranks.items() if r < 1}
+            if bad:
+                raise ValueError(f"client_ranks: ranks must be >= 1, got {bad}")
+            if len(set(self.client_ranks.values())) > 1 and not self.hetlora:
+                raise ValueError(f"client_ranks gives different ranks {sorted(set(self.client_ranks.values()))}; "
+                                 "their adapters can only be aggregated with hetlora=true (App. A.24)")
+        elif self.hetlora:
+            raise ValueError("hetlora: needs client_ranks (which client has which rank); without it every client "
+                             "has `rank` and there is nothing to pad")
+        return self
+
+    def conv_alpha_for(self, rank: int) -> float:
+        """[R] Conventional-LoRA alpha of a rank-``rank`` client: conv_alpha x rank / self.rank, so every client keeps
+        the configured LoRA scale alpha / r (2 by default, as LLaVA's alpha = 2r): zero-padded factor averaging
+        across ranks only mixes updates of one scale."""
+        return self.conv_alpha * rank / self.rank
 
     # --- communication accounting (App. A.9) ---
     bytes_per_element: int = Field(
@@ -263,15 +348,3 @@ class FedMosaicPluginConfig(FedMosaicConfig):
         "zoo",
         description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny models from "
                     "drake_bench.models.testing (fast tests only).")
-
-    @model_validator(mode="after")
-    def _no_dead_rank_options(self) -> "FedMosaicPluginConfig":
-        """The rank-heterogeneous path is refused rather than silently ignored: drake_bench's model pool gives
-        every client of an architecture one LoRA rank, so there is nothing for HETLoRA's padding to do."""
-        if self.hetlora or self.het_norm != "P":
-            field = "hetlora" if self.hetlora else "het_norm"
-            raise ValueError(
-                f"{field}: the FedMosaic plugin cannot run clients of different LoRA ranks yet (the model pool holds "
-                "one rank per architecture), so the rank-heterogeneous aggregation (App. A.24, Eq. 24-25) is not "
-                "wired in; its functions are in methods/fedmosaic/hetlora.py and tested on their own")
-        return self

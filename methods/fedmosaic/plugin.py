@@ -25,9 +25,9 @@ from drake_bench.protocol import (
 from drake_bench.sample import MethodSample
 
 from ..lora_clients import LoraClients, average
-from . import accounting, rela
+from . import accounting, hetlora, rela
 from .alignment import align_all, audit_alignment, choose_pivot
-from .config import TOY_PROFILE, FedMosaicPluginConfig
+from .config import TOY_PROFILE, FedMosaicPluginConfig, expand_client_ranks
 from .pqlora import (
     gate_values,
     pq_bases,
@@ -64,10 +64,22 @@ class PQLoraClients(LoraClients):
             layers = getattr(getattr(hf, "text_config", hf), "num_hidden_layers")
         return make_pq_lora_config(int(layers), self.settings, target_modules=LLM_LINEAR_TARGETS)
 
+    #: The rank axes of every FedMosaic weight (nesting a smaller rank's initial adapter in the largest one, and the
+    #: zero padding / truncation of the rank-heterogeneous fast-adaptation average).
+    rank_axes = {"lora_A": (0,), "lora_B": (1,), "lora_P": (0, 1), "lora_Q": (0,), "lora_gA": (0,), "lora_gB": (1,),
+                 "lora_gP": (0, 1), "lora_gQ": (0,)}
+
+    def client_ranks(self, federation: FederationContext) -> dict[int, int] | None:
+        """The config's ``client_ranks`` for the federation's clients (None when it is not set)."""
+        if self.settings.client_ranks is None:
+            return None
+        return expand_client_ranks(self.settings.client_ranks, sorted(federation.allocation), self.settings.rank)
+
     def post_attach(self, model: Any) -> None:
-        """One gate per decoder layer (Algorithm 1) unless per-module gates are asked for."""
+        """One gate per decoder layer (Algorithm 1) unless per-module gates are asked for; in every rank slot."""
         if self.settings.dual_path and self.settings.gate_granularity == "layer":
-            tie_layer_gates(model, "default")
+            for slot in model.peft_config:
+                tie_layer_gates(model, slot)
 
     def param_groups(self, model: Any) -> list[dict[str, Any]]:
         return [{**g, "weight_decay": 0.0} for g in param_groups(model, self.settings)]
@@ -170,7 +182,11 @@ class FedMosaic:
         self.clients.setup(federation)
         pool = self.clients.pool
         groups = pool.architectures()
-        models = {a: pool.model_for(members[0]) for a, members in groups.items()}
+        self.ranks = {c: pool.rank(c) for c in pool.clients()}
+        self.max_rank = {a: max(self.ranks[c] for c in members) for a, members in groups.items()}
+        # an architecture's widest client: its slot is the adapter "default" that alignment and E[k] are read from
+        models = {a: pool.model_for(next(c for c in members if self.ranks[c] == self.max_rank[a]))
+                  for a, members in groups.items()}
         # weight alignment (star, pivot = smallest) on public text
         self._alignment: dict[str, dict[str, dict[str, Any]]] = {}
         self._pivot: str | None = None
@@ -203,10 +219,15 @@ class FedMosaic:
         self._init = {a: {k: v.detach().to("cpu", copy=True)
                           for k, v in get_peft_model_state_dict(model, save_embedding_layers=False).items()}
                       for a, model in models.items()}
+        # [R] a client of smaller rank r starts from the leading block of its architecture's aligned E[k] (A[:r],
+        # B[:, :r]): its first min(r, r_pivot) coordinates are the aligned ones, so zero padding of P/Q lines up
+        # coordinates that mean the same thing across clients and ranks (alignment across ranks, App. A.24)
+        self._init_ranked = {(a, r): pool.resize(self._init[a], r) for a, members in groups.items()
+                             for r in sorted({self.ranks[c] for c in members}) if r != self.max_rank[a]}
         pool.sync()
         for a, members in groups.items():
             for c in members:
-                pool.set_state(c, self._init[a])
+                pool.set_state(c, self._initial(c))
         # W_s and the shared mask
         self.ws = self.ws_processor = None
         self.mask = None
@@ -220,8 +241,13 @@ class FedMosaic:
             self.mask = rela.shared_mask(d, cfg.n_s, cfg.mask_seed)
 
     # ------------------------------------------------------------------ states
+    def _initial(self, client: int) -> dict[str, torch.Tensor]:
+        """The client's initial adapter: its architecture's aligned E[k], truncated to the client's rank."""
+        a, r = self.arch[client], self.ranks[client]
+        return self._init[a] if r == self.max_rank[a] else self._init_ranked[(a, r)]
+
     def init_client(self, ctx: ClientContext) -> State:
-        tensors = {k: v.clone() for k, v in self._init[self.arch[ctx.client_id]].items()}
+        tensors = {k: v.clone() for k, v in self._initial(ctx.client_id).items()}
         if self.uses_rela:
             tensors[_OWN + "ghat"] = torch.zeros(self.mask.numel())
         return State(tensors=tensors, metadata={"round": 0, "grad_computations": 0})
@@ -258,9 +284,9 @@ class FedMosaic:
             received = {k: v.float() for k, v in message.tensors.items()}
             with pool.use(c) as model:
                 if cfg.dual_path:
-                    load_global_state(model, received)  # G_i into the frozen global path; L_i untouched
+                    load_global_state(model, received, pool.slot(c))  # G_i into the frozen global path; L_i untouched
                 else:
-                    load_local_state(model, received)  # FedIT-style: start from the aggregate
+                    load_local_state(model, received, pool.slot(c))  # FedIT-style: start from the aggregate
         after_step = None
         tracker = None
         n_grad = 0
@@ -277,8 +303,8 @@ class FedMosaic:
 
         loss = self.clients.train(ctx, batches, after_step=after_step)
         with pool.use(c) as model:
-            local = local_state(model)
-            gates = list(gate_values(model).values())
+            local = local_state(model, pool.slot(c))
+            gates = list(gate_values(model, pool.slot(c)).values())
         ghat = tracker.end_round() if tracker is not None else None
         upload = accounting.upload_tensors(local, ghat, dtype=self.wire, send_conv=cfg.conv_agg != "none")
         tensors = self.clients.dump(c)
@@ -304,19 +330,43 @@ class FedMosaic:
             sim = None
             weights = torch.full((n, n), 1.0 / n)
             conv_mode = "equal_within_type" if cfg.conv_agg != "none" else "none"
+        ranks = [self.ranks[c] for c in order]
+        hetero = cfg.hetlora and len(set(ranks)) > 1
         # PQ across all clients; conventional LoRA within each architecture (aggregated group by
-        # group: rela.aggregate_conv stacks all given states, whose conv shapes differ across types)
-        pq = rela.aggregate_pq(states, weights)
+        # group: rela.aggregate_conv stacks all given states, whose conv shapes differ across types).
+        # With hetlora, a group whose clients have different ranks goes through HETLoRA (App. A.24, Eq. 24-25):
+        # zero-pad to the group's largest rank, w^_ij = w_ij alpha_j / sum_n w_in alpha_n with the norm weights
+        # alpha_j, truncate back to client i's rank; a group of one rank is aggregated exactly as without hetlora.
+        if hetero:
+            pq = hetlora.aggregate_pq_hetero(states, weights, ranks, cfg.het_norm)
+        else:
+            pq = rela.aggregate_pq(states, weights)
         globals_ = [dict(p) for p in pq]
         for t in sorted(set(types)):
             idx = [i for i in range(n) if types[i] == t]
-            sub = rela.aggregate_conv([states[i] for i in idx], weights[idx][:, idx], [t] * len(idx), conv_mode)
+            sub_states, sub_w = [states[i] for i in idx], weights[idx][:, idx]
+            if cfg.hetlora and conv_mode != "none" and len({ranks[i] for i in idx}) > 1:
+                w = sub_w if conv_mode == "rela_within_type" else torch.ones_like(sub_w)  # rows renormalised inside
+                sub = hetlora.aggregate_conv_hetero(sub_states, w, [ranks[i] for i in idx], [t] * len(idx))
+            else:
+                sub = rela.aggregate_conv(sub_states, sub_w, [t] * len(idx), conv_mode)
             for i, g in zip(idx, sub):
                 globals_[i].update(g)
         out = {c: Message(tensors={k: v.to(self.wire) for k, v in globals_[i].items()}) for i, c in enumerate(order)}
-        avg = {f"avg.{k}": sum(s[k] for s in states) / n for k in rela.pq_keys(states[0])}
+        if hetero:  # the uniform average of the zero-padded P/Q (for fast adaptation), at the largest rank
+            r_max = max(ranks)
+            avg = {}
+            for k in (k for k in rela.pq_keys(states[0]) if k.endswith(".P")):
+                m = k[:-len(".P")]
+                padded = [hetlora.pad_pq(s[m + ".P"], s[m + ".Q"], r_max) for s in states]
+                avg[f"avg.{m}.P"] = sum(p for p, _ in padded) / n
+                avg[f"avg.{m}.Q"] = sum(q for _, q in padded) / n
+        else:
+            avg = {f"avg.{k}": sum(s[k] for s in states) / n for k in rela.pq_keys(states[0])}
         meta: dict[str, Any] = {"round": round_idx + 1, "clients": order, "weights": weights.tolist(),
                                 "weighting": cfg.weighting}
+        if cfg.client_ranks is not None:
+            meta["ranks"] = ranks
         if sim is not None:
             meta["relevance"] = sim.tolist()
         return out, State(tensors=avg, metadata=meta)
@@ -349,13 +399,26 @@ class FedMosaic:
         members = sorted(client_states)
         rep = members[0]
         pool = self.clients.pool
-        self.clients.load(rep, State(tensors=average([self._adapter_part(client_states[c]).tensors for c in members])))
-        pq_avg = {k[len("avg."):]: v for k, v in server_state.tensors.items() if k.startswith("avg.")}
+        adapters = [self._adapter_part(client_states[c]).tensors for c in members]
+        if len({self.ranks[c] for c in members}) > 1:
+            # [R] mixed ranks: average the adapters zero-padded to the architecture's largest rank (HETLoRA's
+            # padding), then take the leading block at the representative client's rank
+            top = self.max_rank[self.arch[rep]]
+            avg_state = pool.resize(average([pool.resize(t, top) for t in adapters]), self.ranks[rep])
+        else:
+            avg_state = average(adapters)
+        self.clients.load(rep, State(tensors=avg_state))
+        r = self.ranks[rep]
+        pq_avg = {}
+        for k, v in server_state.tensors.items():
+            if k.startswith("avg."):  # the P/Q average, at the largest rank under hetlora: truncated to rep's rank
+                pq_avg[k[len("avg."):]] = v[:r, :r].clone() if k.endswith(".P") else v[:r].clone()
+        slot = pool.slot(rep)
         with pool.use(rep) as model:
             if pq_avg:
-                load_local_state(model, pq_avg)
+                load_local_state(model, pq_avg, slot)
             if self.config.dual_path:
-                load_global_state(model, local_state(model))
+                load_global_state(model, local_state(model, slot), slot)
                 with torch.no_grad():
                     for n, p in model.named_parameters():
                         if ".lora_beta." in n:
