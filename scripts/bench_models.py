@@ -317,8 +317,10 @@ def render(res: dict) -> str:
           "* Pretraining runs single-threaded (identical float summation order for a given seed); steps are "
           "timed with the thread count above. Rerun this script after changing the recipe or the zoo.",
           "* Not measured here: CUDA/bf16 numbers (the engine uses bf16 autocast on CUDA; no GPU on this machine).",
-          "* All clients of one architecture share adapter shapes; per-client LoRA ranks within one "
-          "architecture (the paper's rank-heterogeneous study) would need one pool per rank."]
+          "* Clients of one architecture share one frozen base; per-client LoRA ranks within an architecture (the "
+          "paper's rank-heterogeneous study) are one peft adapter slot per rank on that base "
+          "(`ModelPool(client_ranks=...)` in `drake_bench/models/pool.py`; FedMosaic's `client_ranks`, "
+          "`docs/methods/fedmosaic.md`)."]
     return "\n".join(L) + "\n"
 
 

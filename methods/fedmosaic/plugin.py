@@ -110,6 +110,14 @@ class FedMosaic:
     metadata (``relevance``, ``weights``, ``clients``), plus the equal average of all uploaded P/Q
     (``avg.*`` tensors) for fast adaptation.
 
+    **Clients of different ranks** (App. A.24, ``client_ranks`` + ``hetlora``; docs/methods/fedmosaic.md): the pool
+    gives each rank its own peft slot on the shared base; [R] each architecture is aligned at its largest rank and a
+    smaller-rank client starts from the leading block of that aligned adapter; P/Q are zero-padded to the largest
+    rank, weighted by Eq. 25 (RELA x HETLoRA norm weights) and truncated to each client's rank, conventional LoRA the
+    same way within the architecture; [R] a group of one rank is aggregated as without hetlora (equal ranks = the
+    default run); the server metadata adds ``ranks``; [R] fast adaptation averages the zero-padded adapters and
+    takes the representative client's leading block.
+
     **Predict**: the dual path W + (1-g) L_i + g G_i exactly as trained (Eq. 7).
 
     **Fast adaptation init**: the paper starts from "aggregated local models" (Fig. 7): the uniform
