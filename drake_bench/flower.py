@@ -36,6 +36,7 @@ A method's own error on a node stops the run with that error, located as in the 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -339,6 +340,8 @@ def write_app(config: RunConfig, folder: Path) -> Path:
     import tomli_w
     import torch
 
+    from .isolation import registered_targets
+
     folder = Path(folder)
     if folder.exists():
         shutil.rmtree(folder)
@@ -352,7 +355,9 @@ def write_app(config: RunConfig, folder: Path) -> Path:
             "components": {"serverapp": f"{APP_MODULE}:server_app", "clientapp": f"{APP_MODULE}:client_app"},
             # the token of the run lock this process holds on `out` (if any): the ServerApp then works under it
             "config": {"run-config": config.model_dump_json(), "lock-token": os.environ.get(TOKEN_ENV, ""),
-                       "torch-threads": torch.get_num_threads()},
+                       "torch-threads": torch.get_num_threads(),
+                       # methods registered in this process by import path (register_method), for the ServerApp
+                       "registered-methods": json.dumps(registered_targets())},
         }}},
     }
     (folder / "pyproject.toml").write_text(tomli_w.dumps(doc))
@@ -376,7 +381,7 @@ def deploy(config: RunConfig) -> RunResult:
     flwr = shutil.which("flwr")
     if flwr is None:
         raise DrakeBenchError("the `flwr` command is not on PATH: pip install 'drake_bench[flower]'")
-    log = app / "flwr-run.log"
+    log = app.with_name(f"{config.method}.flwr-run.log")  # beside the App folder: `flwr run` packs the folder
     started = time.time()
     with open(log, "wb") as f:
         done = subprocess.run([flwr, "run", str(app), config.superlink, "--stream"], stdout=f, stderr=subprocess.STDOUT,

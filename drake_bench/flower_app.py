@@ -9,6 +9,7 @@ This module sits above both the evaluator and :mod:`drake_bench.flower`, so neit
 
 from __future__ import annotations
 
+import json
 import os
 
 from flwr.app import Context
@@ -16,8 +17,10 @@ from flwr.serverapp import Grid, ServerApp
 
 from .evaluator import _run_locked
 from .flower import FlowerClients, client_app
+from .isolation import import_target
 from .lock import TOKEN_ENV, RunLock
 from .manifest import load_benchmark
+from .registry import register_method
 from .run_config import RunConfig
 
 __all__ = ["client_app", "server_app"]
@@ -29,6 +32,8 @@ server_app = ServerApp()
 def _main(grid: Grid, context: Context) -> None:
     """One drake_bench run (every seed), its result file written under the RunConfig's ``out`` on this machine."""
     config = RunConfig.model_validate_json(str(context.run_config["run-config"]))
+    for name, target in json.loads(str(context.run_config.get("registered-methods", "{}"))).items():
+        register_method(import_target(target), name=name)
     import torch
 
     torch.set_num_threads(int(context.run_config.get("torch-threads", torch.get_num_threads())))
