@@ -52,6 +52,7 @@ from .lock import TOKEN_ENV
 try:
     from flwr.app import ConfigRecord, Context, Message, RecordDict
     from flwr.clientapp import ClientApp
+    from flwr.common.constant import ErrorCode
     from flwr.serverapp import Grid, ServerApp
 except ImportError as _exc:  # pragma: no cover - the optional extra
     raise DrakeBenchError(
@@ -67,6 +68,10 @@ __all__ = ["FlowerClients", "client_app", "deploy", "simulate", "write_app"]
 RECORD = "drake"
 """The ConfigRecord every message carries: ``header`` (who the method is, for this seed) and ``payload`` (the call)."""
 TRAIN, PREDICT, HELLO = "train", "evaluate", "query"
+LOST = {ErrorCode.NODE_UNAVAILABLE, ErrorCode.MESSAGE_UNAVAILABLE, ErrorCode.REPLY_MESSAGE_UNAVAILABLE,
+        ErrorCode.CLIENT_APP_CRASHED}
+"""Flower errors that mean the node (or its ClientApp process) is gone: its client is missing for the round. Any
+other error (the ClientApp raised, or could not be loaded) stops the run, naming it."""
 NODE_WAIT_SECONDS = 300.0
 """How long the ServerApp waits for every SuperNode to connect before it says which are missing."""
 
@@ -247,6 +252,9 @@ class FlowerClients(ClientCalls):
                 if c is None:
                     continue
                 if reply.has_error():
+                    if reply.error.code not in LOST:  # the ClientApp itself failed: not an absence, a broken run
+                        raise DrakeBenchError(f"client {c}'s ClientApp failed (Flower error {reply.error.code}): "
+                                              f"{reply.error.reason}")
                     out[c] = f"Flower error {reply.error.code}: {reply.error.reason}"
                     continue
                 value = loads(reply.content[RECORD]["payload"])

@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         fields = getattr(method_class(name), "Config", None)
         loader = {"model_loader": "testing"} if fields is not None and "model_loader" in fields.model_fields else {}
         return RunConfig(benchmark=args.benchmark, method=name, method_config=loader, scenario="static", rounds=2,
-                         local_steps=1, batch_size=2, eval_every_rounds=1, others_subsample=2, self_subsample=2,
-                         fast_adaptation_tasks=spec.unseen_tasks[:1], fast_adaptation_iters=1,
-                         fast_adaptation_eval_every=1, fast_adaptation_test_items=2,
+                         local_steps=1, batch_size=2, eval_every_rounds=1, others_subsample=1, self_subsample=2,
+                         fast_adaptation=bool(spec.unseen_tasks), fast_adaptation_tasks=spec.unseen_tasks[:1] or None,
+                         fast_adaptation_iters=1, fast_adaptation_eval_every=1, fast_adaptation_test_items=2,
                          clients_per_round=args.clients_per_round, **extra)
 
     started = time.perf_counter()

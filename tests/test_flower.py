@@ -1,9 +1,9 @@
 """The Flower backend (drake_bench.flower) and partial participation.
 
 One small federation (the 4-client toy benchmark with the random tiny testing models, 2 rounds of 2 steps) runs
-once under the default backend per method; the Flower simulation runs SFT, FedIT and FedMosaic in one Ray start and
-must give the same result files but for execution fields (results.comparable). The localhost SuperLink test
-(tests/test_flower_deployment.py) compares its run with the same reference.
+once under the default backend per method; the Flower simulation runs SFT, FedIT (3 of the 4 clients drawn per
+round) and FedMosaic in one Ray start and must give the same result files but for execution fields
+(results.comparable). The localhost SuperLink and SuperNodes: tests/test_flower_deployment.py.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ pytest.importorskip("flwr")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 METHODS = ("sft", "fedit", "fedmosaic")
+DRAWN = {"fedit": 3}  # FedIT draws 3 of the 4 clients per round: partial participation under both backends
 
 
 def small(toy_mixed, out, method: str, **extra) -> RunConfig:
@@ -71,14 +72,16 @@ def reference(toy_mixed, tmp_path_factory):
     function-scoped one_torch_thread, so it sets the same single thread itself: float reductions depend on it."""
     out = tmp_path_factory.mktemp("default")
     with torch_threads(1):
-        return {m: run(small(toy_mixed, out, m)) for m in METHODS}
+        return {m: run(small(toy_mixed, out, m, clients_per_round=DRAWN.get(m))) for m in METHODS}
 
 
 def test_flower_simulation_reproduces_the_default_backend(toy_mixed, tmp_path, reference):
-    configs = [small(toy_mixed, tmp_path, m, backend="flower", flower_workers=2) for m in METHODS]
+    configs = [small(toy_mixed, tmp_path, m, backend="flower", flower_workers=2, clients_per_round=DRAWN.get(m))
+               for m in METHODS]
     results = run_on_flower(configs)
     for m, res in zip(METHODS, results):
         assert check_result(res) == []
         assert res.fl.extra["run_config"]["backend"] == "flower"
         assert comparable_differences(res, reference[m]) == [], m
         assert res.raw.costs and all(c.train_seconds > 0 for c in res.raw.costs)
+    assert len(results[1].raw.absences) == 2 and {a.reason for a in results[1].raw.absences} == {"not sampled"}
