@@ -40,6 +40,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -160,9 +161,11 @@ class FlowerClients(ClientCalls):
     the message they answer.
     """
 
-    def __init__(self, grid: Grid, config: RunConfig, clients: list[int], node_wait: float = NODE_WAIT_SECONDS):
+    def __init__(self, grid: Grid, config: RunConfig, clients: list[int], node_wait: float = NODE_WAIT_SECONDS,
+                 stopped: threading.Event | None = None):
         self.grid, self.config, self.clients = grid, config, sorted(clients)
         self.node_wait = node_wait
+        self.stopped = stopped  # set when the simulation runtime is gone (Ctrl-C): stop waiting for replies
         self.partition_of: dict[int, tuple[int, int]] = {}  # node id -> (partition, partitions)
         self._headers: dict[tuple[str, int], bytes] = {}
 
@@ -180,6 +183,8 @@ class FlowerClients(ClientCalls):
             unserved = [c for c in self.clients if self._node_of(c) is None]
             if not wait or not unserved:
                 return
+            if self.stopped is not None and self.stopped.is_set():
+                raise DrakeBenchError("Flower's simulation runtime stopped before every client had a node")
             if time.monotonic() > deadline:
                 raise DrakeBenchError(
                     f"after {self.node_wait:g} s, clients {unserved} have no Flower node: {len(live)} SuperNode(s) "
@@ -247,6 +252,8 @@ class FlowerClients(ClientCalls):
         timeout = self.config.round_timeout
         end = None if timeout is None else time.monotonic() + timeout
         while pending and (end is None or time.monotonic() < end):
+            if self.stopped is not None and self.stopped.is_set():
+                raise DrakeBenchError("Flower's simulation runtime stopped while the ServerApp waited for replies")
             for reply in self.grid.pull_messages(list(pending)):
                 c = pending.pop(reply.metadata.reply_to_message_id, None)
                 if c is None:
@@ -316,11 +323,12 @@ def simulate(configs: list[RunConfig], serve: Callable[[RunConfig, ClientCalls],
     threads = torch.get_num_threads()  # the ServerApp's thread starts with torch's default: use the caller's count
     server_app = ServerApp()
     results: list[RunResult] = []
+    stopped = threading.Event()  # Flower runs the ServerApp in a thread it never joins: it must end by itself
 
     @server_app.main()
     def _main(grid: Grid, context: Context) -> None:
         torch.set_num_threads(threads)
-        calls = FlowerClients(grid, first, clients)
+        calls = FlowerClients(grid, first, clients, stopped=stopped)
         for config in configs:
             calls.config = config
             results.append(serve(config, calls))
@@ -329,8 +337,11 @@ def simulate(configs: list[RunConfig], serve: Callable[[RunConfig, ClientCalls],
         "client_resources": {"num_cpus": first.client_cpus, "num_gpus": first.client_gpus},
         "init_args": {"num_cpus": workers * first.client_cpus, "include_dashboard": False},
     }
-    run_simulation(server_app=server_app, client_app=client_app, num_supernodes=len(clients),
-                   backend_config=backend_config)  # type: ignore[arg-type]
+    try:
+        run_simulation(server_app=server_app, client_app=client_app, num_supernodes=len(clients),
+                       backend_config=backend_config)  # type: ignore[arg-type]
+    finally:
+        stopped.set()
     if len(results) != len(configs):
         raise DrakeBenchError("Flower's simulation ended before the ServerApp finished its runs (its log above says why)")
     return results
