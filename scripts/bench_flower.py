@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench-flower-"))
     try:
-        run_job(tmp / "warm-up", ["--rounds", "1", "--local-steps", "1", "--no-fast-adaptation"])
+        run_job(tmp / "warm-up", ["--scenario", "static", "--rounds", "1", "--local-steps", "1", "--no-fast-adaptation"])
         times = {name: run_job(tmp / name, [*options, *args.extra]) for name, options in RUNS.items()}
         diffs = differences(tmp / "default", tmp / "flower-2") + differences(tmp / "default", tmp / "flower-1")
     finally:
