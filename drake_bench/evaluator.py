@@ -32,7 +32,9 @@ from typing import Any
 import numpy as np
 
 from . import checkpoint
+from .access import DATA_ACCESS_KEY, AccessLedger
 from .client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
+from .compute import ComputeProbe, probe_compute
 from .errors import DrakeBenchError
 from .evaluation.metrics import (AbsenceRecord, AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord,
                                  RawTables, ScoreRecord, ServerCostRecord)
@@ -41,7 +43,7 @@ from .guard import GuardedMethod
 from .isolation import MethodProcess
 from .lock import RunLock
 from .manifest import load_benchmark
-from .protocol import ClientContext, FederationContext, Message, MethodMeta, State, mixed_seed
+from .protocol import ClientContext, FederationContext, Message, State, mixed_seed
 from .registry import create_method
 from .results import (
     BenchmarkRef,
@@ -109,6 +111,7 @@ class SeedRun:
     start_round: int = 0
     client_peaks: dict[int, int] = field(default_factory=dict)  # peak memory a client's own process reported (Flower)
     setup_seed: int = 0  # what setup was seeded with: a Flower node sets its own copy of the method up alike
+    access: AccessLedger = field(default_factory=AccessLedger)  # what the method was handed, by split
 
     @property
     def rounds(self) -> int:
@@ -172,6 +175,7 @@ class Evaluator:
         self.evaluation: EvaluationSettings | None = None
         self.data_hash: str | None = None
         self.verified_files: dict[str, str] = {}
+        self.compute: ComputeProbe | None = None
 
     # -- set-up ----------------------------------------------------------------
     def _allocation(self) -> dict[int, str]:
@@ -190,11 +194,26 @@ class Evaluator:
         except Exception as exc:
             raise method.error("evaluation_settings", f"not valid EvaluationSettings: {exc}") from None
 
-    def method_local_steps(self, meta: MethodMeta) -> int:
-        steps = self.config.local_steps or self.spec.fl.local_steps
-        if self.config.compute_matched:
-            steps = max(1, round(steps / float(meta.relative_compute)))
-        return steps
+    def method_local_steps(self, method: GuardedMethod | MethodProcess) -> int:
+        """The run's local steps, or with ``compute_matched`` the steps the compute probe matched to SFT's FLOPs."""
+        cfg = self.config
+        if cfg.compute_matched or cfg.measure_compute:
+            self.measure_compute(method)
+        if cfg.compute_matched:
+            assert self.compute is not None
+            return self.compute.matched_local_steps
+        return cfg.local_steps or self.spec.fl.local_steps
+
+    def measure_compute(self, method: GuardedMethod | MethodProcess) -> ComputeProbe:
+        """The compute probe of this run (once per run, on the first seed's data; cached with the checkpoints)."""
+        if self.compute is None:
+            cfg = self.config
+            seed = cfg.seeds[0]
+            fed = load_federated_data(self.spec, self.scenario, seed, data_dir=cfg.data_dir, revision=cfg.revision,
+                                      rounds=cfg.rounds, local_steps=cfg.local_steps, batch_size=cfg.batch_size)
+            self.compute = probe_compute(self, fed, seed, method.config_dump, float(method.meta.relative_compute),
+                                         cache_dir=self.run_dir(seed).parent)
+        return self.compute
 
     def run_dir(self, seed: int) -> Path:
         return Path(self.config.out) / "checkpoints" / self.spec.name / self.scenario.tag() / self.config.method / f"seed-{seed}"
@@ -253,20 +272,32 @@ class Evaluator:
 
     def start_method(self, seed: int) -> GuardedMethod | MethodProcess:
         """The method, in its own worker process (``isolation='process'``) or in this one (``'inline'``)."""
+        return self.open_method(self.config.method, self.config.method_config, seed)
+
+    def open_method(self, name: str, method_config: dict[str, Any], seed: int) -> GuardedMethod | MethodProcess:
+        """Any registered method under this run's isolation (the compute probe opens SFT beside the method)."""
         cfg = self.config
         if cfg.isolation == "process":
-            return MethodProcess(cfg.method, cfg.method_config, seed=seed, call_timeout=cfg.call_timeout)
-        return GuardedMethod(create_method(cfg.method, cfg.method_config), seed)
+            return MethodProcess(name, method_config, seed=seed, call_timeout=cfg.call_timeout)
+        return GuardedMethod(create_method(name, method_config), seed)
+
+    @staticmethod
+    def setup_seed(seed: int) -> int:
+        return mixed_seed(seed, SALT_SETUP)
+
+    @staticmethod
+    def init_client_seed(seed: int, client: int) -> int:
+        return mixed_seed(seed, client, SALT_INIT_CLIENT)
 
     def _init_or_resume(self, seed: int, fed: FederatedData, method: GuardedMethod | MethodProcess) -> SeedRun:
         cfg = self.config
         self.describe_models(method)
-        steps = self.method_local_steps(method.meta)
+        steps = self.method_local_steps(method)
         eval_every = cfg.eval_every_rounds or self.spec.fl.eval_every_rounds
         run = SeedRun(seed=seed, fed=fed, method=method, federation=self.federation_context(fed, seed, steps),
                       local_steps=steps, eval_every=eval_every, run_dir=self.run_dir(seed))
         t0 = time.perf_counter()
-        run.setup_seed = mixed_seed(seed, SALT_SETUP)
+        run.setup_seed = self.setup_seed(seed)
         method.setup(run.federation, rng_seed=run.setup_seed)
         setup_seconds = time.perf_counter() - t0
 
@@ -286,10 +317,11 @@ class Evaluator:
             run.diagnostics = [DiagnosticRecord(**r) for r in prog.records.get("diagnostics", [])]
             run.absences = [AbsenceRecord(**r) for r in prog.records.get("absences", [])]
             run.start_round, run.extra = prog.completed_rounds, prog.extra
+            run.access = AccessLedger.from_state(run.extra.pop(DATA_ACCESS_KEY, None))
             run.extra.setdefault("uid_key", secrets.token_hex(16))
             return run
         for c in fed.clients:
-            run.states[c] = method.init_client(self.ctx(c, 0, seed), rng_seed=mixed_seed(seed, c, SALT_INIT_CLIENT))
+            run.states[c] = method.init_client(self.ctx(c, 0, seed), rng_seed=self.init_client_seed(seed, c))
         run.server = method.init_server()
         run.messages = {c: None for c in fed.clients}
         # sample and query ids shown to the method are keyed with this run's secret, so they cannot be
@@ -310,6 +342,8 @@ class Evaluator:
         jobs = [TrainJob(c, ctx, run.states[c], run.messages[c],
                          run.fed.round_batches(c, r, local_steps=run.local_steps, uid_key=run.uid_key))
                 for c in chosen for ctx in [self.ctx(c, r, run.seed)]]
+        for job in jobs:
+            run.access.gave_with_answers(job.batches)
         replies = self.clients.train(run, r, jobs) if jobs else {}
         uploads: dict[int, tuple[Message, float]] = {}
         for c in run.clients:
@@ -354,7 +388,9 @@ class Evaluator:
         return (r + 1) % run.eval_every == 0 or r + 1 == run.rounds
 
     def _predict_score(self, run: SeedRun, ctx: ClientContext, state: State, samples: list[Sample]) -> float:
-        preds = run.method.predict(ctx, state, [s.as_query(run.uid_key) for s in samples])
+        queries = [s.as_query(run.uid_key) for s in samples]
+        run.access.asked(queries)
+        preds = run.method.predict(ctx, state, queries)
         return float(np.mean(score_batch(preds, samples))) if samples else 0.0
 
     def evaluate(self, run: SeedRun, states: dict[int, State], round_idx: int) -> list[ScoreRecord]:
@@ -388,7 +424,9 @@ class Evaluator:
                     samples = items(task, j, limit)
                     if not samples:
                         continue
-                    job.groups.append([s.as_query(run.uid_key) for s in samples])
+                    queries = [s.as_query(run.uid_key) for s in samples]
+                    run.access.asked(queries)
+                    job.groups.append(queries)
                     mine.append((j, task, role, samples))
             jobs.append(job)
             cells.append(mine)
@@ -408,7 +446,7 @@ class Evaluator:
                      "server_costs": [c.model_dump() for c in run.server_costs],
                      "diagnostics": [d.model_dump() for d in run.diagnostics],
                      "absences": [a.model_dump() for a in run.absences]},
-            extra=run.extra,
+            extra={**run.extra, DATA_ACCESS_KEY: run.access.state()},
         ))
 
     def post_federation(self, run: SeedRun) -> None:
@@ -462,6 +500,7 @@ class Evaluator:
                         batches = [[train[i].for_method(run.uid_key)
                                     for i in rng.choice(len(train), size=min(batch_size, len(train)), replace=False)]
                                    for _ in range(steps)]
+                        run.access.gave_with_answers(batches)
                         _msg, state = method.client_update(ctx, state, None, batches, call="fast adaptation client_update",
                                                            rng_seed=ctx.seed)
                         done += steps
@@ -495,7 +534,7 @@ class Evaluator:
         adaptation = self.fast_adaptation(run)
         info = {"local_steps": run.local_steps, "rounds": run.rounds, "eval_every_rounds": run.eval_every,
                 "method_version": run.method.meta.version, "method_config": run.method.config_dump,
-                **{k: v for k, v in run.extra.items() if k != "uid_key"}}
+                **{k: v for k, v in run.extra.items() if k != "uid_key"}, DATA_ACCESS_KEY: run.access.record()}
         return RawTables(scores=run.scores, adaptation=adaptation, costs=run.costs, server_costs=run.server_costs,
                          diagnostics=run.diagnostics, post_federation_costs=run.post_federation_costs,
                          absences=run.absences), info
@@ -539,6 +578,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
     info: dict[str, Any] = {}
     done: list[int] = []
     data_hash = None
+    access: dict[str, Any] = {}  # seed -> the evaluator's record of what the method was handed (drake_bench.access)
 
     def result(status: str, notes: list[str]) -> RunResult:
         merged = RawTables(
@@ -569,7 +609,9 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
                 eval_rounds=sorted({s.eval_round for s in merged.scores}),
                 others_subsample=config.others_subsample if config.others_subsample is not None else ev.spec.fl.others_subsample,
                 num_clients=len(ev.spec.clients),
-                extra={"compute_matched": config.compute_matched, "run_config": config.model_dump(mode="json")},
+                extra={"compute_matched": config.compute_matched, "run_config": config.model_dump(mode="json"),
+                       DATA_ACCESS_KEY: dict(access),
+                       **({"compute": ev.compute.summary()} if ev.compute is not None else {})},
             ),
             evaluation=ev.evaluation,
             environment=capture_environment(config.device),
@@ -588,6 +630,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
             raise
         raws.append(raw)
         done.append(seed)
+        access[str(seed)] = info[DATA_ACCESS_KEY]
         data_hash = ev.data_hash
     final = result("complete", [])
     write_result(final, final.path(config.out))

@@ -67,6 +67,7 @@ class GuardedMethod:
     def __init__(self, method: Method, seed: int | None = None):
         self.method = method
         self.seed = seed
+        self._flops: dict[str, int] | None = None  # per call name, while the evaluator counts (compute probes)
 
     @property
     def name(self) -> str:
@@ -93,6 +94,19 @@ class GuardedMethod:
         """Peak memory where the method runs: this process."""
         return peak_memory_bytes()
 
+    def count_flops(self, on: bool) -> None:
+        """Start (from zero) or stop counting the floating-point operations of every call from here on.
+
+        The count is the evaluator's, taken around the plugin's code with torch's dispatch-level
+        ``FlopCounterMode`` (matrix products and attention, forward and backward), so a method cannot
+        under-report it; it is how ``--compute-matched`` measures a method against SFT.
+        """
+        self._flops = {} if on else None
+
+    def counted_flops(self) -> dict[str, int]:
+        """FLOPs per call name since :meth:`count_flops` was switched on (empty when it is off)."""
+        return dict(self._flops or {})
+
     def call(self, call: str, fn: Callable[..., T], *args: Any, client: int | None = None,
              round_idx: int | None = None, rng_seed: int | None = None) -> T:
         """Run ``fn(*args)`` (global generators seeded with ``rng_seed`` first, when given); any exception
@@ -100,7 +114,17 @@ class GuardedMethod:
         if rng_seed is not None:
             seed_everything(rng_seed)
         try:
-            return fn(*args)
+            if self._flops is None:
+                return fn(*args)
+            from torch.utils.flop_counter import FlopCounterMode
+
+            counter = FlopCounterMode(display=False)
+            try:
+                with counter:
+                    return fn(*args)
+            finally:
+                name = call.split("(")[0]
+                self._flops[name] = self._flops.get(name, 0) + int(counter.get_total_flops())
         except DrakeBenchError:
             raise
         except Exception as exc:

@@ -354,6 +354,13 @@ class MethodProcess:
         """The worker's peak memory so far (where the method's models live)."""
         return self._peak
 
+    def count_flops(self, on: bool) -> None:
+        """Count FLOPs of the calls from here on, in the worker (see GuardedMethod.count_flops)."""
+        self._call("count_flops", on)
+
+    def counted_flops(self) -> dict[str, int]:
+        return self._call("counted_flops")
+
     # -- the guarded protocol, across the boundary ---------------------------------------
     def model_identity(self, model_name: str) -> ModelIdentity:
         return self._call("model_identity", model_name)

@@ -163,8 +163,9 @@ class MethodMeta(BaseModel):
     reference: str | None = Field(default=None, description="The paper (title, venue or arXiv id) the method follows.")
     relative_compute: float = Field(
         default=1.0, gt=0,
-        description="Compute of one local step relative to plain LoRA fine-tuning of the same base (1.0). "
-                    "`--compute-matched` divides the local steps by it, so methods are compared at equal compute.")
+        description="The author's estimate of one local step's compute relative to plain LoRA fine-tuning of the "
+                    "same base (1.0), shown by `drake-bench describe`. Informational: `--compute-matched` uses the "
+                    "evaluator's own measurement (the compute probe, drake_bench/compute.py), never this number.")
 
 
 class ModelIdentity(BaseModel):

@@ -43,7 +43,13 @@ class RunConfig(BaseModel):
     self_subsample: int | None = Field(default=None, ge=1, description="Cap on Self items per task; None: the manifest's.")
     compute_matched: bool = Field(
         default=False,
-        description="Divide local steps by the method's meta.relative_compute, so methods are compared at equal compute.")
+        description="Give the method the local steps that spend SFT's training FLOPs at the benchmark's steps, as the "
+                    "evaluator's compute probe measures them (one-off setup such as weight alignment included), so "
+                    "methods are compared at equal compute; implies measure_compute.")
+    measure_compute: bool = Field(
+        default=False,
+        description="Run the compute probe (the method and SFT each train one client of every model for one round, "
+                    "FLOPs counted by the evaluator) and record the measured relative compute in the result file.")
     fast_adaptation: bool = Field(default=True, description="Evaluate fast adaptation on the benchmark's unseen tasks.")
     fast_adaptation_iters: int | None = Field(default=None, ge=1, description="Training steps of fast adaptation; None: the manifest's.")
     fast_adaptation_eval_every: int | None = Field(

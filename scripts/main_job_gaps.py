@@ -5,7 +5,7 @@ SFT Self A_last minus zero-shot Self A_last (does local training move a client's
 A_last minus SFT Others A_last (does it personalize?), x100, paired by seed; plus each gap divided by its seed
 std (the embedded model's targets ask for >= 15 and >= 12 points, each >= 3 stds).
 
-    python scripts/main_job_gaps.py leaderboard/main-job-3-seeds/drake-synth/dynamic
+    python scripts/main_job_gaps.py leaderboard/archive/recipe-8/main-job-3-seeds/drake-synth/dynamic
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def per_seed(board: Path, method: str) -> dict[int, dict]:
 
 
 def main() -> None:
-    board = Path(sys.argv[1] if len(sys.argv) > 1 else "leaderboard/main-job-3-seeds/drake-synth/dynamic")
+    board = Path(sys.argv[1] if len(sys.argv) > 1 else "leaderboard/archive/recipe-8/main-job-3-seeds/drake-synth/dynamic")
     zs, sft = per_seed(board, "zero-shot"), per_seed(board, "sft")
     seeds = sorted(set(zs) & set(sft))
     gaps = {"SFT Self - zero-shot Self": [100 * (sft[s]["self_last"] - zs[s]["self_last"]) for s in seeds],

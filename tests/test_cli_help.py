@@ -18,7 +18,7 @@ def test_every_run_config_field_has_a_description():
 
 def test_run_help_shows_the_run_config_descriptions():
     out = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).output
-    assert "Divide local steps by the method's meta.relative_compute" in out
+    assert "Give the method the local steps that spend SFT's training FLOPs" in out
     assert "--set" in out and "describe METHOD" in out
 
 

@@ -93,3 +93,34 @@ def test_model_alignment_llama_pivot_qwen2() -> None:
     from drake_bench.methods.fedmosaic.alignment import align_to_pivot
     rep2 = align_to_pivot(models["S"], models["Q"], batches, other, cfg)
     assert {r["pairing"] for r in rep2.values()} == {"mean"}
+
+
+def test_b_alignment_maps_the_pivot_into_the_shared_canonical_space_on_real_module_features() -> None:
+    """Eq. 19 (indices fixed): B_j = (Pi_j^+)^T Pi_p^T B_p, so before re-orthonormalisation the aligned B_j and the
+    pivot's B_p agree in the canonical space: Pi_j^T B_j = Pi_p^T B_p. Checked on the CCA of two real models' PQ
+    layer outputs (Llama pivot, Qwen2 other, widths 64 and 80), not on planted data; a random orthonormal B_j,
+    what alignment replaces, does not satisfy it."""
+    from drake_bench.methods.fedmosaic.alignment import collect_pq_activations
+
+    cfg = FedMosaicConfig.toy()
+    models = {"S": pq.attach_fedmosaic(_tiny_llama(), cfg), "Q": pq.attach_fedmosaic(_tiny_qwen(), cfg)}
+    g = torch.Generator().manual_seed(3)
+    batches = [{"input_ids": x, "attention_mask": torch.ones_like(x)}
+               for x in (torch.randint(0, 300, (8, 16), generator=g) for _ in range(4))]
+    acts_p = collect_pq_activations(models["S"], batches, "token")
+    acts_j = collect_pq_activations(models["Q"], batches, "token")
+    bases_p, bases_j = pq.pq_bases(models["S"]), pq.pq_bases(models["Q"])
+    checked = 0
+    for key, (_, b_p) in bases_p.items():
+        if key not in bases_j:
+            continue
+        r = b_p.shape[1]
+        pi_p, pi_j, _ = cca(acts_p[key]["out"], acts_j[key]["out"], r)
+        b_j = map_b_cca(b_p, pi_p, pi_j, orthonormalize=False)
+        target = pi_p.T @ b_p
+        err = torch.linalg.norm(pi_j.T @ b_j - target) / torch.linalg.norm(target)
+        assert err < 1e-4, (key, float(err))
+        control = bases_j[key][1]  # the random orthonormal initial B_j
+        assert torch.linalg.norm(pi_j.T @ control - target) / torch.linalg.norm(target) > 0.1
+        checked += 1
+    assert checked == 2 * 7

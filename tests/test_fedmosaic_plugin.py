@@ -308,3 +308,22 @@ def test_the_alignment_report_reaches_the_result_file(clean):
     ratios = sorted(d.values["l2_ratio"] for d in rows)
     assert ratios[len(ratios) // 2] < 1.0, ratios
     assert all(d.values["orth_error"] < 1e-4 and 0.0 <= d.values["cca_corr_top"] <= 1.0 + 1e-6 for d in rows)
+
+
+def test_the_alignment_is_audited_on_public_items_it_never_saw(clean):
+    """The audit's held-out numbers are in every aligned module's row, measured with the bases from before and
+    after alignment (so before != after: the bases moved), on items past the alignment's public_size."""
+    rows = [d for d in clean[0].raw.diagnostics if d.key.startswith("alignment/")]
+    for d in rows:
+        v = d.values
+        assert v["heldout_l2_before"] > 0 and v["heldout_l2_after"] != v["heldout_l2_before"]
+        assert v["heldout_l2_ratio"] == pytest.approx(v["heldout_l2_after"] / v["heldout_l2_before"])
+        assert -1.0 <= v["heldout_cca_corr_mean"] <= 1.0 and -1.0 <= v["heldout_cca_corr_top"] <= 1.0
+        assert "cca_directions" not in v  # tensors stay in the plugin
+
+
+@pytest.mark.parametrize("setting", [{"hetlora": True}, {"het_norm": "PQ"}])
+def test_rank_heterogeneous_options_are_refused_not_ignored(setting):
+    """No dead options: the pool has one LoRA rank per architecture, so asking for HETLoRA raises, naming the field."""
+    with pytest.raises(Exception, match=next(iter(setting))):
+        create_method("fedmosaic", setting)

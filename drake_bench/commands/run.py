@@ -110,6 +110,7 @@ def register(app: typer.Typer) -> None:
         eval_every: Annotated[int | None, typer.Option(help=_help("eval_every_rounds"))] = None,
         others_subsample: Annotated[int | None, typer.Option(help=_help("others_subsample"))] = None,
         compute_matched: Annotated[bool, typer.Option(help=_help("compute_matched"))] = False,
+        measure_compute: Annotated[bool, typer.Option(help=_help("measure_compute"))] = False,
         fast_adaptation: Annotated[bool, typer.Option(help=_help("fast_adaptation"))] = True,
         adaptation_tasks: Annotated[int | None, typer.Option(help="Use only the first N unseen tasks for fast adaptation.")] = 2,
         resume: Annotated[bool, typer.Option(help=_help("resume"))] = True,
@@ -165,6 +166,7 @@ def register(app: typer.Typer) -> None:
                     benchmark=benchmark, scenario=scenario, method=name, seeds=seed_list, allocation=allocation,
                     out=str(out), rounds=rounds, local_steps=local_steps, eval_every_rounds=eval_every,
                     others_subsample=others_subsample, compute_matched=compute_matched,
+                    measure_compute=measure_compute,
                     fast_adaptation=fast_adaptation, fast_adaptation_tasks=unseen, resume=resume, device=device,
                     data_dir=str(data_dir) if data_dir else None, revision=revision, method_config=per_method[name],
                     call_timeout=call_timeout, isolation=isolation, participation=participation,
@@ -244,7 +246,7 @@ def register(app: typer.Typer) -> None:
         if meta.reference:
             _out.print(f"reference: {meta.reference}", highlight=False)
         optional = sorted({proto.__name__ for call, proto in OPTIONAL_CALLS.items() if callable(getattr(cls, call, None))})
-        _out.print(f"class: {cls.__module__}.{cls.__qualname__}; relative compute {meta.relative_compute:g}; "
+        _out.print(f"class: {cls.__module__}.{cls.__qualname__}; declared relative compute {meta.relative_compute:g} (measured by --measure-compute); "
                    f"optional protocols: {', '.join(optional) or 'none'}", highlight=False)
         print_table(_out, config_table(cls.Config, f"{meta.name} config (set with --set {meta.name}.KEY=VALUE)"))
 

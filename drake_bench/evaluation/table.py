@@ -87,12 +87,38 @@ def wire_rows(results: Sequence["RunResult"]) -> list[list[str]]:
     return out
 
 
+COMPUTE_HEADERS = ["Method", "Local steps", "Relative compute (measured)", "Declared", "Training TFLOPs",
+                   "Setup TFLOPs"]
+
+
+def compute_rows(results: Sequence["RunResult"]) -> list[list[str]]:
+    """Per result the evaluator's compute probe measured (drake_bench/compute.py): the steps the method ran, its
+    federation training FLOPs over SFT's at the benchmark's steps, what the plugin declares, and the totals at
+    the steps it ran."""
+    out = []
+    for r in results:
+        probe = r.fl.extra.get("compute")
+        if not probe:
+            continue
+        setup, steps = probe["setup_flops"], r.fl.local_steps
+        training = setup + (probe["method_total_flops"] - setup) * steps / probe["local_steps"]
+        out.append([r.label, str(steps), f"{probe['measured_relative_compute']:.3f}",
+                    f"{probe['declared_relative_compute']:g}", f"{training / 1e12:.3g}", f"{setup / 1e12:.3g}"])
+    return out
+
+
 def summary_markdown(results: Sequence["RunResult"]) -> str:
     """The same table as GitHub-flavoured markdown (ends with a newline), followed by the wire-format table
-    (:func:`wire_rows`) when any result counted elements."""
+    (:func:`wire_rows`) when any result counted elements and the compute table (:func:`compute_rows`) when any
+    result was probed."""
     text = _markdown(HEADERS, rows(results))
     wire = wire_rows(results)
     if wire:
         text += ("\nCommunication at equal precision: elements sent per round (summed over clients) beside the bytes "
                  "each method's chosen dtype made of them.\n\n" + _markdown(WIRE_HEADERS, wire))
+    compute = compute_rows(results)
+    if compute:
+        text += ("\nTraining compute as the evaluator's probe counted it (FLOPs of matrix products and attention, "
+                 "forward and backward), relative to SFT at the benchmark's local steps; training TFLOPs at the steps "
+                 "the method ran, setup included.\n\n" + _markdown(COMPUTE_HEADERS, compute))
     return text

@@ -219,9 +219,53 @@ def align_to_pivot(pivot: nn.Module, model: nn.Module, batches_pivot: list[Batch
             b_j = complete_orthonormal_rows(b_j.T, b_j0.shape[1], gen).T.contiguous()
         new_bases[key] = (a_j, b_j)
         report[key] = {**info, "pairing": mode, "b_orth_error": orthonormality_error_cols(b_j),
-                       "cca_corr_top": float(corr[0]), "cca_corr_mean": float(corr.mean())}
+                       "cca_corr_top": float(corr[0]), "cca_corr_mean": float(corr.mean()),
+                       "cca_directions": (pi_p, pi_j)}  # not a number: kept for the held-out audit, not written
     set_pq_bases(model, new_bases, adapter)
     return report
+
+
+def _column_correlations(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Pearson correlation of each column of x with the same column of y (rows are paired samples)."""
+    x = x.double() - x.double().mean(0)
+    y = y.double() - y.double().mean(0)
+    den = (x.norm(dim=0) * y.norm(dim=0)).clamp_min(1e-300)
+    return ((x * y).sum(0) / den).float()
+
+
+def audit_alignment(pivot: nn.Module, model: nn.Module, batches_pivot: list[Batch], batches_model: list[Batch],
+                    bases_before: Mapping[str, tuple[torch.Tensor, torch.Tensor]],
+                    report: Mapping[str, Mapping[str, Any]], cfg: FedMosaicConfig,
+                    adapter: str = "default") -> dict[str, dict[str, float]]:
+    """How well ``model``'s alignment to the pivot holds on public data the alignment did not see.
+
+    Per PQ module: the A-code L2 distance ``mean ||A_p h_p - A_j h_j||^2`` with the bases from before alignment
+    and with the aligned ones, and their ratio (the toy target: below 0.5); and for B, whose mapping rests on the
+    canonical directions Pi_p, Pi_j fitted on the alignment's data (B_j = (Pi_j^+)^T Pi_p^T B_p), the correlation
+    of the paired layers' outputs along those same directions on the held-out items (top and mean over the r
+    directions): if it stays high, the shared space B was mapped through holds beyond the fitting data.
+    """
+    mode = _pairing(cfg.token_pairing, batches_pivot, batches_model)
+    acts_p = collect_pq_activations(pivot, batches_pivot, mode, adapter)
+    acts_j = collect_pq_activations(model, batches_model, mode, adapter)
+    bases_p, bases_j = pq_bases(pivot, adapter), pq_bases(model, adapter)
+    out: dict[str, dict[str, float]] = {}
+    for key, (a_j, _) in bases_j.items():
+        if key not in bases_p or key not in bases_before or key not in report:
+            continue
+        a_p = bases_p[key][0]
+        a0 = bases_before[key][0]
+        r = min(a_p.shape[0], a_j.shape[0])
+        codes_p = acts_p[key]["inp"] @ a_p[:r].T
+        before = l2_code_distance(codes_p, acts_j[key]["inp"], a0[:r])
+        after = l2_code_distance(codes_p, acts_j[key]["inp"], a_j[:r])
+        pi_p, pi_j = report[key]["cca_directions"]
+        corr = _column_correlations(acts_p[key]["out"] @ pi_p.to(acts_p[key]["out"].dtype),
+                                    acts_j[key]["out"] @ pi_j.to(acts_j[key]["out"].dtype))
+        out[key] = {"heldout_l2_before": before, "heldout_l2_after": after,
+                    "heldout_l2_ratio": after / before if before else 1.0,
+                    "heldout_cca_corr_top": float(corr[0]), "heldout_cca_corr_mean": float(corr.mean())}
+    return out
 
 
 def count_base_params(model: nn.Module) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
 
 from .blocks import BlockRule, pq_layer_indices
@@ -119,6 +119,11 @@ class FedMosaicConfig(BaseModel):
         description="[P] |D_p|, public samples for the one-off alignment (App. A.17: 5,000 from LLaVA-Instruct; "
                     "[R] 5,000 public instructions for text LLMs). drake_bench draws them from the benchmark's "
                     "public data, disjoint from every task.")
+    alignment_audit_size: int = Field(
+        64, ge=0,
+        description="[R] Public items after the alignment's own (so never seen by it) on which the alignment is "
+                    "audited: A-code L2 before/after and B coordinate correlations, written to the result file's "
+                    "diagnostics (`alignment/<arch>/<module>`, keys heldout_*); 0 skips the audit.")
     pivot: Literal["smallest", "largest"] = Field(
         "smallest",
         description="[P] The architecture every other one is aligned to: the smallest model (App. A.29) or the largest.")
@@ -176,12 +181,12 @@ class FedMosaicConfig(BaseModel):
     hetlora: bool = Field(
         False,
         description="[P] Clients of different ranks (App. A.24): zero-pad P and Q to the largest rank, combine RELA "
-                    "with HETLoRA norm weights (Eq. 25), truncate back. The drake_bench plugin gives every client "
-                    "one rank and does not read it; the functions are in methods/fedmosaic/hetlora.py.")
+                    "with HETLoRA norm weights (Eq. 25), truncate back. The functions are in "
+                    "methods/fedmosaic/hetlora.py; the drake_bench plugin refuses True (see FedMosaicPluginConfig).")
     het_norm: Literal["P", "PQ"] = Field(
         "P",
         description="[R] Norm behind the HETLoRA weights with mixed ranks: 'P' = ||P||_F (equal to ||B P A||_F for "
-                    "orthonormal A and B), 'PQ' = with Q appended. Not read by the plugin (see hetlora).")
+                    "orthonormal A and B), 'PQ' = with Q appended. Only with hetlora (refused by the plugin).")
 
     # --- communication accounting (App. A.9) ---
     bytes_per_element: int = Field(
@@ -258,3 +263,15 @@ class FedMosaicPluginConfig(FedMosaicConfig):
         "zoo",
         description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny models from "
                     "drake_bench.models.testing (fast tests only).")
+
+    @model_validator(mode="after")
+    def _no_dead_rank_options(self) -> "FedMosaicPluginConfig":
+        """The rank-heterogeneous path is refused rather than silently ignored: drake_bench's model pool gives
+        every client of an architecture one LoRA rank, so there is nothing for HETLoRA's padding to do."""
+        if self.hetlora or self.het_norm != "P":
+            field = "hetlora" if self.hetlora else "het_norm"
+            raise ValueError(
+                f"{field}: the FedMosaic plugin cannot run clients of different LoRA ranks yet (the model pool holds "
+                "one rank per architecture), so the rank-heterogeneous aggregation (App. A.24, Eq. 24-25) is not "
+                "wired in; its functions are in methods/fedmosaic/hetlora.py and tested on their own")
+        return self

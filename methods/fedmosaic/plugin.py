@@ -26,10 +26,11 @@ from drake_bench.sample import MethodSample
 
 from ..lora_clients import LoraClients, average
 from . import accounting, rela
-from .alignment import align_all, choose_pivot
+from .alignment import align_all, audit_alignment, choose_pivot
 from .config import TOY_PROFILE, FedMosaicPluginConfig
 from .pqlora import (
     gate_values,
+    pq_bases,
     load_global_state,
     load_local_state,
     local_state,
@@ -174,20 +175,30 @@ class FedMosaic:
         self._alignment: dict[str, dict[str, dict[str, Any]]] = {}
         self._pivot: str | None = None
         if len(models) > 1:
-            public = [s.for_method().model_copy(update={"images": []}) for s in federation.public_data(cfg.public_size)]
-            batches: dict[str, list[dict[str, torch.Tensor]]] = {}
-            tokens = 0
-            for a, model in models.items():
+            # the public draw is prefix-stable: items past public_size were never seen by the alignment
+            drawn = [s.for_method().model_copy(update={"images": []})
+                     for s in federation.public_data(cfg.public_size + cfg.alignment_audit_size)]
+            public, heldout = drawn[:cfg.public_size], drawn[cfg.public_size:]
+
+            def encode(a: str, items: list[MethodSample]) -> list[dict[str, torch.Tensor]]:
                 proc = pool.processor(groups[a][0])
-                batches[a] = []
-                for i in range(0, len(public), 32):
-                    enc = encode_for_training(model, proc, public[i:i + 32])
-                    batches[a].append({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]})
-                tokens = sum(int(b["attention_mask"].sum()) for b in batches[a])
+                encs = [encode_for_training(models[a], proc, items[i:i + 32]) for i in range(0, len(items), 32)]
+                return [{"input_ids": e["input_ids"], "attention_mask": e["attention_mask"]} for e in encs]
+
+            batches = {a: encode(a, public) for a in models}
+            tokens = sum(int(b["attention_mask"].sum()) for b in batches[next(iter(models))])
             per_sample = max(1, round(tokens / max(1, len(public))))
+            before = {a: {k: (pa.clone(), pb.clone()) for k, (pa, pb) in pq_bases(m).items()} for a, m in models.items()}
             self._pivot, self._alignment = align_all(
                 models, batches, cfg.model_copy(update={"align_batch_size": cfg.align_batch_size * per_sample}),
                 seed=cfg.pq_seed)
+            if heldout:
+                held = {a: encode(a, heldout) for a in models}
+                for a in self._alignment:
+                    audit = audit_alignment(models[self._pivot], models[a], held[self._pivot], held[a], before[a],
+                                            self._alignment[a], cfg)
+                    for module, values in audit.items():
+                        self._alignment[a].setdefault(module, {}).update(values)
         # every client starts from its architecture's aligned adapter (Algorithm 1: L_i = G_i = E)
         self._init = {a: {k: v.detach().to("cpu", copy=True)
                           for k, v in get_peft_model_state_dict(model, save_embedding_layers=False).items()}

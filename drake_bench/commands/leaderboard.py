@@ -1,0 +1,218 @@
+"""``drake-bench leaderboard``: list, build, render, validate, submit and html (drake_bench.leaderboard does the work)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..console import print_table
+from ..errors import DrakeBenchError
+
+_err = Console(stderr=True)
+_out = Console()
+
+ROOT_HELP = "Folder holding the boards' result folders (the repository's leaderboard/)."
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    _err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=1)
+
+
+def _board(name: str):  # noqa: ANN202 - BoardDefinition, imported lazily
+    from ..leaderboard.boards import load_board
+
+    try:
+        board = load_board(name)
+        board.spec  # noqa: B018 - resolve now: a board of another benchmark version fails here, by name
+        return board
+    except DrakeBenchError as exc:
+        raise _fail(exc) from None
+
+
+def _print_refusals(refusals: list) -> None:  # noqa: ANN001
+    for r in refusals:
+        _err.print(f"[red]refused[/] [bold]\\[{escape(r.rule)}][/] {escape(r.file)}: {escape(r.message)}",
+                   highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    lb = typer.Typer(help="Canonical boards: build, render, validate result files, submit, and a static web page.",
+                     no_args_is_help=True)
+    app.add_typer(lb, name="leaderboard")
+
+    @lb.command("list")
+    def list_cmd(root: Annotated[Path, typer.Option(help=ROOT_HELP)] = Path("leaderboard")) -> None:
+        """The canonical boards, their settings and how far each is built."""
+        from ..leaderboard.boards import canonical_boards
+        from ..leaderboard.build import plan
+
+        t = Table(title="canonical boards (drake_bench/leaderboard/definitions/)")
+        for col in ("board", "benchmark", "scenario", "allocation", "seeds", "rounds x steps", "entries done"):
+            t.add_column(col, no_wrap=True)
+        for b in canonical_boards().values():
+            try:
+                states = [p.state for p in plan(b, root)]
+                done = f"{states.count('done')}/{len(states)}"
+            except DrakeBenchError as exc:
+                done = f"? ({exc})"
+            t.add_row(b.name, f"{b.benchmark} {b.benchmark_version}", b.scenario, b.allocation or "default",
+                      ",".join(map(str, b.seeds)), f"{b.rounds} x {b.local_steps}", done)
+        print_table(_out, t)
+
+    @lb.command("build")
+    def build_cmd(
+        board: Annotated[str, typer.Argument(help="A canonical board name (`drake-bench leaderboard list`) or a board JSON file.")],
+        root: Annotated[Path, typer.Option(help=ROOT_HELP)] = Path("leaderboard"),
+        methods: Annotated[str | None, typer.Option(help="Only these entries (comma-separated method names).")] = None,
+        jobs: Annotated[int | None, typer.Option(help="Worker processes per `drake-bench run` (default: one per core, at most two).")] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", "--print-commands",
+                                              help="Print the plan and the commands; run nothing.")] = False,
+        render: Annotated[bool, typer.Option(help="Re-render the board after building.")] = True,
+    ) -> None:
+        """Build a board: run every entry that has no complete result file (resuming partial ones from the
+        evaluator's checkpoints), then render it. Run again after an interruption: it continues."""
+        from ..leaderboard import build as b
+        from ..leaderboard.render import render as render_board
+
+        bd = _board(board)
+        only = [m.strip() for m in methods.split(",")] if methods else None
+        try:
+            planned = b.plan(bd, root)
+        except DrakeBenchError as exc:
+            raise _fail(exc) from None
+        t = Table(title=f"{bd.name}: {bd.title}")
+        for col in ("entry", "version", "state", "result file"):
+            t.add_column(col, overflow="fold")
+        for p in planned:
+            t.add_row(p.entry.key, p.version, p.state + (f" ({p.why})" if p.why else ""), str(p.result))
+        print_table(_out, t)
+        todo = [p for p in planned if p.state != "done" and (not only or p.entry.method in only)]
+        if not todo:
+            _out.print("nothing to run: every entry has a complete result file")
+        for cmd in b.commands(bd, todo, jobs):
+            _out.print(("would run: " if dry_run else "runs: ") + shlex.join(cmd), highlight=False, soft_wrap=True)
+        if dry_run:
+            return
+        try:
+            b.build(bd, root, jobs=jobs, methods=only, console=_err)
+            if render:
+                page, refusals = render_board(bd, root)
+                _out.print(f"board: {page}   ({len(refusals)} refusal(s); `drake-bench leaderboard validate` lists them)")
+        except DrakeBenchError as exc:
+            raise _fail(exc) from None
+
+    @lb.command("render")
+    def render_cmd(
+        board: Annotated[str, typer.Argument(help="A canonical board name or a board JSON file.")],
+        root: Annotated[Path, typer.Option(help=ROOT_HELP)] = Path("leaderboard"),
+        results: Annotated[Path | None, typer.Option(help="Read result files from this folder instead of the board's.")] = None,
+        out: Annotated[Path | None, typer.Option(help="Write summary.md, the plot and board.html here (default: the board's folder).")] = None,
+        link_base: Annotated[str | None, typer.Option(help="Link result files under this URL instead of by relative path.")] = None,
+    ) -> None:
+        """Re-render a board from its result files: summary.md, accuracy_over_rounds.png and board.html."""
+        from ..leaderboard.render import render
+
+        bd = _board(board)
+        try:
+            page, refusals = render(bd, root, results=results, out=out, link_base=link_base)
+        except DrakeBenchError as exc:
+            raise _fail(exc) from None
+        _print_refusals(refusals)
+        _out.print(f"board: {page}")
+
+    @lb.command("validate")
+    def validate_cmd(
+        paths: Annotated[list[Path], typer.Argument(help="Result files, folders of them, or submission folders.")],
+        board: Annotated[str | None, typer.Option(help="The board to check against (default: the submission's, or "
+                                                       "the canonical board of the files' benchmark, scenario and allocation).")] = None,
+    ) -> None:
+        """Check result files against a board's rules; every refusal names the rule and the file. Exit 1 on any."""
+        from ..leaderboard.boards import board_for, load_board
+        from ..leaderboard.render import board_files
+        from ..leaderboard.rules import RULES, read_for_board, validate
+        from ..leaderboard.submission import is_submission, validate_submission
+
+        refusals = []
+        files: list[Path] = []
+        checked = 0
+        try:
+            chosen = load_board(board) if board else None
+            for p in paths:
+                if p.is_dir() and is_submission(p):
+                    sub, why = validate_submission(p, chosen)
+                    refusals += why
+                    checked += len(sub.files) if sub else 0
+                elif p.is_dir():
+                    files += board_files(p)
+                else:
+                    files.append(p)
+            if files:
+                target = chosen
+                if target is None:
+                    res, why = read_for_board(files[0])
+                    target = res and board_for(res.benchmark.name, res.scenario.tag, res.model_allocation.name)
+                    if target is None:
+                        raise DrakeBenchError(f"{files[0]}: no canonical board matches its benchmark, scenario and "
+                                              "allocation; name one with --board")
+                _, why = validate(files, target)
+                refusals += why
+                checked += len(files)
+                _out.print(f"board {target.name}: {len(files)} result file(s)")
+        except DrakeBenchError as exc:
+            raise _fail(exc) from None
+        _print_refusals(refusals)
+        if refusals:
+            broken = sorted({r.rule for r in refusals})
+            _err.print(f"{len(refusals)} refusal(s); rules broken: " + "; ".join(f"{r} ({RULES[r]})" for r in broken),
+                       highlight=False, soft_wrap=True)
+            raise typer.Exit(code=1)
+        _out.print(f"ok: {checked} result file(s) pass every rule")
+
+    @lb.command("submit")
+    def submit_cmd(
+        results: Annotated[list[Path], typer.Argument(help="The method's result files (or folders of them).")],
+        board: Annotated[str, typer.Option(help="The canonical board (or board JSON file) they are for.")],
+        out: Annotated[Path, typer.Option(help="The submission folder to write (new or empty).")],
+        package: Annotated[str, typer.Option(help="The distribution that provides the method (its pip name).")],
+        command: Annotated[str, typer.Option(help="The command that produced the result files.")],
+        source_url: Annotated[str | None, typer.Option(help="Where the package's source is.")] = None,
+        wheel: Annotated[Path | None, typer.Option(help="The wheel the results were made with (its sha256 is recorded).")] = None,
+    ) -> None:
+        """Write a self-contained submission folder (result files, method, version, package, source URL or wheel
+        hash, command); refused, with the rules named, when the results break the board's rules."""
+        from ..leaderboard.render import board_files
+        from ..leaderboard.submission import submit
+
+        bd = _board(board)
+        files = [f for p in results for f in (board_files(p) if p.is_dir() else [p])]
+        try:
+            folder = submit(bd, files, out, package=package, command=command, source_url=source_url, wheel=wheel)
+        except DrakeBenchError as exc:
+            raise _fail(exc) from None
+        _out.print(f"submission: {folder} (open a pull request adding it under leaderboard/{bd.name}/submissions/; "
+                   "docs/leaderboard.md)")
+
+    @lb.command("html")
+    def html_cmd(
+        out: Annotated[Path, typer.Option(help="Folder for <board>.html pages and index.html.")] = Path("site"),
+        boards: Annotated[str | None, typer.Option(help="Comma-separated boards (default: every canonical board).")] = None,
+        root: Annotated[Path, typer.Option(help=ROOT_HELP)] = Path("leaderboard"),
+        link_base: Annotated[str | None, typer.Option(help="Link result files under this URL instead of by relative path.")] = None,
+    ) -> None:
+        """One self-contained HTML page per board (sortable table, drill-down, plots; no server, no CDN)."""
+        from ..leaderboard.boards import canonical_boards
+        from ..leaderboard.render import site
+
+        chosen = [_board(b.strip()) for b in boards.split(",")] if boards else list(canonical_boards().values())
+        try:
+            pages = site(chosen, out, root, link_base)
+        except DrakeBenchError as exc:
+            raise _fail(exc) from None
+        _out.print("pages: " + ", ".join(str(p) for p in pages))

@@ -1,0 +1,162 @@
+"""Measured compute: a method's local training FLOPs against SFT's on the same steps, and compute matching.
+
+Papers compare methods "at equal compute" by giving a costlier method fewer local steps (FedMosaic's
+Table 15 prices itself at 1.161x SFT). A number the plugin declares about itself cannot be checked,
+so the evaluator measures it instead, with a *compute probe* run before the federation:
+
+* the method and the reference (SFT, the plain LoRA fine-tuning every entry is priced against) each
+  start fresh, set up for this run, and train one client of every model in the allocation for one
+  round of the run's local steps on that client's own first-round batches;
+* the evaluator counts the floating-point operations of those calls around the plugin's code, with
+  torch's dispatch-level ``FlopCounterMode`` (matrix products and attention, forward and backward:
+  the operations that dominate a transformer's cost; element-wise work is not counted);
+* the federation's training compute is then ``setup + rounds x sum over clients of one round``, each
+  client priced by its model's probe. ``measured_relative_compute`` is that total over SFT's;
+* ``--compute-matched`` gives the method the step count whose total equals SFT's at the benchmark's
+  steps, one-off set-up work (FedMosaic's alignment) included, assuming a round's cost grows
+  linearly with its steps.
+
+FLOPs, unlike seconds, do not depend on what else the machine runs, so the matched step count (and
+with it the run) is the same on every rerun. The probe is cached in the run's checkpoint folder.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from .protocol import ClientContext, FederationContext
+    from .stream import FederatedData
+
+
+class ProbeHost(Protocol):
+    """What the probe needs from the evaluator (kept as a protocol: the evaluator imports this module)."""
+
+    config: Any
+    spec: Any
+    allocation: dict[int, str]
+
+    def open_method(self, name: str, config: dict[str, Any], seed: int) -> Any: ...
+    def federation_context(self, fed: FederatedData, seed: int, steps: int) -> FederationContext: ...
+    def ctx(self, client: int, round_idx: int, seed: int) -> ClientContext: ...
+    def setup_seed(self, seed: int) -> int: ...
+    def init_client_seed(self, seed: int, client: int) -> int: ...
+
+REFERENCE_METHOD = "sft"
+PROBE_VERSION = 1
+
+
+class ComputeProbe(BaseModel):
+    """What the compute probe measured (recorded in the result file's ``fl.extra.compute``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = Field(PROBE_VERSION, description="Version of the probe's procedure (bumped if it changes).")
+    method: str = Field(description="The method measured.")
+    reference: str = Field(REFERENCE_METHOD, description="The method it is priced against (SFT: plain LoRA training).")
+    local_steps: int = Field(description="The benchmark's local steps per round the probe trained for.")
+    rounds: int = Field(description="Rounds of the run (setup is spread over them).")
+    clients_per_model: dict[str, int] = Field(description="How many clients run each model of the allocation.")
+    probe_clients: dict[str, int] = Field(description="The client whose first round priced each model.")
+    setup_flops: int = Field(description="The method's one-off setup FLOPs (e.g. weight alignment).")
+    round_flops: dict[str, int] = Field(description="The method's FLOPs for one client round, per model.")
+    reference_setup_flops: int = Field(description="The reference's one-off setup FLOPs.")
+    reference_round_flops: dict[str, int] = Field(description="The reference's FLOPs for one client round, per model.")
+    declared_relative_compute: float = Field(description="What the method's meta.relative_compute declares.")
+
+    def _federation(self, per_round: dict[str, int], setup: int) -> float:
+        return setup + self.rounds * sum(n * per_round[m] for m, n in self.clients_per_model.items())
+
+    @property
+    def method_total_flops(self) -> float:
+        """The method's federation training FLOPs at the benchmark's local steps."""
+        return self._federation(self.round_flops, self.setup_flops)
+
+    @property
+    def reference_total_flops(self) -> float:
+        return self._federation(self.reference_round_flops, self.reference_setup_flops)
+
+    @property
+    def measured_relative_compute(self) -> float:
+        """Method over reference, federation-wide, at the same local steps."""
+        return self.method_total_flops / self.reference_total_flops if self.reference_total_flops else float("nan")
+
+    @property
+    def matched_local_steps(self) -> int:
+        """The local steps that spend the reference's federation FLOPs (at least 1)."""
+        per_step = self.rounds * sum(n * self.round_flops[m] for m, n in self.clients_per_model.items()) / self.local_steps
+        if per_step <= 0:
+            return self.local_steps
+        budget = self.reference_total_flops - self.setup_flops
+        return max(1, round(budget / per_step))
+
+    def summary(self) -> dict[str, Any]:
+        """The probe plus its derived numbers, as written into the result file."""
+        return {**self.model_dump(mode="json"), "measured_relative_compute": self.measured_relative_compute,
+                "matched_local_steps": self.matched_local_steps, "method_total_flops": self.method_total_flops,
+                "reference_total_flops": self.reference_total_flops}
+
+
+def _probe_one(ev: ProbeHost, name: str, config: dict[str, Any], fed: FederatedData, seed: int, steps: int,
+               clients: dict[str, int]) -> tuple[int, dict[str, int]]:
+    """(setup FLOPs, one-round FLOPs per model) of ``name`` run fresh under this run's settings."""
+    method = ev.open_method(name, config, seed)
+    try:
+        method.count_flops(True)
+        method.setup(ev.federation_context(fed, seed, steps), rng_seed=ev.setup_seed(seed))
+        setup = method.counted_flops().get("setup", 0)
+        uid_key = secrets.token_bytes(16)
+        per_model: dict[str, int] = {}
+        for model, client in clients.items():
+            ctx = ev.ctx(client, 0, seed)
+            state = method.init_client(ctx, rng_seed=ev.init_client_seed(seed, client))
+            method.count_flops(True)
+            method.client_update(ctx, state, None, fed.round_batches(client, 0, local_steps=steps, uid_key=uid_key),
+                                 rng_seed=ctx.seed)
+            per_model[model] = method.counted_flops().get("client_update", 0)
+        return setup, per_model
+    finally:
+        method.close()
+
+
+def probe_compute(ev: ProbeHost, fed: FederatedData, seed: int, method_config_dump: dict[str, Any],
+                  declared: float, cache_dir: Path | None = None) -> ComputeProbe:
+    """Measure the configured method against SFT on this run's data (see the module docstring).
+
+    Cached as ``compute-probe.json`` in ``cache_dir`` (keyed by what shapes it), so a resumed run
+    does not probe again.
+    """
+    cfg = ev.config
+    steps = cfg.local_steps or ev.spec.fl.local_steps
+    rounds = fed.config.rounds
+    clients_per_model: dict[str, int] = {}
+    probe_clients: dict[str, int] = {}
+    for c in sorted(fed.clients):
+        model = ev.allocation[c]
+        clients_per_model[model] = clients_per_model.get(model, 0) + 1
+        probe_clients.setdefault(model, c)
+    key = json.dumps({"v": PROBE_VERSION, "method": cfg.method, "config": method_config_dump, "seed": seed,
+                      "steps": steps, "rounds": rounds, "clients": probe_clients, "counts": clients_per_model,
+                      "manifest": ev.spec.content_hash, "data": fed.store.data_hash}, sort_keys=True, default=str)
+    cache = cache_dir / "compute-probe.json" if cache_dir is not None else None
+    if cache is not None and cache.is_file():
+        stored = json.loads(cache.read_text())
+        if stored.get("key") == key:
+            return ComputeProbe(**stored["probe"])
+    # the reference loads its models as the method does (FLOPs depend on the architecture, not the weights)
+    ref_config = {k: method_config_dump[k] for k in ("model_loader",) if k in method_config_dump}
+    setup, rounds_m = _probe_one(ev, cfg.method, cfg.method_config, fed, seed, steps, probe_clients)
+    ref_setup, rounds_r = _probe_one(ev, REFERENCE_METHOD, ref_config, fed, seed, steps, probe_clients)
+    probe = ComputeProbe(method=cfg.method, local_steps=steps, rounds=rounds, clients_per_model=clients_per_model,
+                         probe_clients=probe_clients, setup_flops=setup, round_flops=rounds_m,
+                         reference_setup_flops=ref_setup, reference_round_flops=rounds_r,
+                         declared_relative_compute=declared)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"key": key, "probe": probe.model_dump(mode="json")}, indent=1))
+    return probe

@@ -1,0 +1,141 @@
+"""``drake-bench leaderboard build``: a board from scratch, or only what it is missing.
+
+The plan lists every entry of the board with its state, read from disk: ``done`` (a complete result file with the
+board's seeds), ``resume`` (checkpoints or a partial result: the evaluator's own resume continues it), ``missing``.
+Building runs the entries that are not done, grouped as ``drake-bench run`` commands (one per results folder), each
+printed before it runs so any of them can be run by hand; the evaluator's checkpoints make a killed build resume
+where it stopped. Nothing here computes a number: the evaluator writes the result files, :mod:`.render` reads them.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import DrakeBenchError
+from ..results import read_result, result_path
+from .boards import DEFAULT_ROOT, BoardDefinition, BoardEntry
+
+
+@dataclass
+class PlannedEntry:
+    """One board entry and where it stands."""
+
+    entry: BoardEntry
+    version: str
+    out: Path
+    result: Path
+    state: str  # done | resume | missing
+    why: str = ""
+
+
+def method_version(name: str) -> str:
+    """The installed method's version (boards key on name + version)."""
+    from ..registry import method_class
+
+    return method_class(name).meta.version
+
+
+def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[PlannedEntry]:
+    """Every entry's state on disk, in the board's order."""
+    out: list[PlannedEntry] = []
+    for entry in board.entries:
+        version = method_version(entry.method)
+        folder = board.entry_out(entry, root)
+        path = result_path(folder, board.benchmark_name, board.scenario_tag, entry.method, version)
+        ckpt = folder / "checkpoints" / board.benchmark_name / board.scenario_tag / entry.method
+        state, why = "missing", ""
+        if path.is_file():
+            try:
+                res = read_result(path)
+            except DrakeBenchError as exc:
+                raise DrakeBenchError(f"board {board.name}: {path} cannot be read ({exc}); move it away to rebuild it") from None
+            if res.status == "complete" and sorted(res.seeds) == board.seeds:
+                state = "done"
+            else:
+                state, why = "resume", f"{res.status}, seeds {res.seeds}"
+        elif ckpt.is_dir() and any(ckpt.iterdir()):
+            state, why = "resume", "checkpoints in " + str(ckpt)
+        out.append(PlannedEntry(entry, version, folder, path, state, why))
+    return out
+
+
+def run_options(board: BoardDefinition) -> list[str]:
+    """The ``drake-bench run`` options every entry of the board shares."""
+    opts = ["--benchmark", board.benchmark, "--scenario", board.scenario]
+    if board.allocation:
+        opts += ["--allocation", board.allocation]
+    opts += ["--seeds", ",".join(map(str, board.seeds)), "--rounds", str(board.rounds), "--local-steps",
+             str(board.local_steps), "--eval-every", str(board.eval_every_rounds)]
+    if board.others_subsample is not None:
+        opts += ["--others-subsample", str(board.others_subsample)]
+    if board.fast_adaptation:
+        opts += ["--adaptation-tasks", str(board.fast_adaptation_tasks or 0)]
+    else:
+        opts += ["--no-fast-adaptation"]
+    if board.compute_matched:
+        opts += ["--compute-matched"]
+    if board.data_dir:
+        opts += ["--data-dir", board.data_dir]
+    return opts
+
+
+def commands(board: BoardDefinition, entries: list[PlannedEntry], jobs: int | None = None) -> list[list[str]]:
+    """``drake-bench run`` commands for ``entries``: one per results folder (an ablation's settings get their own)."""
+    by_out: dict[Path, list[PlannedEntry]] = {}
+    for p in entries:
+        by_out.setdefault(p.out, []).append(p)
+    cmds = []
+    for out, group in by_out.items():
+        cmd = ["drake-bench", "run", *run_options(board), "--methods", ",".join(p.entry.method for p in group)]
+        for p in group:
+            for k, v in sorted(p.entry.settings.items()):
+                cmd += ["--set", f"{p.entry.method}.{k}={v if isinstance(v, str) else _json(v)}"]
+        if jobs:
+            cmd += ["--jobs", str(jobs)]
+        cmds.append(cmd + ["--out", str(out)])
+    return cmds
+
+
+def _json(v: Any) -> str:
+    import json
+
+    return json.dumps(v)
+
+
+def reproduce_command(board: BoardDefinition, entry: BoardEntry, root: str | Path = DEFAULT_ROOT) -> str:
+    """The one command that reproduces one row (what the web page shows beside it)."""
+    p = PlannedEntry(entry, "", board.entry_out(entry, root), Path(), "missing")
+    return shlex.join(commands(board, [p])[0])
+
+
+def run_configs(board: BoardDefinition, entries: list[PlannedEntry]) -> list[Any]:
+    """The RunConfigs the commands stand for (what ``drake-bench run`` would build from them)."""
+    from ..run_config import RunConfig
+
+    return [RunConfig(
+        benchmark=board.benchmark, scenario=board.scenario, method=p.entry.method, seeds=list(board.seeds),
+        allocation=board.allocation, out=str(p.out), rounds=board.rounds, local_steps=board.local_steps,
+        eval_every_rounds=board.eval_every_rounds, others_subsample=board.others_subsample,
+        compute_matched=board.compute_matched, fast_adaptation=board.fast_adaptation,
+        fast_adaptation_tasks=board.adaptation_task_list if board.fast_adaptation else None,
+        resume=True, data_dir=board.data_dir, method_config=dict(p.entry.settings), isolation="process",
+    ) for p in entries]
+
+
+def build(board: BoardDefinition, root: str | Path = DEFAULT_ROOT, *, jobs: int | None = None,
+          methods: list[str] | None = None, console: Any = None) -> list[PlannedEntry]:
+    """Run every entry that is not done (``methods``: only these), then return the plan as it stands after."""
+    from ..runner import run_methods
+
+    todo = [p for p in plan(board, root) if p.state != "done" and (not methods or p.entry.method in methods)]
+    by_out: dict[Path, list[PlannedEntry]] = {}
+    for p in todo:
+        by_out.setdefault(p.out, []).append(p)
+    for group in by_out.values():
+        if console is not None:
+            console.print(f"$ {shlex.join(commands(board, group, jobs)[0])}", highlight=False, soft_wrap=True)
+        run_methods(run_configs(board, group), jobs=jobs, console=console)
+    return plan(board, root)

@@ -1,0 +1,144 @@
+"""Submissions: a self-contained folder of result files plus what they need to be checked and reproduced.
+
+As MTEB's contributors do, a method author runs the board's settings on their own machine and opens a pull request
+with a folder the validator checks: ``submission.json`` (:class:`Submission`: the board, the method's name and
+version, the package that provides it with its source URL or wheel hash, and the command that produced the
+results) beside ``results/<benchmark>/<scenario>/<method>/<version>/result.json`` files, each listed with its sha256.
+The validator runs every board rule on the results and the ``submission`` rule on the folder itself; a reviewer can
+rerun the command to reproduce the digits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+from pydantic import Field, ValidationError, model_validator
+
+from .._base import StrictModel
+from .._version import __version__
+from ..errors import DrakeBenchError
+from .boards import BoardDefinition, load_board
+from .rules import Refusal, read_for_board, validate
+
+SUBMISSION_FILE = "submission.json"
+RESULTS_DIR = "results"
+
+
+class SubmissionError(DrakeBenchError):
+    """A submission cannot be written (its results break a board rule, or a field is missing)."""
+
+
+class Submission(StrictModel):
+    """``submission.json``: who submits what, and how to get it again."""
+
+    board: str = Field(description="Canonical board name the results are for.")
+    method: str
+    version: str
+    package: str = Field(min_length=1, description="The distribution that provides the method (pip name).")
+    source_url: str | None = Field(default=None, description="Where the package's source is (a repository URL).")
+    wheel_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$",
+                                     description="sha256 of the wheel the results were made with.")
+    command: str = Field(min_length=1, description="The command that produced the result files.")
+    drake_bench_version: str
+    created_at: datetime
+    files: dict[str, str] = Field(min_length=1, description="Path relative to the folder -> sha256 of the file.")
+
+    @model_validator(mode="after")
+    def _where_from(self) -> "Submission":
+        if not (self.source_url or self.wheel_sha256):
+            raise ValueError("give the package's source_url or its wheel_sha256: a reviewer must be able to get it")
+        return self
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def submit(board: BoardDefinition, results: Sequence[str | Path], out: str | Path, *, package: str, command: str,
+           source_url: str | None = None, wheel: str | Path | None = None) -> Path:
+    """Write the submission folder ``out`` for ``results`` on ``board``, refusing results that break a rule.
+
+    The folder is written only when :func:`validate_submission` accepts it, so what a contributor sends is what the
+    maintainers' validator will say yes to."""
+    paths = [Path(p) for p in results]
+    read = [read_for_board(p) for p in paths]
+    bad = [r for _, why in read for r in why]
+    if bad:
+        raise SubmissionError("cannot submit:\n" + "\n".join(f"  - {r}" for r in bad))
+    runs = [res for res, _ in read if res is not None]
+    names = sorted({(r.method.name, r.method.version) for r in runs})
+    if len(names) != 1:
+        raise SubmissionError(f"a submission is one method at one version; these results are of {names}")
+    _, refusals = validate(paths, board)
+    if refusals:
+        raise SubmissionError(f"the results break board {board.name}'s rules:\n" + "\n".join(f"  - {r}" for r in refusals))
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise SubmissionError(f"{out} exists and is not empty; choose a new folder")
+    wheel_sha = _sha256(Path(wheel)) if wheel else None
+    files: dict[str, str] = {}
+    for p, res in zip(paths, runs):
+        rel = res.path(RESULTS_DIR).as_posix()
+        if rel in files:
+            raise SubmissionError(f"{p}: a second result for {rel}")
+        target = out / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, target)
+        files[rel] = _sha256(target)
+    try:
+        sub = Submission(board=board.name, method=names[0][0], version=names[0][1], package=package,
+                         source_url=source_url, wheel_sha256=wheel_sha, command=command,
+                         drake_bench_version=__version__, created_at=datetime.now(timezone.utc), files=files)
+    except ValidationError as exc:
+        shutil.rmtree(out, ignore_errors=True)
+        raise SubmissionError(f"submission fields: {exc.errors()[0]['msg']}") from None
+    (out / SUBMISSION_FILE).write_text(sub.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return out
+
+
+def is_submission(path: str | Path) -> bool:
+    return (Path(path) / SUBMISSION_FILE).is_file()
+
+
+def validate_submission(folder: str | Path, board: BoardDefinition | None = None) -> tuple[Submission | None, list[Refusal]]:
+    """Every refusal of a submission folder: its own fields and file hashes (rule ``submission``), then the board's
+    rules on its result files. ``board`` defaults to the one ``submission.json`` names."""
+    folder = Path(folder)
+    meta = folder / SUBMISSION_FILE
+    try:
+        sub = Submission.model_validate(json.loads(meta.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        msg = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        return None, [Refusal("submission", str(meta), f"not a valid submission.json: {msg}")]
+    refusals: list[Refusal] = []
+    try:
+        board = board or load_board(sub.board)
+    except DrakeBenchError as exc:
+        return sub, [Refusal("submission", str(meta), str(exc))]
+    if sub.board != board.name:
+        refusals.append(Refusal("submission", str(meta), f"made for board {sub.board!r}, validated against {board.name!r}"))
+    listed = set(sub.files)
+    present = {p.relative_to(folder).as_posix() for p in (folder / RESULTS_DIR).rglob("*.json")}
+    for rel in sorted(present - listed):
+        refusals.append(Refusal("submission", str(folder / rel), "a result file submission.json does not list"))
+    paths = []
+    for rel, sha in sorted(sub.files.items()):
+        path = folder / rel
+        if not path.is_file():
+            refusals.append(Refusal("submission", str(path), "listed in submission.json but missing"))
+            continue
+        if _sha256(path) != sha:
+            refusals.append(Refusal("submission", str(path), "sha256 differs from the one submission.json lists (the "
+                                                             "file changed after it was submitted)"))
+        paths.append(path)
+    results, board_refusals = validate(paths, board)
+    for p, res in results:
+        if (res.method.name, res.method.version) != (sub.method, sub.version):
+            refusals.append(Refusal("submission", p, f"a result of {res.method.name} {res.method.version}, the "
+                                                     f"submission is of {sub.method} {sub.version}"))
+    return sub, refusals + board_refusals

@@ -1,0 +1,96 @@
+"""The compute probe: FLOPs counted by the evaluator around the plugin's calls, a method priced against SFT on
+the same steps, and ``compute_matched`` giving the costlier method fewer steps from that measurement.
+
+Runs on conftest's 4-client toy benchmark with tiny random models of two families and two sizes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from drake_bench.evaluator import RunConfig, run
+
+from conftest import torch_threads  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+STEPS = 4
+
+
+def _cfg(bench, out, method, **kw):
+    manifest, root = bench
+    base = dict(benchmark=manifest, method=method, data_dir=root, out=str(out), seeds=[0], rounds=2,
+                local_steps=STEPS, others_subsample=1, self_subsample=1, fast_adaptation=False, eval_every_rounds=2,
+                method_config={"model_loader": "testing"})
+    base.update(kw)
+    return RunConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def fedit_measured(toy_mixed, tmp_path_factory):
+    with torch_threads(1):
+        return run(_cfg(toy_mixed, tmp_path_factory.mktemp("fedit"), "fedit", measure_compute=True))
+
+
+@pytest.fixture(scope="module")
+def fedmosaic_matched(toy_mixed, tmp_path_factory):
+    cfg = {"model_loader": "testing", "public_size": 16, "grad_interval": 1}
+    with torch_threads(1):
+        return run(_cfg(toy_mixed, tmp_path_factory.mktemp("mosaic"), "fedmosaic", compute_matched=True,
+                        method_config=cfg))
+
+
+def test_plain_lora_training_costs_what_sft_costs(fedit_measured):
+    """FedIT trains each client exactly as SFT does (only the server differs): the probe must find 1.0 for every
+    model, and the run keeps the benchmark's steps (measure_compute only measures)."""
+    probe = fedit_measured.fl.extra["compute"]
+    assert set(probe["round_flops"]) == set(fedit_measured.model_allocation.clients.values())
+    assert all(v > 0 for v in probe["round_flops"].values())
+    assert probe["round_flops"] == probe["reference_round_flops"]
+    assert probe["setup_flops"] == probe["reference_setup_flops"] == 0
+    assert probe["measured_relative_compute"] == 1.0
+    assert fedit_measured.fl.local_steps == STEPS
+
+
+def test_bigger_models_cost_more_per_round(fedit_measured):
+    flops = fedit_measured.fl.extra["compute"]["reference_round_flops"]
+    assert flops["tiny-llava-llama-m"] > flops["tiny-llava-llama-s"]
+
+
+def test_fedmosaic_is_measured_costlier_and_matched_to_fewer_steps(fedmosaic_matched):
+    """FedMosaic's dual path, W_s gradients (every step here) and one-off alignment cost more FLOPs than SFT's
+    LoRA; compute matching gives it the steps whose federation total is closest to SFT's, recorded."""
+    probe = fedmosaic_matched.fl.extra["compute"]
+    assert probe["setup_flops"] > 0  # the weight alignment on public data
+    assert all(probe["round_flops"][m] > probe["reference_round_flops"][m] for m in probe["round_flops"])
+    assert probe["measured_relative_compute"] > 1.0
+    steps = probe["matched_local_steps"]
+    assert fedmosaic_matched.fl.local_steps == steps < STEPS
+    per_step = probe["method_total_flops"] - probe["setup_flops"]
+    spent = probe["setup_flops"] + per_step * steps / STEPS
+    alternatives = [probe["setup_flops"] + per_step * s / STEPS for s in (steps - 1, steps + 1) if s >= 1]
+    target = probe["reference_total_flops"]
+    assert all(abs(spent - target) <= abs(a - target) for a in alternatives)
+    assert fedmosaic_matched.fl.extra["compute_matched"] is True
+
+
+def test_the_probe_is_cached_with_the_checkpoints(fedmosaic_matched):
+    """A resumed run reads the probe back instead of measuring again (same key, same numbers)."""
+    out = Path(fedmosaic_matched.fl.extra["run_config"]["out"])
+    files = list(out.rglob("compute-probe.json"))
+    assert len(files) == 1
+    stored = json.loads(files[0].read_text())
+    assert stored["probe"]["round_flops"] == fedmosaic_matched.fl.extra["compute"]["round_flops"]
+
+
+def test_the_summary_shows_measured_beside_declared_compute(fedit_measured, fedmosaic_matched):
+    from drake_bench.evaluation.table import summary_markdown
+
+    text = summary_markdown([fedit_measured, fedmosaic_matched])
+    assert "Relative compute (measured)" in text
+    probe = fedmosaic_matched.fl.extra["compute"]
+    assert f"{probe['measured_relative_compute']:.3f} | 1.161 |" in text
+    assert f"| {fedit_measured.label} | {STEPS} | 1.000 | 1 |" in text

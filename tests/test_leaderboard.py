@@ -1,0 +1,269 @@
+"""The leaderboard as a product: board definitions, build (resumable), rules, submissions, the HTML page.
+
+Everything end-to-end runs on one tiny test-only board (the toy benchmark, the example plugin and the minimal
+counter, 3 seeds x 2 rounds x 1 step), built once per test session and shared by the xdist workers through a file
+lock: a second build of a built board runs nothing, which is itself what ``build`` promises.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from drake_bench.cli import app
+from drake_bench.leaderboard.boards import canonical_boards, load_board
+from drake_bench.leaderboard.build import plan
+from drake_bench.leaderboard.html import ranks
+from drake_bench.leaderboard.render import board_files
+from drake_bench.leaderboard.rules import RULES, validate
+from drake_bench.leaderboard.submission import SUBMISSION_FILE, submit, validate_submission
+from drake_bench.registry import register_method
+
+from conftest import ToyLoader, toy_spec
+from minimal_method import Counter
+
+register_method(Counter)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(app, list(args))
+    return r.exit_code, r.output + (r.stderr if r.stderr_bytes is not None else "")
+
+
+@pytest.fixture(scope="session")
+def tiny_board(tmp_path_factory, worker_id) -> tuple[Path, Path]:
+    """(board JSON, leaderboard root) of the built tiny board; one build for the whole session."""
+    from filelock import FileLock
+
+    from drake_bench.build import build_benchmark
+    from drake_bench.loaders import _LOADERS, register_loader
+    from drake_bench.manifest import manifest_dict
+    from drake_bench.stream import open_built
+
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    base = shared / "tiny-board"
+    with FileLock(str(shared / "tiny-board.lock")):
+        if "toy" not in _LOADERS:
+            register_loader(ToyLoader())
+        base.mkdir(exist_ok=True)
+        spec = toy_spec()
+        if not (base / "built").exists():
+            build_benchmark(spec, source_dir=None, out=base / "built", show_progress=False)
+        (base / "toy.json").write_text(json.dumps(manifest_dict(spec)))
+        data_hash = open_built(spec, data_dir=base / "built").data_hash
+        board = {"name": "tiny", "title": "Tiny test board", "description": "toy benchmark, model-free methods",
+                 "benchmark": str(base / "toy.json"), "benchmark_version": "0.0.1", "data_dir": str(base / "built"),
+                 "data_hash": data_hash,
+                 "scenario": "static", "seeds": [0, 1, 2], "rounds": 2, "local_steps": 1, "eval_every_rounds": 1,
+                 "others_subsample": 2, "fast_adaptation": False, "fast_adaptation_tasks": None,
+                 "communication_budget_bytes": 1e6, "paper": {"key": "table-2-drake"},
+                 "entries": [{"method": "majority-answer"}, {"method": "counter"}]}
+        (base / "tiny.json").write_text(json.dumps(board))
+        code, out = _cli("leaderboard", "build", str(base / "tiny.json"), "--root", str(base / "lb"), "--jobs", "2")
+        assert code == 0, out
+    return base / "tiny.json", base / "lb"
+
+
+def _copy_board(tiny_board, tmp_path) -> tuple[Path, Path]:
+    board_json, root = tiny_board
+    shutil.copytree(root, tmp_path / "lb")
+    return board_json, tmp_path / "lb"
+
+
+def test_canonical_boards_pin_the_shipped_benchmark_and_weights():
+    from drake_bench.leaderboard.html import paper_results
+    from drake_bench.models.shipped import read_manifest
+    from drake_bench.registry import available_methods
+
+    boards = canonical_boards()
+    assert set(boards) == {"drake-synth-dynamic", "drake-synth-static", "drake-synth-cross-family",
+                           "hflb-synth-dynamic", "fedllm-synth-dynamic"}
+    shipped = {m: e["weights_sha256"] for m, e in read_manifest()["models"].items()}
+    for b in boards.values():
+        assert b.spec.version == b.benchmark_version and b.expected_manifest_hash == b.spec.content_hash, b.name
+        assert len(b.seeds) >= 3
+        allocated = set(b.spec.allocation(b.allocation).values())
+        assert set(b.weights) == allocated and all(shipped[m] == s for m, s in b.weights.items()), b.name
+        assert {e.method for e in b.entries} <= set(available_methods())
+        assert paper_results(b.paper.key)["methods"], b.name
+    code, out = _cli("leaderboard", "build", "drake-synth-static", "--root", "/nonexistent", "--dry-run")
+    assert code == 0 and "would run: drake-bench run --benchmark drake-synth --scenario static" in out.replace("\n", " ")
+
+
+def test_build_runs_only_what_is_missing_then_renders(tiny_board, tmp_path):
+    board_json, root = _copy_board(tiny_board, tmp_path)
+    board = load_board(board_json)
+    assert [p.state for p in plan(board, root)] == ["done", "done"]
+    assert (root / "tiny" / "board.html").is_file() and "counter 1.0" in (root / "tiny" / "summary.md").read_text()
+    code, out = _cli("leaderboard", "build", str(board_json), "--root", str(root), "--dry-run")
+    assert code == 0 and "nothing to run" in out
+    (root / "tiny" / "runs" / "toy" / "static" / "counter" / "1.0" / "result.json").unlink()
+    code, out = _cli("leaderboard", "build", str(board_json), "--root", str(root), "--dry-run")
+    assert code == 0 and "--methods counter --out" in out.replace("\n", "") and "majority-answer --out" not in out
+    code, out = _cli("leaderboard", "render", str(board_json), "--root", str(root))
+    assert code == 0 and "counter" not in (root / "tiny" / "summary.md").read_text()
+
+
+def test_the_built_board_passes_every_rule(tiny_board):
+    board_json, root = tiny_board
+    code, out = _cli("leaderboard", "validate", str(root / "tiny"), "--board", str(board_json))
+    assert code == 0, out
+    assert "ok: 2 result file(s) pass every rule" in out
+
+
+def _rewrite(path: Path, edit) -> None:  # noqa: ANN001
+    """Edit a result file as a tamperer would: change it, recompute its summary, keep it schema-valid."""
+    from drake_bench.results import RunResult, summarize
+
+    data = json.loads(path.read_text())
+    edit(data)
+    keep = data.pop("_keep_summary", False)
+    res = RunResult.model_validate(data)
+    if not keep:
+        data["summary"] = summarize(res.raw, seeds=res.seeds).model_dump(mode="json")
+    path.write_text(json.dumps(data))
+
+
+def _rehash(folder: Path) -> None:
+    """A tamperer who also updates submission.json's hashes (so the board rules, not the hash, must catch it)."""
+    import hashlib
+
+    meta = json.loads((folder / SUBMISSION_FILE).read_text())
+    meta["files"] = {rel: hashlib.sha256((folder / rel).read_bytes()).hexdigest() for rel in meta["files"]}
+    (folder / SUBMISSION_FILE).write_text(json.dumps(meta))
+
+
+def test_a_submission_of_the_example_plugin_passes_and_tampered_ones_are_refused(tiny_board, tmp_path):
+    board_json, root = tiny_board
+    board = load_board(board_json)
+    files = [p for p in board_files(root / "tiny") if "majority-answer" in p.parts]
+    sub = submit(board, files, tmp_path / "sub", package="drake_bench", source_url="https://example.org/drake_bench",
+                 command="drake-bench leaderboard build tiny.json --methods majority-answer")
+    meta = json.loads((sub / SUBMISSION_FILE).read_text())
+    assert meta["method"] == "majority-answer" and meta["version"] == "1.0" and len(meta["files"]) == 1
+    assert validate_submission(sub, board)[1] == []
+    rel = next(iter(meta["files"]))
+
+    def tampered(name: str, edit, rehash: bool = True) -> list:  # noqa: ANN001
+        folder = tmp_path / name
+        shutil.copytree(sub, folder)
+        _rewrite(folder / rel, edit)
+        if rehash:
+            _rehash(folder)
+        return validate_submission(folder, board)[1]
+
+    def score(d):  # noqa: ANN001
+        d["summary"]["aggregate"]["self_last"]["mean"] += 0.05
+        d["_keep_summary"] = True
+
+    def data_hash(d):  # noqa: ANN001
+        d["benchmark"]["data_hash"] = "sha256:" + "0" * 64
+
+    def two_seeds(d):  # noqa: ANN001
+        d["seeds"] = [0, 1]
+        for table in ("scores", "adaptation", "costs", "server_costs", "diagnostics", "post_federation_costs"):
+            d["raw"][table] = [r for r in d["raw"][table] if r["seed"] != 2]
+        d["fl"]["extra"]["data_access"].pop("2")
+
+    for name, edit, rule in (("score", score, "recompute"), ("hash", data_hash, "benchmark"), ("seeds", two_seeds, "seeds")):
+        refusals = tampered(name, edit)
+        assert rule in {r.rule for r in refusals}, (name, [str(r) for r in refusals])
+        assert all(r.file.endswith("result.json") for r in refusals if r.rule == rule)
+    # an edit without updating submission.json is caught by the file hash alone
+    assert "submission" in {r.rule for r in tampered("nohash", score, rehash=False)}
+    # the CLI says the same, naming the rule and the file
+    code, out = _cli("leaderboard", "validate", str(tmp_path / "seeds"), "--board", str(board_json))
+    assert code == 1 and "[seeds]" in out and "result.json" in out
+
+
+def test_rules_refuse_results_made_outside_the_board(tiny_board, tmp_path):
+    board_json, root = _copy_board(tiny_board, tmp_path)
+    board = load_board(board_json)
+    path = next(p for p in board_files(root / "tiny") if "counter" in p.parts)
+
+    def old_and_inline(d):  # noqa: ANN001
+        d["fl"]["extra"].pop("data_access")
+        d["fl"]["extra"]["run_config"]["isolation"] = "inline"
+
+    _rewrite(path, old_and_inline)
+    _, refusals = validate([path], board.model_copy(update={"communication_budget_bytes": 1.0}))
+    rules = {r.rule for r in refusals}
+    assert {"test-split", "isolation", "budget"} <= rules, [str(r) for r in refusals]
+    assert rules <= set(RULES) and all(r.file == str(path) for r in refusals)
+
+
+def test_a_compute_matched_board_wants_the_probe_and_its_matched_steps(tiny_board, tmp_path):
+    """A run without the evaluator's compute probe, or one whose steps are not the probe's matched steps, is
+    refused by rule `compute-matched`; with the probe recorded and its steps run, the rule is quiet."""
+    board_json, root = _copy_board(tiny_board, tmp_path)
+    board = load_board(board_json).model_copy(update={"compute_matched": True})
+    path = next(p for p in board_files(root / "tiny") if "counter" in p.parts)
+    _, refusals = validate([path], board)
+    assert "compute-matched" in {r.rule for r in refusals}
+
+    steps = json.loads(path.read_text())["fl"]["local_steps"]
+
+    def probed(matched):  # noqa: ANN001, ANN202
+        def edit(d):  # noqa: ANN001
+            d["fl"]["extra"]["compute"] = {"local_steps": board.local_steps, "matched_local_steps": matched}
+        return edit
+
+    _rewrite(path, probed(steps + 1))
+    _, refusals = validate([path], board)
+    assert "compute-matched" in {r.rule for r in refusals}
+    _rewrite(path, probed(steps))
+    _, refusals = validate([path], board)
+    assert "compute-matched" not in {r.rule for r in refusals}, [str(r) for r in refusals]
+
+
+def test_ranks_mark_ties_where_intervals_overlap():
+    assert ranks([(50.0, 1.0), (49.5, 1.0), (40.0, 1.0), (None, 0.0)]) == [(1, True), (1, True), (3, False), (4, False)]
+
+
+def test_html_page_in_a_real_browser(tiny_board, tmp_path):
+    """The page renders every method, sorts by a column, opens a drill-down (headless Chromium via Selenium)."""
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    browser = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
+                    if Path(p).exists()), None)
+    driver_bin = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None)
+    if browser is None or driver_bin is None:
+        pytest.skip("no Chromium and chromedriver installed (Debian: apt-get install chromium chromium-driver; .ci/run does)")
+    board_json, root = tiny_board
+    code, out = _cli("leaderboard", "html", "--out", str(tmp_path / "site"), "--boards", str(board_json), "--root", str(root))
+    assert code == 0, out
+    page = tmp_path / "site" / "tiny.html"
+    text = page.read_text()
+    assert "<script src" not in text and "<link" not in text and "data:image/png;base64," in text  # self-contained
+    opts = Options()
+    opts.binary_location = browser
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1200"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(driver_bin), options=opts)
+    try:
+        driver.get(page.as_uri())
+        labels = lambda: [r.get_attribute("data-method") for r in driver.find_elements(By.CSS_SELECTOR, "#board tr.entry")]  # noqa: E731
+        assert sorted(labels()) == ["counter 1.0", "majority-answer 1.0"]
+        header = driver.find_element(By.CSS_SELECTOR, "#board th[data-col='method']")
+        header.click()
+        first = labels()
+        header.click()
+        assert labels() == list(reversed(first)) and sorted(first) in (first, list(reversed(first)))
+        detail = driver.find_element(By.ID, driver.find_elements(By.CSS_SELECTOR, "button.drill")[0].get_attribute("data-detail"))
+        assert not detail.is_displayed()
+        driver.find_elements(By.CSS_SELECTOR, "button.drill")[0].click()
+        assert detail.is_displayed() and "Per client" in detail.text and "Reproduce" in detail.text
+        assert detail.find_elements(By.CSS_SELECTOR, "table.clients tr")  # the per-client drill-down has rows
+        driver.save_screenshot(str(tmp_path / "board.png"))
+    finally:
+        driver.quit()
+    assert (tmp_path / "board.png").stat().st_size > 0
