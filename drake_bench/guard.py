@@ -197,8 +197,8 @@ class GuardedMethod:
             raise self.error("aggregate", f"no message for clients {missing}", None, round_idx)
         extra = [c for c in messages if c not in uploads]
         if extra:  # a message for a client that does not exist (a typo, a str id) would be silently dropped
-            raise self.error("aggregate", f"messages for clients that are not among this round's uploads: {extra!r} "
-                                          f"(this round's client ids are the ints {sorted(uploads)})", None, round_idx)
+            raise self.error("aggregate", f"messages for clients that are not in this federation: {extra!r} "
+                                          f"(client ids are the ints {sorted(uploads)})", None, round_idx)
         checked = {c: self._message(messages[c], "aggregate", c, round_idx, f"the message to client {c}") for c in uploads}
         return checked, self._state(server, "aggregate", None, round_idx, "the server state")
 

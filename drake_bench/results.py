@@ -785,7 +785,7 @@ def completeness_problems(result: RunResult) -> list[str]:
         absent = {(a.round, a.client) for a in raw.absences if a.seed == seed}  # not drawn, or its node lost
         lacking_c = {(r, c) for r in range(1, fl.rounds + 1) for c in clients} - costs - absent
         if lacking_c:
-            out.append(f"raw.costs seed {seed}: no cost record (nor an absence) for (round, client) {_examples(lacking_c)}")
+            out.append(f"raw.costs seed {seed}: no cost record for (round, client) {_examples(lacking_c)}")
         if costs & absent:
             out.append(f"raw.absences seed {seed}: (round, client) both absent and with a cost record: "
                        f"{_examples(costs & absent)}")
