@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,10 +33,11 @@ import numpy as np
 
 from . import checkpoint
 from .access import DATA_ACCESS_KEY, AccessLedger
+from .client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
 from .compute import ComputeProbe, probe_compute
 from .errors import DrakeBenchError
-from .evaluation.metrics import (AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord, RawTables,
-                                 ScoreRecord, ServerCostRecord)
+from .evaluation.metrics import (AbsenceRecord, AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord,
+                                 RawTables, ScoreRecord, ServerCostRecord)
 from .evaluation.scoring import score_batch
 from .guard import GuardedMethod
 from .isolation import MethodProcess
@@ -60,13 +63,15 @@ from .scenarios import parse_scenario
 from .synth.public import sampler as public_sampler
 from .stream import FederatedData, load_federated_data
 
-__all__ = ["Evaluator", "RunCallbacks", "RunConfig", "SeedRun", "run"]
+__all__ = ["ClientCalls", "Evaluator", "LocalClients", "PredictJob", "RunCallbacks", "RunConfig", "SeedRun", "TrainJob",
+           "TrainReply", "run", "run_on_flower", "sample_participants"]
 
 # Salts mixed into the run seed before each kind of call, so each draws from its own random stream.
 SALT_SETUP = 0xC0FFEE
 SALT_INIT_CLIENT = 0xA11
 SALT_AGGREGATE = 0x5E
 SALT_ADAPTATION_BATCHES = 0xFA
+SALT_PARTICIPATION = 0x9A27
 ADAPTATION_ROUND_OFFSET = 10_000  # fast-adaptation contexts use rounds from here, apart from the federation's
 
 
@@ -101,8 +106,11 @@ class SeedRun:
     server_costs: list[ServerCostRecord] = field(default_factory=list)
     diagnostics: list[DiagnosticRecord] = field(default_factory=list)
     post_federation_costs: list[PostFederationCostRecord] = field(default_factory=list)
+    absences: list[AbsenceRecord] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     start_round: int = 0
+    client_peaks: dict[int, int] = field(default_factory=dict)  # peak memory a client's own process reported (Flower)
+    setup_seed: int = 0  # what setup was seeded with: a Flower node sets its own copy of the method up alike
     access: AccessLedger = field(default_factory=AccessLedger)  # what the method was handed, by split
 
     @property
@@ -118,12 +126,47 @@ class SeedRun:
         return bytes.fromhex(self.extra["uid_key"])
 
 
+def sample_participants(clients: list[int], seed: int, round_idx: int, fraction: float | None = None,
+                        count: int | None = None) -> list[int]:
+    """The clients that train in round ``round_idx`` (0-based), sorted: all of them without a rule, else a draw
+    without replacement seeded by (seed, round) alone, so every backend, a resumed run and a rerun draw the same
+    clients. ``fraction`` gives ceil(fraction x clients) of them (at least one), ``count`` exactly that many."""
+    n = len(clients)
+    if fraction is None and count is None:
+        return list(clients)
+    if count is not None and count > n:
+        raise DrakeBenchError(f"clients_per_round is {count}, but the federation has only {n} clients")
+    k = count if count is not None else max(1, math.ceil(float(fraction) * n - 1e-9))  # type: ignore[arg-type]
+    rng = np.random.default_rng([seed, round_idx, SALT_PARTICIPATION])
+    return sorted(int(c) for c in rng.choice(np.asarray(clients), size=k, replace=False))
+
+
+class LocalClients(ClientCalls):
+    """The default backend: every call through the evaluator's method handle (its worker process, or inline)."""
+
+    def __init__(self, callbacks: RunCallbacks):
+        self.cb = callbacks
+
+    def train(self, run: SeedRun, round_idx: int, jobs: list[TrainJob]) -> dict[int, TrainReply | str]:
+        out: dict[int, TrainReply | str] = {}
+        for job in jobs:
+            self.cb.on_client(run.seed, round_idx, job.client)
+            t0 = time.perf_counter()
+            upload, state = run.method.client_update(job.ctx, job.state, job.message, job.batches, rng_seed=job.ctx.seed)
+            out[job.client] = TrainReply(upload, state, time.perf_counter() - t0)
+        return out
+
+    def predict(self, run: SeedRun, jobs: list[PredictJob]) -> list[list[list[str]]]:
+        return [[run.method.predict(job.ctx, job.state, queries) for queries in job.groups] for job in jobs]
+
+
 class Evaluator:
     """Runs one method on one benchmark and scenario for each seed and returns the raw tables."""
 
-    def __init__(self, config: RunConfig, callbacks: RunCallbacks | None = None):
+    def __init__(self, config: RunConfig, callbacks: RunCallbacks | None = None, clients: ClientCalls | None = None):
         self.config = config
         self.cb = callbacks or RunCallbacks()
+        self.clients = clients or LocalClients(self.cb)
         self.spec = load_benchmark(config.benchmark)
         self.scenario = parse_scenario(config.scenario if config.scenario is not None else self.spec.scenarios.default)
         self.allocation = self._allocation()
@@ -207,6 +250,8 @@ class Evaluator:
             "evaluation": self.evaluation.model_dump(mode="json"),
             "checkpoints": self.checkpoints,
         }
+        if cfg.participation is not None or cfg.clients_per_round is not None:  # absent before it existed: old
+            key["participation"] = [cfg.participation, cfg.clients_per_round]  # checkpoints keep their fingerprint
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     # -- one seed, step by step -------------------------------------------------------
@@ -252,7 +297,8 @@ class Evaluator:
         run = SeedRun(seed=seed, fed=fed, method=method, federation=self.federation_context(fed, seed, steps),
                       local_steps=steps, eval_every=eval_every, run_dir=self.run_dir(seed))
         t0 = time.perf_counter()
-        method.setup(run.federation, rng_seed=self.setup_seed(seed))
+        run.setup_seed = self.setup_seed(seed)
+        method.setup(run.federation, rng_seed=run.setup_seed)
         setup_seconds = time.perf_counter() - t0
 
         fingerprint = self.fingerprint(method, seed, steps, eval_every, fed)
@@ -269,6 +315,7 @@ class Evaluator:
             run.costs = [CostRecord(**r) for r in prog.records.get("costs", [])]
             run.server_costs = [ServerCostRecord(**r) for r in prog.records.get("server_costs", [])]
             run.diagnostics = [DiagnosticRecord(**r) for r in prog.records.get("diagnostics", [])]
+            run.absences = [AbsenceRecord(**r) for r in prog.records.get("absences", [])]
             run.start_round, run.extra = prog.completed_rounds, prog.extra
             run.access = AccessLedger.from_state(run.extra.pop(DATA_ACCESS_KEY, None))
             run.extra.setdefault("uid_key", secrets.token_hex(16))
@@ -282,22 +329,44 @@ class Evaluator:
         run.extra = {"setup_seconds": setup_seconds, "fingerprint": fingerprint, "uid_key": secrets.token_hex(16)}
         return run
 
+    def participants(self, run: SeedRun, r: int) -> list[int]:
+        """The clients drawn to train in round ``r`` (every client unless the run samples them)."""
+        return sample_participants(run.clients, run.seed, r, self.config.participation, self.config.clients_per_round)
+
     def train_round(self, run: SeedRun, r: int) -> dict[int, tuple[Message, float]]:
-        """Every client's ``client_update`` of round ``r``: its upload and the seconds it took."""
+        """The ``client_update`` of round ``r`` of every client drawn for it: its upload and the seconds it took.
+
+        Clients not drawn, and clients whose backend could not reach them, are recorded in ``run.absences`` and
+        keep their state and pending message."""
+        chosen = self.participants(run, r)
+        jobs = [TrainJob(c, ctx, run.states[c], run.messages[c],
+                         run.fed.round_batches(c, r, local_steps=run.local_steps, uid_key=run.uid_key))
+                for c in chosen for ctx in [self.ctx(c, r, run.seed)]]
+        for job in jobs:
+            run.access.gave_with_answers(job.batches)
+        replies = self.clients.train(run, r, jobs) if jobs else {}
         uploads: dict[int, tuple[Message, float]] = {}
         for c in run.clients:
-            self.cb.on_client(run.seed, r, c)
-            ctx = self.ctx(c, r, run.seed)
-            batches = run.fed.round_batches(c, r, local_steps=run.local_steps, uid_key=run.uid_key)
-            run.access.gave_with_answers(batches)
-            t0 = time.perf_counter()
-            upload, run.states[c] = run.method.client_update(ctx, run.states[c], run.messages[c], batches, rng_seed=ctx.seed)
-            uploads[c] = (upload, time.perf_counter() - t0)
+            reply = replies.get(c, "not sampled" if c not in chosen else "no reply")
+            if isinstance(reply, TrainReply):
+                run.states[c] = reply.state
+                uploads[c] = (reply.upload, reply.seconds)
+                if reply.peak_memory_bytes:
+                    run.client_peaks[c] = max(run.client_peaks.get(c, 0), reply.peak_memory_bytes)
+            elif c in chosen:
+                run.absences.append(AbsenceRecord(seed=run.seed, round=r + 1, client=c, reason="no reply", detail=reply))
+            else:
+                run.absences.append(AbsenceRecord(seed=run.seed, round=r + 1, client=c, reason="not sampled"))
+        if not uploads:
+            lost = "; ".join(f"client {a.client}: {a.detail}" for a in run.absences if a.round == r + 1)
+            raise DrakeBenchError(f"seed {run.seed} round {r + 1}: no client answered ({lost}); the checkpoint after "
+                                  f"round {r} in {run.run_dir} resumes the run")
         return uploads
 
     def aggregate_round(self, run: SeedRun, r: int, uploads: dict[int, tuple[Message, float]]) -> None:
-        """The server's ``aggregate`` of round ``r`` (timed here, around the call), the method's diagnostics of it
-        (optional), then the round's cost records (bytes both ways, time, memory)."""
+        """The server's ``aggregate`` of round ``r`` over the uploads it received (timed here, around the call), the
+        method's diagnostics of it (optional), then the round's cost records (bytes both ways, time, memory) of the
+        clients that took part."""
         t0 = time.perf_counter()
         messages, run.server = run.method.aggregate(r, run.server, {c: up for c, (up, _) in uploads.items()},
                                                     rng_seed=mixed_seed(run.seed, r, SALT_AGGREGATE))
@@ -306,9 +375,12 @@ class Evaluator:
         run.messages.update(messages)
         peak = run.method.peak_memory_bytes()
         for c in run.clients:
+            if c not in uploads:
+                continue
             up, dt = uploads[c]
             run.costs.append(CostRecord(seed=run.seed, round=r + 1, client=c, uplink_bytes=up.num_bytes(),
-                                        downlink_bytes=messages[c].num_bytes(), train_seconds=dt, peak_memory_bytes=peak,
+                                        downlink_bytes=messages[c].num_bytes(), train_seconds=dt,
+                                        peak_memory_bytes=max(peak, run.client_peaks.get(c, 0)),
                                         uplink_elements=up.elements_by_dtype(),
                                         downlink_elements=messages[c].elements_by_dtype()))
 
@@ -322,7 +394,10 @@ class Evaluator:
         return float(np.mean(score_batch(preds, samples))) if samples else 0.0
 
     def evaluate(self, run: SeedRun, states: dict[int, State], round_idx: int) -> list[ScoreRecord]:
-        """Self and Others scores of every client's model after round ``round_idx``, on the tasks seen so far."""
+        """Self and Others scores of every client's model after round ``round_idx``, on the tasks seen so far.
+
+        The queries (answers removed) go out through the client calls, one job per client; the answers stay here and
+        every score is computed here."""
         cfg, fed = self.config, run.fed
         others_limit = cfg.others_subsample if cfg.others_subsample is not None else self.spec.fl.others_subsample
         self_limit = cfg.self_subsample if cfg.self_subsample is not None else self.spec.fl.self_subsample
@@ -335,9 +410,11 @@ class Evaluator:
                 cache[key] = fed.test_samples(task, owner=owner, limit=limit)
             return cache[key]
 
-        records = []
+        jobs: list[PredictJob] = []
+        cells: list[list[tuple[int, str, str, list[Sample]]]] = []  # per job: (owner, task, role, items) per group
         for c in fed.clients:
-            ctx = self.ctx(c, round_idx, run.seed)
+            job = PredictJob(c, self.ctx(c, round_idx, run.seed), states[c], [])
+            mine = []
             for j in fed.clients:
                 role = "self" if j == c else "others"
                 limit = self_limit if role == "self" else others_limit
@@ -347,9 +424,19 @@ class Evaluator:
                     samples = items(task, j, limit)
                     if not samples:
                         continue
-                    score = self._predict_score(run, ctx, states[c], samples)
-                    records.append(ScoreRecord(seed=run.seed, eval_round=round_idx + 1, client=c, task=task, owner=j,
-                                               role=role, n=len(samples), score=score))
+                    queries = [s.as_query(run.uid_key) for s in samples]
+                    run.access.asked(queries)
+                    job.groups.append(queries)
+                    mine.append((j, task, role, samples))
+            jobs.append(job)
+            cells.append(mine)
+        answers = self.clients.predict(run, jobs)
+        records = []
+        for job, mine, preds in zip(jobs, cells, answers):
+            for (j, task, role, samples), p in zip(mine, preds):
+                records.append(ScoreRecord(seed=run.seed, eval_round=round_idx + 1, client=job.client, task=task,
+                                           owner=j, role=role, n=len(samples),
+                                           score=float(np.mean(score_batch(p, samples)))))
         return records
 
     def save_checkpoint(self, run: SeedRun, completed_rounds: int) -> None:
@@ -357,7 +444,8 @@ class Evaluator:
             completed_rounds=completed_rounds, clients=run.states, server=run.server, messages=run.messages,
             records={"scores": [s.model_dump() for s in run.scores], "costs": [c.model_dump() for c in run.costs],
                      "server_costs": [c.model_dump() for c in run.server_costs],
-                     "diagnostics": [d.model_dump() for d in run.diagnostics]},
+                     "diagnostics": [d.model_dump() for d in run.diagnostics],
+                     "absences": [a.model_dump() for a in run.absences]},
             extra={**run.extra, DATA_ACCESS_KEY: run.access.state()},
         ))
 
@@ -448,7 +536,8 @@ class Evaluator:
                 "method_version": run.method.meta.version, "method_config": run.method.config_dump,
                 **{k: v for k, v in run.extra.items() if k != "uid_key"}, DATA_ACCESS_KEY: run.access.record()}
         return RawTables(scores=run.scores, adaptation=adaptation, costs=run.costs, server_costs=run.server_costs,
-                         diagnostics=run.diagnostics, post_federation_costs=run.post_federation_costs), info
+                         diagnostics=run.diagnostics, post_federation_costs=run.post_federation_costs,
+                         absences=run.absences), info
 
 
 # --------------------------------------------------------------------------- whole run
@@ -459,12 +548,32 @@ def run(config: RunConfig, callbacks: RunCallbacks | None = None) -> RunResult:
     error propagates, so nothing that finished is lost. Several methods side by side, with the
     benchmark built and models prepared first: :func:`drake_bench.runner.run_methods`.
     """
+    if config.backend == "flower":
+        return run_on_flower([config], callbacks)[0]
     with RunLock(config.out):
         return _run_locked(config, callbacks)
 
 
-def _run_locked(config: RunConfig, callbacks: RunCallbacks | None) -> RunResult:
-    ev = Evaluator(config, callbacks)
+def run_on_flower(configs: Sequence[RunConfig], callbacks: RunCallbacks | None = None) -> list[RunResult]:
+    """Runs of one benchmark with ``backend='flower'``: in one Flower simulation, one after another (Ray starts once
+    for all of them), or each submitted to the deployed federation ``superlink`` names. See drake_bench.flower."""
+    from . import flower  # the optional extra: a clear error when Flower is not installed
+
+    deployed = [c for c in configs if c.superlink is not None]
+    if deployed:  # a deployed federation's ServerApp takes the lock where it runs
+        if len(deployed) != len(configs):
+            raise DrakeBenchError("runs given together either all name a superlink or none does")
+        return [flower.deploy(c) for c in configs]
+    if len({c.out for c in configs}) != 1 or len({c.benchmark for c in configs}) != 1:
+        raise DrakeBenchError("runs in one Flower simulation share one benchmark and one output folder")
+    with RunLock(configs[0].out):
+        clients = list(load_benchmark(configs[0].benchmark).client_ids)
+        return flower.simulate(list(configs), lambda config, calls: _run_locked(config, callbacks, calls), clients)
+
+
+def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: ClientCalls | None = None) -> RunResult:
+    """The whole run under the output folder's lock; ``clients`` is where client calls run (default: here)."""
+    ev = Evaluator(config, callbacks, clients)
     raws: list[RawTables] = []
     info: dict[str, Any] = {}
     done: list[int] = []
@@ -479,6 +588,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None) -> RunResult:
             server_costs=[r for t in raws for r in t.server_costs],
             diagnostics=[r for t in raws for r in t.diagnostics],
             post_federation_costs=[r for t in raws for r in t.post_federation_costs],
+            absences=[r for t in raws for r in t.absences],
         )
         alloc_name = config.allocation or ev.spec.default_allocation or "none"
         assert ev.evaluation is not None

@@ -33,6 +33,7 @@ from ._base import StrictModel
 from ._version import __version__
 from .errors import DrakeBenchError
 from .evaluation.metrics import (
+    AbsenceRecord,
     AdaptationRecord,
     CostRecord,
     DiagnosticRecord,
@@ -51,6 +52,7 @@ RESULT_FILE = "result.json"
 
 __all__ = [
     "RESULT_SCHEMA_VERSION",
+    "AbsenceRecord",
     "AdaptationRecord",
     "BenchmarkRef",
     "CostRecord",
@@ -70,6 +72,8 @@ __all__ = [
     "Summary",
     "capture_environment",
     "check_result",
+    "comparable",
+    "comparable_differences",
     "completeness_problems",
     "provenance_problems",
     "new_result",
@@ -400,6 +404,43 @@ def _load(path: str | Path) -> Any:
         raise ResultFileError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
 
 
+EXECUTION_FIELDS = ("created_at", "environment", "train_seconds", "aggregate_seconds", "post_federation_seconds",
+                    "peak_memory_bytes", "train_seconds_total", "train_seconds_per_round", "aggregate_seconds_total",
+                    "aggregate_seconds_per_round")
+"""Result fields that say how and where a run executed (clock times, memory of the processes, when, on what),
+never what it computed: :func:`comparable` drops them."""
+EXECUTION_SETTINGS = ("backend", "client_cpus", "client_gpus", "flower_workers", "round_timeout", "superlink", "out",
+                      "isolation", "call_timeout")
+"""RunConfig fields that choose where a run executes, not what it computes (fl.extra.run_config keeps them)."""
+
+
+def comparable(result: RunResult) -> dict[str, Any]:
+    """The result as JSON without its execution fields (:data:`EXECUTION_FIELDS`, and the :data:`EXECUTION_SETTINGS`
+    of its stored RunConfig): two runs of one configuration agree on this exactly, scores and bytes included, under
+    any backend, isolation or output folder (tests/test_flower.py checks the default and Flower backends)."""
+
+    def strip(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {k: strip(v) for k, v in obj.items() if k not in EXECUTION_FIELDS}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj]
+        return obj
+
+    data = strip(result.model_dump(mode="json"))
+    run_config = data["fl"]["extra"].get("run_config")
+    if isinstance(run_config, dict):
+        data["fl"]["extra"]["run_config"] = {k: v for k, v in run_config.items() if k not in EXECUTION_SETTINGS}
+    return data
+
+
+def comparable_differences(a: RunResult, b: RunResult) -> list[str]:
+    """Where two results differ but for execution fields, one line per value (exact: no tolerance); empty when they
+    are the same run's numbers."""
+    out: list[str] = []
+    _diff(comparable(a), comparable(b), "", out, rel=0.0, abs_=0.0)
+    return [line.lstrip(".").replace("stored", "first").replace("recomputed", "second") for line in out]
+
+
 def read_result(path: str | Path) -> RunResult:
     """Load and validate a result file; errors name the file and the offending field."""
     data = _load(path)
@@ -460,7 +501,7 @@ def check_result(result: RunResult | str | Path) -> list[str]:
     raw = result.raw
     for table, recs in (("scores", raw.scores), ("adaptation", raw.adaptation), ("costs", raw.costs),
                         ("server_costs", raw.server_costs), ("diagnostics", raw.diagnostics),
-                        ("post_federation_costs", raw.post_federation_costs)):
+                        ("post_federation_costs", raw.post_federation_costs), ("absences", raw.absences)):
         stray = sorted({r.seed for r in recs} - declared)
         if stray:
             problems.append(f"raw.{table}: records for seeds {stray} not listed in seeds {sorted(declared)}")
@@ -601,8 +642,8 @@ def completeness_problems(result: RunResult) -> list[str]:
 
     * every client of the benchmark (of the manifest when it ships with drake_bench, else of the model
       allocation) and only those; every evaluation round of ``fl.eval_rounds`` (which must be the rounds that
-      ``fl.eval_every_rounds`` and ``fl.rounds`` give) for every seed, and no other; a cost record for every
-      (seed, round, client); where a seed has server cost records (files written before they were measured have
+      ``fl.eval_every_rounds`` and ``fl.rounds`` give) for every seed, and no other; a cost record or else an
+      absence (partial participation, a lost node) for every (seed, round, client), never both; where a seed has server cost records (files written before they were measured have
       none), exactly one for each of its rounds; at most one post-federation record per seed;
     * Self rows: a client's Self tasks at an evaluation round are the tasks it has seen by then. For Dynamic and
       Async the manifest and the seed fix them exactly (a task is seen from the first round of its segment); for
@@ -741,9 +782,16 @@ def completeness_problems(result: RunResult) -> list[str]:
                 out.append(f"{at}: Others rows (client, task, owner) for tasks their owner has no Self row for: "
                            f"{_examples(surplus_o)}")
         costs = {(c.round, c.client) for c in raw.costs if c.seed == seed}
-        lacking_c = {(r, c) for r in range(1, fl.rounds + 1) for c in clients} - costs
+        absent = {(a.round, a.client) for a in raw.absences if a.seed == seed}  # not drawn, or its node lost
+        lacking_c = {(r, c) for r in range(1, fl.rounds + 1) for c in clients} - costs - absent
         if lacking_c:
             out.append(f"raw.costs seed {seed}: no cost record for (round, client) {_examples(lacking_c)}")
+        if costs & absent:
+            out.append(f"raw.absences seed {seed}: (round, client) both absent and with a cost record: "
+                       f"{_examples(costs & absent)}")
+        stray_a = absent - {(r, c) for r in range(1, fl.rounds + 1) for c in clients}
+        if stray_a:
+            out.append(f"raw.absences seed {seed}: (round, client) outside the run's rounds and clients: {_examples(stray_a)}")
         # server cost records came later: a file without any is an older one; one with some has every round once
         server_rounds = [c.round for c in raw.server_costs if c.seed == seed]
         if server_rounds:

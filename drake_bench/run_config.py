@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class RunConfig(BaseModel):
@@ -67,6 +67,43 @@ class RunConfig(BaseModel):
         default=None, gt=0,
         description="Seconds a single plugin call may take before the run stops with an error naming it (process "
                     "isolation only); None: no limit.")
+    participation: float | None = Field(
+        default=None, gt=0, le=1,
+        description="Partial participation: the fraction of clients drawn to train in each round (at least one; a "
+                    "seeded draw from the seed and the round, the same under every backend); None: every client "
+                    "trains every round. Every client is still evaluated at every evaluation point. Not with "
+                    "clients_per_round.")
+    clients_per_round: int | None = Field(
+        default=None, ge=1,
+        description="Partial participation: the number of clients drawn to train in each round (seeded as "
+                    "participation); None: every client. Not with participation.")
+    backend: Literal["default", "flower"] = Field(
+        default="default",
+        description="'default': the evaluator drives every client itself, one after another; 'flower': the same "
+                    "rounds as a Flower ServerApp with one ClientApp per client, run by Flower's simulation engine "
+                    "(Ray; install the 'flower' extra). Same numbers either way (docs/scale-out.md).")
+    client_cpus: float = Field(
+        default=1.0, gt=0,
+        description="Flower backend: CPU cores Ray reserves for each ClientApp while it runs (a reservation: the "
+                    "method's torch threads are the caller's, as in the default backend, so the numbers agree).")
+    client_gpus: float = Field(
+        default=0.0, ge=0,
+        description="Flower backend: GPUs (a fraction shares one, e.g. 0.25: four ClientApps per GPU) Ray "
+                    "reserves for each ClientApp; give device='cuda' as well.")
+    flower_workers: int | None = Field(
+        default=None, ge=1,
+        description="Flower backend: ClientApps that may run at once (Ray is given flower_workers x client_cpus "
+                    "CPUs); None: as many as the machine's cores allow.")
+    round_timeout: float | None = Field(
+        default=None, gt=0,
+        description="Flower backend: seconds the ServerApp waits for one round's replies; a client whose node has "
+                    "not answered by then is recorded missing for that round (raw.absences, reason 'no reply'). "
+                    "None: wait until every node answers or Flower reports it lost.")
+    superlink: str | None = Field(
+        default=None,
+        description="Flower backend: run on a deployed federation (a SuperLink and its SuperNodes) instead of the "
+                    "simulation runtime; the name of its SuperLink connection in the Flower configuration "
+                    "($FLWR_HOME/config.toml), submitted with `flwr run`. None: the simulation runtime.")
     out: str = Field(default="runs", description="Output folder: checkpoints, result files, plots.")
     resume: bool = Field(default=True, description="Continue from the checkpoints in `out` (only the same run configuration).")
 
@@ -76,3 +113,13 @@ class RunConfig(BaseModel):
         if len(set(seeds)) != len(seeds):  # a repeated seed would rerun and double-count itself in mean +- std
             raise ValueError(f"seeds must be distinct, got {seeds}")
         return seeds
+
+    @model_validator(mode="after")
+    def _one_participation_rule(self) -> "RunConfig":
+        if self.participation is not None and self.clients_per_round is not None:
+            raise ValueError("give participation (a fraction) or clients_per_round (a count), not both")
+        if self.backend != "flower":
+            flower_only = [f for f in ("superlink", "round_timeout", "flower_workers") if getattr(self, f) is not None]
+            if flower_only:
+                raise ValueError(f"{', '.join(flower_only)} only apply to backend='flower' (backend is {self.backend!r})")
+        return self

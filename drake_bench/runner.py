@@ -205,5 +205,38 @@ def run_methods(configs: Sequence[RunConfig], jobs: int | None = None, threads: 
         open_built(spec, data_dir=first.data_dir, revision=first.revision)
         if spec.model_allocations:
             prepare_tiny_models(sorted(set(spec.allocation(first.allocation).values())), console)
+        if first.backend == "flower":  # Flower schedules the clients: every method in one simulation, in this process
+            return _run_on_flower(list(configs), threads, console)
         jobs = max(1, min(jobs or default_jobs(), len(configs)))
         return _run_in_workers(list(configs), jobs=jobs, threads=threads, console=console)
+
+
+def _run_on_flower(configs: list[RunConfig], threads: int, console: Console) -> list[RunResult]:
+    """The configs one after another in one Flower simulation (or each on the deployed federation they name),
+    with one plain line per round (Ray and Flower print their own logs beside them). torch runs ``threads``
+    intra-op threads here, as in a default-backend worker: the ServerApp and every ClientApp take this count, and
+    floating-point reductions (so the numbers) depend on it."""
+    import torch
+
+    from .evaluator import RunCallbacks, run_on_flower
+    from .progress import quiet_libraries
+
+    if len({c.backend for c in configs}) != 1:
+        raise DrakeBenchError("run_methods runs configs of one backend together")
+    started = time.perf_counter()
+
+    class Lines(RunCallbacks):
+        def on_round(self, seed: int, round_idx: int, total: int) -> None:
+            console.print(f"[{time.perf_counter() - started:5.0f} s] seed {seed} round {round_idx + 1}/{total}",
+                          highlight=False)
+
+    quiet_libraries()
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        results = run_on_flower(configs, Lines())
+    finally:
+        torch.set_num_threads(before)
+    for c, res in zip(configs, results):
+        console.print(f"{c.method}: wrote {res.path(c.out)}", highlight=False)
+    return results

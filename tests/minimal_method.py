@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import torch
 from pydantic import BaseModel, ConfigDict
@@ -49,6 +50,12 @@ class Counter:
         if (ctx.client_id, ctx.round_idx) in (self.config.fail_on, type(self).FAIL_ON):
             raise RuntimeError("boom")
         time.sleep(float(os.environ.get("COUNTER_SLEEP", "0")))  # lets a test kill the process mid-run
+        stall = os.environ.get("COUNTER_STALL")  # "ROUND:FOLDER": once FOLDER/armed exists, from that round on,
+        if stall:                                   # say so in FOLDER and hang (a Flower node the test then stops)
+            first, folder = stall.split(":", 1)
+            if ctx.round_idx >= int(first) and Path(folder, "armed").exists():
+                Path(folder, f"client-{ctx.client_id}-round-{ctx.round_idx}").touch()
+                time.sleep(600)
         counts = state.tensors["counts"].clone()
         if message is not None and self.config.share:
             counts = 0.5 * counts + 0.5 * message.tensors["mean"]

@@ -35,7 +35,10 @@ def _help(field: str) -> str:
 
 OPTION_OF_FIELD = {"seeds": "--seeds", "rounds": "--rounds", "local_steps": "--local-steps",
                    "eval_every_rounds": "--eval-every", "others_subsample": "--others-subsample",
-                   "call_timeout": "--call-timeout", "isolation": "--isolation"}
+                   "call_timeout": "--call-timeout", "isolation": "--isolation", "participation": "--participation",
+                   "clients_per_round": "--clients-per-round", "backend": "--backend", "client_cpus": "--client-cpus",
+                   "client_gpus": "--client-gpus", "flower_workers": "--flower-workers",
+                   "round_timeout": "--round-timeout", "superlink": "--superlink"}
 """RunConfig field -> the ``run`` option that sets it, so a bad value is reported by the name the user typed."""
 
 
@@ -116,6 +119,14 @@ def register(app: typer.Typer) -> None:
         device: Annotated[str, typer.Option(help=_help("device"))] = "cpu",
         call_timeout: Annotated[float | None, typer.Option(help=_help("call_timeout"))] = None,
         isolation: Annotated[str, typer.Option(help=_help("isolation"))] = "process",
+        participation: Annotated[float | None, typer.Option(help=_help("participation"))] = None,
+        clients_per_round: Annotated[int | None, typer.Option(help=_help("clients_per_round"))] = None,
+        backend: Annotated[str, typer.Option(help=_help("backend"))] = "default",
+        client_cpus: Annotated[float, typer.Option(help=_help("client_cpus"))] = 1.0,
+        client_gpus: Annotated[float, typer.Option(help=_help("client_gpus"))] = 0.0,
+        flower_workers: Annotated[int | None, typer.Option(help=_help("flower_workers"))] = None,
+        round_timeout: Annotated[float | None, typer.Option(help=_help("round_timeout"))] = None,
+        superlink: Annotated[str | None, typer.Option(help=_help("superlink"))] = None,
         data_dir: Annotated[Path | None, typer.Option(help=_help("data_dir"))] = None,
         revision: Annotated[str | None, typer.Option(help=_help("revision"))] = None,
         set_: Annotated[list[str] | None, typer.Option(
@@ -158,7 +169,10 @@ def register(app: typer.Typer) -> None:
                     measure_compute=measure_compute,
                     fast_adaptation=fast_adaptation, fast_adaptation_tasks=unseen, resume=resume, device=device,
                     data_dir=str(data_dir) if data_dir else None, revision=revision, method_config=per_method[name],
-                    call_timeout=call_timeout, isolation=isolation,
+                    call_timeout=call_timeout, isolation=isolation, participation=participation,
+                    clients_per_round=clients_per_round, backend=backend, client_cpus=client_cpus,
+                    client_gpus=client_gpus, flower_workers=flower_workers, round_timeout=round_timeout,
+                    superlink=superlink,
                 )
                 for name in names
             ]
@@ -166,6 +180,8 @@ def register(app: typer.Typer) -> None:
             raise _fail(exc) from None
         except ValidationError as exc:
             err = exc.errors()[0]
+            if not err["loc"]:  # a rule across options (e.g. --participation with --clients-per-round)
+                raise typer.BadParameter(str(err["msg"]).removeprefix("Value error, ")) from None
             option = OPTION_OF_FIELD.get(str(err["loc"][0]), str(err["loc"][0]))
             raise typer.BadParameter(f"{option}: {err['msg']}") from None
         started = time.perf_counter()

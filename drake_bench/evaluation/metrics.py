@@ -125,6 +125,19 @@ class PostFederationCostRecord(_Strict):
     post_federation_seconds: float = Field(ge=0.0)
 
 
+class AbsenceRecord(_Strict):
+    """A client that took no part in one round: not drawn by partial participation (``not sampled``), or drawn but
+    its node never answered (``no reply``: a Flower SuperNode that died or timed out). Such a client has no cost
+    record for that round, keeps its state and its pending message, and is still evaluated (every client is, at every
+    evaluation point), so Self/Others, A_last and A_AUC keep their meaning under partial participation."""
+
+    seed: int
+    round: int = Field(ge=1)
+    client: int
+    reason: Literal["not sampled", "no reply"]
+    detail: str = Field(default="", description="What the backend said (e.g. Flower's error for a lost node).")
+
+
 class DiagnosticRecord(_Strict):
     """One row a method reported about its server step in one round (``ReportsDiagnostics``); never summarised."""
 
@@ -137,8 +150,8 @@ class DiagnosticRecord(_Strict):
 class RawTables(_Strict):
     """Everything the summary is computed from (diagnostics are kept beside it, for inspection only).
 
-    ``server_costs``, ``diagnostics`` and ``post_federation_costs`` came later than the other tables: result files
-    written before them have none, and read as empty tables.
+    ``server_costs``, ``diagnostics``, ``post_federation_costs`` and ``absences`` came later than the other tables:
+    result files written before them have none, and read as empty tables.
     """
 
     scores: list[ScoreRecord] = Field(default_factory=list)
@@ -150,6 +163,10 @@ class RawTables(_Strict):
         default_factory=list, description="The method's own rows about its server steps (ReportsDiagnostics).")
     post_federation_costs: list[PostFederationCostRecord] = Field(
         default_factory=list, description="One record per seed of a method with post_federation: its seconds.")
+    absences: list[AbsenceRecord] = Field(
+        default_factory=list, description="One record per (seed, round, client) that took no part in the round "
+                                          "(partial participation, or a lost node); empty when every client trained "
+                                          "every round.")
 
 
 # --------------------------------------------------------------------------- summary records

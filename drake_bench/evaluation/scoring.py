@@ -18,12 +18,11 @@ that result files record, so that two results are comparable only when scored al
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections import Counter
-from typing import NamedTuple, Sequence
-
-from rouge_score import rouge_scorer
+from typing import Any, NamedTuple, Sequence
 
 from ..sample import AnswerType, Sample
 
@@ -194,12 +193,18 @@ class _UnicodeTokenizer:
         return _ROUGE_TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
-_SCORER = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False, tokenizer=_UnicodeTokenizer())
+@functools.cache
+def _rouge_scorer() -> Any:
+    """Built on first use: rouge-score imports nltk and scipy.stats (over a second), which every process that
+    imports drake_bench (a method worker, a Flower ClientApp) would otherwise pay without scoring anything."""
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False, tokenizer=_UnicodeTokenizer())
 
 
 def rouge_l_f1(prediction: str, reference: str) -> float:
     """Rouge-L F1 in [0, 1] (Fed-LLM-Large, and the offline default for Fed-Aya: docs/design-notes.md#offline-judge)."""
-    return float(_SCORER.score(reference, prediction)["rougeL"].fmeasure)
+    return float(_rouge_scorer().score(reference, prediction)["rougeL"].fmeasure)
 
 
 # --------------------------------------------------------------------------- public API
