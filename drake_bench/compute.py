@@ -69,8 +69,12 @@ class ComputeProbe(BaseModel):
     reference_round_flops: dict[str, int] = Field(description="The reference's FLOPs for one client round, per model.")
     declared_relative_compute: float = Field(description="What the method's meta.relative_compute declares.")
 
+    def _all_rounds(self, per_round: dict[str, int]) -> float:
+        """Every client's every round, each priced by its model's probe (setup excluded)."""
+        return self.rounds * sum(n * per_round[m] for m, n in self.clients_per_model.items())
+
     def _federation(self, per_round: dict[str, int], setup: int) -> float:
-        return setup + self.rounds * sum(n * per_round[m] for m, n in self.clients_per_model.items())
+        return setup + self._all_rounds(per_round)
 
     @property
     def method_total_flops(self) -> float:
@@ -89,7 +93,7 @@ class ComputeProbe(BaseModel):
     @property
     def matched_local_steps(self) -> int:
         """The local steps that spend the reference's federation FLOPs (at least 1)."""
-        per_step = self.rounds * sum(n * self.round_flops[m] for m, n in self.clients_per_model.items()) / self.local_steps
+        per_step = self._all_rounds(self.round_flops) / self.local_steps
         if per_step <= 0:
             return self.local_steps
         budget = self.reference_total_flops - self.setup_flops

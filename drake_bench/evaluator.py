@@ -194,26 +194,32 @@ class Evaluator:
         except Exception as exc:
             raise method.error("evaluation_settings", f"not valid EvaluationSettings: {exc}") from None
 
-    def method_local_steps(self, method: GuardedMethod | MethodProcess) -> int:
+    def method_local_steps(self, method: GuardedMethod | MethodProcess, run_fed: FederatedData | None = None) -> int:
         """The run's local steps, or with ``compute_matched`` the steps the compute probe matched to SFT's FLOPs."""
         cfg = self.config
         if cfg.compute_matched or cfg.measure_compute:
-            self.measure_compute(method)
+            self.measure_compute(method, run_fed)
         if cfg.compute_matched:
             assert self.compute is not None
             return self.compute.matched_local_steps
         return cfg.local_steps or self.spec.fl.local_steps
 
-    def measure_compute(self, method: GuardedMethod | MethodProcess) -> ComputeProbe:
-        """The compute probe of this run (once per run, on the first seed's data; cached with the checkpoints)."""
+    def measure_compute(self, method: GuardedMethod | MethodProcess,
+                        run_fed: FederatedData | None = None) -> ComputeProbe:
+        """The compute probe of this run (once per run, on the first seed's data; cached with the checkpoints).
+        ``run_fed``: the data a seed already opened, reused when it is the first seed's."""
         if self.compute is None:
-            cfg = self.config
-            seed = cfg.seeds[0]
-            fed = load_federated_data(self.spec, self.scenario, seed, data_dir=cfg.data_dir, revision=cfg.revision,
-                                      rounds=cfg.rounds, local_steps=cfg.local_steps, batch_size=cfg.batch_size)
+            seed = self.config.seeds[0]
+            fed = run_fed if run_fed is not None and run_fed.seed == seed else self.federated_data(seed)
             self.compute = probe_compute(self, fed, seed, method.config_dump, float(method.meta.relative_compute),
                                          cache_dir=self.run_dir(seed).parent)
         return self.compute
+
+    def federated_data(self, seed: int) -> FederatedData:
+        """One seed's federation data under this run's settings."""
+        cfg = self.config
+        return load_federated_data(self.spec, self.scenario, seed, data_dir=cfg.data_dir, revision=cfg.revision,
+                                   rounds=cfg.rounds, local_steps=cfg.local_steps, batch_size=cfg.batch_size)
 
     def run_dir(self, seed: int) -> Path:
         return Path(self.config.out) / "checkpoints" / self.spec.name / self.scenario.tag() / self.config.method / f"seed-{seed}"
@@ -257,11 +263,7 @@ class Evaluator:
     # -- one seed, step by step -------------------------------------------------------
     def init_or_resume(self, seed: int) -> SeedRun:
         """Open the data, create and set up the method, then either resume the checkpoint or initialise every state."""
-        cfg = self.config
-        fed = load_federated_data(
-            self.spec, self.scenario, seed, data_dir=cfg.data_dir, revision=cfg.revision,
-            rounds=cfg.rounds, local_steps=cfg.local_steps, batch_size=cfg.batch_size,
-        )
+        fed = self.federated_data(seed)
         self.data_hash = fed.store.data_hash
         method = self.start_method(seed)
         try:
@@ -292,7 +294,7 @@ class Evaluator:
     def _init_or_resume(self, seed: int, fed: FederatedData, method: GuardedMethod | MethodProcess) -> SeedRun:
         cfg = self.config
         self.describe_models(method)
-        steps = self.method_local_steps(method)
+        steps = self.method_local_steps(method, fed)
         eval_every = cfg.eval_every_rounds or self.spec.fl.eval_every_rounds
         run = SeedRun(seed=seed, fed=fed, method=method, federation=self.federation_context(fed, seed, steps),
                       local_steps=steps, eval_every=eval_every, run_dir=self.run_dir(seed))
