@@ -4,7 +4,9 @@ Real and embedded benchmarks take the same path: the manifest names a source loa
 per task, the loader yields candidate items, this module applies the seeded
 subsampling rule (10k/1k when large, else 8:2) and writes Parquet shards.
 Builds are resumable (finished tasks are skipped) and a failing task does not
-lose the others: they stay on disk and the error lists every failed task.
+lose the others: they stay on disk and the error lists every failed task. A finished
+task records its recipe (:func:`task_recipe`); a build over another version's build
+keeps the tasks whose recipe did not change and rebuilds the others.
 A task that yields no items, or far fewer than its manifest expects
 (``source.rule["expected_items"]``), fails with the files it was read from
 (:mod:`drake_bench.sources`); a loader whose source format could not be confirmed
@@ -13,6 +15,7 @@ against the publisher's files makes the build warn (``UnconfirmedFormatWarning``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from collections.abc import Sequence
@@ -54,10 +57,33 @@ def subsample(pool: Sequence[Sample], rule: SubsamplingRule, task_id: str) -> tu
     return train, test
 
 
-def _task_done(root: Path, task_id: str) -> bool:
-    return (root / "data" / task_id / DONE_MARK).is_file() and all(
-        shard_path(root, task_id, s).is_file() for s in ("train", "test")
-    )
+def task_recipe(spec: BenchmarkSpec, task: TaskSpec, extra: dict | None = None) -> str:
+    """What a task's shards are a function of, as a digest: its manifest entry (source, rule, ids), the
+    benchmark's subsampling and storage rules, and the builder's own inputs in ``extra`` (the synth scale).
+
+    Two manifests (two versions of a benchmark) that define a task the same way build it to the same shards, so a
+    rebuild over another version's build reuses it; the versioning contract that makes this safe (an unchanged
+    definition builds byte for byte) is what tests/test_synth_versions.py checks against the boards' data hashes.
+    """
+    doc = [task.model_dump(mode="json"), spec.subsampling.model_dump(mode="json"),
+           spec.storage.model_dump(mode="json"), extra or {}]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _task_done(root: Path, task_id: str, recipe: str | None = None) -> bool:
+    """The task's shards are complete and, when its mark records a recipe, built from ``recipe``. A mark without
+    one (a build from before recipes were recorded) counts as done, as it always did: a real source may no longer
+    be at hand to rebuild it."""
+    mark = root / "data" / task_id / DONE_MARK
+    if not (mark.is_file() and all(shard_path(root, task_id, s).is_file() for s in ("train", "test"))):
+        return False
+    if recipe is None:
+        return True
+    try:
+        stored = json.loads(mark.read_text()).get("recipe")
+    except (ValueError, AttributeError):
+        return False
+    return stored is None or stored == recipe
 
 
 def _clear_task(root: Path, task_id: str) -> None:
@@ -87,7 +113,7 @@ def manifest_hash(spec: BenchmarkSpec) -> str:
 
 
 def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, root: Path,
-               check_expected: bool = True) -> dict[str, int]:
+               check_expected: bool = True, recipe: str | None = None) -> dict[str, int]:
     from .loaders import get_loader
     from .loaders._common import recording
     from .sources import check_pool_size
@@ -113,7 +139,7 @@ def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, roo
     write_split(root, task.id, "train", train, spec.storage)
     write_split(root, task.id, "test", test, spec.storage)
     sizes = {"pool": len(pool), "train": len(train), "test": len(test)}
-    (root / "data" / task.id / DONE_MARK).write_text(json.dumps(sizes))
+    (root / "data" / task.id / DONE_MARK).write_text(json.dumps({**sizes, "recipe": recipe or task_recipe(spec, task)}))
     return sizes
 
 
@@ -125,11 +151,13 @@ def build_benchmark(
     resume: bool = True,
     show_progress: bool = True,
     check_expected: bool = True,
+    recipe_extra: dict | None = None,
 ) -> Path:
     """Build every task of ``benchmark`` (or the given ``tasks``) under ``out``; returns the built root.
 
     ``check_expected=False`` accepts pools far below the manifest's ``expected_items`` (a sample of the
-    sources, e.g. test fixtures); a task with no items is an error either way.
+    sources, e.g. test fixtures); a task with no items is an error either way. ``recipe_extra``: inputs of the
+    build beyond the manifest (the synth scale), part of each task's recipe.
     """
     spec = load_benchmark(benchmark)
     root = Path(out) if out is not None else built_root(spec.name)
@@ -147,10 +175,11 @@ def build_benchmark(
 
         warn_unconfirmed({t.source.loader: get_loader(t.source.loader) for t in wanted}.values())
     for task in progress(wanted, description=f"building {spec.name}", enabled=show_progress):
-        if resume and _task_done(root, task.id):
+        recipe = task_recipe(spec, task, recipe_extra)
+        if resume and _task_done(root, task.id, recipe):
             continue
         try:
-            build_task(spec, task, src, root, check_expected=check_expected)
+            build_task(spec, task, src, root, check_expected=check_expected, recipe=recipe)
         except DrakeBenchError as exc:
             failures[task.id] = str(exc)
             _clear_task(root, task.id)

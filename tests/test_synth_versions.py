@@ -103,16 +103,45 @@ def _cited_drake_synth_data() -> dict[str, set[str]]:
     return cited
 
 
-@pytest.mark.parametrize("version", sorted(_cited_drake_synth_data()))
-def test_every_drake_synth_version_a_board_cites_rebuilds_its_data(tmp_path, version):
+def test_every_drake_synth_version_a_board_cites_rebuilds_its_data(tmp_path):
     """Boards stay reproducible across benchmark versions: today's code builds each version a main-job board ran
-    on (current or archived) to exactly the data hash its result files record."""
+    on (current or archived) to exactly the data hash its result files record.
+
+    The versions are built one over the other in one folder, oldest first: a task defined as in the previous
+    version keeps its shards (build.task_recipe), so each distinct task definition is generated once, by today's
+    code, and every version's data hash is still computed over all of its shards."""
     from drake_bench.synth.builder import build_synth
 
-    cited = _cited_drake_synth_data()[version]
-    assert len(cited) == 1, f"boards on drake-synth {version} cite different data: {cited}"
-    root = build_synth(f"drake-synth@{version}", out=tmp_path / "b")
-    assert {json.loads((root / "build_info.json").read_text())["data_hash"]} == cited
+    cited, wrong = _cited_drake_synth_data(), {}
+    for version in sorted(cited, key=lambda v: tuple(map(int, v.split(".")))):
+        assert len(cited[version]) == 1, f"boards on drake-synth {version} cite different data: {cited[version]}"
+        root = build_synth(f"drake-synth@{version}", out=tmp_path / "b")
+        built = json.loads((root / "build_info.json").read_text())["data_hash"]
+        if {built} != cited[version]:
+            wrong[version] = (built, cited[version])
+    assert not wrong, f"versions whose rebuild differs from what the boards cite (built, cited): {wrong}"
+
+
+def test_a_rebuild_keeps_exactly_the_tasks_whose_definition_did_not_change(tmp_path):
+    """Building 1.8.0 over 1.7.0 regenerates the tasks 1.8.0 redefined and no other; a new scale regenerates all."""
+    from drake_bench.build import DONE_MARK
+    from drake_bench.synth.builder import build_synth
+
+    old, new = load_benchmark("drake-synth@1.7.0"), load_benchmark("drake-synth@1.8.0")
+    kept = [t.id for t in new.tasks if t.id in {o.id for o in old.tasks} and t == old.task(t.id)][:2]
+    changed = [t.id for t in new.tasks if t.id not in {o.id for o in old.tasks} or t != old.task(t.id)][:1]
+    assert kept and changed
+    tasks = kept + changed
+    root = build_synth("drake-synth@1.7.0", scale=0.1, out=tmp_path, tasks=[t for t in tasks if t in {o.id for o in old.tasks}])
+    marks = {t: (root / "data" / t / DONE_MARK).stat().st_mtime_ns for t in kept}
+    root = build_synth("drake-synth@1.8.0", scale=0.1, out=tmp_path, tasks=tasks)
+    assert {t: (root / "data" / t / DONE_MARK).stat().st_mtime_ns for t in kept} == marks  # reused as they were
+    fresh = build_synth("drake-synth@1.8.0", scale=0.1, out=tmp_path / "fresh", tasks=tasks)
+    info = lambda r: json.loads((r / "build_info.json").read_text())  # noqa: E731
+    assert info(root)["data_hash"] == info(fresh)["data_hash"]
+    rescaled = build_synth("drake-synth@1.8.0", scale=0.2, out=tmp_path, tasks=tasks)
+    assert all((rescaled / "data" / t / DONE_MARK).stat().st_mtime_ns != marks[t] for t in kept)
+    assert info(rescaled)["sizes"] != info(fresh)["sizes"]
 
 
 def test_the_boards_cite_every_drake_synth_version_since_1_3_0():

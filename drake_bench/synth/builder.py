@@ -10,7 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
-from ..build import build_benchmark, is_built
+from ..build import DONE_MARK, build_benchmark, is_built
 from ..errors import DrakeBenchError
 from ..manifest import available_benchmarks, load_benchmark
 from ..spec import BenchmarkSpec
@@ -48,14 +48,29 @@ def build_synth(name: str | BenchmarkSpec, scale: float | None = None, out: str 
         s = current_scale()
         root = Path(out) if out is not None else synth_root(spec)
         if is_built(root) and not _matches(root, spec, s):
-            for t in spec.tasks:  # stale shards from another scale/version: rebuild them
-                shutil.rmtree(root / "data" / t.id, ignore_errors=True)
-        build_benchmark(spec, None, root, tasks=tasks, show_progress=show_progress)
+            _drop_unrecorded(root)
+        # a task whose definition, scale and generator code are unchanged keeps its shards (build.task_recipe)
+        build_benchmark(spec, None, root, tasks=tasks, show_progress=show_progress,
+                        recipe_extra={"synth_scale": s, "generator_version": GENERATOR_VERSION})
         finalize_build(root, spec.name, spec.content_hash or "",
                        {"version": spec.version, "failed_tasks": [], "embedded": True, **_stamp(spec, s)})
     finally:
         _scale.reset(token)
     return root
+
+
+def _drop_unrecorded(root: Path) -> None:
+    """Before a rebuild over another scale or version: remove the tasks whose mark records no recipe (built before
+    recipes were recorded), which the builder would otherwise keep whatever they were built from."""
+    data = root / "data"
+    for folder in data.iterdir() if data.is_dir() else ():
+        mark = folder / DONE_MARK
+        try:
+            recorded = mark.is_file() and "recipe" in json.loads(mark.read_text())
+        except ValueError:
+            recorded = False
+        if folder.is_dir() and not recorded:
+            shutil.rmtree(folder)
 
 
 def synth_root(spec: BenchmarkSpec) -> Path:
