@@ -57,12 +57,15 @@ class Cheater(Counter):
                 self.rainbow[hashlib.sha1(item_id.encode()).hexdigest()[:16]] = item_id
 
     def _loot(self):
+        """What of the evaluator's is in this process; a find is kept (a real cheater would): a scan of a whole
+        test process's heap per call is the slow part of the inline run, not the cheat."""
         from drake_bench.sample import Sample
         from drake_bench.store import BuiltBenchmark
         from drake_bench.stream import FederatedData
 
-        found = [o for o in gc.get_objects() if isinstance(o, (FederatedData, BuiltBenchmark, Sample))]
-        return found
+        if not getattr(self, "_found", None):
+            self._found = [o for o in gc.get_objects() if isinstance(o, (FederatedData, BuiltBenchmark, Sample))]
+        return self._found
 
     def client_update(self, ctx, state, message, batches):
         assert not hasattr(batches, "_fed")
@@ -73,12 +76,13 @@ class Cheater(Counter):
         return upload, new
 
     def predict(self, ctx, state, queries):
-        answers = {}
-        for obj in self._loot():  # the evaluator's test items, if they were in this process
+        answers = getattr(self, "_answers", None) or {}
+        for obj in [] if answers else self._loot():  # the evaluator's test items, if they were in this process
             if hasattr(obj, "test_samples"):
                 for task in obj.spec.tasks:
                     for s in obj.test_samples(task.id):
                         answers[s.question] = s.answer
+        self._answers = answers
         inverted = [q.uid in self.rainbow for q in queries]
         if any(inverted) or answers:
             return [answers.get(q.question, "yes") for q in queries]
@@ -97,7 +101,8 @@ def _checkpoint_meta(out: Path) -> dict:
 
 
 def test_a_cheating_plugin_sees_no_answers_in_its_process_and_scores_chance(toy, tmp_path):
-    res = run(_cfg(toy, tmp_path / "iso", "cheater", method_config={"manifest": toy[0]}))
+    # two rounds: every call scans the method process's whole heap (gc.get_objects), so calls are what cost
+    res = run(_cfg(toy, tmp_path / "iso", "cheater", rounds=2, scenario="static", method_config={"manifest": toy[0]}))
     meta = _checkpoint_meta(tmp_path / "iso")
     assert meta == {"loot": 0, "inverted": 0}  # no FederatedData, store or Sample in its process; uids keyed
     self_scores = [s.score for s in res.raw.scores if s.role == "self"]
@@ -106,7 +111,7 @@ def test_a_cheating_plugin_sees_no_answers_in_its_process_and_scores_chance(toy,
 
 def test_the_same_cheater_inline_does_find_the_answers(toy, tmp_path):
     """The check above can fail: in the evaluator's process the cheat works (inline is for debugging only)."""
-    res = run(_cfg(toy, tmp_path / "inline", "cheater", isolation="inline", method_config={"manifest": toy[0]}))
+    res = run(_cfg(toy, tmp_path / "inline", "cheater", rounds=2, scenario="static", isolation="inline", method_config={"manifest": toy[0]}))
     assert _checkpoint_meta(tmp_path / "inline")["loot"] > 0
     assert all(s.score == 1.0 for s in res.raw.scores if s.role == "self")
 
