@@ -22,6 +22,7 @@ with it the run) is the same on every rerun. The probe is cached in the run's ch
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 from pathlib import Path
@@ -40,6 +41,7 @@ class ProbeHost(Protocol):
     config: Any
     spec: Any
     allocation: dict[int, str]
+    checkpoints: dict[str, dict[str, Any]]  # model -> its weights' identity (hashes)
 
     def open_method(self, name: str, config: dict[str, Any], seed: int) -> Any: ...
     def federation_context(self, fed: FederatedData, seed: int, steps: int) -> FederationContext: ...
@@ -132,9 +134,13 @@ def probe_compute(ev: ProbeHost, fed: FederatedData, seed: int, method_config_du
                   declared: float, cache_dir: Path | None = None) -> ComputeProbe:
     """Measure the configured method against SFT on this run's data (see the module docstring).
 
-    Cached as ``compute-probe.json`` in ``cache_dir`` (keyed by what shapes it), so a resumed run
-    does not probe again.
+    Cached as ``compute-probe.json`` in ``cache_dir`` (keyed by what shapes it), so a resumed run does not probe
+    again; the reference's half is cached beside the methods' folders (``compute-reference/``), so every method
+    run into the same output folder on the same benchmark, allocation and steps (a leaderboard's) prices itself
+    against one SFT probe instead of repeating it.
     """
+    from . import __version__
+
     cfg = ev.config
     steps = cfg.local_steps or ev.spec.fl.local_steps
     rounds = fed.config.rounds
@@ -144,23 +150,54 @@ def probe_compute(ev: ProbeHost, fed: FederatedData, seed: int, method_config_du
         model = ev.allocation[c]
         clients_per_model[model] = clients_per_model.get(model, 0) + 1
         probe_clients.setdefault(model, c)
-    key = json.dumps({"v": PROBE_VERSION, "method": cfg.method, "config": method_config_dump, "seed": seed,
-                      "steps": steps, "rounds": rounds, "clients": probe_clients, "counts": clients_per_model,
-                      "manifest": ev.spec.content_hash, "data": fed.store.data_hash}, sort_keys=True, default=str)
+    # what shapes a client round's FLOPs besides the method: the data and its batches, the models and their weights
+    shared = {"v": PROBE_VERSION, "drake_bench": __version__, "seed": seed, "steps": steps, "clients": probe_clients,
+              "manifest": ev.spec.content_hash, "data": fed.store.data_hash, "batch_size": fed.config.batch_size,
+              "allocation": dict(ev.allocation), "weights": ev.checkpoints}
+    key = _key({**shared, "method": cfg.method, "config": method_config_dump, "rounds": rounds,
+                "counts": clients_per_model})
     cache = cache_dir / "compute-probe.json" if cache_dir is not None else None
-    if cache is not None and cache.is_file():
-        stored = json.loads(cache.read_text())
-        if stored.get("key") == key:
-            return ComputeProbe(**stored["probe"])
+    stored = _read(cache, key)
+    if stored is not None:
+        return ComputeProbe(**stored)
     # the reference loads its models as the method does (FLOPs depend on the architecture, not the weights)
     ref_config = {k: method_config_dump[k] for k in ("model_loader",) if k in method_config_dump}
     setup, rounds_m = _probe_one(ev, cfg.method, cfg.method_config, fed, seed, steps, probe_clients)
-    ref_setup, rounds_r = _probe_one(ev, REFERENCE_METHOD, ref_config, fed, seed, steps, probe_clients)
+    ref_key = _key({**shared, "method": REFERENCE_METHOD, "config": ref_config})
+    ref_cache = (cache_dir.parent / "compute-reference" / f"{hashlib.sha256(ref_key.encode()).hexdigest()[:16]}.json"
+                 if cache_dir is not None else None)
+    ref = _read(ref_cache, ref_key)
+    if ref is None:
+        ref_setup, rounds_r = _probe_one(ev, REFERENCE_METHOD, ref_config, fed, seed, steps, probe_clients)
+        ref = {"setup_flops": ref_setup, "round_flops": rounds_r}
+        _write(ref_cache, ref_key, ref)
     probe = ComputeProbe(method=cfg.method, local_steps=steps, rounds=rounds, clients_per_model=clients_per_model,
                          probe_clients=probe_clients, setup_flops=setup, round_flops=rounds_m,
-                         reference_setup_flops=ref_setup, reference_round_flops=rounds_r,
+                         reference_setup_flops=ref["setup_flops"], reference_round_flops=ref["round_flops"],
                          declared_relative_compute=declared)
-    if cache is not None:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({"key": key, "probe": probe.model_dump(mode="json")}, indent=1))
+    _write(cache, key, probe.model_dump(mode="json"))
     return probe
+
+
+def _key(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, sort_keys=True, default=str)
+
+
+def _read(path: Path | None, key: str) -> dict[str, Any] | None:
+    """The cached value at ``path`` if it was stored under ``key`` (an unreadable file is measured again)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        stored = json.loads(path.read_text())
+    except ValueError:
+        return None
+    return stored.get("probe") if stored.get("key") == key else None
+
+
+def _write(path: Path | None, key: str, value: dict[str, Any]) -> None:
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{secrets.token_hex(4)}.tmp")  # two runs may probe at once: whole files only
+    tmp.write_text(json.dumps({"key": key, "probe": value}, indent=1))
+    tmp.replace(path)

@@ -30,17 +30,34 @@ def _cfg(bench, out, method, **kw):
 
 
 @pytest.fixture(scope="module")
-def fedit_measured(toy_mixed, tmp_path_factory):
-    with torch_threads(1):
-        return run(_cfg(toy_mixed, tmp_path_factory.mktemp("fedit"), "fedit", measure_compute=True))
+def out(tmp_path_factory):
+    """One output folder for both methods, as a leaderboard's: they share one SFT reference probe."""
+    return tmp_path_factory.mktemp("runs")
 
 
 @pytest.fixture(scope="module")
-def fedmosaic_matched(toy_mixed, tmp_path_factory):
-    cfg = {"model_loader": "testing", "public_size": 16, "grad_interval": 1}
+def fedit_measured(toy_mixed, out):
     with torch_threads(1):
-        return run(_cfg(toy_mixed, tmp_path_factory.mktemp("mosaic"), "fedmosaic", compute_matched=True,
-                        method_config=cfg))
+        return run(_cfg(toy_mixed, out, "fedit", measure_compute=True))
+
+
+PROBED: dict[str, list[str]] = {}  # run -> the methods its compute probe ran
+
+
+@pytest.fixture(scope="module")
+def fedmosaic_matched(toy_mixed, out, fedit_measured):
+    from drake_bench import compute
+
+    probe_one = compute._probe_one
+
+    def recorded(ev, name, *args, **kwargs):
+        PROBED.setdefault("fedmosaic", []).append(name)
+        return probe_one(ev, name, *args, **kwargs)
+
+    cfg = {"model_loader": "testing", "public_size": 16, "grad_interval": 1, "alignment_audit_size": 4}
+    with torch_threads(1), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compute, "_probe_one", recorded)
+        return run(_cfg(toy_mixed, out, "fedmosaic", compute_matched=True, method_config=cfg))
 
 
 def test_plain_lora_training_costs_what_sft_costs(fedit_measured):
@@ -77,13 +94,19 @@ def test_fedmosaic_is_measured_costlier_and_matched_to_fewer_steps(fedmosaic_mat
     assert fedmosaic_matched.fl.extra["compute_matched"] is True
 
 
-def test_the_probe_is_cached_with_the_checkpoints(fedmosaic_matched):
-    """A resumed run reads the probe back instead of measuring again (same key, same numbers)."""
+def test_the_probe_is_cached_with_the_checkpoints(fedit_measured, fedmosaic_matched):
+    """A resumed run reads the probe back instead of measuring again (same key, same numbers); the two methods
+    priced themselves against one SFT probe, measured once."""
     out = Path(fedmosaic_matched.fl.extra["run_config"]["out"])
-    files = list(out.rglob("compute-probe.json"))
-    assert len(files) == 1
-    stored = json.loads(files[0].read_text())
+    files = {p.parent.name: p for p in out.rglob("compute-probe.json")}
+    assert set(files) == {"fedit", "fedmosaic"}
+    stored = json.loads(files["fedmosaic"].read_text())
     assert stored["probe"]["round_flops"] == fedmosaic_matched.fl.extra["compute"]["round_flops"]
+    assert len(list(out.rglob("compute-reference/*.json"))) == 1
+    a, b = fedit_measured.fl.extra["compute"], fedmosaic_matched.fl.extra["compute"]
+    assert a["reference_round_flops"] == b["reference_round_flops"]
+
+    assert PROBED["fedmosaic"] == ["fedmosaic"]  # its run measured itself only and read SFT's probe back
 
 
 def test_the_summary_shows_measured_beside_declared_compute(fedit_measured, fedmosaic_matched):
