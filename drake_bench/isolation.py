@@ -267,13 +267,24 @@ class _main_without_unreadable_file:  # noqa: N801 - a context manager used like
             sys.modules["__main__"].__file__ = self.hidden
 
 
+FORKSERVER_PRELOAD = [
+    "drake_bench.isolation", "drake_bench.guard", "drake_bench.registry",
+    # what nearly every method imports on setup (peft, the zoo's model classes: seconds of imports): imported once
+    # in the forkserver, so each worker forked from it starts with them instead of importing them again. A module
+    # that fails to import is skipped by multiprocessing (the worker imports it itself, or reports why not).
+    "peft", "drake_bench.models.pool", "drake_bench.models.engine", "drake_bench.models.loading",
+    "transformers.models.llava.modeling_llava", "transformers.models.llama.modeling_llama",
+    "transformers.models.qwen2.modeling_qwen2",
+]
+
+
 def _start_method() -> Any:
     """forkserver where there is one (workers start in milliseconds after the first), spawn elsewhere."""
     import multiprocessing as mp
 
     if "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["drake_bench.isolation", "drake_bench.guard", "drake_bench.registry"])
+        ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
         return ctx
     return mp.get_context("spawn")
 
