@@ -87,6 +87,10 @@ class RunCallbacks:
     def on_adaptation(self, seed: int, task: str, arch: str) -> None: ...
 
 
+VERIFIED_KEY = "verified_files"
+"""Checkpoint key of the shard hashes a seed verified in the rounds it has run (so a resumed seed keeps them)."""
+
+
 @dataclass
 class SeedRun:
     """Everything one seed's federation carries from round to round (what a checkpoint holds)."""
@@ -112,6 +116,7 @@ class SeedRun:
     client_peaks: dict[int, int] = field(default_factory=dict)  # peak memory a client's own process reported (Flower)
     setup_seed: int = 0  # what setup was seeded with: a Flower node sets its own copy of the method up alike
     access: AccessLedger = field(default_factory=AccessLedger)  # what the method was handed, by split
+    verified: dict[str, str] = field(default_factory=dict)  # shards verified before a resume (kept in the checkpoint)
 
     @property
     def rounds(self) -> int:
@@ -320,6 +325,9 @@ class Evaluator:
             run.absences = [AbsenceRecord(**r) for r in prog.records.get("absences", [])]
             run.start_round, run.extra = prog.completed_rounds, prog.extra
             run.access = AccessLedger.from_state(run.extra.pop(DATA_ACCESS_KEY, None))
+            # the shards the finished rounds read, verified then: a run resumed with nothing left to read still
+            # records what its numbers came from
+            run.verified = run.extra.pop(VERIFIED_KEY, {})
             run.extra.setdefault("uid_key", secrets.token_hex(16))
             return run
         for c in fed.clients:
@@ -448,7 +456,8 @@ class Evaluator:
                      "server_costs": [c.model_dump() for c in run.server_costs],
                      "diagnostics": [d.model_dump() for d in run.diagnostics],
                      "absences": [a.model_dump() for a in run.absences]},
-            extra={**run.extra, DATA_ACCESS_KEY: run.access.state()},
+            extra={**run.extra, DATA_ACCESS_KEY: run.access.state(),
+                   VERIFIED_KEY: {**run.verified, **run.fed.store.verified_files}},
         ))
 
     def post_federation(self, run: SeedRun) -> None:
@@ -520,7 +529,7 @@ class Evaluator:
         try:
             return self._rounds(run)
         finally:
-            self.verified_files.update(run.fed.store.verified_files)
+            self.verified_files.update({**run.verified, **run.fed.store.verified_files})
 
     def _rounds(self, run: SeedRun) -> tuple[RawTables, dict[str, Any]]:
         seed = run.seed

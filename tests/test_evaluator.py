@@ -79,6 +79,14 @@ def test_same_seed_same_numbers(toy, tmp_path):
     assert [r.score for r in a.raw.scores] == [r.score for r in b.raw.scores]
 
 
+def test_rerunning_a_finished_run_keeps_the_shards_it_verified(toy, tmp_path):
+    """A rerun into the same folder resumes every seed at its end and reads no shard; its result file still lists
+    the shards the numbers came from, with their hashes (they are kept with the checkpoint)."""
+    first = run(_cfg(toy, tmp_path, fast_adaptation=False, scenario="static", rounds=2))
+    again = run(_cfg(toy, tmp_path, fast_adaptation=False, scenario="static", rounds=2))
+    assert first.benchmark.verified_files and again.benchmark.verified_files == first.benchmark.verified_files
+
+
 def test_failure_names_method_client_round_and_resume_is_exact(toy, tmp_path, monkeypatch):
     clean = run(_cfg(toy, tmp_path / "clean", fast_adaptation=False))
     out = tmp_path / "crash"
