@@ -21,13 +21,15 @@ pytest.importorskip("flwr")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 METHODS = ("sft", "fedit", "fedmosaic")
-DRAWN = {"fedit": 3}  # FedIT draws 3 of the 4 clients per round: partial participation under both backends
+DRAWN = {"fedit": 3}
+SMALL = {"fedmosaic": {"public_size": 16, "alignment_audit_size": 4}}  # its alignment on 16 public items, not 500  # FedIT draws 3 of the 4 clients per round: partial participation under both backends
 
 
 def small(toy_mixed, out, method: str, **extra) -> RunConfig:
     """The tested configuration: seconds per method on two cores."""
     manifest, root = toy_mixed
-    return RunConfig(benchmark=manifest, method=method, method_config={"model_loader": "testing"}, data_dir=root,
+    return RunConfig(benchmark=manifest, method=method, method_config={"model_loader": "testing", **SMALL.get(method, {})},
+                     data_dir=root,
                      out=str(out), rounds=2, local_steps=2, eval_every_rounds=2, others_subsample=2, self_subsample=4,
                      fast_adaptation=False, **extra)
 
