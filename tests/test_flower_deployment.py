@@ -1,9 +1,10 @@
 """A real multi-process federation on localhost: one SuperLink and two SuperNodes (insecure, loopback only).
 
-The run goes through `flwr run` (drake_bench.flower.deploy) and must give the default backend's result file but
-for execution fields. Then a second run stops a SuperNode in the middle of round 2 (SIGTERM while its ClientApp
-trains): Flower reports the node unavailable, its clients are recorded missing for that round (raw.absences,
-'no reply'), are still scored, and the run completes.
+The run goes through `flwr run` (drake_bench.flower.deploy): its first round must be the default backend's (records
+and settings but for execution fields); then a SuperNode is stopped in the middle of round 2 (SIGTERM while its
+ClientApp trains): Flower reports the node unavailable, its clients are recorded missing for that round
+(raw.absences, 'no reply'), are still scored, and the run completes. Whole-file parity of a complete run is
+tests/test_flower.py's (the simulation runtime: same ServerApp, same messages).
 
 The method is the model-free counter of tests/minimal_method.py, so the time goes to Flower's processes (one
 ClientApp process per message in the deployment runtime), not to models.
@@ -25,7 +26,7 @@ pytest.importorskip("flwr")
 
 from drake_bench.evaluator import RunConfig, run  # noqa: E402
 from drake_bench.registry import register_method  # noqa: E402
-from drake_bench.results import check_result, comparable_differences, read_result  # noqa: E402
+from drake_bench.results import check_result, comparable, read_result  # noqa: E402
 from minimal_method import Counter  # noqa: E402
 
 TESTS = Path(__file__).parent
@@ -116,19 +117,25 @@ def federation(tmp_path, monkeypatch):
         fed.close()
 
 
+def _through_round_1(result) -> dict:
+    """The result but for what depends on rounds after the first: its raw records of round 1 and everything that
+    is not a record (benchmark, settings, allocation, method), execution fields removed (results.comparable)."""
+    data = comparable(result)
+    data.pop("summary")
+    data["raw"] = {table: [r for r in rows if r.get("eval_round", r.get("round", 1)) <= 1]
+                   for table, rows in data["raw"].items()}
+    return data
+
+
 def test_localhost_superlink_reproduces_the_default_backend_and_survives_a_lost_node(pair, tmp_path, federation):
+    """One deployed run of two rounds: round 1 must be the default backend's, to the byte; node 1 is stopped
+    inside round 2's client_update, and the run must complete with its client recorded missing and still scored.
+    (One run, not two: each message starts a ClientApp process, so a second deployed run costs most of a minute.)"""
     register_method(Counter, name="counter")
     stalls = tmp_path / "stalls"
     stalls.mkdir()
     federation.supernode(0, 2)
     federation.supernode(1, 2, COUNTER_STALL=f"1:{stalls}")  # serves client 2; hangs in round 2 once armed
-
-    # one round through the SuperLink: the default backend's result file but for execution fields
-    deployed = run(_config(pair, tmp_path / "deployed", 1, backend="flower", superlink="drake-test"))
-    assert check_result(deployed) == []
-    assert comparable_differences(deployed, run(_config(pair, tmp_path / "default", 1))) == []
-
-    # two rounds; node 1 is stopped inside round 2's client_update
     (stalls / "armed").touch()
     out = tmp_path / "lost"
     submitted = subprocess.Popen([sys.executable, "-c", (
@@ -148,12 +155,17 @@ def test_localhost_superlink_reproduces_the_default_backend_and_survives_a_lost_
             submitted.kill()
     lost = read_result(next(out.glob("*/*/counter/*/result.json")))
     assert check_result(lost) == []
+    assert lost.fl.extra["run_config"]["backend"] == "flower"
+
+    # round 1 went through the SuperLink as the default backend runs it: same records, same settings
+    reference = run(_config(pair, tmp_path / "default-2", 2))
+    assert _through_round_1(lost) == _through_round_1(reference)
+    assert any(s.eval_round == 1 for s in lost.raw.scores) and any(c.round == 1 for c in lost.raw.costs)
+
+    # round 2: client 2's node is gone; its client is missing, keeps its round-1 state and is still scored
     assert [(a.round, a.client, a.reason) for a in lost.raw.absences] == [(2, 2, "no reply")]
     assert "Flower" in lost.raw.absences[0].detail or "SuperNode" in lost.raw.absences[0].detail
     assert {(c.round, c.client) for c in lost.raw.costs} == {(1, 1), (1, 2), (2, 1)}
     assert {(s.eval_round, s.client) for s in lost.raw.scores if s.role == "self"} == {(1, 1), (1, 2), (2, 1), (2, 2)}
-    # round 1 is the default backend's; client 2 keeps its round-1 state, so it answers in round 2 as in round 1
-    reference = run(_config(pair, tmp_path / "default-2", 2))
-    assert [r for r in lost.raw.scores if r.eval_round == 1] == [r for r in reference.raw.scores if r.eval_round == 1]
     after_1 = {(r.task, r.owner): r.score for r in lost.raw.scores if r.eval_round == 1 and r.client == 2}
     assert {(r.task, r.owner): r.score for r in lost.raw.scores if r.eval_round == 2 and r.client == 2} == after_1
