@@ -121,6 +121,20 @@ def one_embedded_round(benchmark: str, method: str, out: Path, **method_config):
     return ev, run_, uploads
 
 
+@pytest.fixture(scope="session")
+def _small_synth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("small-synth-home")
+
+
+@pytest.fixture
+def small_synth(_small_synth_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``DRAKE_BENCH_HOME`` where the embedded benchmarks are built small (scale 0.05), one per test process:
+    each benchmark is built on its first use and shared by every test that runs on a benchmark's own clients."""
+    monkeypatch.setenv("DRAKE_BENCH_HOME", str(_small_synth_dir))
+    monkeypatch.setenv("DRAKE_BENCH_SYNTH_SCALE", "0.05")
+    return _small_synth_dir
+
+
 @pytest.fixture
 def one_torch_thread():
     """Tiny models run many times faster on one thread than on a contended pool (docs/models.md)."""

@@ -330,18 +330,9 @@ def test_runs_through_the_evaluator_and_uploads_the_global_adapter_only(toy_mixe
     assert all(c.downlink_bytes == expected[c.client] for c in res.raw.costs)
 
 
-@pytest.fixture(scope="module")
-def synth_home(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("synth-home")
-        mp.setenv("DRAKE_BENCH_HOME", str(home))
-        mp.setenv("DRAKE_BENCH_SYNTH_SCALE", "0.05")
-        yield home
-
-
 @pytest.mark.parametrize("embedded", ["drake-synth", "fedllm-synth"])
 @pytest.mark.parametrize("name", list(METHODS))
-def test_one_round_on_each_embedded_benchmark(embedded, name, synth_home, tmp_path):
+def test_one_round_on_each_embedded_benchmark(embedded, name, small_synth, tmp_path):
     """The benchmark's own clients, allocation and architectures (52 clients on fedllm-synth), built small: every client
     trains one step, the server averages within each architecture, every message is that architecture's mean.
     drake-synth stands for the multimodal mirrors (hflb-synth's clients are the same kind of tiny LLaVAs; the suite's

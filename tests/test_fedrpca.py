@@ -366,11 +366,9 @@ def test_the_baselines_run_through_the_evaluator(toy_mixed, tmp_path, name):
 
 
 @pytest.mark.parametrize("embedded", ["drake-synth", "hflb-synth", "fedllm-synth"])
-def test_one_round_on_each_embedded_benchmark(embedded, tmp_path, monkeypatch):
+def test_one_round_on_each_embedded_benchmark(embedded, tmp_path, small_synth):
     """The benchmark's own clients, allocation and architectures (52 clients on fedllm-synth), built small: every
     client trains one step and the server aggregates within each architecture (evaluation is FedIT's, tested there)."""
-    monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path))
-    monkeypatch.setenv("DRAKE_BENCH_SYNTH_SCALE", "0.05")
     ev, run_, _ = one_embedded_round(embedded, "fedrpca", tmp_path / "runs", rpca_max_iter=20)
     members: dict[str, int] = {}
     for c in run_.clients:

@@ -318,11 +318,9 @@ def test_local_only_control_sends_nothing_through_the_evaluator(toy_mixed, tmp_p
 
 
 @pytest.mark.parametrize("embedded", ["drake-synth", "hflb-synth", "fedllm-synth"])
-def test_one_round_on_each_embedded_benchmark(embedded, tmp_path, monkeypatch):
+def test_one_round_on_each_embedded_benchmark(embedded, tmp_path, small_synth):
     """The benchmark's own clients, allocation and architectures (52 text clients on fedllm-synth), built small:
     every client trains one step and the server averages the shared projections across all of them."""
-    monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path))
-    monkeypatch.setenv("DRAKE_BENCH_SYNTH_SCALE", "0.05")
     _, run_, _ = one_embedded_round(embedded, "pfedmma", tmp_path / "runs")
     cfg = PFedMMA.Config()
     rows = {r.key: r.values for r in run_.diagnostics}
