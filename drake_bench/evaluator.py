@@ -40,7 +40,7 @@ from .evaluation.metrics import (AbsenceRecord, AdaptationRecord, CostRecord, Di
                                  RawTables, ScoreRecord, ServerCostRecord)
 from .evaluation.scoring import score_batch
 from .guard import GuardedMethod
-from .isolation import MethodProcess
+from .isolation import MethodProcess, warm_forkserver
 from .lock import RunLock
 from .manifest import load_benchmark
 from .protocol import ClientContext, FederationContext, Message, State, mixed_seed
@@ -170,6 +170,8 @@ class Evaluator:
 
     def __init__(self, config: RunConfig, callbacks: RunCallbacks | None = None, clients: ClientCalls | None = None):
         self.config = config
+        if config.isolation == "process":  # its imports overlap with reading the benchmark below
+            warm_forkserver()
         self.cb = callbacks or RunCallbacks()
         self.clients = clients or LocalClients(self.cb)
         self.spec = load_benchmark(config.benchmark)

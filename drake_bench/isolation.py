@@ -289,6 +289,17 @@ def _start_method() -> Any:
     return mp.get_context("spawn")
 
 
+def warm_forkserver() -> None:
+    """Start the forkserver now and return at once: it imports :data:`FORKSERVER_PRELOAD` while this process
+    reads its benchmark, so the first method worker does not wait for those imports. Nothing where there is none."""
+    ctx = _start_method()
+    if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        with _main_without_unreadable_file():
+            forkserver.ensure_running()
+
+
 class MethodProcess:
     """The evaluator's handle on a method running in a worker process; same calls as GuardedMethod."""
 
