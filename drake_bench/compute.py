@@ -139,7 +139,7 @@ def probe_compute(ev: ProbeHost, fed: FederatedData, seed: int, method_config_du
     run into the same output folder on the same benchmark, allocation and steps (a leaderboard's) prices itself
     against one SFT probe instead of repeating it.
     """
-    from . import __version__
+    from ._version import __version__
 
     cfg = ev.config
     steps = cfg.local_steps or ev.spec.fl.local_steps

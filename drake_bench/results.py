@@ -13,6 +13,7 @@ validate result files without Python. Layout on disk is MTEB-style, see :func:`r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -344,7 +345,26 @@ def _field_path(path: Sequence[Any]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "<root>"
 
 
+@functools.lru_cache(maxsize=1)
+def _fast_validator() -> Any:
+    """jsonschema-rs's compiled validator of the shipped schema, or None where it is not installed."""
+    try:
+        import jsonschema_rs
+    except ImportError:  # pragma: no cover - a dependency; the reference validator below still works alone
+        return None
+    return jsonschema_rs.Draft202012Validator(shipped_schema())
+
+
 def _schema_errors(data: Any) -> list[str]:
+    """Every place ``data`` breaks the shipped schema, one line each.
+
+    A board's result files run to megabytes (52 clients x every round's records), where the reference
+    ``jsonschema`` validator takes seconds per file; jsonschema-rs (a compiled Draft 2020-12 validator) answers
+    "valid" a hundred times faster, so only a file it rejects goes through ``jsonschema``, whose error messages
+    are the ones reported (tests/test_results.py checks that both validators agree)."""
+    fast = _fast_validator()
+    if fast is not None and fast.is_valid(data):
+        return []
     validator = jsonschema.Draft202012Validator(shipped_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     return [f"{_field_path(e.absolute_path)}: {e.message}" for e in errors]

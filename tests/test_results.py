@@ -203,3 +203,32 @@ def test_written_file_validates_against_shipped_schema(tmp_path: Path) -> None:
     jsonschema.validate(data, shipped_schema())
     assert data["created_at"].startswith("2025-01-02T03:04:05")
     assert data["summary"]["conventions"]["seeds"].endswith("(ddof=0) over seeds")
+
+
+def test_the_fast_validator_agrees_with_jsonschema_on_valid_and_broken_files() -> None:
+    """results._schema_errors asks jsonschema-rs first and jsonschema only for what it rejects: both must agree,
+    or a file the reference validator rejects could pass."""
+    import copy
+
+    import jsonschema_rs
+
+    from drake_bench.results import _schema_errors, shipped_schema
+
+    good = json.loads((Path(__file__).resolve().parents[1] / "leaderboard" / "archive" / "recipe-6" / "main-job" /
+                       "drake-synth" / "dynamic" / "sft" / "1.0" / "result.json").read_text())
+    edits = {
+        "valid": lambda d: None,
+        "score is text": lambda d: d["raw"]["scores"][3].__setitem__("score", "high"),
+        "unknown record field": lambda d: d["raw"]["costs"][0].__setitem__("sneaky", 1),
+        "missing seeds": lambda d: d.pop("seeds"),
+        "negative bytes": lambda d: d["raw"]["costs"][0].__setitem__("uplink_bytes", -5),
+        "status outside its enum": lambda d: d.__setitem__("status", "finished"),
+        "null benchmark name": lambda d: d["benchmark"].__setitem__("name", None),
+    }
+    fast = jsonschema_rs.Draft202012Validator(shipped_schema())
+    reference = jsonschema.Draft202012Validator(shipped_schema())
+    for name, edit in edits.items():
+        data = copy.deepcopy(good)
+        edit(data)
+        assert fast.is_valid(data) == reference.is_valid(data) == (name == "valid"), name
+        assert bool(_schema_errors(data)) == (name != "valid"), name
