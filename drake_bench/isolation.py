@@ -251,20 +251,27 @@ def registered_targets() -> dict[str, str]:
             if "<locals>" not in cls.__qualname__ and cls.__module__ != "__main__"}
 
 
-class _main_without_unreadable_file:  # noqa: N801 - a context manager used like a function
-    """A script read from stdin (``python - <<EOF``) has ``__main__.__file__ == '<stdin>'``, which a new
-    worker would try to re-run from disk and die; the worker never needs the main script, so hide it."""
+class hidden_main:  # noqa: N801 - a context manager used like a function
+    """Hide the main script from the processes started inside this block (method workers, the forkserver, the
+    runner's workers): multiprocessing would run it again in each of them to rebuild ``__main__``, which a user's
+    script without an ``if __name__ == "__main__":`` guard (the README's examples pasted into a file) turns into
+    a second run inside the worker, and a script read from stdin (``python - <<EOF``) cannot be re-read at all.
+    The workers never need it: methods reach them by import path (a method defined in ``__main__`` is refused)."""
 
     def __enter__(self) -> None:
-        main = sys.modules.get("__main__")
-        path = getattr(main, "__file__", None)
-        self.hidden = path if path is not None and not os.path.exists(path) else None
-        if self.hidden is not None:
-            del main.__file__  # type: ignore[union-attr]
+        self.main = sys.modules.get("__main__")
+        self.saved: dict[str, Any] = {}
+        for attr in ("__file__", "__spec__"):  # what multiprocessing.spawn.get_preparation_data reads
+            if getattr(self.main, attr, None) is not None:
+                self.saved[attr] = getattr(self.main, attr)
+                if attr == "__file__":
+                    delattr(self.main, attr)
+                else:
+                    setattr(self.main, attr, None)
 
     def __exit__(self, *exc: object) -> None:
-        if self.hidden is not None:
-            sys.modules["__main__"].__file__ = self.hidden
+        for attr, value in self.saved.items():
+            setattr(self.main, attr, value)
 
 
 FORKSERVER_PRELOAD = [
@@ -296,7 +303,7 @@ def warm_forkserver() -> None:
     if ctx.get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        with _main_without_unreadable_file():
+        with hidden_main():
             forkserver.ensure_running()
 
 
@@ -323,7 +330,7 @@ class MethodProcess:
         self._proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), name, target, config,
                                                             threads or torch.get_num_threads(), dict(os.environ)),
                                  daemon=True)
-        with _main_without_unreadable_file():
+        with hidden_main():
             self._proc.start()
         child.close()
         status, *rest = self._receive("start-up", None, None)

@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 
 from .errors import DrakeBenchError, UnknownNameError
-from .isolation import registered_targets
+from .isolation import hidden_main, registered_targets
 from .lock import RunLock
 from .results import RunResult
 from .run_config import RunConfig
@@ -144,7 +144,8 @@ def _run_in_workers(configs: Sequence[RunConfig], jobs: int, threads: int, conso
         tasks = {c.method: bar.add_task(f"{c.method}: starting", total=None) for c in configs}
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
                                  initargs=(q, os.getpid(), registered_targets())) as pool:
-            futures = [pool.submit(_worker, c.model_dump_json(), threads) for c in configs]
+            with hidden_main():  # the workers start on submit; they must not run the caller's script again
+                futures = [pool.submit(_worker, c.model_dump_json(), threads) for c in configs]
             pending = set(futures)
             while pending:
                 try:

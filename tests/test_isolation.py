@@ -333,3 +333,22 @@ def test_what_crosses_the_boundary_arrives_unchanged():
         assert s.model_dump(exclude={"images"}) == t.model_dump(exclude={"images"})
     assert torch.equal(back[1].tensors["w"], shared) and torch.equal(back[2].tensors["w"], shared)
     assert isinstance(back[2], State) and back[2].metadata == {"k": {"1": [1, 2]}} and back[3] == {3: "x", "y": (1, 2)}
+
+
+def test_a_users_script_without_a_main_guard_runs(toy, tmp_path):
+    """The README's examples pasted into a file and run with `python file.py`: multiprocessing would run the file
+    again inside the method's worker (and the forkserver) to rebuild __main__; the workers must not need it."""
+    manifest, root = toy
+    script = tmp_path / "my_experiment.py"
+    script.write_text(textwrap.dedent(f"""
+        from drake_bench import RunConfig, run
+        from drake_bench.examples.majority import MajorityAnswer  # registers majority-answer
+
+        result = run(RunConfig(benchmark={manifest!r}, data_dir={root!r}, method="majority-answer",
+                               out={str(tmp_path / "out")!r}, rounds=2, scenario="static", fast_adaptation=False))
+        print("ran", len(result.raw.scores), "scores")
+    """))
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "DRAKE_BENCH_NO_PROGRESS": "1"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stdout.count("ran ") == 1  # the script ran once: not again inside a worker
