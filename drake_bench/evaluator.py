@@ -87,6 +87,18 @@ class RunCallbacks:
     def on_adaptation(self, seed: int, task: str, arch: str) -> None: ...
 
 
+def _trains_models(method: str) -> bool:
+    """Whether the method loads the zoo's models (its config takes a ``model_loader``, as every LoRA-based entry's
+    does); a name the registry does not know is left for the method's own start-up to report."""
+    from .registry import method_class
+
+    try:
+        fields = getattr(getattr(method_class(method), "Config", None), "model_fields", {})
+    except DrakeBenchError:
+        return True
+    return "model_loader" in fields
+
+
 VERIFIED_KEY = "verified_files"
 """Checkpoint key of the shard hashes a seed verified in the rounds it has run (so a resumed seed keeps them)."""
 
@@ -171,7 +183,7 @@ class Evaluator:
     def __init__(self, config: RunConfig, callbacks: RunCallbacks | None = None, clients: ClientCalls | None = None):
         self.config = config
         if config.isolation == "process":  # its imports overlap with reading the benchmark below
-            warm_forkserver()
+            warm_forkserver(models=_trains_models(config.method))
         self.cb = callbacks or RunCallbacks()
         self.clients = clients or LocalClients(self.cb)
         self.spec = load_benchmark(config.benchmark)

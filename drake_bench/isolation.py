@@ -274,32 +274,35 @@ class hidden_main:  # noqa: N801 - a context manager used like a function
             setattr(self.main, attr, value)
 
 
-FORKSERVER_PRELOAD = [
-    "drake_bench.isolation", "drake_bench.guard", "drake_bench.registry",
-    # what nearly every method imports on setup (peft, the zoo's model classes: seconds of imports): imported once
-    # in the forkserver, so each worker forked from it starts with them instead of importing them again. A module
-    # that fails to import is skipped by multiprocessing (the worker imports it itself, or reports why not).
+FORKSERVER_PRELOAD = ["drake_bench.isolation", "drake_bench.guard", "drake_bench.registry"]
+"""What the forkserver imports before it forks any method worker."""
+MODEL_PRELOAD = [
     "peft", "drake_bench.models.pool", "drake_bench.models.engine", "drake_bench.models.loading",
     "transformers.models.llava.modeling_llava", "transformers.models.llama.modeling_llama",
     "transformers.models.qwen2.modeling_qwen2",
 ]
+"""What a method that trains the zoo's models imports on setup (peft, the model classes: seconds of imports),
+imported once in the forkserver too when the run's method is one of those, so each worker forked from it starts
+with them. A model-free method's run does not wait for them. A module that fails to import is skipped by
+multiprocessing (the worker imports it itself, or reports why not)."""
 
 
-def _start_method() -> Any:
-    """forkserver where there is one (workers start in milliseconds after the first), spawn elsewhere."""
+def _start_method(models: bool = True) -> Any:
+    """forkserver where there is one (workers start in milliseconds after the first), spawn elsewhere. ``models``:
+    the forkserver, if this starts it, also preloads :data:`MODEL_PRELOAD` (a running one keeps what it has)."""
     import multiprocessing as mp
 
     if "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+        ctx.set_forkserver_preload(FORKSERVER_PRELOAD + (MODEL_PRELOAD if models else []))
         return ctx
     return mp.get_context("spawn")
 
 
-def warm_forkserver() -> None:
-    """Start the forkserver now and return at once: it imports :data:`FORKSERVER_PRELOAD` while this process
-    reads its benchmark, so the first method worker does not wait for those imports. Nothing where there is none."""
-    ctx = _start_method()
+def warm_forkserver(models: bool = True) -> None:
+    """Start the forkserver now and return at once: it imports its preload while this process reads its
+    benchmark, so the first method worker does not wait for those imports. Nothing where there is none."""
+    ctx = _start_method(models)
     if ctx.get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
