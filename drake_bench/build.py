@@ -20,6 +20,7 @@ import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -161,6 +162,23 @@ def build_benchmark(
     """
     spec = load_benchmark(benchmark)
     root = Path(out) if out is not None else built_root(spec.name)
+    with build_lock(root):
+        return _build_locked(spec, root, source_dir, tasks, resume, show_progress, check_expected, recipe_extra)
+
+
+def build_lock(root: Path) -> Any:
+    """The lock a build of ``root`` holds: two processes building one folder at once (two runs starting on an
+    embedded benchmark not built yet) would write the same shards; the second waits, then finds them done.
+    Re-entrant in one process (a build inside an embedded build's lock)."""
+    from filelock import FileLock
+
+    root = Path(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(root.parent / f".{root.name}.build.lock"), is_singleton=True)
+
+
+def _build_locked(spec: BenchmarkSpec, root: Path, source_dir: str | Path | None, tasks: Sequence[str] | None,
+                  resume: bool, show_progress: bool, check_expected: bool, recipe_extra: dict | None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     _drop_foreign_tasks(root, spec)
     wanted = [t for t in spec.tasks if tasks is None or t.id in set(tasks)]

@@ -62,3 +62,19 @@ def test_ensure_built(tmp_path, monkeypatch):
     assert len(info["sizes"]) == 36 and info["synth_scale"] == 0.05
     mtime = (root / BUILD_INFO).stat().st_mtime_ns
     assert ensure_built("hflb-synth") == root and (root / BUILD_INFO).stat().st_mtime_ns == mtime  # no rebuild
+
+
+def test_two_processes_building_one_benchmark_at_once_both_succeed(tmp_path):
+    """Two runs starting together on an embedded benchmark that is not built yet (a board's arms): the second
+    waits for the first's build instead of writing the same shards (which failed on a vanished temporary file)."""
+    import subprocess
+    import sys
+
+    code = ("from drake_bench.synth.builder import ensure_built; import json, sys; "
+            "r = ensure_built('hflb-synth'); print(json.loads((r / 'build_info.json').read_text())['data_hash'])")
+    env = {**__import__("os").environ, "DRAKE_BENCH_HOME": str(tmp_path), "DRAKE_BENCH_SYNTH_SCALE": "0.05"}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+    assert outs[0][0] == outs[1][0] and outs[0][0].startswith("sha256:")

@@ -10,7 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
-from ..build import DONE_MARK, build_benchmark, is_built
+from ..build import DONE_MARK, build_benchmark, build_lock, is_built
 from ..errors import DrakeBenchError
 from ..manifest import available_benchmarks, load_benchmark
 from ..spec import BenchmarkSpec
@@ -47,16 +47,21 @@ def build_synth(name: str | BenchmarkSpec, scale: float | None = None, out: str 
     try:
         s = current_scale()
         root = Path(out) if out is not None else synth_root(spec)
-        if is_built(root) and not _matches(root, spec, s):
-            _drop_unrecorded(root)
-        # a task whose definition, scale and generator code are unchanged keeps its shards (build.task_recipe)
-        build_benchmark(spec, None, root, tasks=tasks, show_progress=show_progress,
-                        recipe_extra={"synth_scale": s, "generator_version": GENERATOR_VERSION})
-        finalize_build(root, spec.name, spec.content_hash or "",
-                       {"version": spec.version, "failed_tasks": [], "embedded": True, **_stamp(spec, s)})
+        with build_lock(root):
+            _build_synth_locked(spec, s, root, show_progress, tasks)
     finally:
         _scale.reset(token)
     return root
+
+
+def _build_synth_locked(spec: BenchmarkSpec, s: float, root: Path, show_progress: bool, tasks: list[str] | None) -> None:
+    if is_built(root) and not _matches(root, spec, s):
+        _drop_unrecorded(root)
+    # a task whose definition, scale and generator code are unchanged keeps its shards (build.task_recipe)
+    build_benchmark(spec, None, root, tasks=tasks, show_progress=show_progress,
+                    recipe_extra={"synth_scale": s, "generator_version": GENERATOR_VERSION})
+    finalize_build(root, spec.name, spec.content_hash or "",
+                   {"version": spec.version, "failed_tasks": [], "embedded": True, **_stamp(spec, s)})
 
 
 def _drop_unrecorded(root: Path) -> None:
@@ -92,4 +97,7 @@ def ensure_built(name: str | BenchmarkSpec, scale: float | None = None) -> Path:
         _scale.reset(token)
     if _matches(root, spec, s):
         return root
-    return build_synth(spec, scale=s, out=root)
+    with build_lock(root):  # another process may be building it: wait, then use its build
+        if _matches(root, spec, s):
+            return root
+        return build_synth(spec, scale=s, out=root)
