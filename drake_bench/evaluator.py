@@ -60,6 +60,7 @@ from .results import (
 from .run_config import RunConfig
 from .sample import Sample
 from .scenarios import parse_scenario
+from .store import shard_path
 from .synth.public import sampler as public_sampler
 from .stream import FederatedData, load_federated_data
 
@@ -341,7 +342,7 @@ class Evaluator:
             run.access = AccessLedger.from_state(run.extra.pop(DATA_ACCESS_KEY, None))
             # the shards the finished rounds read, verified then: a run resumed with nothing left to read still
             # records what its numbers came from
-            run.verified = run.extra.pop(VERIFIED_KEY, {})
+            run.verified = run.extra.pop(VERIFIED_KEY, None) or self._verify_federation_data(fed)
             run.extra.setdefault("uid_key", secrets.token_hex(16))
             return run
         for c in fed.clients:
@@ -352,6 +353,16 @@ class Evaluator:
         # inverted into task names and rows (kept with the checkpoint, so a resumed run shows the same ids)
         run.extra = {"setup_seconds": setup_seconds, "fingerprint": fingerprint, "uid_key": secrets.token_hex(16)}
         return run
+
+    def _verify_federation_data(self, fed: FederatedData) -> dict[str, str]:
+        """Verify every shard this seed's federation reads (its clients' tasks and the unseen tasks, both splits),
+        for a checkpoint that did not keep the hashes its rounds verified (written before they were kept)."""
+        tasks = sorted({t for c in fed.clients for t in fed.client_tasks(c)} | set(fed.unseen_tasks))
+        root = fed.store.root
+        for task in tasks:
+            for split in ("train", "test"):
+                fed.store.verify_file(shard_path(root, task, split).relative_to(root).as_posix())
+        return dict(fed.store.verified_files)
 
     def participants(self, run: SeedRun, r: int) -> list[int]:
         """The clients drawn to train in round ``r`` (every client unless the run samples them)."""

@@ -85,6 +85,17 @@ def test_rerunning_a_finished_run_keeps_the_shards_it_verified(toy, tmp_path):
     first = run(_cfg(toy, tmp_path, fast_adaptation=False, scenario="static", rounds=2))
     again = run(_cfg(toy, tmp_path, fast_adaptation=False, scenario="static", rounds=2))
     assert first.benchmark.verified_files and again.benchmark.verified_files == first.benchmark.verified_files
+    # a checkpoint written before the hashes were kept: the resumed seed verifies what its federation reads
+    from drake_bench import checkpoint
+    from drake_bench.evaluator import VERIFIED_KEY
+
+    folder = next(p.parent for p in tmp_path.rglob("progress.json"))
+    progress = checkpoint.load(folder)
+    progress.extra.pop(VERIFIED_KEY)
+    checkpoint.save(folder, progress)
+    legacy = run(_cfg(toy, tmp_path, fast_adaptation=False, scenario="static", rounds=2))
+    assert set(legacy.benchmark.verified_files) >= set(first.benchmark.verified_files)
+    assert all(legacy.benchmark.verified_files[k] == v for k, v in first.benchmark.verified_files.items())
 
 
 def test_failure_names_method_client_round_and_resume_is_exact(toy, tmp_path, monkeypatch):
