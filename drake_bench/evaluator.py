@@ -88,18 +88,6 @@ class RunCallbacks:
     def on_adaptation(self, seed: int, task: str, arch: str) -> None: ...
 
 
-def _trains_models(method: str) -> bool:
-    """Whether the method loads the zoo's models (its config takes a ``model_loader``, as every LoRA-based entry's
-    does); a name the registry does not know is left for the method's own start-up to report."""
-    from .registry import method_class
-
-    try:
-        fields = getattr(getattr(method_class(method), "Config", None), "model_fields", {})
-    except DrakeBenchError:
-        return True
-    return "model_loader" in fields
-
-
 VERIFIED_KEY = "verified_files"
 """Checkpoint key of the shard hashes a seed verified in the rounds it has run (so a resumed seed keeps them)."""
 
@@ -183,11 +171,12 @@ class Evaluator:
 
     def __init__(self, config: RunConfig, callbacks: RunCallbacks | None = None, clients: ClientCalls | None = None):
         self.config = config
-        if config.isolation == "process":  # its imports overlap with reading the benchmark below
-            warm_forkserver(models=_trains_models(config.method))
         self.cb = callbacks or RunCallbacks()
         self.clients = clients or LocalClients(self.cb)
         self.spec = load_benchmark(config.benchmark)
+        if config.isolation == "process":  # its imports overlap with reading the data; the model libraries only
+            # where the benchmark allocates models (decided without importing the plugin: its code never runs here)
+            warm_forkserver(models=bool(self.spec.model_allocations))
         self.scenario = parse_scenario(config.scenario if config.scenario is not None else self.spec.scenarios.default)
         self.allocation = self._allocation()
         self._arch: dict[int, str] = {}

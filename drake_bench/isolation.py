@@ -282,9 +282,9 @@ MODEL_PRELOAD = [
     "transformers.models.qwen2.modeling_qwen2",
 ]
 """What a method that trains the zoo's models imports on setup (peft, the model classes: seconds of imports),
-imported once in the forkserver too when the run's method is one of those, so each worker forked from it starts
-with them. A model-free method's run does not wait for them. A module that fails to import is skipped by
-multiprocessing (the worker imports it itself, or reports why not)."""
+imported once in the forkserver too when the run's benchmark allocates models, so each worker forked from it
+starts with them; a run on a benchmark without models does not wait for them. A module that fails to import is
+skipped by multiprocessing (the worker imports it itself, or reports why not)."""
 
 
 def _start_method(models: bool = True) -> Any:
