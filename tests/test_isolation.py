@@ -337,18 +337,22 @@ def test_what_crosses_the_boundary_arrives_unchanged():
 
 def test_a_users_script_without_a_main_guard_runs(toy, tmp_path):
     """The README's examples pasted into a file and run with `python file.py`: multiprocessing would run the file
-    again inside the method's worker (and the forkserver) to rebuild __main__; the workers must not need it."""
+    again inside the method's worker (and the forkserver) to rebuild __main__; the workers must not need it.
+    The method, found by its entry point, is imported in its worker only: its module-level code never runs in
+    the process that holds the answers."""
     manifest, root = toy
     script = tmp_path / "my_experiment.py"
     script.write_text(textwrap.dedent(f"""
+        import sys
         from drake_bench import RunConfig, run
-        from drake_bench.examples.majority import MajorityAnswer  # registers majority-answer
 
         result = run(RunConfig(benchmark={manifest!r}, data_dir={root!r}, method="majority-answer",
                                out={str(tmp_path / "out")!r}, rounds=2, scenario="static", fast_adaptation=False))
         print("ran", len(result.raw.scores), "scores")
+        print("plugin imported here:", "drake_bench.examples.majority" in sys.modules)
     """))
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "DRAKE_BENCH_NO_PROGRESS": "1"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert done.stdout.count("ran ") == 1  # the script ran once: not again inside a worker
+    assert "plugin imported here: False" in done.stdout
