@@ -10,7 +10,7 @@ can build on it without an import cycle with the evaluator.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .protocol import ClientContext, Message, State
@@ -34,13 +34,15 @@ class TrainJob:
 
 @dataclass
 class TrainReply:
-    """What came back from one client's ``client_update``: its upload, new state, seconds and the peak memory of the
-    process it ran in (0: the method's own process, which the evaluator asks itself)."""
+    """What came back from one client's ``client_update``: its upload, new state, seconds, the peak memory of the
+    process it ran in (0: the method's own process, which the evaluator asks itself) and the method's
+    ``client_diagnostics`` rows about the call, asked where it ran."""
 
     upload: Message
     state: State
     seconds: float
     peak_memory_bytes: int = 0
+    diagnostics: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

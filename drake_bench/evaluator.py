@@ -159,7 +159,8 @@ class LocalClients(ClientCalls):
             self.cb.on_client(run.seed, round_idx, job.client)
             t0 = time.perf_counter()
             upload, state = run.method.client_update(job.ctx, job.state, job.message, job.batches, rng_seed=job.ctx.seed)
-            out[job.client] = TrainReply(upload, state, time.perf_counter() - t0)
+            seconds = time.perf_counter() - t0
+            out[job.client] = TrainReply(upload, state, seconds, diagnostics=run.method.client_diagnostics(job.ctx))
         return out
 
     def predict(self, run: SeedRun, jobs: list[PredictJob]) -> list[list[list[str]]]:
@@ -375,6 +376,8 @@ class Evaluator:
             if isinstance(reply, TrainReply):
                 run.states[c] = reply.state
                 uploads[c] = (reply.upload, reply.seconds)
+                run.diagnostics += [DiagnosticRecord(seed=run.seed, round=r + 1, key=f"client/{c}/{row['key']}",
+                                                     values=row["values"]) for row in reply.diagnostics]
                 if reply.peak_memory_bytes:
                     run.client_peaks[c] = max(run.client_peaks.get(c, 0), reply.peak_memory_bytes)
             elif c in chosen:

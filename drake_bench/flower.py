@@ -129,8 +129,9 @@ def _train(msg: Message, context: Context) -> Message:
         ctx = call["ctx"]
         t0 = time.perf_counter()
         upload, state = method.client_update(ctx, call["state"], call["message"], call["batches"], rng_seed=ctx.seed)
-        return {"upload": upload, "state": state, "seconds": time.perf_counter() - t0,
-                "peak": method.peak_memory_bytes()}
+        seconds = time.perf_counter() - t0
+        return {"upload": upload, "state": state, "seconds": seconds, "peak": method.peak_memory_bytes(),
+                "diagnostics": method.client_diagnostics(ctx)}  # rows about this call live on this node
 
     return _answer(msg, work)
 
@@ -283,7 +284,7 @@ class FlowerClients(ClientCalls):
             self._refresh_nodes(wait=True)
         got = self._exchange(run, TRAIN, {j.client: {"ctx": j.ctx, "state": j.state, "message": j.message,
                                                      "batches": j.batches} for j in jobs})
-        return {c: v if isinstance(v, str) else TrainReply(v["upload"], v["state"], v["seconds"], v["peak"])
+        return {c: v if isinstance(v, str) else TrainReply(v["upload"], v["state"], v["seconds"], v["peak"], v["diagnostics"])
                 for c, v in got.items()}
 
     def predict(self, run: SeedRun, jobs: list[PredictJob]) -> list[list[list[str]]]:

@@ -26,6 +26,7 @@ from .protocol import (
     Method,
     ModelIdentity,
     PostFederation,
+    ReportsClientDiagnostics,
     ReportsDiagnostics,
     ReportsModels,
     State,
@@ -247,17 +248,34 @@ class GuardedMethod:
             return []
         call = "round_diagnostics"
         rows = self.call(call, self.method.round_diagnostics, round_idx, round_idx=round_idx)  # type: ignore[attr-defined]
+        return self._diagnostic_rows(call, rows, None, round_idx)
+
+    @property
+    def has_client_diagnostics(self) -> bool:
+        return isinstance(self.method, ReportsClientDiagnostics)
+
+    def client_diagnostics(self, ctx: ClientContext) -> list[dict[str, Any]]:
+        """The method's rows about the ``client_update(ctx, ...)`` that has just returned, checked as
+        :meth:`round_diagnostics` checks its rows; ``[]`` for a method without the protocol."""
+        if not self.has_client_diagnostics:
+            return []
+        call = "client_diagnostics"
+        rows = self.call(call, self.method.client_diagnostics, ctx, client=ctx.client_id,  # type: ignore[attr-defined]
+                         round_idx=ctx.round_idx)
+        return self._diagnostic_rows(call, rows, ctx.client_id, ctx.round_idx)
+
+    def _diagnostic_rows(self, call: str, rows: Any, client: int | None, round_idx: int) -> list[dict[str, Any]]:
         if not isinstance(rows, (list, tuple)):
-            raise self.error(call, f"returned {type(rows).__name__}, expected a list of Diagnostic", None, round_idx)
+            raise self.error(call, f"returned {type(rows).__name__}, expected a list of Diagnostic", client, round_idx)
         out = []
         for i, row in enumerate(rows):
             try:
                 d = row if isinstance(row, Diagnostic) else Diagnostic.model_validate(row)
             except Exception as exc:  # pydantic's message names the field
-                raise self.error(call, f"row {i} is not a Diagnostic: {exc}", None, round_idx) from None
+                raise self.error(call, f"row {i} is not a Diagnostic: {exc}", client, round_idx) from None
             bad = [k for k, v in d.values.items() if isinstance(v, float) and not math.isfinite(v)]
             if bad:
                 raise self.error(call, f"row {i} ({d.key!r}): values {bad} are NaN or infinite (report None for an "
-                                       "undefined value)", None, round_idx)
+                                       "undefined value)", client, round_idx)
             out.append(d.model_dump(mode="json"))
         return out

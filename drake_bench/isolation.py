@@ -205,7 +205,7 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
         guarded = GuardedMethod(method)
         info = {"meta": method.meta.model_dump(mode="json"), "config": method.config.model_dump(mode="json"),
                 "post_federation": guarded.has_post_federation, "adaptation": guarded.has_adaptation,
-                "diagnostics": guarded.has_diagnostics}
+                "diagnostics": guarded.has_diagnostics, "client_diagnostics": guarded.has_client_diagnostics}
         conn.send_bytes(dumps(("ok", info)))
     except BaseException as exc:  # noqa: BLE001 - every failure goes back as text
         conn.send_bytes(dumps(("error", type(exc).__name__, str(exc))))
@@ -348,6 +348,7 @@ class MethodProcess:
         self.has_post_federation: bool = info["post_federation"]
         self.has_adaptation: bool = info["adaptation"]
         self.has_diagnostics: bool = info["diagnostics"]
+        self.has_client_diagnostics: bool = info["client_diagnostics"]
 
     # -- transport --------------------------------------------------------------------
     def _receive(self, call: str, client: int | None, round_idx: int | None) -> tuple:
@@ -424,6 +425,11 @@ class MethodProcess:
 
     def round_diagnostics(self, round_idx: int) -> list[dict[str, Any]]:
         return self._call("round_diagnostics", round_idx, round_idx=round_idx) if self.has_diagnostics else []
+
+    def client_diagnostics(self, ctx: ClientContext) -> list[dict[str, Any]]:
+        if not self.has_client_diagnostics:
+            return []
+        return self._call("client_diagnostics", ctx, client=ctx.client_id, round_idx=ctx.round_idx)
 
     def predict(self, ctx: ClientContext, state: State, queries: list[MethodSample], rng_seed: int | None = None) -> list[str]:
         return self._call("predict", ctx, state, list(queries), rng_seed=rng_seed, client=ctx.client_id,

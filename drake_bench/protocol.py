@@ -22,6 +22,7 @@ The order of calls, driven by the evaluator (methods never see the schedule or a
     server_state = method.init_server()
     for each round r:
         upload[c], client_state[c] = method.client_update(ctx(c, r), client_state[c], message[c], batches)
+        rows = method.client_diagnostics(ctx(c, r))  [optional]          # numbers about that client's step
         message, server_state = method.aggregate(r, server_state, upload)      # one message per client
         rows = method.round_diagnostics(r)  [optional]                   # numbers about that aggregate
         every eval_every rounds: method.predict(ctx(c, r), client_state[c], queries)   # answers hidden
@@ -266,7 +267,8 @@ class ReportsModels(Protocol):
 
 
 class Diagnostic(BaseModel):
-    """One row of numbers a method reports about its own server step (see :class:`ReportsDiagnostics`).
+    """One row of numbers a method reports about its own server step (see :class:`ReportsDiagnostics`) or about
+    one client's step (:class:`ReportsClientDiagnostics`).
 
     The evaluator stores each row in the result file's ``raw.diagnostics`` with the seed and the
     1-based round. Diagnostics are the method's own account, kept for inspection and plots; no
@@ -299,6 +301,27 @@ class ReportsDiagnostics(Protocol):
 
 
 @runtime_checkable
+class ReportsClientDiagnostics(Protocol):
+    """Optional: a method that reports numbers about each client's step of a federated round (TAP: per task key,
+    the histories and whether the personal copy took the FL copy's components).
+
+    Numbers a client computes stay on that client's side: under Flower ``client_update`` runs on the client's node,
+    not beside ``aggregate``, so rows kept on ``self`` in ``client_update`` never reach ``round_diagnostics``. This
+    call is made where ``client_update`` ran and its rows travel back with the client's reply (outside the measured
+    upload: they are the evaluator's record, not a message to the server), so both backends record the same rows.
+    """
+
+    def client_diagnostics(self, ctx: ClientContext) -> list[Diagnostic]:
+        """Rows about the ``client_update(ctx, ...)`` call that has just returned.
+
+        Called right after each federated round's ``client_update`` (not during fast adaptation), on the same
+        handle and before any other call, so a method may keep the rows on ``self`` until then. The evaluator
+        files each row under ``client/<client id>/<key>`` with the seed and the 1-based round, before the round's
+        ``round_diagnostics`` rows. Not part of the timed client update.
+        """
+
+
+@runtime_checkable
 class PostFederation(Protocol):
     """Optional: a stage after the last round whose states replace the final evaluation (TAP's distillation)."""
 
@@ -323,7 +346,7 @@ PROTOCOL_CALLS = ("setup", "init_client", "init_server", "client_update", "aggre
 
 OPTIONAL_CALLS = {"model_identity": ReportsModels, "evaluation_settings": ReportsModels,
                   "post_federation": PostFederation, "adaptation_state": AdaptationInit,
-                  "round_diagnostics": ReportsDiagnostics}
+                  "round_diagnostics": ReportsDiagnostics, "client_diagnostics": ReportsClientDiagnostics}
 """Optional calls and the protocol each belongs to."""
 
 

@@ -34,6 +34,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from drake_bench.methods.tap.plots import replacement_table
+
 SETTINGS = ["drake-synth:static", "drake-synth:dynamic", "hflb-synth:dynamic"]
 ARMS = ["tap", "tap-no-kd", "fedavg-post-train", "tap-local", "fedit", "sft"]
 MARGIN_ARM = "tap (margins x10)"
@@ -83,10 +85,10 @@ def measure(path: Path) -> dict:
     agg = d["summary"]["aggregate"]
     replaced: dict[int, dict[int, int]] = defaultdict(dict)  # round -> seed -> replacements (all keys)
     first: dict[int, dict[int, int]] = defaultdict(dict)
-    for row in d["raw"].get("diagnostics", []):
-        if row["key"] == "replacements":
-            replaced[row["round"]][row["seed"]] = row["values"]["replaced"]
-            first[row["round"]][row["seed"]] = row["values"]["first_replaced"]
+    for seed, by_round in replacement_table(d["raw"].get("diagnostics", [])).items():
+        for r, by_key in by_round.items():
+            replaced[r][seed] = sum(cell["replaced"] for cell in by_key.values())
+            first[r][seed] = sum(cell["first_replaced"] for cell in by_key.values())
     return {
         "seeds": sorted(per_seed),
         **{m: {s: per_seed[s][m] for s in per_seed} for m in ("self_last", "self_auc", "others_last", "others_auc")},

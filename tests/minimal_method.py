@@ -76,3 +76,26 @@ class Counter:
 
     def adaptation_state(self, architecture: str, client_states: dict[int, State], server_state: State) -> State:
         return State(tensors={"counts": torch.stack([s.tensors["counts"] for s in client_states.values()]).mean(0)})
+
+
+class ClientDiagnosing(Counter):
+    """Counter that reports one row about each client's update (``ReportsClientDiagnostics``), kept on ``self``
+    from ``client_update`` until the evaluator asks, as a method would: under Flower only the client's node has it."""
+
+    meta = MethodMeta(name="client-diagnosing", version="1.0")
+
+    class Config(Counter.Config):
+        bad_client_row: tuple[int, int] | None = None  # (client, round) whose row has a NaN
+
+    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
+                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+        batches = [list(b) for b in batches]
+        upload, new = super().client_update(ctx, state, message, batches)
+        bad = self.config.bad_client_row == (ctx.client_id, ctx.round_idx)
+        self._pending = {"key": "items", "values": {"n": float("nan") if bad else sum(len(b) for b in batches),
+                                                    "yes": float(new.tensors["counts"][0])}}
+        return upload, new
+
+    def client_diagnostics(self, ctx: ClientContext) -> list[dict]:
+        row, self._pending = self._pending, None
+        return [row]

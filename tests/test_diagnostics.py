@@ -1,6 +1,6 @@
 """The server's aggregation time (measured by the evaluator around ``aggregate``) and the optional diagnostics
-channel (``ReportsDiagnostics``): recorded in the result file, checkpointed, checked, plotted; older result files
-without either still read and check."""
+channels (``ReportsDiagnostics``, ``ReportsClientDiagnostics``): recorded in the result file, checkpointed, checked,
+plotted; older result files without either still read and check."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ConfigDict
 
-from drake_bench import Diagnostic, PluginError, ReportsDiagnostics
+from drake_bench import Diagnostic, PluginError, ReportsClientDiagnostics, ReportsDiagnostics
 from drake_bench.evaluation.metrics import DiagnosticRecord, RawTables, ServerCostRecord, summarize
 from drake_bench.evaluation.plots import diagnostic_curve, numeric_diagnostic_values, plot_diagnostics_over_rounds
 from drake_bench.evaluator import RunConfig, run
@@ -19,7 +19,7 @@ from drake_bench.protocol import MethodMeta
 from drake_bench.registry import register_method
 from drake_bench.results import check_result, read_result, write_result
 
-from minimal_method import Counter
+from minimal_method import ClientDiagnosing, Counter
 from test_results import make_result
 
 SLEEP = 0.05
@@ -50,6 +50,7 @@ class Diagnosing(Counter):
 
 
 register_method(Diagnosing)
+register_method(ClientDiagnosing)
 
 
 def _cfg(toy, out, **kw):
@@ -79,6 +80,26 @@ def test_aggregation_time_and_diagnostics_reach_the_result_file(toy, tmp_path, i
     assert [(d.round, d.key) for d in back.raw.diagnostics] == [(r, "counts") for r in range(1, rounds + 1)]
     first = back.raw.diagnostics[0].values
     assert first["round"] == 1 and first["shared"] is True and first["note"] is None and isinstance(first["yes"], float)
+
+
+@pytest.mark.parametrize("isolation", ["process", "inline"])
+def test_client_rows_are_filed_under_their_client_in_client_order(toy, tmp_path, isolation):
+    assert isinstance(ClientDiagnosing(), ReportsClientDiagnostics) and not isinstance(Counter(), ReportsClientDiagnostics)
+    res = run(_cfg(toy, tmp_path, method="client-diagnosing", isolation=isolation))
+    assert check_result(res) == []
+    rows = res.raw.diagnostics
+    clients = sorted({c.client for c in res.raw.costs})
+    assert [(d.round, d.key) for d in rows] == [(r, f"client/{c}/items") for r in range(1, res.fl.rounds + 1)
+                                                for c in clients]
+    trained = {(c.round, c.client) for c in res.raw.costs}
+    assert all((d.round, int(d.key.split("/")[1])) in trained for d in rows)
+    assert all(d.values["n"] > 0 for d in rows)
+
+
+def test_a_malformed_client_row_names_the_client_and_round(toy, tmp_path):
+    with pytest.raises(PluginError, match=r"client_diagnostics \(seed 0, client 2, round 2\): row 0 \('items'\): "
+                                          r"values \['n'\] are NaN"):
+        run(_cfg(toy, tmp_path, method="client-diagnosing", method_config={"bad_client_row": (2, 1)}))
 
 
 def test_a_method_without_the_protocol_records_server_time_and_no_diagnostics(toy, tmp_path):

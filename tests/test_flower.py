@@ -3,7 +3,8 @@
 One small federation (the 4-client toy benchmark with the random tiny testing models, 2 rounds of 2 steps) runs
 once under the default backend per method; the Flower simulation runs SFT, FedIT (3 of the 4 clients drawn per
 round) and FedMosaic in one Ray start and must give the same result files but for execution fields
-(results.comparable). The localhost SuperLink and SuperNodes: tests/test_flower_deployment.py.
+(results.comparable); so must a model-free method whose rows about each client's update are asked on the client's
+node (ReportsClientDiagnostics). The localhost SuperLink and SuperNodes: tests/test_flower_deployment.py.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ from drake_bench.evaluator import RunConfig, run, run_on_flower, sample_particip
 from drake_bench.results import check_result, comparable_differences
 from conftest import torch_threads
 from drake_bench.registry import register_method
-from minimal_method import Counter
+from minimal_method import ClientDiagnosing, Counter
 
 pytest.importorskip("flwr")
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-METHODS = ("sft", "fedit", "fedmosaic")
+METHODS = ("sft", "fedit", "fedmosaic", "client-diagnosing")
+MODEL_FREE = {"client-diagnosing"}
+register_method(ClientDiagnosing)
 DRAWN = {"fedit": 3}
 SMALL = {"fedmosaic": {"public_size": 16, "alignment_audit_size": 4}}  # its alignment on 16 public items, not 500  # FedIT draws 3 of the 4 clients per round: partial participation under both backends
 
@@ -28,7 +31,8 @@ SMALL = {"fedmosaic": {"public_size": 16, "alignment_audit_size": 4}}  # its ali
 def small(toy_mixed, out, method: str, **extra) -> RunConfig:
     """The tested configuration: seconds per method on two cores."""
     manifest, root = toy_mixed
-    return RunConfig(benchmark=manifest, method=method, method_config={"model_loader": "testing", **SMALL.get(method, {})},
+    config = {} if method in MODEL_FREE else {"model_loader": "testing", **SMALL.get(method, {})}
+    return RunConfig(benchmark=manifest, method=method, method_config=config,
                      data_dir=root,
                      out=str(out), rounds=2, local_steps=2, eval_every_rounds=2, others_subsample=2, self_subsample=4,
                      fast_adaptation=False, **extra)
@@ -87,4 +91,5 @@ def test_flower_simulation_reproduces_the_default_backend(toy_mixed, tmp_path, r
         assert res.fl.extra["run_config"]["backend"] == "flower"
         assert comparable_differences(res, reference[m]) == [], m
         assert res.raw.costs and all(c.train_seconds > 0 for c in res.raw.costs)
+    assert len(results[3].raw.diagnostics) == 2 * 4  # a row per client and round, from the nodes
     assert len(results[1].raw.absences) == 2 and {a.reason for a in results[1].raw.absences} == {"not sampled"}

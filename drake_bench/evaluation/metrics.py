@@ -139,7 +139,8 @@ class AbsenceRecord(_Strict):
 
 
 class DiagnosticRecord(_Strict):
-    """One row a method reported about its server step in one round (``ReportsDiagnostics``); never summarised."""
+    """One row a method reported about its server step in one round (``ReportsDiagnostics``) or about one client's
+    step (``ReportsClientDiagnostics``, filed under ``client/<client id>/<key>``); never summarised."""
 
     seed: int
     round: int = Field(ge=1)
@@ -160,7 +161,8 @@ class RawTables(_Strict):
     server_costs: list[ServerCostRecord] = Field(
         default_factory=list, description="One record per (seed, round): the server's aggregation time.")
     diagnostics: list[DiagnosticRecord] = Field(
-        default_factory=list, description="The method's own rows about its server steps (ReportsDiagnostics).")
+        default_factory=list, description="The method's own rows about its server steps (ReportsDiagnostics) and its "
+                                          "clients' steps (ReportsClientDiagnostics).")
     post_federation_costs: list[PostFederationCostRecord] = Field(
         default_factory=list, description="One record per seed of a method with post_federation: its seconds.")
     absences: list[AbsenceRecord] = Field(

@@ -1,7 +1,8 @@
 """TAP's replacement curve (the paper's Fig. 3: cumulative replacements per task over rounds) from result files.
 
-The counts come from the ``replacements/<key>`` rows TAP reports each round (``raw.diagnostics``): how many clients
-replaced key o's components in that round. The curve is their running sum over rounds, per key and in total, the
+The counts come from the rows TAP reports about each client's round (``client_diagnostics``, filed in
+``raw.diagnostics`` as ``client/<id>/<task key>``): a key's count in a round is how many clients' personal copies
+took the FL copy's components of that key. The curve is their running sum over rounds, per key and in total, the
 mean over the file's seeds with a ± population-std band. It draws from result files alone, so a board's curve is
 redrawn without rerunning anything::
 
@@ -12,9 +13,9 @@ from __future__ import annotations
 
 import argparse
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,16 +24,34 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from drake_bench.results import RunResult
 
-PREFIX = "replacements/"
+CLIENT_PREFIX = "client/"
 TOTAL = "all keys"
+COUNTS = ("replaced", "first_replaced", "clients")
+
+
+def replacement_table(rows: Iterable[Mapping[str, Any]]) -> dict[int, dict[int, dict[str, dict[str, int]]]]:
+    """seed -> round -> task key -> {replaced, first_replaced (on the +inf rule), clients} from diagnostic rows as
+    dicts (``seed``, ``round``, ``key``, ``values``); rows other than TAP's per-client rows are skipped."""
+    out: dict[int, dict[int, dict[str, dict[str, int]]]] = defaultdict(lambda: defaultdict(dict))
+    for row in rows:
+        values = row["values"]
+        if not str(row["key"]).startswith(CLIENT_PREFIX) or "task_key" not in values:
+            continue
+        cell = out[row["seed"]][row["round"]].setdefault(str(values["task_key"]), dict.fromkeys(COUNTS, 0))
+        cell["clients"] += 1
+        cell["replaced"] += int(bool(values["replaced"]))
+        cell["first_replaced"] += int(bool(values["replaced"]) and bool(values["first"]))
+    return out
 
 
 def per_seed_counts(result: "RunResult") -> dict[int, dict[str, dict[int, int]]]:
     """seed -> key -> round -> replacements that round (rounds the seed reported; a key absent from a round: 0)."""
     out: dict[int, dict[str, dict[int, int]]] = defaultdict(lambda: defaultdict(dict))
-    for row in result.raw.diagnostics:
-        if row.key.startswith(PREFIX):
-            out[row.seed][row.key[len(PREFIX):]][row.round] = int(row.values.get("replaced") or 0)
+    table = replacement_table(row.model_dump() for row in result.raw.diagnostics)
+    for seed, by_round in table.items():
+        for r, by_key in by_round.items():
+            for key, cell in by_key.items():
+                out[seed][key][r] = cell["replaced"]
     return out
 
 
@@ -50,7 +69,7 @@ def replacement_counts(result: "RunResult") -> dict[tuple[str, int], float]:
 def cumulative_curves(result: "RunResult") -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """key (and ``TOTAL``) -> (rounds, mean cumulative count, std) over the result's seeds."""
     seeds = per_seed_counts(result)
-    rounds = sorted({r for d in result.raw.diagnostics for r in [d.round] if d.key.startswith(PREFIX)})
+    rounds = sorted({r for by_key in seeds.values() for counts in by_key.values() for r in counts})
     keys = sorted({k for by_key in seeds.values() for k in by_key})
     out = {}
     for key in [*keys, TOTAL]:

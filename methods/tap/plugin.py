@@ -92,7 +92,8 @@ class TAPBase(LoraMethod):
     def __init__(self, config: RoundSettings | None = None):
         self.config = config or self.Config()
         self.clients = ExpertClients(self.config)
-        self._rows: dict[int, list[Diagnostic]] = {}
+        self._rows: dict[int, list[Diagnostic]] = {}  # the server's rows per round, until round_diagnostics
+        self._client_rows: dict[int, list[Diagnostic]] = {}  # a client's rows of its last update, until client_diagnostics
 
     @property
     def answers_with(self) -> str:
@@ -103,7 +104,7 @@ class TAPBase(LoraMethod):
     def setup(self, federation: FederationContext) -> None:
         super().setup(federation)
         self.federation = federation
-        self._rows = {}
+        self._rows, self._client_rows = {}, {}
 
     def init_client(self, ctx: ClientContext) -> State:
         """No tensors: both copies start at the architecture's initialisation of every component (the spec's X created
@@ -168,7 +169,7 @@ class TAPBase(LoraMethod):
         if self.keeps_memory(ctx.round_idx):
             meta["memory"], memory = remember(meta["memory"], memory, batches, self.config.memory_items)  # type: ignore[attr-defined]
         if self.config.report_diagnostics and ctx.round_idx < self.federation.rounds:
-            self._rows.setdefault(ctx.round_idx, []).extend(self._client_rows(c, keys, h_l, h_p_before, meta["h_p"], replaced))
+            self._client_rows[c] = self._rows_of_client(c, keys, h_l, h_p_before, meta["h_p"], replaced)
         return upload, State(tensors=join_state(fl, personal, memory), metadata=meta)
 
     def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
@@ -177,7 +178,6 @@ class TAPBase(LoraMethod):
         owners: dict[str, list[str]] = {k: list(v) for k, v in server_state.metadata.get("owners", {}).items()}
         rows = self._rows.setdefault(round_idx, [])
         if not self.uses_fl:
-            rows += self._summary_rows(round_idx)
             return {c: Message() for c in uploads}, State(metadata={"owners": owners, "round": round_idx + 1})
         across = self.config.share_across_architectures  # type: ignore[attr-defined]
         sent = {c: (float(m.metadata.get("n", 0)), dict(m.tensors)) for c, m in uploads.items() if m.tensors}
@@ -186,7 +186,6 @@ class TAPBase(LoraMethod):
             owners[str(c)] = sorted(set(owners.get(str(c), [])) | {component_of(name) for name in tensors})
         messages = {c: Message(tensors=view_for(server, owners.get(str(c), []), self.shapes(c), self.arch[c], across))
                     for c in uploads}
-        rows += self._summary_rows(round_idx)
         if self.config.report_diagnostics:
             sizes = [len(v) for v in members.values()]
             rows.append(Diagnostic(key="server", values={
@@ -199,9 +198,15 @@ class TAPBase(LoraMethod):
         fl, personal, _ = split_state(dict(state.tensors))
         return self.clients.predict_copy(ctx.client_id, personal if self.answers_with == PERSONAL else fl, queries)
 
+    def client_diagnostics(self, ctx: ClientContext) -> list[Diagnostic]:
+        """Per key of the client's round: h_l, h_p before and after, the margin and whether the personal copy took
+        the FL copy's components (the evaluator files them under ``client/<id>/<key>``). They are asked where the
+        client trained, so the server never sees them: the round's replacements per key (what the paper's Fig. 3
+        accumulates) are counted from these rows by :func:`drake_bench.methods.tap.plots.replacement_counts`."""
+        return self._client_rows.pop(ctx.client_id, [])
+
     def round_diagnostics(self, round_idx: int) -> list[Diagnostic]:
-        """Per client and key of the round: h_l, h_p before and after, the margin and whether it replaced; per key:
-        the round's replacements (what the paper's Fig. 3 accumulates); the server's averaging."""
+        """The server's averaging of the round: uploads, tensor groups, components, clients per group."""
         return self._rows.pop(round_idx, [])
 
     def adaptation_state(self, architecture: str, client_states: dict[int, State], server_state: State) -> State:
@@ -226,34 +231,16 @@ class TAPBase(LoraMethod):
         """The client's tensor shapes per component (from its architecture's initialisation)."""
         return {comp: {k: tuple(t.shape) for k, t in ts.items()} for comp, ts in self.clients.initial_copy(client).items()}
 
-    def _client_rows(self, client: int, keys: list[str], h_l: dict[str, float], h_p_before: dict[str, float],
-                     h_p: dict[str, float], replaced: list[str]) -> list[Diagnostic]:
+    def _rows_of_client(self, client: int, keys: list[str], h_l: dict[str, float], h_p_before: dict[str, float],
+                        h_p: dict[str, float], replaced: list[str]) -> list[Diagnostic]:
         rows = []
         for k in keys:
             before = h_p_before.get(k)
-            rows.append(Diagnostic(key=f"client/{client}/{k}", values={
+            rows.append(Diagnostic(key=k, values={
                 "client": client, "task_key": k, "h_l": h_l.get(k), "h_p_before": before,
                 "h_p": h_p.get(k) if self.uses_personal else None,
                 "margin": self.config.margin(k) if self.uses_fl and self.uses_personal else None,  # type: ignore[attr-defined]
                 "replaced": k in replaced, "first": before is None}))
-        return rows
-
-    def _summary_rows(self, round_idx: int) -> list[Diagnostic]:
-        """Per key and in total: the round's replacements (and how many came from the +inf rule) and clients."""
-        if not self.config.report_diagnostics:
-            return []
-        per_key: dict[str, dict[str, int]] = {}
-        for row in self._rows.get(round_idx, []):
-            if not row.key.startswith("client/"):
-                continue
-            v = row.values
-            agg = per_key.setdefault(str(v["task_key"]), {"replaced": 0, "first_replaced": 0, "clients": 0})
-            agg["clients"] += 1
-            agg["replaced"] += int(bool(v["replaced"]))
-            agg["first_replaced"] += int(bool(v["replaced"]) and bool(v["first"]))
-        rows = [Diagnostic(key=f"replacements/{k}", values=dict(v)) for k, v in sorted(per_key.items())]
-        total = {name: sum(v[name] for v in per_key.values()) for name in ("replaced", "first_replaced", "clients")}
-        rows.append(Diagnostic(key="replacements", values=total))
         return rows
 
 
