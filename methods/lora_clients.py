@@ -22,6 +22,18 @@ from drake_bench.protocol import ClientContext, FederationContext, ModelIdentity
 from drake_bench.sample import MethodSample
 
 
+def packed_training_field() -> Any:
+    """The ``packed_training`` setting every entry that trains through ``drake_bench.models.train_step`` or
+    ``loss_on`` carries (one description, one default)."""
+    return Field(
+        default=True,
+        description="Train on each batch's items packed into one sequence (each with its own positions and a "
+                    "block-diagonal causal mask) instead of right-padded: the same loss and gradients within float "
+                    "tolerance, without the padding's compute (models whose attention cannot pack train padded). "
+                    "False trains padded, as every run did before packing (CHANGELOG), to rerun such a result file "
+                    "exactly.")
+
+
 class LoraSettings(BaseModel):
     """Settings shared by the LoRA-based reference entries (SFT, FedIT, zero-shot)."""
 
@@ -35,6 +47,7 @@ class LoraSettings(BaseModel):
                     "2e-5 to 3e-4 are for 1B-8B models.")
     weight_decay: float = Field(default=0.0, description="AdamW weight decay on the adapter weights.")
     offload_dir: str | None = Field(default=None, description="Keep client adapters on disk instead of RAM (for many clients).")
+    packed_training: bool = packed_training_field()
     model_loader: Literal["zoo", "testing"] = Field(
         default="zoo", description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny "
                                    "models from drake_bench.models.testing (fast tests only).")
@@ -135,7 +148,8 @@ class LoraClients:
             for batch in batches:
                 if not len(batch):
                     continue
-                losses.append(train_step(model, pool.processor(ctx.client_id), list(batch), opt))
+                losses.append(train_step(model, pool.processor(ctx.client_id), list(batch), opt,
+                                         packed=None if getattr(self.settings, "packed_training", True) else False))
                 if after_step is not None:
                     after_step(len(losses), batch)
             if adapter is not None:

@@ -90,3 +90,55 @@ def test_text_model_rejects_images_naming_the_sample():
         engine.generate(model, tok, toy_samples(1, seed=0))
     with pytest.raises(DrakeBenchError, match="empty batch"):
         engine.loss_on(model, tok, [])
+
+
+# ------------------------------------------------------------------------------------------- packed training
+PACKED = [("tiny-llava-llama-s", True), ("tiny-llava-qwen2-s", True), ("tiny-llama-s", False), ("tiny-qwen2-s", False)]
+
+
+def _grads(model, loss):
+    params = [p for p in model.parameters() if p.requires_grad]  # LLaVA's last vision layer is unused (features: -2)
+    return [g if g is not None else torch.zeros(()) for g in torch.autograd.grad(loss, params, allow_unused=True)]
+
+
+@pytest.mark.parametrize("name, multimodal", PACKED)
+def test_packed_loss_and_gradients_equal_the_padded_step(name, multimodal):
+    """Items of different lengths (0 to 3 images of 36 tokens): padding fills many slots, packing none, and the
+    loss and every gradient agree within float tolerance."""
+    proc = toy_processor() if multimodal else toy_tokenizer()
+    model = build_tiny(name)
+    model.train()
+    batch = toy_samples(6, seed=5, with_images=multimodal)
+    assert engine.packs(model)
+    padded, packed = engine.loss_on(model, proc, batch, packed=False), engine.loss_on(model, proc, batch, packed=True)
+    assert torch.allclose(packed, padded, rtol=1e-5, atol=1e-6)
+    for a, b in zip(_grads(model, padded), _grads(model, packed)):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+    enc = engine.encode_packed(model, proc, batch)
+    slots = engine.encode_for_training(model, proc, batch)["attention_mask"]
+    assert enc["input_ids"].numel() == int(slots.sum()) < slots.numel()  # exactly the real tokens: no padding
+
+
+def test_packed_items_do_not_see_each_other():
+    """The loss of two packed items is the token-weighted mean of each one's own loss: an item attending to the one
+    packed before it would change it (here the second item alone would be scored differently)."""
+    proc = toy_processor()
+    model = build_tiny("tiny-llava-llama-s")
+    model.eval()
+    a, b = toy_samples(2, seed=6)
+    n = [len(engine.encode_packed(model, proc, [s])["labels"][0].ne(engine.IGNORE_INDEX).nonzero()) for s in (a, b)]
+    with torch.no_grad():
+        alone = [engine.loss_on(model, proc, [s], packed=True) for s in (a, b)]
+        both = engine.loss_on(model, proc, [a, b], packed=True)
+    assert torch.allclose(both, (n[0] * alone[0] + n[1] * alone[1]) / sum(n), rtol=1e-5)
+
+
+def test_a_model_type_that_cannot_pack_trains_padded(monkeypatch):
+    proc = toy_tokenizer()
+    model = build_tiny("tiny-llama-s")
+    batch = toy_samples(3, seed=7, with_images=False)
+    monkeypatch.setattr(engine, "PACKABLE_MODEL_TYPES", frozenset())
+    assert not engine.packs(model)
+    assert torch.equal(engine.loss_on(model, proc, batch), engine.loss_on(model, proc, batch, packed=False))
+    with pytest.raises(DrakeBenchError, match="packed training is not supported for model type 'llama'"):
+        engine.loss_on(model, proc, batch, packed=True)

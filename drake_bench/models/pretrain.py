@@ -250,7 +250,9 @@ def pretrain(model: Any, processor: Any, samples: Sequence[Any], recipe: Recipe,
                     continue
                 for group in opt.param_groups:
                     group["lr"] = recipe.lr * warmup_cosine(step, steps, warm)
-                losses.append(round(engine.train_step(model, processor, b, opt, max_grad_norm=recipe.max_grad_norm), 5))
+                # padded, as when the shipped weights were built: their recipe reproduces them byte for byte
+                losses.append(round(engine.train_step(model, processor, b, opt, max_grad_norm=recipe.max_grad_norm,
+                                                      packed=False), 5))
                 done = step + 1
                 if resume_dir and done % 200 == 0 and done < steps:
                     save_progress(resume_dir, done, {"model": model}, opt, {"losses": losses})

@@ -139,12 +139,13 @@ def optimizer_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None
     optimizer.zero_grad(set_to_none=True)
 
 
-def task_loss(model: Any, processor: Any, batch: Sequence[MethodSample]) -> torch.Tensor:
-    """The mean answer-token cross-entropy of the model as it stands (drake_bench.models.loss_on), in train mode."""
+def task_loss(model: Any, processor: Any, batch: Sequence[MethodSample], packed: bool = True) -> torch.Tensor:
+    """The mean answer-token cross-entropy of the model as it stands (drake_bench.models.loss_on), in train mode;
+    ``packed``: the settings' ``packed_training``."""
     from drake_bench.models import loss_on
 
     model.train()
-    return loss_on(model, processor, list(batch))
+    return loss_on(model, processor, list(batch), packed=None if packed else False)
 
 
 def train_phase(model: Any, processor: Any, batches: Sequence[Sequence[MethodSample]], weights: Mapping[str, float],
@@ -156,7 +157,7 @@ def train_phase(model: Any, processor: Any, batches: Sequence[Sequence[MethodSam
     with combination(model, weights, trainable=[adapter]):
         opt = adamw(model, adapter, settings)
         for batch in batches:
-            loss = task_loss(model, processor, batch)
+            loss = task_loss(model, processor, batch, settings.packed_training)
             optimizer_step(loss + extra() if extra is not None else loss, opt)
             losses.append(float(loss.detach()))
     return losses

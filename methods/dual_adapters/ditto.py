@@ -73,12 +73,12 @@ class Ditto(DualAdapterMethod):
         local_losses, global_losses = [], []
         for batch in batches:
             with combination(model, {LOCAL: 1.0}, trainable=[LOCAL]):
-                loss = task_loss(model, processor, batch)
+                loss = task_loss(model, processor, batch, self.config.packed_training)
                 total = loss + proximal_term(local_params, anchor, lam) if lam > 0 else loss
                 optimizer_step(total, opt_local)
                 local_losses.append(float(loss.detach()))
             with combination(model, {GLOBAL: 1.0}, trainable=[GLOBAL]):
-                loss = task_loss(model, processor, batch)
+                loss = task_loss(model, processor, batch, self.config.packed_training)
                 optimizer_step(loss, opt_global)
                 global_losses.append(float(loss.detach()))
         mean = lambda xs: float(sum(xs) / len(xs)) if xs else 0.0  # noqa: E731

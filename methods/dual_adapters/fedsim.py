@@ -72,7 +72,7 @@ class FedSim(DualAdapterMethod):
                 opt = torch.optim.AdamW([{"params": params, "lr": self.config.learning_rate,
                                           "weight_decay": self.config.weight_decay}])
                 for batch in batches:
-                    loss = task_loss(model, processor, batch)
+                    loss = task_loss(model, processor, batch, self.config.packed_training)
                     optimizer_step(loss, opt)
                     losses.append(float(loss.detach()))
         return {"loss": float(sum(losses) / len(losses)) if losses else 0.0}

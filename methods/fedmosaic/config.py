@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
+from ..lora_clients import packed_training_field
 from .blocks import BlockRule, pq_layer_indices
 
 #: All linear modules of a Llama/Qwen2 decoder layer (App. A.6: LoRA on all linear layers); in a PQ
@@ -344,6 +345,7 @@ class FedMosaicPluginConfig(FedMosaicConfig):
                     "per element the paper's communication figures count (App. A.9).")
     offload_dir: str | None = Field(
         None, description="Keep client adapters on disk in this folder instead of RAM (for many clients).")
+    packed_training: bool = packed_training_field()
     model_loader: Literal["zoo", "testing"] = Field(
         "zoo",
         description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny models from "

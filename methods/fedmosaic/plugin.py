@@ -274,7 +274,7 @@ class FedMosaic:
         param = rela.last_layer_param(self.ws, self.config.grad_layer)
         param.requires_grad_(True)
         try:
-            loss = loss_on(self.ws, self.ws_processor, list(batch))
+            loss = loss_on(self.ws, self.ws_processor, list(batch), packed=None if self.config.packed_training else False)
             (grad,) = torch.autograd.grad(loss, [param])
         finally:
             param.requires_grad_(False)

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..lora_clients import packed_training_field
+
 
 class HeteroTuneConfig(BaseModel):
     """HeteroTune's settings (defaults: the full method, DeMA + CMGA)."""
@@ -120,6 +122,7 @@ class HeteroTuneConfig(BaseModel):
                     "the types' mean alpha, and the floats each type sent beside the formula (raw.diagnostics).")
     offload_dir: str | None = Field(
         default=None, description="Keep client adapters on disk instead of RAM (for many clients).")
+    packed_training: bool = packed_training_field()
     model_loader: Literal["zoo", "testing"] = Field(
         default="zoo", description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny "
                                    "models from drake_bench.models.testing (fast tests only).")

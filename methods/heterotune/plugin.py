@@ -114,7 +114,8 @@ class HeteroClients(CanonicalLoraClients):
                 if not len(batch):
                     continue
                 model.train()
-                loss = loss_on(model, pool.processor(ctx.client_id), list(batch))
+                loss = loss_on(model, pool.processor(ctx.client_id), list(batch),
+                               packed=None if self.settings.packed_training else False)
                 penalty = self.share_penalty(model)
                 (loss if penalty is None else loss + penalty).backward()
                 opt.step()
