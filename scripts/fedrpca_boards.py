@@ -58,10 +58,10 @@ def _split(setting: str) -> tuple[str, str, str]:
     return benchmark, scenario, tag
 
 
-def commands(setting: str, out: Path) -> list[list[str]]:
+def commands(setting: str, out: Path, padded: bool = False) -> list[list[str]]:
     benchmark, scenario, _ = _split(setting)
     common = ["drake-bench", "run", "--benchmark", benchmark, "--scenario", scenario, "--seeds", SEEDS,
-              "--no-fast-adaptation"]
+              "--no-fast-adaptation"] + (["--set", "packed_training=false"] if padded else [])
     if scenario.startswith("dirichlet") and benchmark == "fedllm-synth":
         common += ["--others-subsample", "0"]
     return [common + ["--methods", "fedit,task-arithmetic,fedrpca", "--out", str(out / "runs")],
@@ -202,6 +202,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("leaderboard/fedrpca"))
     ap.add_argument("--tables", type=Path, default=Path("docs/findings"), help="where fedrpca-boards.md/.json go")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--padded", action="store_true", help="train right-padded (packed_training=false), as the "
+                                                            "committed boards were: reruns them exactly")
     ap.add_argument("--cost", type=Path, help="a board folder with fedit and fedrpca result files: print their round "
                                               "times side by side and stop")
     args = ap.parse_args()
@@ -217,7 +219,7 @@ def main() -> None:
             # the three arms of the first command share its two workers; the beta = 1 arm runs beside them
             # in its own process (its own output folder), so no core idles while FedRPCA runs alone
             procs = []
-            for cmd in commands(setting, args.out):
+            for cmd in commands(setting, args.out, args.padded):
                 print("$", " ".join(cmd), flush=True)
                 procs.append((cmd, subprocess.Popen(cmd)))
             failed = [" ".join(cmd) for cmd, p in procs if p.wait() != 0]
