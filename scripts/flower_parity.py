@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
                          local_steps=1, batch_size=2, eval_every_rounds=1, others_subsample=1, self_subsample=2,
                          fast_adaptation=bool(spec.unseen_tasks), fast_adaptation_tasks=spec.unseen_tasks[:1] or None,
                          fast_adaptation_iters=1, fast_adaptation_eval_every=1, fast_adaptation_test_items=2,
-                         clients_per_round=args.clients_per_round, **extra)
+                         clients_per_round=args.clients_per_round, resume=False, **extra)  # fresh: a finished
+        # run would be rewritten from its checkpoints, and a parity check must run the code as it is now
 
     started = time.perf_counter()
     default = run_methods([config(n, out=f"{out}/default") for n in names], jobs=2)

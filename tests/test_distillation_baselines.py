@@ -91,21 +91,33 @@ def _adapter(upload: Message) -> dict[str, torch.Tensor]:
 
 class Passes:
     """Items through the language-model head, forward and backward: a step on B items costs B forward + B backward
-    item-passes, so compute in forward units is forward + 2 x backward (a backward costs two forwards)."""
+    item-passes, so compute in forward units is forward + 2 x backward (a backward costs two forwards). A packed
+    step (one sequence of B items, ``position_ids`` restarting at 0 for each) counts its B items, read as the model
+    is called; a backward counts the items of the forward whose output it flows through."""
 
     def __init__(self, method, client: int):
-        self.head = method.clients.pool.model_for(client).get_output_embeddings()
+        self.model = method.clients.pool.model_for(client)
+        self.head = self.model.get_output_embeddings()
         self.forward = self.backward = 0
+        self.items = 0
 
     def __enter__(self):
+        def call(_m, args, kwargs):
+            positions = kwargs.get("position_ids")
+            ids = kwargs.get("input_ids", args[0] if args else None)
+            self.items = int((positions == 0).sum()) if positions is not None else int(ids.shape[0])
+
         def fwd(_m, _i, out):
-            self.forward += out.shape[0]
+            n = self.items
+            self.forward += n
+            if out.requires_grad:
+                out.register_hook(lambda g: self._backward(n))
 
-        def bwd(_m, _gi, gout):
-            self.backward += gout[0].shape[0]
-
-        self.hooks = [self.head.register_forward_hook(fwd), self.head.register_full_backward_hook(bwd)]
+        self.hooks = [self.model.register_forward_pre_hook(call, with_kwargs=True), self.head.register_forward_hook(fwd)]
         return self
+
+    def _backward(self, n: int) -> None:
+        self.backward += n
 
     def __exit__(self, *exc):
         for h in self.hooks:
