@@ -142,3 +142,16 @@ def test_a_model_type_that_cannot_pack_trains_padded(monkeypatch):
     assert torch.equal(engine.loss_on(model, proc, batch), engine.loss_on(model, proc, batch, packed=False))
     with pytest.raises(DrakeBenchError, match="packed training is not supported for model type 'llama'"):
         engine.loss_on(model, proc, batch, packed=True)
+
+
+def test_answer_logits_packed_equal_padded_rows_tokens_and_counts():
+    """What the distillation entries and TAP read: the same rows, item after item, either way."""
+    proc = toy_processor()
+    model = build_tiny("tiny-llava-qwen2-s")
+    model.eval()
+    batch = toy_samples(5, seed=8)
+    with torch.no_grad():
+        a = engine.answer_logits(model, proc, batch, packed=False)
+        b = engine.answer_logits(model, proc, batch, packed=True)
+    assert torch.equal(a[1], b[1]) and a[2] == b[2] and sum(a[2]) == len(a[1])
+    assert torch.allclose(a[0], b[0], rtol=1e-4, atol=1e-5)

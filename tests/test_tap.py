@@ -311,7 +311,7 @@ def test_stage2_with_beta_zero_is_plain_local_fine_tuning_of_the_personal_copy(t
     model.train()
     activate(model, YN)
     for batch in batches:
-        loss_on(model, processor, batch, packed=False).backward()  # TAP's answer loss runs the items right-padded
+        loss_on(model, processor, batch).backward()
         torch.nn.utils.clip_grad_norm_([p for p in params if p.grad is not None], cfg.max_grad_norm)
         opt.step()
         opt.zero_grad(set_to_none=True)

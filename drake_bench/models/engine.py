@@ -144,10 +144,15 @@ def encode_packed(model: Any, processor: Any, batch: Sequence[Any]) -> dict[str,
     """The batch as one sequence (a batch of 1): the items' prompt + answer ids one after another, ``position_ids``
     restarting at 0 for each item, labels masked to the answer tokens (+ eos), every item's pixels in order. Each
     item's first label is a prompt token (ignored), so no item's last position is scored on the next item."""
+    return _encode_packed(model, processor, batch)[0]
+
+
+def _encode_packed(model: Any, processor: Any, batch: Sequence[Any]) -> tuple[dict[str, torch.Tensor], list[int]]:
     tok = tokenizer_of(processor)
     ids: list[int] = []
     labels: list[int] = []
     positions: list[int] = []
+    counts: list[int] = []
     pixels = []
     for s in batch:
         p_ids, pv = _encode_prompt(processor, s)
@@ -155,6 +160,7 @@ def encode_packed(model: Any, processor: Any, batch: Sequence[Any]) -> dict[str,
         ids += p_ids + t_ids
         labels += [IGNORE_INDEX] * len(p_ids) + t_ids
         positions += range(len(p_ids) + len(t_ids))
+        counts.append(len(t_ids))
         if pv is not None:
             pixels.append(pv)
     dev = model.device
@@ -162,7 +168,44 @@ def encode_packed(model: Any, processor: Any, batch: Sequence[Any]) -> dict[str,
            "labels": torch.tensor([labels], device=dev)}
     if pixels:
         out["pixel_values"] = torch.cat(pixels).to(device=dev, dtype=_float_dtype(model))
-    return out
+    return out, counts
+
+
+def _use_packing(model: Any, packed: bool | None) -> bool:
+    if packed is False:
+        return False
+    if packs(model):
+        return True
+    if packed:
+        raise DrakeBenchError(f"packed training is not supported for model type "
+                              f"{getattr(getattr(model, 'config', None), 'model_type', '?')!r} (see "
+                              "PACKABLE_MODEL_TYPES); packed=None trains it padded")
+    return False
+
+
+def answer_logits(model: Any, processor: Any, items: Sequence[Any], packed: bool | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """The logits predicting every answer token (+ eos) of ``items`` (tokens x vocabulary, float32, item after item),
+    those tokens, and how many each item has: the positions :func:`loss_on` scores, with gradients when enabled. For
+    methods whose loss reads the logits themselves (distillation). ``packed``: as in :func:`loss_on`."""
+    if _use_packing(model, packed):
+        inputs, counts = _encode_packed(model, processor, items)
+        labels = inputs.pop("labels")[0, 1:]
+        scored = (labels != IGNORE_INDEX).nonzero()[:, 0]  # positions whose next token is an answer token
+        with autocast(model):
+            logits = model(**inputs, use_cache=False, logits_to_keep=scored).logits  # no cache: packing reads positions
+        return logits[0].float(), labels[scored], counts
+    inputs = encode_for_training(model, processor, list(items))
+    labels = inputs.pop("labels")
+    targets = labels[:, 1:]
+    valid = (targets != IGNORE_INDEX).any(0).nonzero()
+    first = int(valid[0]) if len(valid) else targets.shape[1] - 1
+    with autocast(model):
+        logits = model(**inputs, logits_to_keep=labels.shape[1] - first).logits
+    targets = targets[:, first:]
+    logits = logits[:, : targets.shape[1]].float()
+    mask = targets != IGNORE_INDEX
+    return logits[mask], targets[mask], [int(n) for n in mask.sum(1)]
 
 
 def loss_on(model: Any, processor: Any, batch: Sequence[Any], packed: bool | None = None) -> torch.Tensor:
@@ -173,29 +216,15 @@ def loss_on(model: Any, processor: Any, batch: Sequence[Any], packed: bool | Non
     pretraining keeps it, so the shipped weights' recipe reproduces them byte for byte)."""
     if not batch:
         raise DrakeBenchError("loss_on/train_step got an empty batch")
-    if packed is None or packed:
-        if packs(model):
-            return _packed_loss(model, processor, batch)
-        if packed:
-            raise DrakeBenchError(f"packed training is not supported for model type "
-                                  f"{getattr(getattr(model, 'config', None), 'model_type', '?')!r} (see "
-                                  "PACKABLE_MODEL_TYPES); packed=None trains it padded")
-    inputs = encode_for_training(model, processor, batch)
+    if _use_packing(model, packed):
+        logits, targets, _ = answer_logits(model, processor, batch, packed=True)
+        return torch.nn.functional.cross_entropy(logits, targets, reduction="sum") / max(targets.numel(), 1)
+    inputs = encode_for_training(model, processor, batch)  # padded: these exact ops, so earlier results rerun
     labels = inputs.pop("labels")
     first, keep = _kept_positions(labels)
     with autocast(model):
         logits = model(**inputs, logits_to_keep=keep).logits
     return _token_nll(logits, labels[:, first + 1 :]).sum() / (labels[:, 1:] != IGNORE_INDEX).sum().clamp(min=1)
-
-
-def _packed_loss(model: Any, processor: Any, batch: Sequence[Any]) -> torch.Tensor:
-    inputs = encode_packed(model, processor, batch)
-    labels = inputs.pop("labels")[0, 1:]
-    scored = (labels != IGNORE_INDEX).nonzero()[:, 0]  # positions whose next token is an answer token
-    with autocast(model):
-        logits = model(**inputs, use_cache=False, logits_to_keep=scored).logits  # no cache: packing reads positions
-    nll = torch.nn.functional.cross_entropy(logits[0].float(), labels[scored], reduction="sum")
-    return nll / max(scored.numel(), 1)
 
 
 def _kept_positions(labels: torch.Tensor) -> tuple[int, int]:

@@ -128,34 +128,27 @@ class Rows:
         return torch.cat([self.item(i) for i in items])
 
 
-def answer_logits(model: Any, processor: Any, items: Sequence[MethodSample]) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+def answer_logits(model: Any, processor: Any, items: Sequence[MethodSample], packed: bool = True
+                  ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """The logits predicting every answer token of ``items`` (positions x vocabulary, float32, item after item), those
-    tokens, and how many each item has: the positions drake_bench.models.loss_on scores (with gradients when enabled)."""
-    from drake_bench.models.engine import IGNORE_INDEX, autocast, encode_for_training
+    tokens, and how many each item has: the positions drake_bench.models.loss_on scores (with gradients when enabled).
+    ``packed``: the settings' ``packed_training`` (drake_bench.models.engine.answer_logits)."""
+    from drake_bench.models.engine import answer_logits as engine_answer_logits
 
-    inputs = encode_for_training(model, processor, list(items))
-    labels = inputs.pop("labels")
-    targets = labels[:, 1:]
-    valid = (targets != IGNORE_INDEX).any(0).nonzero()
-    first = int(valid[0]) if len(valid) else targets.shape[1] - 1
-    with autocast(model):
-        logits = model(**inputs, logits_to_keep=labels.shape[1] - first).logits
-    targets = targets[:, first:]
-    logits = logits[:, : targets.shape[1]].float()
-    mask = targets != IGNORE_INDEX
-    return logits[mask], targets[mask], [int(n) for n in mask.sum(1)]
+    return engine_answer_logits(model, processor, list(items), packed=None if packed else False)
 
 
 EXTRACT_BATCH = 16
 """Public items per forward pass when extracting logits (the evaluator's generation batch)."""
 
 
-def public_logits(model: Any, processor: Any, items: Sequence[MethodSample]) -> tuple[Rows, torch.Tensor]:
+def public_logits(model: Any, processor: Any, items: Sequence[MethodSample], packed: bool = True
+                  ) -> tuple[Rows, torch.Tensor]:
     """The model's answer-token logits on public ``items`` (eval mode, no gradients) and the answer tokens."""
     values, targets, counts = [], [], []
     with eval_mode(model), torch.no_grad():
         for i in range(0, len(items), EXTRACT_BATCH):
-            v, t, c = answer_logits(model, processor, items[i:i + EXTRACT_BATCH])
+            v, t, c = answer_logits(model, processor, items[i:i + EXTRACT_BATCH], packed)
             values.append(v)
             targets.append(t)
             counts += c
@@ -362,7 +355,7 @@ class DistillationMethod(LoraMethod):
         losses = []
         for step in range(steps):
             idx = minibatch(step, len(items), self.config.distill_batch)
-            student, tokens, _ = answer_logits(model, processor, [items[i] for i in idx])
+            student, tokens, _ = answer_logits(model, processor, [items[i] for i in idx], self.config.packed_training)
             loss = loss_fn(student, tokens, idx)
             optimizer_step(loss, optimizer)
             if scheduler is not None:
@@ -375,7 +368,7 @@ class DistillationMethod(LoraMethod):
         """``loss_fn`` on all of ``items`` at once, without gradients (eval mode): the distillation loss of the model as
         it stands on a fixed batch."""
         with eval_mode(model), torch.no_grad():
-            student, tokens, _ = answer_logits(model, processor, list(items))
+            student, tokens, _ = answer_logits(model, processor, list(items), self.config.packed_training)
             return float(loss_fn(student, tokens, list(range(len(items)))))
 
     def report_loss(self, model: Any, processor: Any, items: Sequence[MethodSample],

@@ -165,7 +165,7 @@ class FedMKT(DistillationMethod):
 
     def topk(self, model: Any, processor: Any, items: Sequence[MethodSample]) -> TopK:
         """The model's top-k logits and ids on every answer token of ``items`` and each item's mean cross-entropy."""
-        logits, tokens = public_logits(model, processor, items)
+        logits, tokens = public_logits(model, processor, items, self.config.packed_training)
         k = min(self.config.top_k, logits.values.shape[-1])
         values, indices = torch.topk(logits.values, k, dim=-1)
         return TopK(Rows(values.contiguous(), logits.counts), Rows(indices.to(torch.int32), logits.counts),

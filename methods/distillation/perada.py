@@ -121,7 +121,7 @@ class PerAda(DistillationMethod):
             logits = None
             if self.exchanges(ctx):
                 with combination(model, {LOCAL: 1.0}):
-                    logits, _ = public_logits(model, processor, self.window(ctx.round_idx))
+                    logits, _ = public_logits(model, processor, self.window(ctx.round_idx), self.config.packed_training)
         adapters = split(self.clients.dump(c))
         mean = lambda xs: float(sum(xs) / len(xs)) if xs else 0.0  # noqa: E731
         upload = Message(tensors={**adapters[LOCAL], LOGITS: logits.values}) if logits is not None else Message()

@@ -155,7 +155,8 @@ class TAKFL(DistillationMethod):
         if not self.exchanges(ctx):
             return Message(), State(tensors=tensors, metadata={"loss": loss})
         with self.clients.pool.use(c) as model:
-            logits, _ = public_logits(model, self.clients.pool.processor(c), self.window(ctx.round_idx))
+            logits, _ = public_logits(model, self.clients.pool.processor(c), self.window(ctx.round_idx),
+                                      self.config.packed_training)
         return Message(tensors={**tensors, LOGITS: logits.values}), State(tensors=tensors, metadata={"loss": loss})
 
     def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
@@ -214,7 +215,7 @@ class TAKFL(DistillationMethod):
     def validation_loss(self, arch: str, adapter: Mapping[str, torch.Tensor]) -> float:
         """Mean answer cross-entropy of ``adapter`` on the held-out public items (lower is better)."""
         with self.server_model(self.slot[arch], {"default": adapter}) as (model, processor):
-            logits, tokens = public_logits(model, processor, self.validation)
+            logits, tokens = public_logits(model, processor, self.validation, self.config.packed_training)
         return float(torch.nn.functional.cross_entropy(logits.values, tokens))
 
     def integrated(self, arch: str, mean: dict[str, torch.Tensor], teachers: Mapping[str, torch.Tensor],
@@ -222,7 +223,7 @@ class TAKFL(DistillationMethod):
         """Student ``arch``'s integrated adapter: one distilled copy per teacher architecture, merged by task arithmetic."""
         cfg = self.config
         with self.server_model(self.slot[arch], {"default": mean}) as (model, processor):
-            own, _ = public_logits(model, processor, self.window(round_idx))
+            own, _ = public_logits(model, processor, self.window(round_idx), self.config.packed_training)
         order = [a for a in self.order if a in teachers]
         taus, report = [], {}
         for j in order:

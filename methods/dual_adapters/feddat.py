@@ -15,22 +15,15 @@ from drake_bench.sample import MethodSample
 from .base import FROZEN, GLOBAL, LOCAL, DualAdapterMethod, DualSettings, adamw, clone, combination, optimizer_step
 
 
-def answer_logits(model: Any, processor: Any, batch: Sequence[MethodSample]) -> tuple[torch.Tensor, torch.Tensor]:
+def answer_logits(model: Any, processor: Any, batch: Sequence[MethodSample], packed: bool = True
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits predicting every answer token of the batch (tokens x vocabulary, float32) and those tokens: the
-    positions drake_bench.models.loss_on scores, so their mean cross-entropy is its loss."""
-    from drake_bench.models.engine import IGNORE_INDEX, autocast, encode_for_training
+    positions drake_bench.models.loss_on scores, so their mean cross-entropy is its loss. ``packed``: the settings'
+    ``packed_training``."""
+    from drake_bench.models.engine import answer_logits as engine_answer_logits
 
-    inputs = encode_for_training(model, processor, list(batch))
-    labels = inputs.pop("labels")
-    targets = labels[:, 1:]
-    valid = (targets != IGNORE_INDEX).any(0).nonzero()
-    first = int(valid[0]) if len(valid) else targets.shape[1] - 1
-    with autocast(model):
-        logits = model(**inputs, logits_to_keep=labels.shape[1] - first).logits
-    targets = targets[:, first:]
-    logits = logits[:, : targets.shape[1]].float()
-    mask = targets != IGNORE_INDEX
-    return logits[mask], targets[mask]
+    logits, tokens, _ = engine_answer_logits(model, processor, list(batch), packed=None if packed else False)
+    return logits, tokens
 
 
 def kd_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -115,14 +108,14 @@ class FedDAT(DualAdapterMethod):
         model.train()
         for batch in batches:
             with torch.no_grad(), combination(model, teacher):
-                z_teacher, _ = answer_logits(model, processor, batch)
+                z_teacher, _ = answer_logits(model, processor, batch, cfg.packed_training)
             with combination(model, {GLOBAL: 1.0}, trainable=[GLOBAL]):
-                z_student, y = answer_logits(model, processor, batch)
+                z_student, y = answer_logits(model, processor, batch, cfg.packed_training)
                 ce = F.cross_entropy(z_student, y)
                 kd = kd_loss(z_student, z_teacher, t)
                 optimizer_step((1 - d) * ce + d * kd, opt_global)
             with combination(model, teacher, trainable=[LOCAL]):
-                z_dat, y = answer_logits(model, processor, batch)
+                z_dat, y = answer_logits(model, processor, batch, cfg.packed_training)
                 ce_dat = F.cross_entropy(z_dat, y)
                 optimizer_step((1 - d) * ce_dat + d * kd_loss(z_dat, z_student.detach(), t), opt_local)
             losses["student"].append(float(ce.detach()))

@@ -105,25 +105,16 @@ def rest(model: Any) -> None:
     set_active(model, [SHARED])
 
 
-def answer_loss(model: Any, processor: Any, items: Sequence[MethodSample], with_logits: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def answer_loss(model: Any, processor: Any, items: Sequence[MethodSample], with_logits: bool = False,
+                packed: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The mean cross-entropy over the items' answer tokens (+ eos), the positions ``drake_bench.models.loss_on``
     scores, and optionally the logits predicting those tokens (tokens x vocabulary, float32, in item order): one
-    forward pass gives both, so Stage 2's task loss and distillation term read the same logits."""
-    from drake_bench.models.engine import IGNORE_INDEX, autocast, encode_for_training
+    forward pass gives both, so Stage 2's task loss and distillation term read the same logits. ``packed``: the
+    settings' ``packed_training`` (``drake_bench.models.engine.answer_logits``)."""
+    from drake_bench.models.engine import answer_logits
 
-    inputs = encode_for_training(model, processor, list(items))
-    labels = inputs.pop("labels")
-    targets = labels[:, 1:]
-    valid = (targets != IGNORE_INDEX).any(0).nonzero()
-    first = int(valid[0]) if len(valid) else targets.shape[1] - 1
-    with autocast(model):
-        logits = model(**inputs, logits_to_keep=labels.shape[1] - first).logits
-    targets = targets[:, first:]
-    logits = logits[:, : targets.shape[1]].float()
-    mask = targets != IGNORE_INDEX
-    picked = logits[mask]
-    loss = F.cross_entropy(picked, targets[mask], reduction="sum") / mask.sum().clamp(min=1)
+    picked, targets, _ = answer_logits(model, processor, list(items), packed=None if packed else False)
+    loss = F.cross_entropy(picked, targets, reduction="sum") / max(targets.numel(), 1)
     return loss, (picked if with_logits else None)
 
 
@@ -251,7 +242,8 @@ class ExpertClients(LoraClients):
                     items = [batch[i] for i in idx]
                     activate(model, key)
                     kd = teacher is not None and beta is not None and beta(key) > 0
-                    loss, logits = answer_loss(model, processor, items, with_logits=kd)
+                    loss, logits = answer_loss(model, processor, items, with_logits=kd,
+                                               packed=self.settings.packed_training)
                     share = len(items) / len(batch)
                     total = share * loss
                     if kd:
@@ -286,7 +278,8 @@ class ExpertClients(LoraClients):
                     row = {}
                     for key, idx in group_by_key(batch).items():
                         activate(model, key)
-                        row[key] = answer_loss(model, processor, [batch[i] for i in idx], with_logits=True)[1]
+                        row[key] = answer_loss(model, processor, [batch[i] for i in idx], with_logits=True,
+                                                   packed=self.settings.packed_training)[1]
                     out.append(row)
         finally:
             rest(model)
