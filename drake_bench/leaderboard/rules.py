@@ -18,7 +18,7 @@ from typing import Any
 
 from ..access import DATA_ACCESS_KEY
 from ..errors import DrakeBenchError
-from ..results import (WEIGHTS_SHA256, RunResult, benchmark_differences, check_result, completeness_problems,
+from ..results import (WEIGHTS_SHA256, RunResult, benchmark_differences, check_result,
                        provenance_problems, read_result, weights_conflicts)
 from .boards import MIN_SEEDS, BoardDefinition
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from ..errors import UnknownNameError
 from .cache import models_home  # noqa: F401 (re-exported: callers know it as zoo.models_home)
-from .tokenizer import DEFAULT_VOCAB_SIZE, IMAGE_SIZE, PATCH_SIZE
+from .tokenizer import DEFAULT_VOCAB_SIZE, IMAGE_SIZE
 
 FAMILIES = ("llama", "qwen2")
 SIZES = ("s", "m", "l")

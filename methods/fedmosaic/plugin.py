@@ -295,7 +295,6 @@ class FedMosaic:
                     load_global_state(model, received, pool.slot(c))  # G_i into the frozen global path; L_i untouched
                 else:
                     load_local_state(model, received, pool.slot(c))  # FedIT-style: start from the aggregate
-        after_step = None
         tracker = None
         n_grad = 0
         if self.uses_rela:
@@ -303,13 +302,13 @@ class FedMosaic:
             tracker.ghat = state.tensors[_OWN + "ghat"].float().clone()
             gen = torch.Generator().manual_seed(ctx.seed % (2**63 - 1))
 
-            def after_step(step: int, batch: Sequence[MethodSample]) -> None:
+            def track_relevance(step: int, batch: Sequence[MethodSample]) -> None:
                 nonlocal n_grad
                 if step % cfg.grad_interval == 0 or (cfg.grad_at_least_once and step == len(batches) and n_grad == 0):
                     tracker.add(rela.sanitize(self._ws_gradient(batch), self.mask, cfg.mu, gen))
                     n_grad += 1
 
-        loss = self.clients.train(ctx, batches, after_step=after_step)
+        loss = self.clients.train(ctx, batches, after_step=track_relevance if tracker is not None else None)
         with pool.use(c) as model:
             local = local_state(model, pool.slot(c))
             gates = list(gate_values(model, pool.slot(c)).values())
