@@ -23,22 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
-
-def matmul_peak(n: int = 1024, reps: int = 20) -> float:
-    import torch
-
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    for _ in range(3):
-        a @ b
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t)
-    return 2 * n**3 / best
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_models import matmul_peak  # noqa: E402  (the same 1-thread fp32 GEMM peak docs/models.md reports)
 
 
 def batches_for(multimodal: bool, batch_size: int, steps: int) -> list[list]:
