@@ -148,12 +148,19 @@ def sample_participants(clients: list[int], seed: int, round_idx: int, fraction:
 
 
 class LocalClients(ClientCalls):
-    """The default backend: every call through the evaluator's method handle (its worker process, or inline)."""
+    """The default backend: every call through the evaluator's method handle (its worker process, or inline).
 
-    def __init__(self, callbacks: RunCallbacks):
+    ``client_batching``: where the method offers ``client_update_group`` (TrainsClientsTogether), each round's
+    clients of one architecture train in one call, in client order; a group's seconds are shared equally by its
+    clients (the call cannot say which client took which part)."""
+
+    def __init__(self, callbacks: RunCallbacks, client_batching: bool = False):
         self.cb = callbacks
+        self.client_batching = client_batching
 
     def train(self, run: SeedRun, round_idx: int, jobs: list[TrainJob]) -> dict[int, TrainReply | str]:
+        if self.client_batching and run.method.trains_clients_together:
+            return self._train_groups(run, round_idx, jobs)
         out: dict[int, TrainReply | str] = {}
         for job in jobs:
             self.cb.on_client(run.seed, round_idx, job.client)
@@ -161,6 +168,23 @@ class LocalClients(ClientCalls):
             upload, state = run.method.client_update(job.ctx, job.state, job.message, job.batches, rng_seed=job.ctx.seed)
             seconds = time.perf_counter() - t0
             out[job.client] = TrainReply(upload, state, seconds, diagnostics=run.method.client_diagnostics(job.ctx))
+        return out
+
+    def _train_groups(self, run: SeedRun, round_idx: int, jobs: list[TrainJob]) -> dict[int, TrainReply | str]:
+        groups: dict[str, list[TrainJob]] = {}
+        for job in jobs:
+            groups.setdefault(job.ctx.architecture, []).append(job)
+        out: dict[int, TrainReply | str] = {}
+        for group in groups.values():
+            for job in group:
+                self.cb.on_client(run.seed, round_idx, job.client)
+            t0 = time.perf_counter()
+            replies = run.method.client_update_group([j.ctx for j in group], [j.state for j in group],
+                                                     [j.message for j in group], [j.batches for j in group],
+                                                     rng_seed=group[0].ctx.seed)
+            seconds = (time.perf_counter() - t0) / len(group)
+            for job, (upload, state) in zip(group, replies):
+                out[job.client] = TrainReply(upload, state, seconds, diagnostics=run.method.client_diagnostics(job.ctx))
         return out
 
     def predict(self, run: SeedRun, jobs: list[PredictJob]) -> list[list[list[str]]]:
@@ -173,7 +197,7 @@ class Evaluator:
     def __init__(self, config: RunConfig, callbacks: RunCallbacks | None = None, clients: ClientCalls | None = None):
         self.config = config
         self.cb = callbacks or RunCallbacks()
-        self.clients = clients or LocalClients(self.cb)
+        self.clients = clients or LocalClients(self.cb, client_batching=config.client_batching)
         self.spec = load_benchmark(config.benchmark)
         if config.isolation == "process":  # its imports overlap with reading the data; the model libraries only
             # where the benchmark allocates models (decided without importing the plugin: its code never runs here)
@@ -268,6 +292,8 @@ class Evaluator:
         }
         if cfg.participation is not None or cfg.clients_per_round is not None:  # absent before it existed: old
             key["participation"] = [cfg.participation, cfg.clients_per_round]  # checkpoints keep their fingerprint
+        if cfg.client_batching and method.trains_clients_together:  # same numbers within float tolerance, not
+            key["client_batching"] = True  # bit for bit: a checkpoint resumes only under the batching it ran with
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     # -- one seed, step by step -------------------------------------------------------

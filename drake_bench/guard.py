@@ -30,6 +30,7 @@ from .protocol import (
     ReportsDiagnostics,
     ReportsModels,
     State,
+    TrainsClientsTogether,
     seed_everything,
 )
 from .sample import MethodSample
@@ -185,6 +186,33 @@ class GuardedMethod:
             raise self.error(call, f"returned {type(out).__name__}, expected (upload Message, new State)", ctx.client_id, r)
         upload = self._message(out[0], call, ctx.client_id, r, "the upload")
         return upload, self._state(out[1], call, ctx.client_id, r, "the new state")
+
+    @property
+    def trains_clients_together(self) -> bool:
+        return isinstance(self.method, TrainsClientsTogether)
+
+    def client_update_group(self, ctxs: Sequence[ClientContext], states: Sequence[State],
+                            messages: Sequence[Message | None], batches: Sequence[Iterable[Sequence[MethodSample]]],
+                            rng_seed: int | None = None) -> list[tuple[Message, State]]:
+        """One ``client_update_group`` over clients of one round: an (upload, state) per client, each checked as
+        :meth:`client_update` checks its own and named by its client."""
+        clients = [c.client_id for c in ctxs]
+        r = ctxs[0].round_idx
+        call = f"client_update_group(clients {clients})"
+        out = self.call(call, self.method.client_update_group, list(ctxs), list(states), list(messages),  # type: ignore[attr-defined]
+                        list(batches), round_idx=r, rng_seed=rng_seed)
+        if not isinstance(out, (list, tuple)) or len(out) != len(ctxs):
+            got = f"{len(out)} items" if isinstance(out, (list, tuple)) else type(out).__name__
+            raise self.error(call, f"must return a list of {len(ctxs)} (upload Message, new State) pairs, got {got}",
+                             None, r)
+        replies = []
+        for c, pair in zip(clients, out):
+            if not (isinstance(pair, tuple) and len(pair) == 2):
+                raise self.error(call, f"returned {type(pair).__name__} for client {c}, expected (upload Message, "
+                                       "new State)", c, r)
+            replies.append((self._message(pair[0], call, c, r, "the upload"), self._state(pair[1], call, c, r,
+                                                                                          "the new state")))
+        return replies
 
     def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message],
                   rng_seed: int | None = None) -> tuple[dict[int, Message], State]:

@@ -205,7 +205,8 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
         guarded = GuardedMethod(method)
         info = {"meta": method.meta.model_dump(mode="json"), "config": method.config.model_dump(mode="json"),
                 "post_federation": guarded.has_post_federation, "adaptation": guarded.has_adaptation,
-                "diagnostics": guarded.has_diagnostics, "client_diagnostics": guarded.has_client_diagnostics}
+                "diagnostics": guarded.has_diagnostics, "client_diagnostics": guarded.has_client_diagnostics,
+                "clients_together": guarded.trains_clients_together}
         conn.send_bytes(dumps(("ok", info)))
     except BaseException as exc:  # noqa: BLE001 - every failure goes back as text
         conn.send_bytes(dumps(("error", type(exc).__name__, str(exc))))
@@ -227,8 +228,8 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
         conn.send_bytes(reply)
 
 
-_SEEDED = {"setup", "init_client", "init_server", "client_update", "aggregate", "predict", "post_federation",
-           "adaptation_state"}
+_SEEDED = {"setup", "init_client", "init_server", "client_update", "client_update_group", "aggregate", "predict",
+           "post_federation", "adaptation_state"}
 
 
 def import_target(target: str) -> Any:
@@ -349,6 +350,7 @@ class MethodProcess:
         self.has_adaptation: bool = info["adaptation"]
         self.has_diagnostics: bool = info["diagnostics"]
         self.has_client_diagnostics: bool = info["client_diagnostics"]
+        self.trains_clients_together: bool = info["clients_together"]
 
     # -- transport --------------------------------------------------------------------
     def _receive(self, call: str, client: int | None, round_idx: int | None) -> tuple:
@@ -418,6 +420,12 @@ class MethodProcess:
         batches = [list(b) for b in batches]  # decoded here, in the evaluator's process: data errors stay data errors
         return self._call("client_update", ctx, state, message, batches, call, rng_seed=rng_seed,
                           client=ctx.client_id, round_idx=ctx.round_idx)
+
+    def client_update_group(self, ctxs: list[ClientContext], states: list[State], messages: list[Message | None],
+                            batches: list[Any], rng_seed: int | None = None) -> list[tuple[Message, State]]:
+        batches = [[list(b) for b in bs] for bs in batches]  # decoded here, as client_update's
+        return self._call("client_update_group", ctxs, states, messages, batches, rng_seed=rng_seed,
+                          round_idx=ctxs[0].round_idx)
 
     def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message],
                   rng_seed: int | None = None) -> tuple[dict[int, Message], State]:

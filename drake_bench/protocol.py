@@ -22,6 +22,7 @@ The order of calls, driven by the evaluator (methods never see the schedule or a
     server_state = method.init_server()
     for each round r:
         upload[c], client_state[c] = method.client_update(ctx(c, r), client_state[c], message[c], batches)
+            (or, with --client-batching, one client_update_group per architecture  [optional])
         rows = method.client_diagnostics(ctx(c, r))  [optional]          # numbers about that client's step
         message, server_state = method.aggregate(r, server_state, upload)      # one message per client
         rows = method.round_diagnostics(r)  [optional]                   # numbers about that aggregate
@@ -322,6 +323,26 @@ class ReportsClientDiagnostics(Protocol):
 
 
 @runtime_checkable
+class TrainsClientsTogether(Protocol):
+    """Optional: one call runs the ``client_update`` of several clients of one architecture (``--client-batching``).
+
+    Clients of one architecture share a frozen base and differ in small adapters, so their local steps can run as
+    one pass (a grouped LoRA: each item through its own client's adapter). With ``client_batching`` on, the default
+    backend groups each round's clients by architecture and makes this call once per group instead of one
+    ``client_update`` per client; fast adaptation and the Flower backend (a node stands for one client) keep the
+    per-client call. The evaluator seeds the call with the first client's seed, so a method whose local training
+    draws random numbers should not implement it; its per-client seconds are the group's seconds shared equally.
+    ``client_diagnostics(ctx)`` is asked for each client of the group after the call.
+    """
+
+    def client_update_group(self, ctxs: Sequence[ClientContext], states: Sequence[State],
+                            messages: Sequence[Message | None], batches: Sequence[Iterable[Sequence[MethodSample]]]
+                            ) -> list[tuple[Message, State]]:
+        """``[client_update(ctxs[i], states[i], messages[i], batches[i]) for i ...]`` computed together: the same
+        uploads and states within float tolerance, in the order of ``ctxs``."""
+
+
+@runtime_checkable
 class PostFederation(Protocol):
     """Optional: a stage after the last round whose states replace the final evaluation (TAP's distillation)."""
 
@@ -346,7 +367,8 @@ PROTOCOL_CALLS = ("setup", "init_client", "init_server", "client_update", "aggre
 
 OPTIONAL_CALLS = {"model_identity": ReportsModels, "evaluation_settings": ReportsModels,
                   "post_federation": PostFederation, "adaptation_state": AdaptationInit,
-                  "round_diagnostics": ReportsDiagnostics, "client_diagnostics": ReportsClientDiagnostics}
+                  "round_diagnostics": ReportsDiagnostics, "client_diagnostics": ReportsClientDiagnostics,
+                  "client_update_group": TrainsClientsTogether}
 """Optional calls and the protocol each belongs to."""
 
 

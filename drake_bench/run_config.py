@@ -77,6 +77,14 @@ class RunConfig(BaseModel):
         default=None, ge=1,
         description="Partial participation: the number of clients drawn to train in each round (seeded as "
                     "participation); None: every client. Not with participation.")
+    client_batching: bool = Field(
+        default=False,
+        description="Train the clients of one architecture together, in one pass per local step (a grouped LoRA: "
+                    "each item through its own client's adapter, each client its own loss, clipping and optimiser), "
+                    "where the method offers it (TrainsClientsTogether: SFT, FedIT and FedIT's server variants); the "
+                    "same numbers within float tolerance. It pays where one client leaves the device idle (a GPU); "
+                    "docs/performance.md measures it. Default backend only; per-client seconds are the group's "
+                    "seconds shared equally.")
     backend: Literal["default", "flower"] = Field(
         default="default",
         description="'default': the evaluator drives every client itself, one after another; 'flower': the same "
@@ -118,6 +126,9 @@ class RunConfig(BaseModel):
     def _one_participation_rule(self) -> "RunConfig":
         if self.participation is not None and self.clients_per_round is not None:
             raise ValueError("give participation (a fraction) or clients_per_round (a count), not both")
+        if self.client_batching and self.backend != "default":
+            raise ValueError("client_batching groups clients in the default backend's process; under Flower each "
+                             "node stands for one client (run without client_batching)")
         if self.backend != "flower":
             flower_only = [f for f in ("superlink", "round_timeout", "flower_workers") if getattr(self, f) is not None]
             if flower_only:

@@ -13,17 +13,14 @@ adaptation starts from the architecture's average (docs/design-notes.md#adaptati
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-
 from pydantic import ConfigDict, Field
 
 from drake_bench.protocol import ClientContext, Message, MethodMeta, State
-from drake_bench.sample import MethodSample
 
-from .lora_clients import LoraMethod, LoraSettings, average
+from .lora_clients import GroupedLoraRounds, LoraMethod, LoraSettings, average
 
 
-class FedIT(LoraMethod):
+class FedIT(GroupedLoraRounds, LoraMethod):
     meta = MethodMeta(
         name="fedit", version="1.0", relative_compute=1.0,
         summary="FedAvg of one LoRA adapter per architecture (federated instruction tuning).",
@@ -33,11 +30,11 @@ class FedIT(LoraMethod):
         model_config = ConfigDict(extra="forbid")
         weighting: str = Field(default="equal", pattern="^(equal)$", description="How uploads of one architecture are averaged: 'equal' weights (the FedMosaic paper's Table 7 'Vanilla').")
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
-        start = State(tensors=message.tensors) if message is not None and message.tensors else state
-        self.clients.load(ctx.client_id, start)
-        loss = self.clients.train(ctx, batches)
+    def round_start(self, ctx: ClientContext, state: State, message: Message | None) -> State:
+        """The architecture's last global adapter (its own adapter before the first aggregate)."""
+        return State(tensors=message.tensors) if message is not None and message.tensors else state
+
+    def round_result(self, ctx: ClientContext, loss: float) -> tuple[Message, State]:
         tensors = self.clients.dump(ctx.client_id)
         return Message(tensors=tensors), State(tensors=tensors, metadata={"loss": loss})
 

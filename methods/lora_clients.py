@@ -18,7 +18,7 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, FederationContext, ModelIdentity, State
+from drake_bench.protocol import ClientContext, FederationContext, Message, ModelIdentity, State
 from drake_bench.sample import MethodSample
 
 
@@ -156,6 +156,41 @@ class LoraClients:
                 model.set_adapter(pool.slot(ctx.client_id, self.adapter_names[0]))
         return float(sum(losses) / len(losses)) if losses else 0.0
 
+    def train_group(self, ctxs: Sequence[ClientContext], batches: Sequence[Iterable[Sequence[MethodSample]]]
+                    ) -> list[float]:
+        """:meth:`train` for several clients of one architecture in one pass per step (client batching,
+        ``drake_bench.models.grouped``): each client trains its own adapter with its own fresh :meth:`optimizer`
+        on its own batches, step k of every client that has a k-th non-empty batch in one forward and backward;
+        returns each client's mean loss, as :meth:`train` would within float tolerance. Needs packed training and
+        a single-adapter pool (a method with ``after_step`` work trains its clients one by one)."""
+        from drake_bench.errors import DrakeBenchError
+        from drake_bench.models.grouped import train_group_step
+
+        if not getattr(self.settings, "packed_training", True):
+            raise DrakeBenchError("client batching packs each client's batch into one row; packed_training=False "
+                                  "trains padded, so run it without --client-batching")
+        if len(self.adapter_names) != 1:
+            raise DrakeBenchError("client batching trains one adapter per client; this pool has "
+                                  f"{list(self.adapter_names)}")
+        pool = self.pool
+        clients = [c.client_id for c in ctxs]
+        steps = [[list(b) for b in bs if len(b)] for bs in batches]
+        with pool.use_group(clients) as (model, slots):
+            optimizers = []
+            for s in slots:  # each optimiser over its own slot (param_groups reads what is trainable)
+                model.base_model.set_adapter(s)
+                optimizers.append(self.optimizer(model))
+            model.base_model.set_adapter(slots)
+            processor = pool.processor(clients[0])
+            losses: list[list[float]] = [[] for _ in clients]
+            for k in range(max((len(s) for s in steps), default=0)):
+                rows = [i for i, s in enumerate(steps) if k < len(s)]
+                out = train_group_step(model, processor, [steps[i][k] for i in rows], [slots[i] for i in rows],
+                                       [optimizers[i] for i in rows])
+                for i, loss in zip(rows, out):
+                    losses[i].append(loss)
+        return [float(sum(x) / len(x)) if x else 0.0 for x in losses]
+
     def predict(self, ctx: ClientContext, queries: Sequence[MethodSample]) -> list[str]:
         from drake_bench.models import predict
 
@@ -258,3 +293,34 @@ class LoraMethod:
         """The within-architecture average of the final local adapters, the paper's "aggregated local
         models" of Fig. 7 (docs/design-notes.md#adaptation-init)."""
         return State(tensors=average([s.tensors for s in client_states.values()]))
+
+
+class GroupedLoraRounds:
+    """``client_update`` and ``client_update_group`` (the optional ``TrainsClientsTogether`` call behind
+    ``--client-batching``) of a :class:`LoraMethod` whose round is: load :meth:`round_start`, train locally, return
+    :meth:`round_result`. The grouped call loads every client's start, trains them together
+    (:meth:`LoraClients.train_group`) and returns each client's result, so both paths share one definition of the
+    round and differ only in how the local steps are batched."""
+
+    clients: LoraClients
+
+    def round_start(self, ctx: ClientContext, state: State, message: Message | None) -> State:
+        """The adapter the client's local training starts from this round."""
+        raise NotImplementedError
+
+    def round_result(self, ctx: ClientContext, loss: float) -> tuple[Message, State]:
+        """The upload and the new state after local training (the trained adapter is in the pool)."""
+        raise NotImplementedError
+
+    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
+                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+        self.clients.load(ctx.client_id, self.round_start(ctx, state, message))
+        return self.round_result(ctx, self.clients.train(ctx, batches))
+
+    def client_update_group(self, ctxs: Sequence[ClientContext], states: Sequence[State],
+                            messages: Sequence[Message | None], batches: Sequence[Iterable[Sequence[MethodSample]]]
+                            ) -> list[tuple[Message, State]]:
+        for ctx, state, message in zip(ctxs, states, messages):
+            self.clients.load(ctx.client_id, self.round_start(ctx, state, message))
+        losses = self.clients.train_group(ctxs, batches)
+        return [self.round_result(ctx, loss) for ctx, loss in zip(ctxs, losses)]

@@ -7,27 +7,24 @@ the within-architecture average of the final adapters (docs/design-notes.md#adap
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-
 from pydantic import ConfigDict
 
 from drake_bench.protocol import ClientContext, Message, MethodMeta, State
-from drake_bench.sample import MethodSample
 
-from .lora_clients import LoraMethod, LoraSettings
+from .lora_clients import GroupedLoraRounds, LoraMethod, LoraSettings
 
 
-class SFT(LoraMethod):
+class SFT(GroupedLoraRounds, LoraMethod):
     meta = MethodMeta(name="sft", version="1.0", relative_compute=1.0,
                       summary="Local LoRA fine-tuning on each client; nothing is shared (the personalisation baseline).")
 
     class Config(LoraSettings):
         model_config = ConfigDict(extra="forbid")
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
-        self.clients.load(ctx.client_id, state)
-        loss = self.clients.train(ctx, batches)
+    def round_start(self, ctx: ClientContext, state: State, message: Message | None) -> State:
+        return state  # its own adapter: nothing comes from the server
+
+    def round_result(self, ctx: ClientContext, loss: float) -> tuple[Message, State]:
         return Message(), State(tensors=self.clients.dump(ctx.client_id), metadata={"loss": loss})
 
     def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:

@@ -324,6 +324,49 @@ class ModelPool:
             if arch.active == client_id:
                 self._swap_out(arch)
 
+    @contextlib.contextmanager
+    def use_group(self, client_ids: Sequence[int], adapter: str = "default") -> Iterator[tuple[Any, list[str]]]:
+        """Context manager for training several clients of one architecture in one pass (client batching,
+        :mod:`drake_bench.models.grouped`): ``(peft model, slot names)``, client i's ``adapter`` tensors copied into
+        slot i (an extra peft adapter of the same config, added on first use) and every one of those slots
+        trainable; their tensors are saved back to the clients on exit and the model is left on its first adapter.
+        Single-rank architectures only (a rank-heterogeneous one mixes slot shapes)."""
+        clients = [self._check(int(c)) for c in client_ids]
+        if not clients or len(set(clients)) != len(clients):
+            raise DrakeBenchError(f"use_group needs distinct clients, got {list(client_ids)}")
+        self._check_adapter(adapter, clients[0])
+        keys = {self.architecture(c) for c in clients}
+        if len(keys) != 1:
+            raise DrakeBenchError(f"use_group: clients {clients} span architectures {sorted(keys)}; a group shares "
+                                  "one base")
+        arch = self._arch(keys.pop())
+        if arch.multi_rank:
+            raise DrakeBenchError(f"use_group: {arch.key} has clients of several LoRA ranks; client batching needs "
+                                  "one rank per architecture")
+        self._swap_out(arch)
+        own = arch.slots[(adapter, self._rank[clients[0]])]
+        slots = [f"{own}__group{i}" for i in range(len(clients))]
+        model = arch.model
+        for s in slots:
+            if s not in arch.live:
+                from peft.utils import get_peft_model_state_dict
+
+                with torch.random.fork_rng(devices=[]):  # its initial values are overwritten: draw no numbers
+                    model.add_adapter(s, copy.deepcopy(model.peft_config[own]))
+                arch.live[s] = get_peft_model_state_dict(model, adapter_name=s, save_embedding_layers=False)
+        with torch.no_grad():
+            for c, s in zip(clients, slots):
+                state = self._get(c, adapter)
+                for k, t in arch.live[s].items():
+                    t.copy_(state[k])
+        model.base_model.set_adapter(slots)  # trainable: exactly the group's slots
+        try:
+            yield model, slots
+        finally:
+            for c, s in zip(clients, slots):
+                self._put(c, adapter, {k: v.detach().to("cpu", copy=True) for k, v in arch.live[s].items()})
+            model.set_adapter(self.adapter_names[0])
+
     def sync(self) -> None:
         """Save every swapped-in client's adapters back to its own storage."""
         for arch in self._archs.values():

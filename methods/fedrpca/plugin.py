@@ -91,9 +91,21 @@ class ProximalLoraClients(LoraClients):
         try:
             return super().train(ctx, batches, adapter=adapter, after_step=after_step)
         finally:
-            for h in self._hooks:
-                h.remove()
-            self._hooks.clear()
+            self._remove_hooks()
+
+    def train_group(self, ctxs: Sequence[ClientContext], batches: Sequence[Iterable[Sequence[MethodSample]]]
+                    ) -> list[float]:
+        """Client batching: every client's optimiser is built on its own slot while it alone is trainable, so each
+        slot gets the hook of its own starting weights."""
+        try:
+            return super().train_group(ctxs, batches)
+        finally:
+            self._remove_hooks()
+
+    def _remove_hooks(self) -> None:
+        for h in self._hooks:
+            h.remove()
+        self._hooks.clear()
 
 
 # ---------------------------------------------------------------------------------------------- the round
