@@ -33,6 +33,7 @@ import torch
 
 from ..errors import DrakeBenchError
 from ..sample import AnswerType
+from .kernels import SEGMENT_ATTENTION, packed_forward
 from .prompting import build_prompt, candidate_targets, is_choice, options, target
 
 IGNORE_INDEX = -100
@@ -137,7 +138,7 @@ def packs(model: Any) -> bool:
     config = getattr(model, "config", None)
     text = getattr(config, "text_config", None) or config
     return getattr(text, "model_type", None) in PACKABLE_MODEL_TYPES and getattr(text, "_attn_implementation", "sdpa") in (
-        "sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
+        "sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention", SEGMENT_ATTENTION)
 
 
 def encode_packed(model: Any, processor: Any, batch: Sequence[Any]) -> dict[str, torch.Tensor]:
@@ -192,7 +193,7 @@ def answer_logits(model: Any, processor: Any, items: Sequence[Any], packed: bool
         inputs, counts = _encode_packed(model, processor, items)
         labels = inputs.pop("labels")[0, 1:]
         scored = (labels != IGNORE_INDEX).nonzero()[:, 0]  # positions whose next token is an answer token
-        with autocast(model):
+        with autocast(model), packed_forward():
             logits = model(**inputs, use_cache=False, logits_to_keep=scored).logits  # no cache: packing reads positions
         return logits[0].float(), labels[scored], counts
     inputs = encode_for_training(model, processor, list(items))

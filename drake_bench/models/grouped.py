@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from ..errors import DrakeBenchError
+from .kernels import packed_forward
 from .engine import IGNORE_INDEX, _encode_packed, _float_dtype, _pad_id, autocast, packs, tokenizer_of
 
 
@@ -92,7 +93,7 @@ def group_losses(model: Any, processor: Any, batches: Sequence[Sequence[Any]], a
     inputs = encode_rows(model, processor, batches)
     labels = inputs.pop("labels")[:, 1:]
     scored = (labels != IGNORE_INDEX).any(0).nonzero()[:, 0]  # positions predicting an answer token in some row
-    with routed(model, adapters), autocast(model):
+    with routed(model, adapters), autocast(model), packed_forward():
         logits = model(**inputs, use_cache=False, logits_to_keep=scored).logits  # no cache: packing reads positions
     targets = labels[:, scored]
     nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), targets, ignore_index=IGNORE_INDEX,
