@@ -19,12 +19,13 @@ inference settings (:class:`~drake_bench.protocol.ReportsModels`), and the resul
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,12 @@ class RunCallbacks:
     def on_adaptation(self, seed: int, task: str, arch: str) -> None: ...
 
 
+PHASE_SECONDS_KEY = "phase_seconds"
+"""``fl.extra`` key of the wall seconds each seed spent per phase (setup: data, method start, set-up and states or the
+checkpoint; training; aggregation; evaluation; checkpoint; post_federation; fast_adaptation). Timed by the evaluator
+around its own steps in this invocation: a resumed seed counts only what ran after the resume. An execution field
+(``results.EXECUTION_FIELDS``): two runs of one configuration differ in it."""
+
 VERIFIED_KEY = "verified_files"
 """Checkpoint key of the shard hashes a seed verified in the rounds it has run (so a resumed seed keeps them)."""
 
@@ -118,6 +125,16 @@ class SeedRun:
     setup_seed: int = 0  # what setup was seeded with: a Flower node sets its own copy of the method up alike
     access: AccessLedger = field(default_factory=AccessLedger)  # what the method was handed, by split
     verified: dict[str, str] = field(default_factory=dict)  # shards verified before a resume (kept in the checkpoint)
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # wall seconds per phase of this process's work
+
+    @contextlib.contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        """Adds the block's wall seconds to ``phase_seconds[phase]``."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + time.perf_counter() - t0
 
     @property
     def rounds(self) -> int:
@@ -562,7 +579,9 @@ class Evaluator:
 
     def run_seed(self, seed: int) -> tuple[RawTables, dict[str, Any]]:
         """One seed from start (or its checkpoint) to the raw tables."""
+        t0 = time.perf_counter()
         run = self.init_or_resume(seed)
+        run.phase_seconds["setup"] = time.perf_counter() - t0
         try:
             return self._run_rounds(run)
         finally:
@@ -578,15 +597,22 @@ class Evaluator:
         seed = run.seed
         for r in range(run.start_round, run.rounds):
             self.cb.on_round(seed, r, run.rounds)
-            uploads = self.train_round(run, r)
-            self.aggregate_round(run, r, uploads)
+            with run.timed("training"):
+                uploads = self.train_round(run, r)
+            with run.timed("aggregation"):
+                self.aggregate_round(run, r, uploads)
             if self.is_eval_round(run, r):
                 self.cb.on_eval(seed, r)
-                run.scores.extend(self.evaluate(run, run.states, r))
-            self.save_checkpoint(run, r + 1)
-        self.post_federation(run)
-        adaptation = self.fast_adaptation(run)
+                with run.timed("evaluation"):
+                    run.scores.extend(self.evaluate(run, run.states, r))
+            with run.timed("checkpoint"):
+                self.save_checkpoint(run, r + 1)
+        with run.timed("post_federation"):
+            self.post_federation(run)
+        with run.timed("fast_adaptation"):
+            adaptation = self.fast_adaptation(run)
         info = {"local_steps": run.local_steps, "rounds": run.rounds, "eval_every_rounds": run.eval_every,
+                "phase_seconds": dict(run.phase_seconds),
                 "method_version": run.method.meta.version, "method_config": run.method.config_dump,
                 **{k: v for k, v in run.extra.items() if k != "uid_key"}, DATA_ACCESS_KEY: run.access.record()}
         return RawTables(scores=run.scores, adaptation=adaptation, costs=run.costs, server_costs=run.server_costs,
@@ -633,6 +659,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
     done: list[int] = []
     data_hash = None
     access: dict[str, Any] = {}  # seed -> the evaluator's record of what the method was handed (drake_bench.access)
+    phases: dict[str, dict[str, float]] = {}  # seed -> wall seconds per phase (this invocation's share of a resumed run)
 
     def result(status: str, notes: list[str]) -> RunResult:
         merged = RawTables(
@@ -664,7 +691,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
                 others_subsample=config.others_subsample if config.others_subsample is not None else ev.spec.fl.others_subsample,
                 num_clients=len(ev.spec.clients),
                 extra={"compute_matched": config.compute_matched, "run_config": config.model_dump(mode="json"),
-                       DATA_ACCESS_KEY: dict(access),
+                       DATA_ACCESS_KEY: dict(access), PHASE_SECONDS_KEY: dict(phases),
                        **({"compute": ev.compute.summary()} if ev.compute is not None else {})},
             ),
             evaluation=ev.evaluation,
@@ -685,6 +712,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
         raws.append(raw)
         done.append(seed)
         access[str(seed)] = info[DATA_ACCESS_KEY]
+        phases[str(seed)] = info["phase_seconds"]
         data_hash = ev.data_hash
     final = result("complete", [])
     write_result(final, final.path(config.out))

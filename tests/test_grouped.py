@@ -148,6 +148,9 @@ def test_a_client_batching_run_gives_the_sequential_runs_numbers(toy_mixed, tmp_
     seq, grp = run(seq_cfg), run(grp_cfg)
     first = _initial_adapters(seq_cfg)
     assert grp.fl.extra["run_config"]["client_batching"] is True
+    phases = grp.fl.extra["phase_seconds"]["0"]  # the evaluator's wall seconds per phase (an execution field)
+    assert {"setup", "training", "aggregation", "evaluation", "checkpoint"} <= set(phases)
+    assert all(v >= 0 for v in phases.values()) and phases["training"] > 0
     assert [d for d in comparable_differences(grp, seq) if "client_batching" not in d] == []
     seq_states = checkpoint.load(Evaluator(seq_cfg).run_dir(0)).clients
     grp_states = checkpoint.load(Evaluator(grp_cfg).run_dir(0)).clients

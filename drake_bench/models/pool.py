@@ -50,6 +50,8 @@ from typing import Any
 import torch
 
 from ..errors import DrakeBenchError, UnknownNameError
+from .engine import packs
+from .kernels import use_segment_attention
 from .loading import load_base
 from .zoo import architecture_key
 
@@ -130,6 +132,7 @@ class ModelPool:
         post_attach: Callable[[Any], None] | None = None,
         client_ranks: Mapping[int, int] | None = None,
         rank_axes: Mapping[str, tuple[int, ...]] | None = None,
+        segment_attention: bool = True,
     ) -> None:
         if not adapter_names:
             raise DrakeBenchError("ModelPool needs at least one adapter name")
@@ -139,6 +142,7 @@ class ModelPool:
         self._config_fn = adapter_config if callable(adapter_config) else (lambda _name: adapter_config)
         self._loader = loader or load_base
         self._post_attach = post_attach  # called on each new PeftModel before init states are captured
+        self.segment_attention = segment_attention  # packed training attends per item (drake_bench.models.kernels)
         self.offload_dir = Path(offload_dir) if offload_dir is not None else None
         self._archs: dict[str, _Arch] = {}
         self._states: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
@@ -211,6 +215,8 @@ class ModelPool:
         name = self.allocation[clients[0]]
         base, processor = self._loader(name, device=self.device, dtype=self.dtype)
         base.requires_grad_(False)
+        if self.segment_attention and packs(base):
+            use_segment_attention(base)
         base_cfg = self._config_fn(name)
         if self._has_ranks:  # clients client_ranks does not name keep the adapter config's rank
             self._rank.update({c: int(base_cfg.r) for c in clients if self._rank[c] is None})

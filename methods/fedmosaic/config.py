@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
-from ..lora_clients import packed_training_field
+from ..lora_clients import packed_training_field, segment_attention_field
 from .blocks import BlockRule, pq_layer_indices
 
 #: All linear modules of a Llama/Qwen2 decoder layer (App. A.6: LoRA on all linear layers); in a PQ
@@ -346,6 +346,7 @@ class FedMosaicPluginConfig(FedMosaicConfig):
     offload_dir: str | None = Field(
         None, description="Keep client adapters on disk in this folder instead of RAM (for many clients).")
     packed_training: bool = packed_training_field()
+    segment_attention: bool = segment_attention_field()
     model_loader: Literal["zoo", "testing"] = Field(
         "zoo",
         description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny models from "

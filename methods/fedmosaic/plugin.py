@@ -244,6 +244,11 @@ class FedMosaic:
             self.ws, self.ws_processor = self.clients.loader(federation.allocation[groups[ws_arch][0]],
                                                              device=federation.device)
             self.ws.requires_grad_(False)
+            from drake_bench.models.engine import packs
+            from drake_bench.models.kernels import use_segment_attention
+
+            if cfg.segment_attention and packs(self.ws):
+                use_segment_attention(self.ws)
             self.ws.eval()
             d = rela.last_layer_param(self.ws, cfg.grad_layer).numel()
             self.mask = rela.shared_mask(d, cfg.n_s, cfg.mask_seed)

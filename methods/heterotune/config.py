@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..lora_clients import packed_training_field
+from ..lora_clients import packed_training_field, segment_attention_field
 
 
 class HeteroTuneConfig(BaseModel):
@@ -123,6 +123,7 @@ class HeteroTuneConfig(BaseModel):
     offload_dir: str | None = Field(
         default=None, description="Keep client adapters on disk instead of RAM (for many clients).")
     packed_training: bool = packed_training_field()
+    segment_attention: bool = segment_attention_field()
     model_loader: Literal["zoo", "testing"] = Field(
         default="zoo", description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny "
                                    "models from drake_bench.models.testing (fast tests only).")

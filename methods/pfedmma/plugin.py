@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from drake_bench.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
 from drake_bench.sample import MethodSample
 
-from ..lora_clients import CanonicalLoraClients, LoraMethod, average, packed_training_field
+from ..lora_clients import (CanonicalLoraClients, LoraMethod, average, packed_training_field,
+                            segment_attention_field)
 from .accounting import communicated_floats, paper_floats
 from .depths import EncoderLayout, depth_map, layout_of
 from .mma import canonical_keys, make_mma_config, tie_shared
@@ -106,6 +107,7 @@ class PFedMMAConfig(BaseModel):
     offload_dir: str | None = Field(
         default=None, description="Keep client adapters on disk instead of RAM (for many clients).")
     packed_training: bool = packed_training_field()
+    segment_attention: bool = segment_attention_field()
     model_loader: Literal["zoo", "testing"] = Field(
         default="zoo", description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny "
                                    "models from drake_bench.models.testing (fast tests only).")

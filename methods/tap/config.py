@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..lora_clients import packed_training_field
+from ..lora_clients import packed_training_field, segment_attention_field
 from .keys import is_choice, split_key
 
 
@@ -65,6 +65,7 @@ class RoundSettings(BaseModel):
                     "per key the round's replacement count, into the result file (raw.diagnostics).")
     offload_dir: str | None = Field(default=None, description="Keep the model pool's adapters on disk instead of RAM.")
     packed_training: bool = packed_training_field()
+    segment_attention: bool = segment_attention_field()
     model_loader: Literal["zoo", "testing"] = Field(
         default="zoo", description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny "
                                    "models from drake_bench.models.testing (fast tests only).")
