@@ -72,11 +72,11 @@ def test_entry_point_snippet_is_registered():
 
 def test_tables_are_the_committed_boards():
     rows = table_rows(README.read_text())
-    main = table_rows((ROOT / "leaderboard/archive/recipe-8/main-job/drake-synth/dynamic/summary.md").read_text())
-    seeds = table_rows((ROOT / "leaderboard/archive/recipe-8/main-job-3-seeds/drake-synth/dynamic/summary.md").read_text())
+    main = table_rows((ROOT / "leaderboard/main-job/drake-synth/dynamic/summary.md").read_text())
+    seeds = table_rows((ROOT / "leaderboard/main-job-3-seeds/drake-synth/dynamic/summary.md").read_text())
     assert main and seeds
-    assert main <= rows, f"the main job's table must be leaderboard/archive/recipe-8/main-job's: {sorted(main - rows)}"
-    assert seeds <= rows, f"the 3-seed table must be leaderboard/archive/recipe-8/main-job-3-seeds's: {sorted(seeds - rows)}"
+    assert main <= rows, f"the main job's table must be leaderboard/main-job's: {sorted(main - rows)}"
+    assert seeds <= rows, f"the 3-seed table must be leaderboard/main-job-3-seeds's: {sorted(seeds - rows)}"
     assert rows == main | seeds, f"rows that are on no committed board: {sorted(rows - main - seeds)}"
 
 
