@@ -105,8 +105,8 @@ def harness_vs_bare(rounds: int, steps: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--client", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=4, help="at least the clients' task count (dynamic scenario)")
+    ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "performance")
     args = ap.parse_args(argv)
     import torch
