@@ -22,10 +22,10 @@ def blocks(lang: str) -> list[str]:
 
 
 def table_rows(text: str) -> set[str]:
-    """Body rows of the markdown tables whose header starts with '| Method |', whitespace-normalised."""
+    """Body rows of the score tables (header "| Method | Self A_last ..."), whitespace-normalised."""
     rows, in_table = set(), False
     for line in text.splitlines():
-        if line.startswith("| Method |"):
+        if line.startswith("| Method | Self A_last"):
             in_table = True
         elif in_table and line.startswith("|") and not line.startswith("|:"):
             rows.add(re.sub(r"\s+", " ", line.strip()))
