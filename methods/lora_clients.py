@@ -152,6 +152,7 @@ class LoraClients:
         (AdamW over :meth:`param_groups` unless overridden); returns the mean loss. ``after_step(step, batch)`` runs after every step
         (steps count the non-empty batches from 1), with the client's model still swapped in."""
         from drake_bench.models import train_step
+        from drake_bench.models.engine import packing
 
         pool = self.pool
         with pool.use(ctx.client_id) as model:
@@ -163,7 +164,7 @@ class LoraClients:
                 if not len(batch):
                     continue
                 losses.append(train_step(model, pool.processor(ctx.client_id), list(batch), opt,
-                                         packed=None if getattr(self.settings, "packed_training", True) else False))
+                                         packed=packing(getattr(self.settings, "packed_training", True))))
                 if after_step is not None:
                     after_step(len(losses), batch)
             if adapter is not None:

@@ -33,7 +33,7 @@ import torch
 
 from ..errors import DrakeBenchError
 from ..sample import AnswerType
-from .kernels import SEGMENT_ATTENTION, packed_forward
+from .kernels import SEGMENT_ATTENTION, packed_forward, use_segment_attention
 from .prompting import build_prompt, candidate_targets, is_choice, options, target
 
 IGNORE_INDEX = -100
@@ -170,6 +170,19 @@ def _encode_packed(model: Any, processor: Any, batch: Sequence[Any]) -> tuple[di
     if pixels:
         out["pixel_values"] = torch.cat(pixels).to(device=dev, dtype=_float_dtype(model))
     return out, counts
+
+
+def packing(packed_training: bool) -> bool | None:
+    """The ``packed`` argument of :func:`loss_on` / :func:`answer_logits` for an entry's ``packed_training`` setting:
+    True packs wherever the architecture allows (``None``), False trains padded."""
+    return None if packed_training else False
+
+
+def use_segment_attention_if_packable(model: Any) -> None:
+    """Switch ``model``'s language model to segment attention (:mod:`drake_bench.models.kernels`) where its packed
+    training steps go through it (:func:`packs`); any other model keeps its attention."""
+    if packs(model):
+        use_segment_attention(model)
 
 
 def _use_packing(model: Any, packed: bool | None) -> bool:

@@ -28,8 +28,8 @@ from typing import Any
 import torch
 
 from ..errors import DrakeBenchError
-from .kernels import packed_forward
 from .engine import IGNORE_INDEX, _encode_packed, _float_dtype, _pad_id, autocast, packs, tokenizer_of
+from .kernels import packed_forward
 
 
 @contextlib.contextmanager

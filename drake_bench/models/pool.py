@@ -50,8 +50,7 @@ from typing import Any
 import torch
 
 from ..errors import DrakeBenchError, UnknownNameError
-from .engine import packs
-from .kernels import use_segment_attention
+from .engine import use_segment_attention_if_packable
 from .loading import load_base
 from .zoo import architecture_key
 
@@ -215,8 +214,8 @@ class ModelPool:
         name = self.allocation[clients[0]]
         base, processor = self._loader(name, device=self.device, dtype=self.dtype)
         base.requires_grad_(False)
-        if self.segment_attention and packs(base):
-            use_segment_attention(base)
+        if self.segment_attention:
+            use_segment_attention_if_packable(base)
         base_cfg = self._config_fn(name)
         if self._has_ranks:  # clients client_ranks does not name keep the adapter config's rank
             self._rank.update({c: int(base_cfg.r) for c in clients if self._rank[c] is None})

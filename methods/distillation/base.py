@@ -134,8 +134,9 @@ def answer_logits(model: Any, processor: Any, items: Sequence[MethodSample], pac
     tokens, and how many each item has: the positions drake_bench.models.loss_on scores (with gradients when enabled).
     ``packed``: the settings' ``packed_training`` (drake_bench.models.engine.answer_logits)."""
     from drake_bench.models.engine import answer_logits as engine_answer_logits
+    from drake_bench.models.engine import packing
 
-    return engine_answer_logits(model, processor, list(items), packed=None if packed else False)
+    return engine_answer_logits(model, processor, list(items), packed=packing(packed))
 
 
 EXTRACT_BATCH = 16

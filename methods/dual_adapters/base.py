@@ -143,9 +143,10 @@ def task_loss(model: Any, processor: Any, batch: Sequence[MethodSample], packed:
     """The mean answer-token cross-entropy of the model as it stands (drake_bench.models.loss_on), in train mode;
     ``packed``: the settings' ``packed_training``."""
     from drake_bench.models import loss_on
+    from drake_bench.models.engine import packing
 
     model.train()
-    return loss_on(model, processor, list(batch), packed=None if packed else False)
+    return loss_on(model, processor, list(batch), packed=packing(packed))
 
 
 def train_phase(model: Any, processor: Any, batches: Sequence[Sequence[MethodSample]], weights: Mapping[str, float],

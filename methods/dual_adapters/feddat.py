@@ -21,8 +21,9 @@ def answer_logits(model: Any, processor: Any, batch: Sequence[MethodSample], pac
     positions drake_bench.models.loss_on scores, so their mean cross-entropy is its loss. ``packed``: the settings'
     ``packed_training``."""
     from drake_bench.models.engine import answer_logits as engine_answer_logits
+    from drake_bench.models.engine import packing
 
-    logits, tokens, _ = engine_answer_logits(model, processor, list(batch), packed=None if packed else False)
+    logits, tokens, _ = engine_answer_logits(model, processor, list(batch), packed=packing(packed))
     return logits, tokens
 
 

@@ -244,11 +244,10 @@ class FedMosaic:
             self.ws, self.ws_processor = self.clients.loader(federation.allocation[groups[ws_arch][0]],
                                                              device=federation.device)
             self.ws.requires_grad_(False)
-            from drake_bench.models.engine import packs
-            from drake_bench.models.kernels import use_segment_attention
+            from drake_bench.models.engine import use_segment_attention_if_packable
 
-            if cfg.segment_attention and packs(self.ws):
-                use_segment_attention(self.ws)
+            if cfg.segment_attention:
+                use_segment_attention_if_packable(self.ws)
             self.ws.eval()
             d = rela.last_layer_param(self.ws, cfg.grad_layer).numel()
             self.mask = rela.shared_mask(d, cfg.n_s, cfg.mask_seed)
@@ -274,12 +273,12 @@ class FedMosaic:
 
     def _ws_gradient(self, batch: Sequence[MethodSample]) -> torch.Tensor:
         """Last-layer gradient of the frozen W_s on the client's batch (answer-token CE, images included)."""
-        from drake_bench.models.engine import loss_on
+        from drake_bench.models.engine import loss_on, packing
 
         param = rela.last_layer_param(self.ws, self.config.grad_layer)
         param.requires_grad_(True)
         try:
-            loss = loss_on(self.ws, self.ws_processor, list(batch), packed=None if self.config.packed_training else False)
+            loss = loss_on(self.ws, self.ws_processor, list(batch), packed=packing(self.config.packed_training))
             (grad,) = torch.autograd.grad(loss, [param])
         finally:
             param.requires_grad_(False)

@@ -104,7 +104,7 @@ class HeteroClients(CanonicalLoraClients):
               after_step: Any = None) -> float:
         """Local training as :meth:`LoraClients.train` (a fresh AdamW over :meth:`param_groups`, one step a batch),
         with the share regulariser added to the answer-token cross-entropy. Returns the mean cross-entropy."""
-        from drake_bench.models.engine import loss_on
+        from drake_bench.models.engine import loss_on, packing
 
         pool = self.pool
         losses: list[float] = []
@@ -115,7 +115,7 @@ class HeteroClients(CanonicalLoraClients):
                     continue
                 model.train()
                 loss = loss_on(model, pool.processor(ctx.client_id), list(batch),
-                               packed=None if self.settings.packed_training else False)
+                               packed=packing(self.settings.packed_training))
                 penalty = self.share_penalty(model)
                 (loss if penalty is None else loss + penalty).backward()
                 opt.step()

@@ -111,9 +111,9 @@ def answer_loss(model: Any, processor: Any, items: Sequence[MethodSample], with_
     scores, and optionally the logits predicting those tokens (tokens x vocabulary, float32, in item order): one
     forward pass gives both, so Stage 2's task loss and distillation term read the same logits. ``packed``: the
     settings' ``packed_training`` (``drake_bench.models.engine.answer_logits``)."""
-    from drake_bench.models.engine import answer_logits
+    from drake_bench.models.engine import answer_logits, packing
 
-    picked, targets, _ = answer_logits(model, processor, list(items), packed=None if packed else False)
+    picked, targets, _ = answer_logits(model, processor, list(items), packed=packing(packed))
     loss = F.cross_entropy(picked, targets, reduction="sum") / max(targets.numel(), 1)
     return loss, (picked if with_logits else None)
 
