@@ -52,10 +52,12 @@ from .results import (
     FLSettings,
     MethodRef,
     ModelAllocationRef,
+    RESULT_FILE,
     RunResult,
     ScenarioRef,
     capture_environment,
     new_result,
+    read_result,
     write_result,
 )
 from .run_config import RunConfig
@@ -88,6 +90,9 @@ class RunCallbacks:
 
     def on_adaptation(self, seed: int, task: str, arch: str) -> None: ...
 
+    def on_kept_seed(self, seed: int) -> None:
+        """``seed`` was taken from the result file an earlier invocation wrote (it does not run again)."""
+
 
 PHASE_SECONDS_KEY = "phase_seconds"
 """``fl.extra`` key of the wall seconds each seed spent per phase (setup: data, method start, set-up and states or the
@@ -97,6 +102,12 @@ around its own steps in this invocation: a resumed seed counts only what ran aft
 
 VERIFIED_KEY = "verified_files"
 """Checkpoint key of the shard hashes a seed verified in the rounds it has run (so a resumed seed keeps them)."""
+
+SEED_FINGERPRINTS_KEY = "seed_fingerprints"
+"""``fl.extra`` key of each finished seed's fingerprint (:meth:`Evaluator.fingerprint`). The result file is written
+after every seed, so a run stopped between seeds, or moved to a machine without its checkpoints (a board built over
+several sessions), resumes from the file: a seed whose fingerprint matches is taken from it, not run again. An
+execution field: client batching is in the key, and the numbers are not (tests/test_grouped.py)."""
 
 
 @dataclass
@@ -227,6 +238,7 @@ class Evaluator:
         self.data_hash: str | None = None
         self.verified_files: dict[str, str] = {}
         self.compute: ComputeProbe | None = None
+        self.method_version: str | None = None
 
     # -- set-up ----------------------------------------------------------------
     def _allocation(self) -> dict[int, str]:
@@ -239,6 +251,7 @@ class Evaluator:
         identities = {m: method.model_identity(m) for m in sorted(set(self.allocation.values()))}
         self._arch = {c: identities[m].architecture for c, m in self.allocation.items()}
         self.checkpoints = {m: dict(ident.weights) for m, ident in identities.items()}
+        self.method_version = method.meta.version
         settings = method.evaluation_settings()
         try:
             self.evaluation = EvaluationSettings(**settings)
@@ -344,11 +357,28 @@ class Evaluator:
     def init_client_seed(seed: int, client: int) -> int:
         return mixed_seed(seed, client, SALT_INIT_CLIENT)
 
+    def seed_fingerprint(self, seed: int) -> str:
+        """The fingerprint ``seed`` would run under now, without running it (the method is started and its models
+        described, not set up): what a seed kept in an earlier result file must match to be reused."""
+        fed = self.federated_data(seed)
+        self.data_hash = fed.store.data_hash
+        method = self.start_method(seed)
+        try:
+            self.describe_models(method)
+            steps = self.method_local_steps(method, fed)
+            return self.fingerprint(method, seed, steps, self.eval_every, fed)
+        finally:
+            method.close()
+
+    @property
+    def eval_every(self) -> int:
+        return self.config.eval_every_rounds or self.spec.fl.eval_every_rounds
+
     def _init_or_resume(self, seed: int, fed: FederatedData, method: GuardedMethod | MethodProcess) -> SeedRun:
         cfg = self.config
         self.describe_models(method)
         steps = self.method_local_steps(method, fed)
-        eval_every = cfg.eval_every_rounds or self.spec.fl.eval_every_rounds
+        eval_every = self.eval_every
         run = SeedRun(seed=seed, fed=fed, method=method, federation=self.federation_context(fed, seed, steps),
                       local_steps=steps, eval_every=eval_every, run_dir=self.run_dir(seed))
         t0 = time.perf_counter()
@@ -621,6 +651,55 @@ class Evaluator:
 
 
 # --------------------------------------------------------------------------- whole run
+class EarlierSeeds:
+    """The seeds an earlier invocation finished and wrote into this run's result file (complete or partial).
+
+    A seed is taken from the file only when its recorded fingerprint equals the one it would run under now
+    (same benchmark data, scenario, method version and config, models, steps, evaluation settings); a seed of
+    the same method version under another configuration is refused, as a checkpoint is. Files written before
+    fingerprints were recorded are ignored (those seeds resume from their checkpoints, or run again)."""
+
+    def __init__(self, config: RunConfig, ev: Evaluator):
+        self.config, self.ev = config, ev
+        folder = Path(config.out) / ev.spec.name / ev.scenario.tag() / config.method
+        self.files: list[tuple[Path, RunResult]] = []
+        for path in sorted(folder.glob(f"*/{RESULT_FILE}")):
+            try:
+                self.files.append((path, read_result(path)))
+            except DrakeBenchError as exc:
+                raise DrakeBenchError(f"cannot resume from {path}: {exc}. Move it away, or start over with "
+                                      "`--no-resume`") from None
+
+    def take(self, seed: int) -> tuple[RawTables, dict[str, Any]] | None:
+        """``seed``'s raw tables and run information from the file, or None when it must run."""
+        holding = [(path, res) for path, res in self.files
+                   if str(seed) in (res.fl.extra.get(SEED_FINGERPRINTS_KEY) or {})]
+        if not holding:
+            return None
+        fingerprint = self.ev.seed_fingerprint(seed)
+        for path, res in holding:
+            kept = res.fl.extra[SEED_FINGERPRINTS_KEY][str(seed)]
+            if kept == fingerprint:
+                return self._seed(res, seed, fingerprint)
+            if res.method.version == self.ev.method_version:
+                raise DrakeBenchError(
+                    f"{path} holds seed {seed} from a different run configuration (benchmark, scenario, method config, "
+                    "allocation, rounds, steps or evaluation settings differ); resume only continues the same run: "
+                    "use another --out, or --no-resume to start over")
+        return None
+
+    def _seed(self, res: RunResult, seed: int, fingerprint: str) -> tuple[RawTables, dict[str, Any]]:
+        raw = RawTables(**{name: [r for r in getattr(res.raw, name) if r.seed == seed] for name in RawTables.model_fields})
+        self.ev.verified_files.update(res.benchmark.verified_files)
+        extra = res.fl.extra
+        info = {"method_version": res.method.version, "method_config": res.method.config, "rounds": res.fl.rounds,
+                "local_steps": res.fl.local_steps, "eval_every_rounds": res.fl.eval_every_rounds,
+                "fingerprint": fingerprint, DATA_ACCESS_KEY: extra[DATA_ACCESS_KEY][str(seed)],
+                "phase_seconds": (extra.get(PHASE_SECONDS_KEY) or {}).get(str(seed), {})}
+        self.ev.cb.on_kept_seed(seed)
+        return raw, info
+
+
 def run(config: RunConfig, callbacks: RunCallbacks | None = None) -> RunResult:
     """Run every seed of one method (resuming from checkpoints), write the result file, and return it.
 
@@ -660,6 +739,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
     data_hash = None
     access: dict[str, Any] = {}  # seed -> the evaluator's record of what the method was handed (drake_bench.access)
     phases: dict[str, dict[str, float]] = {}  # seed -> wall seconds per phase (this invocation's share of a resumed run)
+    fingerprints: dict[str, str] = {}  # seed -> the configuration hash it ran under (resume from the result file)
 
     def result(status: str, notes: list[str]) -> RunResult:
         merged = RawTables(
@@ -692,6 +772,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
                 num_clients=len(ev.spec.clients),
                 extra={"compute_matched": config.compute_matched, "run_config": config.model_dump(mode="json"),
                        DATA_ACCESS_KEY: dict(access), PHASE_SECONDS_KEY: dict(phases),
+                       SEED_FINGERPRINTS_KEY: dict(fingerprints),
                        **({"compute": ev.compute.summary()} if ev.compute is not None else {})},
             ),
             evaluation=ev.evaluation,
@@ -701,19 +782,31 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
             notes=notes,
         )
 
+    earlier = EarlierSeeds(config, ev) if config.resume else None
     for seed in config.seeds:
-        try:
-            raw, info = ev.run_seed(seed)
-        except BaseException as exc:
-            if done:
-                partial = result("partial", [f"seed {seed} failed: {exc}"])
-                write_result(partial, partial.path(config.out))
-            raise
+        kept = earlier.take(seed) if earlier is not None else None
+        if kept is not None:  # finished by an earlier invocation under this very configuration
+            raw, seed_info = kept
+            info = info or seed_info
+        else:
+            try:
+                raw, info = ev.run_seed(seed)
+            except BaseException as exc:
+                if done:
+                    partial = result("partial", [f"seed {seed} failed: {exc}"])
+                    write_result(partial, partial.path(config.out))
+                raise
+            seed_info = info
         raws.append(raw)
         done.append(seed)
-        access[str(seed)] = info[DATA_ACCESS_KEY]
-        phases[str(seed)] = info["phase_seconds"]
+        access[str(seed)] = seed_info[DATA_ACCESS_KEY]
+        phases[str(seed)] = seed_info["phase_seconds"]
+        fingerprints[str(seed)] = seed_info["fingerprint"]
         data_hash = ev.data_hash
+        if len(done) < len(config.seeds):  # on disk before the next seed starts: a kill loses at most one seed
+            rest = [s for s in config.seeds if s not in done]
+            partial = result("partial", [f"seeds {done} finished, {rest} not yet run"])
+            write_result(partial, partial.path(config.out))
     final = result("complete", [])
     write_result(final, final.path(config.out))
     return final

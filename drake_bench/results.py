@@ -425,7 +425,7 @@ def _load(path: str | Path) -> Any:
 
 
 EXECUTION_FIELDS = ("created_at", "environment", "train_seconds", "aggregate_seconds", "post_federation_seconds",
-                    "phase_seconds",
+                    "phase_seconds", "seed_fingerprints",
                     "peak_memory_bytes", "train_seconds_total", "train_seconds_per_round", "aggregate_seconds_total",
                     "aggregate_seconds_per_round")
 """Result fields that say how and where a run executed (clock times, memory of the processes, when, on what),

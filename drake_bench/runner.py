@@ -73,6 +73,9 @@ def _worker(config_json: str, threads: int) -> tuple[str, str]:
         def on_adaptation(self, seed: int, task: str, arch: str) -> None:
             queue.put((cfg.method, None, None, f"seed {seed} fast adaptation {task} ({arch})"))
 
+        def on_kept_seed(self, seed: int) -> None:
+            queue.put((cfg.method, None, None, f"seed {seed} finished earlier: taken from its result file"))
+
     queue.put((cfg.method, None, None, "started"))
     try:
         return "ok", run(cfg, Callbacks()).model_dump_json()

@@ -443,3 +443,47 @@ def test_run_rejects_bad_schedule_values_by_option_name(tmp_path, monkeypatch, o
     text = r.output + (r.stderr if r.stderr_bytes is not None else "")
     assert r.exit_code != 0 and message in text, text
     assert not (tmp_path / "home").exists() and not (tmp_path / "out").exists()
+
+
+def test_finished_seeds_resume_from_the_result_file_alone(toy, tmp_path, monkeypatch):
+    """A run moved without its checkpoints (a board built over several sessions) keeps the seeds its result file
+    holds: the partial file is on disk as soon as a seed ends, and the resumed run equals one uninterrupted run."""
+    import shutil
+
+    from drake_bench.evaluator import Evaluator
+    from drake_bench.results import comparable
+
+    clean = run(_cfg(toy, tmp_path / "clean", seeds=[0, 1]))
+    out = tmp_path / "moved"
+    path = clean.path(out)
+    real_run_seed = Evaluator.run_seed
+    ran: list[int] = []
+
+    def interrupted_at_seed_1(self, seed):
+        ran.append(seed)
+        if seed == 1:  # the file already holds seed 0 when seed 1 starts
+            assert (read_result(path).status, read_result(path).seeds) == ("partial", [0])
+            raise KeyboardInterrupt  # as a killed session: nothing after this point runs
+        return real_run_seed(self, seed)
+
+    monkeypatch.setattr(Evaluator, "run_seed", interrupted_at_seed_1)
+    with pytest.raises(KeyboardInterrupt):
+        run(_cfg(toy, out, seeds=[0, 1]))
+    assert ran == [0, 1]
+    shutil.rmtree(out / "checkpoints")  # what a fresh clone of a committed board has: result files, no checkpoints
+    ran.clear()
+    monkeypatch.setattr(Evaluator, "run_seed", lambda self, seed: (ran.append(seed), real_run_seed(self, seed))[1])
+    resumed = run(_cfg(toy, out, seeds=[0, 1]))
+    assert ran == [1]  # seed 0 was taken from the file
+    assert resumed.status == "complete" and resumed.seeds == [0, 1] and check_result(resumed) == []
+    assert comparable(resumed) == comparable(clean)
+    ran.clear()
+    assert comparable(run(_cfg(toy, out, seeds=[0, 1]))) == comparable(clean) and ran == []  # a finished run: no work
+
+
+def test_a_result_file_of_another_configuration_is_refused_not_mixed(toy, tmp_path):
+    out = tmp_path / "run"
+    run(_cfg(toy, out, fast_adaptation=False))
+    with pytest.raises(DrakeBenchError, match=r"result.json holds seed 0 from a different run configuration"):
+        run(_cfg(toy, out, fast_adaptation=False, local_steps=3))
+    assert run(_cfg(toy, out, fast_adaptation=False, local_steps=3, resume=False)).fl.local_steps == 3
