@@ -125,6 +125,23 @@ def measure(path: Path) -> dict:
             rounds[r]["alpha_others"].append(sum(x for k, x in v.items() if k != own))
             rounds[r]["alpha_own"].append(v.get(own, 0.0))
     out["per_round"] = {r: {k: statistics.mean(x) for k, x in vals.items()} for r, vals in sorted(rounds.items())}
+    # CMGA's rescale: the types' update norms after alignment, as a relative spread (max-min over mean) per problem
+    spreads = []
+    for row in d["raw"].get("diagnostics", []):
+        norms = [x for k, x in row["values"].items() if k.startswith("norm_after.")]
+        if row["key"].startswith("cmga.") and len(norms) > 1 and statistics.mean(norms) > 0:
+            spreads.append((max(norms) - min(norms)) / statistics.mean(norms))
+    out["max_norm_spread_after"] = max(spreads) if spreads else None
+    # alpha at the last round, every seed and type: its range over slots, and own slot minus the others' mean
+    last = max((row["round"] for row in d["raw"].get("diagnostics", [])), default=None)
+    alphas = [row for row in d["raw"].get("diagnostics", []) if row["key"].startswith("alpha.") and row["round"] == last]
+    if alphas:
+        values = [x for row in alphas for x in row["values"].values()]
+        gaps = [row["values"][row["key"].split(".", 1)[1]]
+                - statistics.mean(x for k, x in row["values"].items() if k != row["key"].split(".", 1)[1])
+                for row in alphas if len(row["values"]) > 1]
+        out["alpha_last"] = {"round": last, "min": min(values), "max": max(values),
+                             "max_abs_own_minus_others": max(map(abs, gaps)) if gaps else None}
     agg = d["summary"]["aggregate"]
     out["uplink_mb_per_round"] = (agg["uplink_bytes_per_round"]["mean"] or 0) / 1e6
     out["train_seconds_per_round"] = agg["train_seconds_per_round"]["mean"]
@@ -174,11 +191,19 @@ def report(out: Path, settings: list[str], allocations: list[str], tables: Path)
             ht = m.get("heterotune")
             if ht and ht["per_round"] and any("cos_after" in v for v in ht["per_round"].values()):
                 lines += ["", "HeteroTune's server, mean over the alignment problems (and seeds):", "",
-                          "| round | mean abs cos before | after | alpha on own slot | alpha on the others' |",
+                          "| round | mean abs cos before | after | alpha on own slot | alpha on the others' (sum) |",
                           "|---:|---:|---:|---:|---:|"]
                 for r, v in ht["per_round"].items():
                     lines.append(f"| {r} | {v.get('cos_before', float('nan')):.3f} | {v.get('cos_after', float('nan')):.2e} | "
                                  f"{v.get('alpha_own', float('nan')):.3f} | {v.get('alpha_others', float('nan')):.3f} |")
+                if ht.get("max_norm_spread_after") is not None:
+                    lines += ["", f"After CMGA the types' update norms agree to {ht['max_norm_spread_after']:.1e} (largest relative "
+                                  "spread, every alignment problem, round and seed)."]
+                if ht.get("alpha_last") and ht["alpha_last"]["max_abs_own_minus_others"] is not None:
+                    al = ht["alpha_last"]
+                    lines += ["", f"Round {al['round']}: every alpha lies in [{al['min']:.3f}, {al['max']:.3f}]; a type's weight on its "
+                                  f"own slot differs from its mean weight on the others' by at most {al['max_abs_own_minus_others']:.3f} "
+                                  "(every seed and type)."]
             lines.append("")
         trend = {alloc: data[benchmark][alloc] for alloc in ("all-small", "mixed", "all-large") if alloc in data[benchmark]}
         if len(trend) > 1:
