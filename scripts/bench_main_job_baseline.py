@@ -8,7 +8,8 @@ weights later changed only the weight files and their manifest. So the baseline 
 current ``drake_bench/models/weights/`` copied in: the same checkpoints, drake-synth 1.8.0 and the same 8 x 25
 schedule, so the two runs differ only in the code.
 
-The baseline runs from a git worktree (``PYTHONPATH`` puts its ``drake_bench`` and ``methods`` first) with its own
+The baseline runs from a git worktree installed (editable, no dependencies) into a virtual environment that sees
+this one's packages (``--system-site-packages``: the same torch, transformers and peft), with its own
 ``DRAKE_BENCH_HOME``, where drake-synth is built before the clock starts; the current code runs with the usual home
 (built there already, or built first, also off the clock). Each job is ``drake-bench run`` with the README's
 defaults (SFT, FedIT and zero-shot, seed 0, two workers), timed as a whole command, one after the other on the
@@ -42,25 +43,35 @@ def worktree(rev: str, where: Path) -> Path:
     return where
 
 
-def env_for(code: Path | None, home: Path | None) -> dict[str, str]:
+def venv_for(code: Path, where: Path) -> Path:
+    """A virtual environment over this interpreter's packages with ``code`` installed editable: its own import
+    hook for ``drake_bench`` and ``methods`` comes before this environment's (PYTHONPATH alone does not override
+    an editable install's hook in the processes the evaluator starts)."""
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(where)], check=True)
+    python = where / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(code)], check=True)
+    return python
+
+
+def env_for(home: Path | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if code is not None:
-        env["PYTHONPATH"] = str(code)
     if home is not None:
         env["DRAKE_BENCH_HOME"] = str(home)
     return env
 
 
-def prepare(env: dict[str, str], cwd: Path) -> None:
+def prepare(python: Path | str, env: dict[str, str], cwd: Path) -> None:
     """drake-synth built where this code looks for it (off the clock)."""
-    code = "from drake_bench.synth import ensure_built; ensure_built('drake-synth')"
-    subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, check=True)
+    code = "import drake_bench; print('code:', drake_bench.__file__); from drake_bench.synth import ensure_built; ensure_built('drake-synth')"
+    subprocess.run([str(python), "-c", code], env=env, cwd=cwd, check=True)
 
 
-def timed_job(env: dict[str, str], cwd: Path, out: Path) -> float:
-    cmd = [sys.executable, "-m", "drake_bench.cli", "run", "--out", str(out), "--no-resume"]
+def timed_job(python: Path | str, env: dict[str, str], cwd: Path, out: Path) -> float:
+    cmd = [str(python), "-m", "drake_bench.cli", "run", "--out", str(out), "--no-resume"]
     started = time.perf_counter()
-    subprocess.run(cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
     return time.perf_counter() - started
 
 
@@ -72,16 +83,17 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         base = worktree(args.baseline, tmp / "baseline")
-        base_env, now_env = env_for(base, tmp / "home"), env_for(None, None)
-        prepare(base_env, tmp)
-        prepare(now_env, tmp)
+        base_python = venv_for(base, tmp / "venv")
+        base_env, now_env = env_for(tmp / "home"), env_for(None)
+        prepare(base_python, base_env, tmp)
+        prepare(sys.executable, now_env, tmp)
         data = {"baseline": {"revision": subprocess.run(["git", "-C", str(ROOT), "rev-parse", args.baseline],
                                                          capture_output=True, text=True, check=True).stdout.strip()},
                 "current": {"revision": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
                                                         capture_output=True, text=True, check=True).stdout.strip()}}
-        for name, env in (("baseline", base_env), ("current", now_env)):
+        for name, python, env in (("baseline", base_python, base_env), ("current", sys.executable, now_env)):
             out = tmp / f"run-{name}"
-            data[name]["wall_seconds"] = timed_job(env, tmp, out)
+            data[name]["wall_seconds"] = timed_job(python, env, tmp, out)
             data[name]["summary"] = (out / "drake-synth" / "dynamic" / "summary.md").read_text()
             print(name, round(data[name]["wall_seconds"], 1), flush=True)
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
