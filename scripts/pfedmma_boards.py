@@ -42,7 +42,9 @@ PAIRS = [("pfedmma", "zero-shot"), ("pfedmma", "sft"), ("pfedmma", "local-only")
 def commands(benchmark: str, out: Path) -> list[list[str]]:
     """The runs still missing: an arm whose result file exists is left out (a killed run resumes from its
     checkpoint in its own folder)."""
-    done = result_files(benchmark, out)
+    # a partial file (written after each seed) is not done: its run takes the finished seeds from it and runs the rest
+    done = {arm: p for arm, p in result_files(benchmark, out).items()
+            if json.loads(p.read_text()).get("status") == "complete"}
     common = ["drake-bench", "run", "--benchmark", benchmark, "--seeds", SEEDS, "--jobs", "1"]
     cmds = []
     todo = [m for m in BASELINES if m not in done]
