@@ -660,7 +660,7 @@ class EarlierSeeds:
     fingerprints were recorded are ignored (those seeds resume from their checkpoints, or run again)."""
 
     def __init__(self, config: RunConfig, ev: Evaluator):
-        self.config, self.ev = config, ev
+        self.ev = ev
         folder = Path(config.out) / ev.spec.name / ev.scenario.tag() / config.method
         self.files: list[tuple[Path, RunResult]] = []
         for path in sorted(folder.glob(f"*/{RESULT_FILE}")):
@@ -782,6 +782,10 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
             notes=notes,
         )
 
+    def write_partial(note: str) -> None:
+        partial = result("partial", [note])
+        write_result(partial, partial.path(config.out))
+
     earlier = EarlierSeeds(config, ev) if config.resume else None
     for seed in config.seeds:
         kept = earlier.take(seed) if earlier is not None else None
@@ -793,8 +797,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
                 raw, info = ev.run_seed(seed)
             except BaseException as exc:
                 if done:
-                    partial = result("partial", [f"seed {seed} failed: {exc}"])
-                    write_result(partial, partial.path(config.out))
+                    write_partial(f"seed {seed} failed: {exc}")
                 raise
             seed_info = info
         raws.append(raw)
@@ -804,9 +807,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
         fingerprints[str(seed)] = seed_info["fingerprint"]
         data_hash = ev.data_hash
         if len(done) < len(config.seeds):  # on disk before the next seed starts: a kill loses at most one seed
-            rest = [s for s in config.seeds if s not in done]
-            partial = result("partial", [f"seeds {done} finished, {rest} not yet run"])
-            write_result(partial, partial.path(config.out))
+            write_partial(f"seeds {done} finished, {[s for s in config.seeds if s not in done]} not yet run")
     final = result("complete", [])
     write_result(final, final.path(config.out))
     return final
