@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from . import checkpoint
+from . import checkpoint, numerics
 from .access import DATA_ACCESS_KEY, AccessLedger
 from .client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
 from .compute import ComputeProbe, probe_compute
@@ -238,6 +238,7 @@ class Evaluator:
         self.data_hash: str | None = None
         self.verified_files: dict[str, str] = {}
         self.compute: ComputeProbe | None = None
+        self.cpu_capability: str | None = None  # the instruction set the method's process computes with (numerics.py)
         self.method_version: str | None = None
 
     # -- set-up ----------------------------------------------------------------
@@ -322,6 +323,8 @@ class Evaluator:
         }
         if cfg.participation is not None or cfg.clients_per_round is not None:  # absent before it existed: old
             key["participation"] = [cfg.participation, cfg.clients_per_round]  # checkpoints keep their fingerprint
+        if cfg.numerics != "native":  # native is what every run did before the setting existed: their checkpoints
+            key["numerics"] = cfg.numerics  # and result files keep their fingerprint
         if cfg.client_batching and method.trains_clients_together:  # same numbers within float tolerance, not
             key["client_batching"] = True  # bit for bit: a checkpoint resumes only under the batching it ran with
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -346,7 +349,12 @@ class Evaluator:
         """Any registered method under this run's isolation (the compute probe opens SFT beside the method)."""
         cfg = self.config
         if cfg.isolation == "process":
-            return MethodProcess(name, method_config, seed=seed, call_timeout=cfg.call_timeout)
+            proc = MethodProcess(name, method_config, seed=seed, call_timeout=cfg.call_timeout, numerics=cfg.numerics)
+            self.cpu_capability = proc.cpu_capability
+            return proc
+        # inline, the method computes in this process, under the numerics it started with (`drake-bench run`'s
+        # workers apply the run's setting first thing; a caller's own process is left as it is): the record says
+        self.cpu_capability = numerics.cpu_capability()
         return GuardedMethod(create_method(name, method_config), seed)
 
     @staticmethod
@@ -776,7 +784,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
                        **({"compute": ev.compute.summary()} if ev.compute is not None else {})},
             ),
             evaluation=ev.evaluation,
-            environment=capture_environment(config.device),
+            environment=capture_environment(config.device, ev.cpu_capability),
             raw=merged,
             status=status,  # type: ignore[arg-type]
             notes=notes,

@@ -102,8 +102,11 @@ def _method(header: bytes) -> Any:
         torch.set_num_threads(h["threads"])
         if h["isolation"] == "process":
             method: Any = MethodProcess(h["method"], h["method_config"], seed=h["seed"], call_timeout=h["call_timeout"],
-                                        threads=h["threads"])
+                                        threads=h["threads"], numerics=h.get("numerics", "native"))
         else:
+            from . import numerics
+
+            numerics.apply(h.get("numerics", "native"))  # in time where no kernel has run in this node process yet
             method = GuardedMethod(create_method(h["method"], h["method_config"]), h["seed"])
         method.setup(h["federation"], rng_seed=h["setup_seed"])
         _methods[key] = method
@@ -222,7 +225,7 @@ class FlowerClients(ClientCalls):
             self._headers[key] = dumps({
                 "method": cfg.method, "method_config": cfg.method_config, "seed": run.seed,
                 "setup_seed": run.setup_seed, "federation": run.federation,
-                "isolation": cfg.isolation, "call_timeout": cfg.call_timeout,
+                "isolation": cfg.isolation, "call_timeout": cfg.call_timeout, "numerics": cfg.numerics,
                 "threads": torch.get_num_threads(), "registered": registered_targets(),
             })
         return self._headers[key]

@@ -38,6 +38,7 @@ from . import errors as errors_mod
 from .errors import DrakeBenchError, PluginError
 from .guard import peak_memory_bytes, plugin_error
 from .lock import pid_alive
+from .numerics import cpu_capability, environment_for
 from .protocol import ClientContext, FederationContext, Message, ModelIdentity, State
 from .sample import AnswerType, MethodSample
 
@@ -206,7 +207,7 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
         info = {"meta": method.meta.model_dump(mode="json"), "config": method.config.model_dump(mode="json"),
                 "post_federation": guarded.has_post_federation, "adaptation": guarded.has_adaptation,
                 "diagnostics": guarded.has_diagnostics, "client_diagnostics": guarded.has_client_diagnostics,
-                "clients_together": guarded.trains_clients_together}
+                "clients_together": guarded.trains_clients_together, "cpu_capability": cpu_capability()}
         conn.send_bytes(dumps(("ok", info)))
     except BaseException as exc:  # noqa: BLE001 - every failure goes back as text
         conn.send_bytes(dumps(("error", type(exc).__name__, str(exc))))
@@ -315,7 +316,7 @@ class MethodProcess:
     """The evaluator's handle on a method running in a worker process; same calls as GuardedMethod."""
 
     def __init__(self, name: str, config: dict[str, Any], seed: int | None = None, call_timeout: float | None = None,
-                 threads: int | None = None):
+                 threads: int | None = None, numerics: str = "native"):
         from .registry import _explicit
 
         ctx = _start_method()
@@ -332,7 +333,8 @@ class MethodProcess:
                     "it through an entry point), or run with isolation='inline'")
             target = f"{cls.__module__}:{cls.__qualname__}"
         self._proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), name, target, config,
-                                                            threads or torch.get_num_threads(), dict(os.environ)),
+                                                            threads or torch.get_num_threads(),
+                                                            environment_for(numerics)),
                                  daemon=True)
         with hidden_main():
             self._proc.start()
@@ -351,6 +353,7 @@ class MethodProcess:
         self.has_diagnostics: bool = info["diagnostics"]
         self.has_client_diagnostics: bool = info["client_diagnostics"]
         self.trains_clients_together: bool = info["clients_together"]
+        self.cpu_capability: str | None = info.get("cpu_capability")  # what the worker's kernels use (numerics.py)
 
     # -- transport --------------------------------------------------------------------
     def _receive(self, call: str, client: int | None, round_idx: int | None) -> tuple:

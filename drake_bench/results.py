@@ -193,6 +193,12 @@ class Environment(StrictModel):
     platform: str
     cpu_count: int | None = None
     device: str
+    cpu_model: str | None = Field(default=None, description="The CPU's model name as the OS reports it.")
+    cpu_capability: str | None = Field(
+        default=None,
+        description="The instruction set torch's CPU kernels used where the method trained (AVX2, AVX512, ...): "
+                    "trained digits reproduce bit for bit only on the same one (run_config.numerics; "
+                    "drake_bench/numerics.py).")
 
 
 class RunResult(StrictModel):
@@ -245,8 +251,11 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def capture_environment(device: str = "cpu") -> Environment:
-    """Versions of the libraries that move scores, the platform and the device used."""
+def capture_environment(device: str = "cpu", cpu_capability: str | None = None) -> Environment:
+    """Versions of the libraries that move scores, the platform, the CPU and the device used. ``cpu_capability``: the
+    instruction set of the process that trained (a method worker's), when it is not this one."""
+    from .numerics import cpu_capability as this_process_capability, cpu_model
+
     return Environment(
         python=platform.python_version(),
         torch=_version("torch"),
@@ -256,6 +265,8 @@ def capture_environment(device: str = "cpu") -> Environment:
         platform=platform.platform(),
         cpu_count=os.cpu_count(),
         device=device,
+        cpu_model=cpu_model(),
+        cpu_capability=cpu_capability or this_process_capability(),
     )
 
 

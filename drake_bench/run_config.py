@@ -67,6 +67,13 @@ class RunConfig(BaseModel):
         default=None, gt=0,
         description="Seconds a single plugin call may take before the run stops with an error naming it (process "
                     "isolation only); None: no limit.")
+    numerics: Literal["portable", "native"] = Field(
+        default="portable",
+        description="CPU floating-point code paths. 'portable' holds torch, MKL and oneDNN to AVX2, so a seed gives the "
+                    "same numbers on every x86-64 host with AVX2. Trained scores drift between AVX2 and AVX-512 paths: "
+                    "the main job's SFT Self A_last is 35.21 on one and 37.08 on the other. 'native' lets each library "
+                    "use the host's best instruction set (the only behaviour before this setting existed). The result "
+                    "file records the capability used (environment.cpu_capability). See drake_bench/numerics.py.")
     participation: float | None = Field(
         default=None, gt=0, le=1,
         description="Partial participation: the fraction of clients drawn to train in each round (at least one; a "

@@ -22,6 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
+from . import numerics
 from .errors import DrakeBenchError, UnknownNameError
 from .isolation import hidden_main, registered_targets
 from .lock import RunLock
@@ -61,6 +62,7 @@ def _worker(config_json: str, threads: int) -> tuple[str, str]:
     quiet_libraries()
     torch.set_num_threads(threads)
     cfg = RunConfig.model_validate_json(config_json)
+    numerics.apply(cfg.numerics)  # before any kernel runs here: an inline method computes in this process
     seeds = cfg.seeds
 
     class Callbacks(RunCallbacks):
@@ -227,6 +229,8 @@ def _run_on_flower(configs: list[RunConfig], threads: int, console: Console) -> 
 
     if len({c.backend for c in configs}) != 1:
         raise DrakeBenchError("run_methods runs configs of one backend together")
+    if len({c.numerics for c in configs}) != 1:  # Flower's node processes share one environment
+        raise DrakeBenchError("run_methods runs configs of one numerics setting together under Flower")
     started = time.perf_counter()
 
     class Lines(RunCallbacks):
@@ -235,6 +239,7 @@ def _run_on_flower(configs: list[RunConfig], threads: int, console: Console) -> 
                           highlight=False)
 
     quiet_libraries()
+    numerics.apply(configs[0].numerics)  # Flower's node processes start from this environment
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
