@@ -25,6 +25,7 @@ import json
 import math
 import secrets
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,6 +356,8 @@ class Evaluator:
         # inline, the method computes in this process, under the numerics it started with (`drake-bench run`'s
         # workers apply the run's setting first thing; a caller's own process is left as it is): the record says
         self.cpu_capability = numerics.cpu_capability()
+        if (note := numerics.shortfall(cfg.numerics, self.cpu_capability)) is not None:
+            warnings.warn(note, RuntimeWarning, stacklevel=2)
         return GuardedMethod(create_method(name, method_config), seed)
 
     @staticmethod
@@ -787,7 +790,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
             environment=capture_environment(config.device, ev.cpu_capability),
             raw=merged,
             status=status,  # type: ignore[arg-type]
-            notes=notes,
+            notes=notes + [n for n in [numerics.shortfall(config.numerics, ev.cpu_capability)] if n],
         )
 
     def write_partial(note: str) -> None:

@@ -99,3 +99,14 @@ def cpu_model() -> str | None:
     except OSError:
         pass
     return platform.processor() or None
+
+
+def shortfall(numerics: str, capability: str | None) -> str | None:
+    """A sentence for the result file's notes when ``portable`` was asked for and not obtained. This happens to an
+    ``inline`` method in a process whose kernels had already started, where the variables come too late. None when
+    the setting held, or when it cannot hold on this host."""
+    if numerics != "portable" or capability in (None, "AVX2") or not host_has_avx2():
+        return None
+    return (f"numerics 'portable' was asked for, but the method computed with {capability} kernels (it ran inline in a "
+            "process whose kernels had already started, so the AVX2 cap came too late): these digits are this host's "
+            "own, as under 'native'; run with process isolation (the default) to get the portable ones")

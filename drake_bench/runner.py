@@ -229,8 +229,6 @@ def _run_on_flower(configs: list[RunConfig], threads: int, console: Console) -> 
 
     if len({c.backend for c in configs}) != 1:
         raise DrakeBenchError("run_methods runs configs of one backend together")
-    if len({c.numerics for c in configs}) != 1:  # Flower's node processes share one environment
-        raise DrakeBenchError("run_methods runs configs of one numerics setting together under Flower")
     started = time.perf_counter()
 
     class Lines(RunCallbacks):
@@ -239,7 +237,6 @@ def _run_on_flower(configs: list[RunConfig], threads: int, console: Console) -> 
                           highlight=False)
 
     quiet_libraries()
-    numerics.apply(configs[0].numerics)  # Flower's node processes start from this environment
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

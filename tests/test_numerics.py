@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -75,3 +76,15 @@ def test_resume_does_not_mix_numerics(toy, tmp_path):
         run(_cfg(toy, out, numerics="portable"))
     again = run(_cfg(toy, out, numerics="native"))  # the finished seed is kept, not run again
     assert again.fl.extra["seed_fingerprints"] == run(_cfg(toy, tmp_path / "other", numerics="native")).fl.extra["seed_fingerprints"]
+
+
+def test_an_inline_run_that_could_not_be_capped_says_so(toy, tmp_path):
+    """Inline, the method computes in this test process, whose kernels started long ago: the AVX2 cap comes too late
+    on an AVX-512 host, and the result file says so instead of passing the digits off as portable."""
+    from drake_bench.numerics import cpu_capability
+
+    with pytest.warns(RuntimeWarning, match="came too late") if cpu_capability() != "AVX2" and host_has_avx2() else contextlib.nullcontext():
+        res = run(_cfg(toy, tmp_path, isolation="inline"))
+    noted = any("came too late" in n for n in res.notes)
+    assert noted == (res.environment.cpu_capability != "AVX2" and host_has_avx2())
+
