@@ -73,17 +73,29 @@ def measure(path: Path) -> dict:
     d = json.loads(path.read_text())
     per_seed = {s["seed"]: s for s in d["summary"]["per_seed"]}
     unseen: dict[int, list[float]] = defaultdict(list)
+    fresh: dict[int, list[float]] = defaultdict(list)
     for r in d["raw"].get("adaptation", []):
-        if r["init"] == "method":
-            unseen[r["seed"]].append(r["score"])
+        (unseen if r["init"] == "method" else fresh)[r["seed"]].append(r["score"])
     return {
         "scenario": d["scenario"]["tag"],
         "self_last": {s: per_seed[s]["self_last"] for s in per_seed},
         "others_last": {s: per_seed[s]["others_last"] for s in per_seed},
         "unseen_mean": {s: statistics.mean(v) for s, v in unseen.items()},
+        "unseen_fresh_mean": {s: statistics.mean(v) for s, v in fresh.items()},
         "uplink_bytes_per_round": d["summary"]["aggregate"]["uplink_bytes_per_round"]["mean"],
         "num_clients": d["fl"]["num_clients"],
     }
+
+
+def harmonic_means(x: dict) -> dict[int, float]:
+    """Per seed, the harmonic mean of Self, Others and (where the benchmark has unseen tasks) Unseen: the paper's
+    headline, its HM of local, base and novel accuracy."""
+    out = {}
+    for seed, self_last in x["self_last"].items():
+        parts = [self_last, x["others_last"][seed]] + ([x["unseen_mean"][seed]] if seed in x["unseen_mean"] else [])
+        if all(p for p in parts):
+            out[seed] = len(parts) / sum(1 / p for p in parts)
+    return out
 
 
 def _ms(xs: list[float]) -> str:
@@ -98,7 +110,9 @@ def report(out: Path, settings: list[str], tables: Path) -> None:
     lines = ["# pFedMMA's boards", "",
              "Written by `python scripts/pfedmma_boards.py` from the result files under `leaderboard/pfedmma/`. "
              "Scores x100, mean ± population std over seeds 0-2. *Unseen*: the mean of the method's fast-adaptation "
-             "curve (every evaluated iteration, both unseen tasks, every architecture). *Paired*: the per-seed "
+             "curve (every evaluated iteration, both unseen tasks, every architecture; hflb-synth has no unseen tasks); *Unseen, fresh start*: the same curve from the method's untrained client state "
+             "(init_client), which separates what federation left in the adapters from how fast they learn. "
+             "*Harmonic mean*: of Self, Others and Unseen per seed (the paper's HM of local, base and novel accuracy). *Paired*: the per-seed "
              "difference of Self A_last (and Others A_last). The predictions: "
              "[pfedmma-predictions.md](pfedmma-predictions.md).", ""]
     for benchmark in settings:
@@ -108,16 +122,19 @@ def report(out: Path, settings: list[str], tables: Path) -> None:
         m = {arm: measure(p) for arm, p in files.items()}
         data[benchmark] = m
         lines += [f"## {benchmark}", "",
-                  "| arm | Self A_last | Others A_last | Unseen | uplink bytes/client/round |",
-                  "|:---|---:|---:|---:|---:|"]
+                  "| arm | Self A_last | Others A_last | Unseen | Unseen, fresh start | harmonic mean | uplink bytes/client/round |",
+                  "|:---|---:|---:|---:|---:|---:|---:|"]
         for arm in ARMS:
             if arm not in m:
-                lines.append(f"| {arm} | not run | | | |")
+                lines.append(f"| {arm} | not run | | | | | |")
                 continue
             x = m[arm]
             per_client = x["uplink_bytes_per_round"] / x["num_clients"]
+            x["harmonic_mean"] = harmonic_means(x)
             lines.append(f"| {arm} | {_ms(list(x['self_last'].values()))} | {_ms(list(x['others_last'].values()))} | "
-                         f"{_ms(list(x['unseen_mean'].values()))} | {per_client:,.0f} |")
+                         f"{_ms(list(x['unseen_mean'].values()))} | {_ms(list(x['unseen_fresh_mean'].values()))} | "
+                         f"{_ms(list(x['harmonic_mean'].values()))} | "
+                         f"{per_client:,.0f} |")
         lines += ["", "| paired difference | Self per seed | Self mean | Others per seed | Others mean |",
                   "|:---|:---|---:|:---|---:|"]
         for a, b in PAIRS:
