@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from drake_bench import DrakeBenchError
 from drake_bench.cli import app
 from drake_bench.leaderboard.boards import canonical_boards, load_board
 from drake_bench.leaderboard.build import plan
@@ -220,6 +221,26 @@ def test_a_compute_matched_board_wants_the_probe_and_its_matched_steps(tiny_boar
     _rewrite(path, probed(steps))
     _, refusals = validate([path], board)
     assert "compute-matched" not in {r.rule for r in refusals}, [str(r) for r in refusals]
+
+
+def test_a_run_of_other_numerics_is_refused_and_build_will_not_replace_it(tiny_board, tmp_path):
+    """A file made before `numerics` existed counts as native: the portable board refuses it (rule `numerics`), its
+    plan marks it stale, and build stops with the file named instead of rerunning over a committed result."""
+    from drake_bench.leaderboard.build import build
+
+    board_json, root = _copy_board(tiny_board, tmp_path)
+    board = load_board(board_json)
+    assert board.numerics == "portable"
+    path = next(p for p in board_files(root / "tiny") if "counter" in p.parts)
+    _, refusals = validate([path], board)
+    assert "numerics" not in {r.rule for r in refusals}
+    _rewrite(path, lambda d: d["fl"]["extra"]["run_config"].pop("numerics"))
+    _, refusals = validate([path], board)
+    assert "numerics" in {r.rule for r in refusals}
+    assert {p.entry.method: p.state for p in plan(board, root)} == {"majority-answer": "done", "counter": "stale"}
+    with pytest.raises(DrakeBenchError, match=r"counter.*result.json: made under numerics 'native'"):
+        build(board, root)
+    assert _cli("leaderboard", "validate", str(path), "--board", str(board_json))[0] == 1
 
 
 def test_ranks_mark_ties_where_intervals_overlap():

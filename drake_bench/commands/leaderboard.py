@@ -93,8 +93,13 @@ def register(app: typer.Typer) -> None:
         for p in planned:
             t.add_row(p.entry.key, p.version, p.state + (f" ({p.why})" if p.why else ""), str(p.result))
         print_table(_out, t)
-        todo = [p for p in planned if p.state != "done" and (not only or p.entry.method in only)]
-        if not todo:
+        todo = [p for p in planned if p.state not in ("done", "stale") and (not only or p.entry.method in only)]
+        stale = [p for p in planned if p.state == "stale" and (not only or p.entry.method in only)]
+        if stale:
+            _out.print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} ({', '.join(p.entry.key for p in stale)}): "
+                       "build refuses to replace committed results; move their result files away to rebuild them",
+                       highlight=False, soft_wrap=True)
+        if not todo and not stale:
             _out.print("nothing to run: every entry has a complete result file")
         for cmd in b.commands(bd, todo, jobs):
             _out.print(("would run: " if dry_run else "runs: ") + shlex.join(cmd), highlight=False, soft_wrap=True)

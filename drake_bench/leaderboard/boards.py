@@ -18,7 +18,7 @@ import re
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -91,6 +91,11 @@ class BoardDefinition(StrictModel):
     fast_adaptation_tasks: int | None = Field(default=2, ge=1,
                                               description="First N unseen tasks adapted to (as `run --adaptation-tasks`).")
     compute_matched: bool = False
+    numerics: Literal["portable", "native"] = Field(
+        default="portable",
+        description="The floating-point setting every entry runs under (RunConfig.numerics): 'portable' so that any "
+                    "x86-64 host rebuilds the board's digits; a file made before the setting existed counts as "
+                    "'native'.")
     weights: dict[str, str] = Field(default_factory=dict,
                                     description="Zoo model -> weights_sha256 every result must record; {}: model-free.")
     zoo_recipe: int | None = Field(default=None, description="The pretraining recipe of the pinned weights.")

@@ -27,7 +27,7 @@ class PlannedEntry:
     version: str
     out: Path
     result: Path
-    state: str  # done | resume | missing
+    state: str  # done | resume | missing | stale
     why: str = ""
 
 
@@ -52,7 +52,11 @@ def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[Planne
                 res = read_result(path)
             except DrakeBenchError as exc:
                 raise DrakeBenchError(f"board {board.name}: {path} cannot be read ({exc}); move it away to rebuild it") from None
-            if res.status == "complete" and sorted(res.seeds) == board.seeds:
+            numerics = (res.fl.extra.get("run_config") or {}).get("numerics", "native")
+            if numerics != board.numerics:  # no resume across numerics: the evaluator refuses to mix them
+                state, why = "stale", (f"made under numerics {numerics!r}, the board's is {board.numerics!r}: "
+                                       "move the file (and its checkpoints) away to rebuild it")
+            elif res.status == "complete" and sorted(res.seeds) == board.seeds:
                 state = "done"
             else:
                 state, why = "resume", f"{res.status}, seeds {res.seeds}"
@@ -77,6 +81,7 @@ def run_options(board: BoardDefinition) -> list[str]:
         opts += ["--no-fast-adaptation"]
     if board.compute_matched:
         opts += ["--compute-matched"]
+    opts += ["--numerics", board.numerics]
     if board.data_dir:
         opts += ["--data-dir", board.data_dir]
     return opts
@@ -122,6 +127,7 @@ def run_configs(board: BoardDefinition, entries: list[PlannedEntry]) -> list[Any
         compute_matched=board.compute_matched, fast_adaptation=board.fast_adaptation,
         fast_adaptation_tasks=board.adaptation_task_list if board.fast_adaptation else None,
         resume=True, data_dir=board.data_dir, method_config=dict(p.entry.settings), isolation="process",
+        numerics=board.numerics,
     ) for p in entries]
 
 
@@ -130,7 +136,11 @@ def build(board: BoardDefinition, root: str | Path = DEFAULT_ROOT, *, jobs: int 
     """Run every entry that is not done (``methods``: only these), then return the plan as it stands after."""
     from ..runner import run_methods
 
-    todo = [p for p in plan(board, root) if p.state != "done" and (not methods or p.entry.method in methods)]
+    planned = [p for p in plan(board, root) if not methods or p.entry.method in methods]
+    stale = [p for p in planned if p.state == "stale"]
+    if stale:  # rebuilding them means replacing committed results: the user decides, by moving them
+        raise DrakeBenchError(f"board {board.name}: " + "; ".join(f"{p.result}: {p.why}" for p in stale))
+    todo = [p for p in planned if p.state != "done"]
     by_out: dict[Path, list[PlannedEntry]] = {}
     for p in todo:
         by_out.setdefault(p.out, []).append(p)

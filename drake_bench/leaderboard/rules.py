@@ -34,6 +34,8 @@ RULES: dict[str, str] = {
     "settings": "rounds, local steps, evaluation schedule, Others subsample and fast-adaptation settings are the board's",
     "compute-matched": "on a compute-matched board, the run carries the evaluator's compute probe and ran the local "
                        "steps it matched to SFT's training FLOPs at the board's steps",
+    "numerics": "the run's floating-point setting (run_config.numerics; none recorded: 'native') is the board's, so "
+                "every row rebuilds to its digits on one kind of host",
     "benchmark": "benchmark name, version, manifest hash and data hash are the board's (and the same in every file)",
     "scenario": "scenario and model allocation are the board's",
     "weights": "every model's weights_sha256 is the board's pinned zoo weights (and one model has one weights)",
@@ -124,6 +126,10 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
         for k, v in checks.items():
             if rc.get(k) != v:
                 refuse("settings", f"run_config.{k} {rc.get(k)!r}, the board's is {v!r}")
+        numerics = rc.get("numerics", "native")  # every run before the setting existed computed natively
+        if numerics != board.numerics:
+            refuse("numerics", f"run_config.numerics {numerics!r}, the board's is {board.numerics!r}: the digits of "
+                               "one board must rebuild on one kind of host (drake_bench/numerics.py)")
 
     b = res.benchmark
     if b.name != board.benchmark_name or b.version != board.benchmark_version:
