@@ -62,7 +62,9 @@ class RunConfig(BaseModel):
     isolation: Literal["process", "inline"] = Field(
         default="process",
         description="'process': the method runs in its own worker process and sees only what it may (boards require "
-                    "it); 'inline': in the evaluator's process (for debugging a plugin; same numbers, no isolation).")
+                    "it); 'inline': in the evaluator's process (for debugging a plugin; no isolation; the same numbers, except "
+                    "where numerics='portable' comes too late for a process that has already run kernels, which the "
+                    "run then warns of and notes).")
     call_timeout: float | None = Field(
         default=None, gt=0,
         description="Seconds a single plugin call may take before the run stops with an error naming it (process "

@@ -87,8 +87,8 @@ def _cfg(bench, out, method="fedmosaic", **kw):
     manifest, root = bench
     base = dict(benchmark=manifest, method=method, data_dir=root, out=str(out), seeds=[0], rounds=ROUNDS,
                 local_steps=2, others_subsample=1, self_subsample=2, fast_adaptation=False, eval_every_rounds=2,
-                method_config=dict(METHOD_CFG))
-    base.update(kw)
+                method_config=dict(METHOD_CFG), numerics="native")  # some runs here are inline, in this test
+    base.update(kw)  # process, whose kernels started long ago: only native numerics match across inline and process
     return RunConfig(**base)
 
 
