@@ -228,7 +228,7 @@ def main() -> None:
             benchmark, _, tag = _split(setting)
             files = [str(p) for p in result_files(setting, args.out).values()]
             subprocess.run(["drake-bench", "report", *files, "--out", str(args.out / benchmark / tag)], check=True)
-    report(args.out, settings, args.tables)
+    report(args.out, SETTINGS, args.tables)  # every setting with result files: a run of one setting keeps the others' tables
 
 
 if __name__ == "__main__":

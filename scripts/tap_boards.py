@@ -190,7 +190,7 @@ def main() -> None:
             subprocess.run(["drake-bench", "report", *files, "--out", str(args.out / benchmark / scenario)], check=True)
     for setting in settings:
         plot(args.out, setting)
-    report(args.out, settings, args.tables)
+    report(args.out, SETTINGS, args.tables)  # every setting with result files: a run of one setting keeps the others' tables
 
 
 if __name__ == "__main__":
