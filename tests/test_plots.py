@@ -142,3 +142,21 @@ def test_summary_markdown_adds_the_wire_table_when_elements_were_counted() -> No
         "|:---|---:|---:|---:|---:|---:|\n"
         "| fedit 1.0 | bfloat16, float32 | 1000.0 | 500.0 | 2.00 | 4.00 |\n")
     assert "On the wire" not in summary_markdown([SFT, FEDIT])  # no element counts, no wire table
+
+
+def test_summary_says_under_which_numerics_the_rows_were_trained() -> None:
+    """Files made before the setting existed add nothing (the exact table above); a recorded setting adds one
+    paragraph, per row where the rows differ."""
+    from drake_bench.evaluation.table import numerics_note
+
+    def recorded(res: RunResult, numerics: str, capability: str) -> RunResult:
+        fl = res.fl.model_copy(update={"extra": {**res.fl.extra, "run_config": {"numerics": numerics}}})
+        env = res.environment.model_copy(update={"cpu_capability": capability})
+        return res.model_copy(update={"fl": fl, "environment": env})
+
+    assert numerics_note([SFT, FEDIT]) == ""
+    both = numerics_note([recorded(SFT, "portable", "AVX2"), recorded(FEDIT, "portable", "AVX2")])
+    assert "every row portable, AVX2 kernels" in both
+    mixed = numerics_note([recorded(SFT, "portable", "AVX2"), FEDIT])
+    assert "sft 1.0: portable, AVX2 kernels" in mixed and "fedit 1.0: native, made before" in mixed
+    assert summary_markdown([recorded(SFT, "native", "AVX512")]).endswith(numerics_note([recorded(SFT, "native", "AVX512")]))

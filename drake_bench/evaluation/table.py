@@ -121,4 +121,27 @@ def summary_markdown(results: Sequence["RunResult"]) -> str:
         text += ("\nTraining compute as the evaluator's probe counted it (FLOPs of matrix products and attention, "
                  "forward and backward), relative to SFT at the benchmark's local steps; training TFLOPs at the steps "
                  "the method ran, setup included.\n\n" + _markdown(COMPUTE_HEADERS, compute))
-    return text
+    return text + numerics_note(results)
+
+
+def numerics_note(results: Sequence["RunResult"]) -> str:
+    """A paragraph saying under which floating-point setting the rows were trained (``RunConfig.numerics``), so a
+    reader knows on which hosts the digits rebuild. Empty when no result records the setting (files made before it
+    existed)."""
+    recorded = [(r.label, ((r.fl.extra.get("run_config") or {}).get("numerics"), r.environment.cpu_capability))
+                for r in results]
+    if all(n is None for _, (n, _cap) in recorded):
+        return ""
+
+    def say(numerics: str | None, capability: str | None) -> str:
+        if numerics is None:
+            return "native, made before the setting was recorded"
+        return f"{numerics}, {capability} kernels" if capability else numerics
+
+    kinds = {say(*v) for _, v in recorded}
+    if len(kinds) == 1:
+        body = f"every row {kinds.pop()}"
+    else:
+        body = "; ".join(f"{label}: {say(*v)}" for label, v in recorded)
+    return (f"\nNumerics ({body}): portable rows rebuild digit for digit on any x86-64 host with AVX2, native ones "
+            "only on a host of the same capability (docs/concepts.md, 'Same seed, same numbers, on any host').\n")
