@@ -283,6 +283,7 @@ def test_html_page_in_a_real_browser(tiny_board, tmp_path):
         assert not detail.is_displayed()
         driver.find_elements(By.CSS_SELECTOR, "button.drill")[0].click()
         assert detail.is_displayed() and "Per client" in detail.text and "Reproduce" in detail.text
+        assert "Computed with: numerics portable" in detail.text  # where the row's digits rebuild
         assert detail.find_elements(By.CSS_SELECTOR, "table.clients tr")  # the per-client drill-down has rows
         driver.save_screenshot(str(tmp_path / "board.png"))
     finally:

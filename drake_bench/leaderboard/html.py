@@ -181,8 +181,14 @@ def _detail(row: Row) -> str:
     cost = (f"uplink {_ms(a.uplink_bytes_total, 1e-6)[0]} MB total, downlink {_ms(a.downlink_bytes_total, 1e-6)[0]} MB "
             f"total; training {_ms(a.train_seconds_total, 1, 1)[0]} s; aggregation "
             f"{_ms(a.aggregate_seconds_total, 1, 2)[0]} s; peak memory {_ms(a.peak_memory_bytes, 1e-6, 0)[0]} MB")
+    env = res.environment
+    numerics = (res.fl.extra.get("run_config") or {}).get("numerics") or "native (made before the setting existed)"
+    computed = (f"numerics {numerics}; kernels {env.cpu_capability or 'not recorded'}"
+                f"{f' on {env.cpu_model}' if env.cpu_model else ''}; torch {env.torch}, transformers {env.transformers}, "
+                f"peft {env.peft}; {env.device}")
     return (f"<div class='drill'><h4>{html.escape(row.label)}</h4>"
             f"<p>Reproduce: <code class='cmd'>{html.escape(row.command)}</code></p>"
+            f"<p class='computed'>Computed with: {html.escape(computed)}</p>"
             f"<p>Result files:</p><ul>{files}</ul><p>Rules:</p>{rules}<p>Cost (mean over seeds): {html.escape(cost)}</p>"
             "<h5>Per client (x100, mean ± std over seeds)</h5><table class='sub clients'><tr><th>client</th><th>model</th>"
             f"<th>Self A_last</th><th>Self A_AUC</th><th>Others A_last</th><th>Others A_AUC</th></tr>{clients}</table>"
