@@ -26,10 +26,10 @@ import os
 import platform
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, get_args
 
 Numerics = Literal["portable", "native"]
-NUMERICS: tuple[str, ...] = ("portable", "native")
+NUMERICS: tuple[str, ...] = get_args(Numerics)
 
 PORTABLE_ENV: dict[str, str] = {
     "ATEN_CPU_CAPABILITY": "avx2",  # torch's vectorised elementwise, reduction and softmax kernels
@@ -54,9 +54,7 @@ def host_has_avx2() -> bool:
                     return {"avx2", "fma"} <= flags
     except OSError:
         pass
-    import torch
-
-    return bool(getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")() in ("AVX2", "AVX512"))
+    return cpu_capability() in ("AVX2", "AVX512")
 
 
 def environment_for(numerics: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -227,6 +227,12 @@ class RunResult(StrictModel):
         return dict(run_config.get("method_config") or {})
 
     @property
+    def numerics(self) -> str | None:
+        """The floating-point setting the run was given (``RunConfig.numerics``); None for a file made before the
+        setting existed, which computed natively."""
+        return (self.fl.extra.get("run_config") or {}).get("numerics")
+
+    @property
     def label(self) -> str:
         """The method as a board names it: ``name version``, plus the settings given, e.g.
         ``fedrpca 1.0 (beta=1)``, so an ablation and the default are two rows, not a clash."""

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .numerics import Numerics
+
 
 class RunConfig(BaseModel):
     """One method on one benchmark and scenario, over one or more seeds."""
@@ -69,7 +71,7 @@ class RunConfig(BaseModel):
         default=None, gt=0,
         description="Seconds a single plugin call may take before the run stops with an error naming it (process "
                     "isolation only); None: no limit.")
-    numerics: Literal["portable", "native"] = Field(
+    numerics: Numerics = Field(
         default="portable",
         description="CPU floating-point code paths. 'portable' holds torch, MKL and oneDNN to AVX2, so a seed gives the "
                     "same numbers on every x86-64 host with AVX2. Trained scores drift between AVX2 and AVX-512 paths: "

@@ -93,8 +93,9 @@ def register(app: typer.Typer) -> None:
         for p in planned:
             t.add_row(p.entry.key, p.version, p.state + (f" ({p.why})" if p.why else ""), str(p.result))
         print_table(_out, t)
-        todo = [p for p in planned if p.state not in ("done", "stale") and (not only or p.entry.method in only)]
-        stale = [p for p in planned if p.state == "stale" and (not only or p.entry.method in only)]
+        selected = [p for p in planned if not only or p.entry.method in only]
+        todo = [p for p in selected if p.state not in ("done", "stale")]
+        stale = [p for p in selected if p.state == "stale"]
         if stale:
             _out.print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} ({', '.join(p.entry.key for p in stale)}): "
                        "build refuses to replace committed results; move their result files away to rebuild them",

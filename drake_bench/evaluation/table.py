@@ -128,8 +128,7 @@ def numerics_note(results: Sequence["RunResult"]) -> str:
     """A paragraph saying under which floating-point setting the rows were trained (``RunConfig.numerics``), so a
     reader knows on which hosts the digits rebuild. Empty when no result records the setting (files made before it
     existed)."""
-    recorded = [(r.label, ((r.fl.extra.get("run_config") or {}).get("numerics"), r.environment.cpu_capability))
-                for r in results]
+    recorded = [(r.label, (r.numerics, r.environment.cpu_capability)) for r in results]
     if all(n is None for _, (n, _cap) in recorded):
         return ""
 

@@ -18,12 +18,13 @@ import re
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .._base import StrictModel
 from ..errors import DrakeBenchError
+from ..numerics import Numerics
 
 DEFINITIONS = "definitions"
 DEFAULT_ROOT = "leaderboard"
@@ -91,7 +92,7 @@ class BoardDefinition(StrictModel):
     fast_adaptation_tasks: int | None = Field(default=2, ge=1,
                                               description="First N unseen tasks adapted to (as `run --adaptation-tasks`).")
     compute_matched: bool = False
-    numerics: Literal["portable", "native"] = Field(
+    numerics: Numerics = Field(
         default="portable",
         description="The floating-point setting every entry runs under (RunConfig.numerics): 'portable' so that any "
                     "x86-64 host rebuilds the board's digits; a file made before the setting existed counts as "

@@ -52,7 +52,7 @@ def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[Planne
                 res = read_result(path)
             except DrakeBenchError as exc:
                 raise DrakeBenchError(f"board {board.name}: {path} cannot be read ({exc}); move it away to rebuild it") from None
-            numerics = (res.fl.extra.get("run_config") or {}).get("numerics", "native")
+            numerics = res.numerics or "native"
             if numerics != board.numerics:  # no resume across numerics: the evaluator refuses to mix them
                 state, why = "stale", (f"made under numerics {numerics!r}, the board's is {board.numerics!r}: "
                                        "move the file (and its checkpoints) away to rebuild it")

@@ -182,7 +182,7 @@ def _detail(row: Row) -> str:
             f"total; training {_ms(a.train_seconds_total, 1, 1)[0]} s; aggregation "
             f"{_ms(a.aggregate_seconds_total, 1, 2)[0]} s; peak memory {_ms(a.peak_memory_bytes, 1e-6, 0)[0]} MB")
     env = res.environment
-    numerics = (res.fl.extra.get("run_config") or {}).get("numerics") or "native (made before the setting existed)"
+    numerics = res.numerics or "native (made before the setting existed)"
     computed = (f"numerics {numerics}; kernels {env.cpu_capability or 'not recorded'}"
                 f"{f' on {env.cpu_model}' if env.cpu_model else ''}; torch {env.torch}, transformers {env.transformers}, "
                 f"peft {env.peft}; {env.device}")

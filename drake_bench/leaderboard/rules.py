@@ -126,7 +126,7 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
         for k, v in checks.items():
             if rc.get(k) != v:
                 refuse("settings", f"run_config.{k} {rc.get(k)!r}, the board's is {v!r}")
-        numerics = rc.get("numerics", "native")  # every run before the setting existed computed natively
+        numerics = res.numerics or "native"  # every run before the setting existed computed natively
         if numerics != board.numerics:
             refuse("numerics", f"run_config.numerics {numerics!r}, the board's is {board.numerics!r}: the digits of "
                                "one board must rebuild on one kind of host (drake_bench/numerics.py)")
