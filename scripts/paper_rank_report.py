@@ -1,0 +1,184 @@
+#!/usr/bin/env python
+"""Each canonical board's ranking beside the FedMosaic paper's: which of its orderings hold at toy scale.
+
+The boards are built and rendered by the package (`drake-bench leaderboard build BOARD`); this script only reads
+the result files a board's rules accept and the paper's numbers the package ships
+(``drake_bench/leaderboard/paper_results.json``, the table the board's ``paper.key`` names), and writes
+``<tables>/paper-ranks.md`` / ``.json`` (default docs/findings/). Per board and metric (Self and Others, A_last and
+A_AUC):
+
+* every method both sides have: our mean ± population std over seeds and rank, the paper's mean ± std and rank.
+  A rank is 1 + the number of methods whose whole ``mean ± std`` interval lies above this one's, so methods whose
+  intervals overlap share a rank (``=``), the rule the board page uses;
+* the pairs the paper *resolves* (intervals apart): how many keep the paper's order here, how many are reversed,
+  and how many of each the board resolves in turn (its intervals apart too). A pair the paper does not resolve
+  has no order to keep and is left out;
+* Kendall's tau-a between the two mean orders over every pair (concordant minus discordant pairs, over all pairs),
+  a single summary that counts unresolved pairs as well, so it is read beside the resolved-pair counts.
+
+No method is tuned toward the paper: each runs the board's fixed settings with its registered defaults.
+
+    python scripts/paper_rank_report.py                                   # every board that has a paper table
+    python scripts/paper_rank_report.py --boards drake-synth-dynamic --tables /tmp/out
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from drake_bench.leaderboard.boards import DEFAULT_ROOT, BoardDefinition, canonical_boards
+from drake_bench.leaderboard.html import paper_results, ranks
+from drake_bench.leaderboard.render import board_files
+from drake_bench.leaderboard.rules import validate
+
+METRICS = {"self_last": "Self A_last", "self_auc": "Self A_AUC", "others_last": "Others A_last",
+           "others_auc": "Others A_AUC"}
+LABELS = {"sft": "SFT", "fedit": "FedIT", "ditto": "DITTO", "fedsim": "FedSim", "feddpa": "FedDPA", "feddat": "FedDAT",
+          "perada": "PerAda", "fedmkt": "FedMKT", "takfl": "TAKFL", "fedmosaic": "FedMosaic"}
+
+
+def ours(board: BoardDefinition, root: Path) -> tuple[dict[str, dict[str, list[float]]], list[str]]:
+    """Per method (default settings only, as the paper ran them), per metric, the per-seed scores x100 of the files
+    the board's rules accept; and one line per refused file."""
+    results, refusals = validate(board_files(board.results_dir(root)), board)
+    refused = {r.file for r in refusals}
+    out: dict[str, dict[str, list[float]]] = {}
+    for path, res in results:
+        if path in refused or res.method_settings:
+            continue
+        by_seed = {p.seed: p for p in res.summary.per_seed}
+        out[res.method.name] = {m: [100 * getattr(by_seed[s], m) for s in res.seeds] for m in METRICS}
+    return out, sorted({f"`{r.rule}` {r.file}" for r in refusals})
+
+
+def apart(a: tuple[float, float], b: tuple[float, float]) -> int:
+    """+1 when a's interval lies wholly above b's, -1 below, 0 when they overlap."""
+    if a[0] - a[1] > b[0] + b[1]:
+        return 1
+    if b[0] - b[1] > a[0] + a[1]:
+        return -1
+    return 0
+
+
+def compare(toy: dict[str, tuple[float, float]], paper: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """Ranks side by side, the paper-resolved pairs and Kendall's tau-a over the methods both have."""
+    methods = [m for m in paper if m in toy]
+    toy_rank = dict(zip(methods, ranks([toy[m] for m in methods])))
+    paper_rank = dict(zip(methods, ranks([paper[m] for m in methods])))
+    pairs = []
+    concordant = discordant = 0
+    for a, b in itertools.combinations(methods, 2):
+        sign_paper = (paper[a][0] > paper[b][0]) - (paper[a][0] < paper[b][0])
+        sign_toy = (toy[a][0] > toy[b][0]) - (toy[a][0] < toy[b][0])
+        concordant += sign_paper * sign_toy > 0
+        discordant += sign_paper * sign_toy < 0
+        resolved = apart(paper[a], paper[b])
+        if resolved:
+            hi, lo = (a, b) if resolved > 0 else (b, a)
+            toy_resolved = apart(toy[hi], toy[lo])
+            pairs.append({"paper_higher": hi, "paper_lower": lo, "kept": toy[hi][0] > toy[lo][0],
+                          "resolved_here": toy_resolved != 0, "difference_here": toy[hi][0] - toy[lo][0]})
+    n_pairs = len(methods) * (len(methods) - 1) // 2
+    return {
+        "methods": methods,
+        "rows": {m: {"ours": toy[m], "ours_rank": toy_rank[m], "paper": paper[m], "paper_rank": paper_rank[m]}
+                 for m in methods},
+        "resolved_pairs": pairs,
+        "kept": sum(p["kept"] for p in pairs),
+        "kept_and_resolved_here": sum(p["kept"] and p["resolved_here"] for p in pairs),
+        "reversed_and_resolved_here": sum(not p["kept"] and p["resolved_here"] for p in pairs),
+        "kendall_tau_a": (concordant - discordant) / n_pairs if n_pairs else None,
+    }
+
+
+def report(boards: list[BoardDefinition], root: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for board in boards:
+        table = paper_results(board.paper.key if board.paper else None)
+        if table is None:
+            continue
+        scores, refused = ours(board, root)
+        entry: dict[str, Any] = {"paper_table": table["table"], "refused": refused,
+                                 "seeds": {m: len(v["self_last"]) for m, v in scores.items()},
+                                 "missing": [m for m in table["methods"] if m not in scores], "metrics": {}}
+        for metric in METRICS:
+            toy = {m: (statistics.fmean(v[metric]), statistics.pstdev(v[metric])) for m, v in scores.items()}
+            paper = {m: tuple(v[metric]) for m, v in table["methods"].items() if metric in v}
+            entry["metrics"][metric] = compare(toy, paper)
+        out[board.name] = entry
+    return out
+
+
+def _rank(r: tuple[int, bool]) -> str:
+    return f"{r[0]}{'=' if r[1] else ''}"
+
+
+def markdown(rep: dict[str, Any]) -> str:
+    lines = ["# Canonical boards beside the FedMosaic paper's rankings", "",
+             "Written by `python scripts/paper_rank_report.py` from the result files each canonical board's rules "
+             "accept (default settings only) and the paper's numbers the package ships "
+             "(`drake_bench/leaderboard/paper_results.json`). Scores x100, mean ± population std over seeds. Rank: 1 + "
+             "the methods whose whole interval lies above, so overlapping methods share a rank (`=`). A pair is "
+             "*resolved* where the two intervals lie apart. The paper's models are 1B/3B LLaVAs on the real "
+             "benchmarks, 20 rounds of 100 steps; ours are the tiny zoo on the embedded mirrors, 8 rounds of 25: "
+             "the comparison is of orderings, never of digits. The predictions made before the boards: "
+             "[paper-ranks-predictions.md](paper-ranks-predictions.md).", ""]
+    for name, entry in rep.items():
+        lines += [f"## {name}", "", f"Beside: {entry['paper_table']}.", ""]
+        if entry["missing"]:
+            lines += [f"Not on the board yet: {', '.join(LABELS.get(m, m) for m in entry['missing'])}.", ""]
+        if entry["refused"]:
+            lines += ["Refused by the board's rules, left out:", ""] + [f"* {r}" for r in entry["refused"]] + [""]
+        if not entry["seeds"]:
+            continue
+        for metric, label in METRICS.items():
+            c = entry["metrics"][metric]
+            lines += [f"### {label}", "", "| method | ours | rank | paper | paper rank |", "|:---|---:|---:|---:|---:|"]
+            order = sorted(c["methods"], key=lambda m: -c["rows"][m]["paper"][0])
+            for m in order:
+                row = c["rows"][m]
+                lines.append(f"| {LABELS.get(m, m)} | {row['ours'][0]:.2f} ± {row['ours'][1]:.2f} | "
+                             f"{_rank(row['ours_rank'])} | {row['paper'][0]:.2f} ± {row['paper'][1]:.2f} | "
+                             f"{_rank(row['paper_rank'])} |")
+            n = len(c["resolved_pairs"])
+            tau = "n/a" if c["kendall_tau_a"] is None else f"{c['kendall_tau_a']:+.2f}"
+            lines += ["", f"Pairs the paper resolves: {n}; in the same order here {c['kept']} "
+                          f"({c['kept_and_resolved_here']} resolved here too); reversed {n - c['kept']} "
+                          f"({c['reversed_and_resolved_here']} resolved here). Kendall's tau-a over all "
+                          f"{len(c['methods'])} methods: {tau}.", ""]
+            held = [p for p in c["resolved_pairs"] if p["kept"] and p["resolved_here"]]
+            flipped = [p for p in c["resolved_pairs"] if not p["kept"] and p["resolved_here"]]
+            for title, group in (("Held and resolved here", held), ("Reversed and resolved here", flipped)):
+                if group:
+                    lines.append(f"{title}: " + "; ".join(
+                        f"{LABELS.get(p['paper_higher'], p['paper_higher'])} > {LABELS.get(p['paper_lower'], p['paper_lower'])}"
+                        f" ({p['difference_here']:+.2f})" for p in group) + ".")
+                    lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--boards", default="", help="comma-separated board names (default: every board with a paper table)")
+    ap.add_argument("--root", type=Path, default=Path(DEFAULT_ROOT), help="the leaderboard folder")
+    ap.add_argument("--tables", type=Path, default=Path("docs/findings"), help="where paper-ranks.md/.json go")
+    args = ap.parse_args()
+    every = canonical_boards()
+    names = [n for n in args.boards.split(",") if n] or sorted(every)
+    unknown = [n for n in names if n not in every]
+    if unknown:
+        raise SystemExit(f"unknown board(s) {unknown}; the canonical boards are {sorted(every)}")
+    rep = report([every[n] for n in names], args.root)
+    args.tables.mkdir(parents=True, exist_ok=True)
+    (args.tables / "paper-ranks.json").write_text(json.dumps(rep, indent=1) + "\n", encoding="utf-8")
+    (args.tables / "paper-ranks.md").write_text(markdown(rep), encoding="utf-8")
+    print(f"wrote {args.tables / 'paper-ranks.md'} and .json ({', '.join(rep)})")
+
+
+if __name__ == "__main__":
+    main()
