@@ -85,10 +85,12 @@ def measure(path: Path) -> dict:
     agg = d["summary"]["aggregate"]
     replaced: dict[int, dict[int, int]] = defaultdict(dict)  # round -> seed -> replacements (all keys)
     first: dict[int, dict[int, int]] = defaultdict(dict)
+    trained: dict[int, dict[int, int]] = defaultdict(dict)  # round -> seed -> (client, key) pairs trained
     for seed, by_round in replacement_table(d["raw"].get("diagnostics", [])).items():
         for r, by_key in by_round.items():
             replaced[r][seed] = sum(cell["replaced"] for cell in by_key.values())
             first[r][seed] = sum(cell["first_replaced"] for cell in by_key.values())
+            trained[r][seed] = sum(cell["clients"] for cell in by_key.values())
     return {
         "seeds": sorted(per_seed),
         **{m: {s: per_seed[s][m] for s in per_seed} for m in ("self_last", "self_auc", "others_last", "others_auc")},
@@ -97,6 +99,10 @@ def measure(path: Path) -> dict:
         "uplink_mb_per_round": (agg["uplink_bytes_per_round"]["mean"] or 0) / 1e6,
         "replaced_per_round": {r: statistics.mean(v.values()) for r, v in sorted(replaced.items())},
         "first_replaced_per_round": {r: statistics.mean(v.values()) for r, v in sorted(first.items())},
+        # per seed, for the predictions that say "in every seed"
+        "replaced_per_round_per_seed": {r: dict(sorted(v.items())) for r, v in sorted(replaced.items())},
+        "first_replaced_per_round_per_seed": {r: dict(sorted(v.items())) for r, v in sorted(first.items())},
+        "trained_pairs_per_round_per_seed": {r: dict(sorted(v.items())) for r, v in sorted(trained.items())},
     }
 
 
@@ -150,6 +156,16 @@ def report(out: Path, settings: list[str], tables: Path) -> None:
                 lines += ["", f"{arm}: replacements per round (mean over seeds; from the +inf rule in brackets): "
                           + ", ".join(f"r{r} {v:.1f} ({m[arm]['first_replaced_per_round'][r]:.1f})" for r, v in per.items())
                           + f"; cumulative {', '.join(f'{c:.1f}' for c in cum)}."]
+                x = m[arm]
+                seeds = x["seeds"]
+                lines += ["", f"{arm}, per seed ({', '.join(map(str, seeds))}): replaced / (client, key) pairs trained "
+                          "per round: " + "; ".join(
+                              f"r{r} " + ", ".join(f"{x['replaced_per_round_per_seed'][r].get(s, 0)}/"
+                                                   f"{x['trained_pairs_per_round_per_seed'][r].get(s, 0)}" for s in seeds)
+                              for r in x["replaced_per_round_per_seed"])
+                          + "; from the +inf rule: " + "; ".join(
+                              f"r{r} " + ", ".join(str(x['first_replaced_per_round_per_seed'][r].get(s, 0)) for s in seeds)
+                              for r in x["first_replaced_per_round_per_seed"]) + "."]
         lines.append("")
     tables.mkdir(parents=True, exist_ok=True)
     (tables / "tap-boards.md").write_text("\n".join(lines) + "\n")
