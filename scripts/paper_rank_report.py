@@ -4,7 +4,8 @@
 The boards are built and rendered by the package (`drake-bench leaderboard build BOARD`); this script only reads
 the result files a board's rules accept and the paper's numbers the package ships
 (``drake_bench/leaderboard/paper_results.json``, the table the board's ``paper.key`` names), and writes
-``<tables>/paper-ranks.md`` / ``.json`` (default docs/findings/). Per board and metric (Self and Others, A_last and
+``<tables>/paper-ranks.md`` / ``.json`` (default docs/findings/) and a scatter per board of our means against
+the paper's (``<tables>/paper-ranks/<board>.png``). Per board and metric (Self and Others, A_last and
 A_AUC):
 
 * every method both sides have: our mean ± population std over seeds and rank, the paper's mean ± std and rank.
@@ -114,6 +115,37 @@ def report(boards: list[BoardDefinition], root: Path) -> dict[str, Any]:
     return out
 
 
+def plot(name: str, entry: dict[str, Any], path: Path) -> bool:
+    """Ours against the paper's, Self and Others A_last, one point per method with both sides' std as error bars:
+    a board that keeps the paper's order lies along a rising line. False when there is nothing to draw."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [m for m in ("self_last", "others_last") if len(entry["metrics"][m]["methods"]) >= 2]
+    if not panels:
+        return False
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.4), squeeze=False)
+    for ax, metric in zip(axes[0], panels):
+        c = entry["metrics"][metric]
+        for m in c["methods"]:
+            (py, ps), (oy, os_) = c["rows"][m]["paper"], c["rows"][m]["ours"]
+            ax.errorbar(py, oy, xerr=ps, yerr=os_, fmt="o", capsize=3)
+            ax.annotate(LABELS.get(m, m), (py, oy), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        tau = c["kendall_tau_a"]
+        ax.set_title(f"{METRICS[metric]}  (tau-a {tau:+.2f})" if tau is not None else METRICS[metric], fontsize=10)
+        ax.set_xlabel("paper (x100)")
+        ax.set_ylabel("this board (x100)")
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"{name} beside {entry['paper_table'].split(' (')[0]}", fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def _rank(r: tuple[int, bool]) -> str:
     return f"{r[0]}{'=' if r[1] else ''}"
 
@@ -136,6 +168,8 @@ def markdown(rep: dict[str, Any]) -> str:
             lines += ["Refused by the board's rules, left out:", ""] + [f"* {r}" for r in entry["refused"]] + [""]
         if not entry["seeds"]:
             continue
+        if entry.get("plot"):
+            lines += [f"![{name}: ours against the paper's]({entry['plot']})", ""]
         for metric, label in METRICS.items():
             c = entry["metrics"][metric]
             lines += [f"### {label}", "", "| method | ours | rank | paper | paper rank |", "|:---|---:|---:|---:|---:|"]
@@ -175,6 +209,10 @@ def main() -> None:
         raise SystemExit(f"unknown board(s) {unknown}; the canonical boards are {sorted(every)}")
     rep = report([every[n] for n in names], args.root)
     args.tables.mkdir(parents=True, exist_ok=True)
+    for name, entry in rep.items():  # one scatter per board: ours against the paper's
+        rel = Path("paper-ranks") / f"{name}.png"
+        if plot(name, entry, args.tables / rel):
+            entry["plot"] = str(rel)
     (args.tables / "paper-ranks.json").write_text(json.dumps(rep, indent=1) + "\n", encoding="utf-8")
     (args.tables / "paper-ranks.md").write_text(markdown(rep), encoding="utf-8")
     print(f"wrote {args.tables / 'paper-ranks.md'} and .json ({', '.join(rep)})")

@@ -51,3 +51,13 @@ def test_refused_files_are_left_out_and_named(tmp_path: Path) -> None:
     dest.write_text(json.dumps(data))
     scores, refused = paper_rank_report.ours(board, tmp_path)
     assert scores == {} and refused and str(dest) in refused[0]
+
+
+def test_the_scatter_is_drawn_only_with_two_methods(tmp_path: Path) -> None:
+    paper = {"a": (60.0, 0.5), "b": (55.0, 0.5)}
+    two = {"paper_table": "Table 2 (x)", "metrics": {m: paper_rank_report.compare({"a": (1.0, 0.1), "b": (2.0, 0.1)}, paper)
+                                                    for m in ("self_last", "others_last")}}
+    assert paper_rank_report.plot("b", two, tmp_path / "b.png") and (tmp_path / "b.png").stat().st_size > 1000
+    one = {"paper_table": "Table 2 (x)", "metrics": {m: paper_rank_report.compare({"a": (1.0, 0.1)}, paper)
+                                                    for m in ("self_last", "others_last")}}
+    assert not paper_rank_report.plot("a", one, tmp_path / "a.png") and not (tmp_path / "a.png").exists()
