@@ -43,18 +43,25 @@ LABELS = {"sft": "SFT", "fedit": "FedIT", "ditto": "DITTO", "fedsim": "FedSim", 
           "perada": "PerAda", "fedmkt": "FedMKT", "takfl": "TAKFL", "fedmosaic": "FedMosaic"}
 
 
-def ours(board: BoardDefinition, root: Path) -> tuple[dict[str, dict[str, list[float]]], list[str]]:
-    """Per method (default settings only, as the paper ran them), per metric, the per-seed scores x100 of the files
-    the board's rules accept; and one line per refused file."""
+TRAFFIC = ("uplink_bytes_per_round", "downlink_bytes_per_round", "uplink_elements_per_round",
+           "downlink_elements_per_round")
+
+
+def ours(board: BoardDefinition, root: Path) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, float | None]],
+                                                      list[str]]:
+    """Per method (default settings only, as the paper ran them): per metric, the per-seed scores x100 of the files
+    the board's rules accept; the measured traffic per round (mean over seeds); and one line per refused file."""
     results, refusals = validate(board_files(board.results_dir(root)), board)
     refused = {r.file for r in refusals}
     out: dict[str, dict[str, list[float]]] = {}
+    traffic: dict[str, dict[str, float | None]] = {}
     for path, res in results:
         if path in refused or res.method_settings:
             continue
         by_seed = {p.seed: p for p in res.summary.per_seed}
         out[res.method.name] = {m: [100 * getattr(by_seed[s], m) for s in res.seeds] for m in METRICS}
-    return out, sorted({f"`{r.rule}` {r.file}" for r in refusals})
+        traffic[res.method.name] = {t: getattr(res.summary.aggregate, t).mean for t in TRAFFIC}
+    return out, traffic, sorted({f"`{r.rule}` {r.file}" for r in refusals})
 
 
 def apart(a: tuple[float, float], b: tuple[float, float]) -> int:
@@ -103,8 +110,8 @@ def report(boards: list[BoardDefinition], root: Path) -> dict[str, Any]:
         table = paper_results(board.paper.key if board.paper else None)
         if table is None:
             continue
-        scores, refused = ours(board, root)
-        entry: dict[str, Any] = {"paper_table": table["table"], "refused": refused,
+        scores, traffic, refused = ours(board, root)
+        entry: dict[str, Any] = {"paper_table": table["table"], "refused": refused, "traffic": traffic,
                                  "seeds": {m: len(v["self_last"]) for m, v in scores.items()},
                                  "missing": [m for m in table["methods"] if m not in scores], "metrics": {}}
         for metric in METRICS:
@@ -144,6 +151,99 @@ def plot(name: str, entry: dict[str, Any], path: Path) -> bool:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+# The predictions committed before the ten-method boards ran (docs/findings/paper-ranks-predictions.md), checked
+# mechanically on each board they name. Each check reads only the board's means (x100) and measured traffic, and
+# says None (not yet) until all ten of the paper's methods are on the board.
+PREDICTION_BOARDS = ("drake-synth-dynamic", "hflb-synth-dynamic")
+TEN = tuple(LABELS)
+PREDICTION_NUMBERS = ("1", "2", "3", "4", "5a", "5b", "6", "7", "8", "9")
+
+
+def _mean(entry: dict[str, Any], metric: str, method: str) -> float:
+    return entry["metrics"][metric]["rows"][method]["ours"][0]
+
+
+def check_predictions(entry: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
+    """(number, held on this board or None when the board lacks a method, the numbers behind it) per prediction."""
+    missing = [m for m in TEN if m not in entry["metrics"]["self_last"]["rows"]]
+    if missing:
+        why = "not yet: " + ", ".join(LABELS[m] for m in missing) + " missing"
+        return [(n, None, why) for n in PREDICTION_NUMBERS]
+    s = {m: _mean(entry, "self_last", m) for m in TEN}
+    o = {m: _mean(entry, "others_last", m) for m in TEN}
+    out: list[tuple[str, bool | None, str]] = []
+    span_s, span_o = max(s.values()) - min(s.values()), max(o.values()) - min(o.values())
+    out.append(("1", span_s <= 5.0 and span_o <= 3.5, f"Self span {span_s:.2f} (≤ 5.0), Others span {span_o:.2f} (≤ 3.5)"))
+    c = entry["metrics"]["self_last"]
+    n = len(c["resolved_pairs"])
+    resolved_here = c["kept_and_resolved_here"] + c["reversed_and_resolved_here"]
+    kept = c["kept"] / n if n else float("nan")
+    tau = c["kendall_tau_a"]
+    out.append(("2", n > 0 and resolved_here <= n / 4 and 0.35 <= kept <= 0.75 and -0.3 <= tau <= 0.5,
+                f"of {n} paper-resolved pairs: {resolved_here} resolved here (≤ {n / 4:.1f}), {c['kept']} kept in the mean "
+                f"({100 * kept:.0f} %, 35-75 %); tau-a {tau:+.2f} (−0.3 to +0.5)"))
+    top = max(s, key=s.get)
+    out.append(("3", s[top] - s["sft"] <= 1.0, f"SFT {s['sft']:.2f}, highest {LABELS[top]} {s[top]:.2f} "
+                                                f"(gap {s[top] - s['sft']:.2f} ≤ 1.0)"))
+    out.append(("4", o["fedit"] > o["sft"], f"Others: FedIT {o['fedit']:.2f} against SFT {o['sft']:.2f}"))
+    two_pass = ("ditto", "feddpa", "perada")
+    out.append(("5a", all(s[m] < s["sft"] for m in two_pass),
+                "Self below SFT's " + f"{s['sft']:.2f}: " + ", ".join(f"{LABELS[m]} {s[m]:.2f}" for m in two_pass)))
+    out.append(("5b", None, "below FedIT's Self on at least one board: " +
+                ", ".join(f"{LABELS[m]} {s[m] - s['fedit']:+.2f}" for m in two_pass) + " (read across boards)"))
+    out.append(("6", s["feddat"] < s["sft"] and s["feddat"] < s["fedit"] and o["sft"] < o["feddat"] <= o["fedit"] + 1.0,
+                f"FedDAT Self {s['feddat']:.2f} (SFT {s['sft']:.2f}, FedIT {s['fedit']:.2f}); Others {o['feddat']:.2f} "
+                f"(above SFT {o['sft']:.2f}, not above FedIT {o['fedit']:.2f} + 1.0)"))
+    distil = ("fedmkt", "takfl")
+    out.append(("7", all(abs(o[m] - o["fedit"]) <= 1.5 and abs(s[m] - s["fedit"]) <= 2.0 for m in distil),
+                "against FedIT: " + ", ".join(f"{LABELS[m]} Others {o[m] - o['fedit']:+.2f} (±1.5), Self "
+                                              f"{s[m] - s['fedit']:+.2f} (±2.0)" for m in distil)))
+    out.append(("8", o["fedmosaic"] < o["fedit"] and abs(s["fedmosaic"] - s["sft"]) <= 2.0,
+                f"FedMosaic Others {o['fedmosaic']:.2f} (FedIT {o['fedit']:.2f}); Self {s['fedmosaic'] - s['sft']:+.2f} "
+                f"from SFT's (±2.0)"))
+    t = entry["traffic"]
+    dual = ("ditto", "fedsim", "feddpa", "feddat")
+    same = all(t[m][k] == t["fedit"][k] for m in dual for k in ("uplink_bytes_per_round", "downlink_bytes_per_round"))
+    fewer = all((t["fedmosaic"][k] or 0) < (t["fedit"][k] or 0)
+                for k in ("uplink_elements_per_round", "downlink_elements_per_round"))
+    sft_nothing = not t["sft"]["uplink_elements_per_round"] and not t["sft"]["downlink_elements_per_round"]
+    out.append(("9", same and fewer and sft_nothing,
+                f"dual adapters' bytes equal FedIT's {t['fedit']['uplink_bytes_per_round']:.0f} B each way: {same}; "
+                f"SFT sends no element: {sft_nothing}; FedMosaic {t['fedmosaic']['uplink_elements_per_round']:.0f} up / "
+                f"{t['fedmosaic']['downlink_elements_per_round']:.0f} down elements against FedIT's "
+                f"{t['fedit']['uplink_elements_per_round']:.0f}: fewer {fewer}"))
+    return out
+
+
+def predictions_markdown(rep: dict[str, Any]) -> list[str]:
+    """The predictions' section: one row per prediction, one column per board it names, and the verdict (held when
+    it holds on every board; 5b, 'below FedIT on at least one board', is read across the boards)."""
+    boards = [b for b in PREDICTION_BOARDS if b in rep]
+    if not boards:
+        return []
+    checks = {b: {n: (held, detail) for n, held, detail in check_predictions(rep[b])} for b in boards}
+    numbers = list(checks[boards[0]])
+    lines = ["## The predictions, checked", "",
+             "Each prediction of [paper-ranks-predictions.md](paper-ranks-predictions.md), computed from the means "
+             "above; it holds when it holds on every board it names.", "",
+             "| # | " + " | ".join(boards) + " | verdict |", "|---|" + "---|" * (len(boards) + 1)]
+    mark = {True: "✓", False: "✗", None: "…"}
+    for n in numbers:
+        if n == "5b":  # each two-pass method below FedIT on at least one of the boards
+            ready = len(boards) == len(PREDICTION_BOARDS) and all(checks[b]["5a"][0] is not None for b in boards)
+            held: bool | None = None
+            if ready:
+                held = all(any(_mean(rep[b], "self_last", m) < _mean(rep[b], "self_last", "fedit") for b in boards)
+                           for m in ("ditto", "feddpa", "perada"))
+            lines.append("| 5b | " + " | ".join(checks[b][n][1] for b in boards) + f" | {mark[held]} |")
+            continue
+        verdicts = [checks[b][n][0] for b in boards]
+        held = None if None in verdicts or len(boards) < len(PREDICTION_BOARDS) else all(verdicts)
+        lines.append(f"| {n} | " + " | ".join(f"{mark[checks[b][n][0]]} {checks[b][n][1]}" for b in boards) +
+                     f" | {mark[held]} |")
+    return lines + [""]
 
 
 def _rank(r: tuple[int, bool]) -> str:
@@ -193,6 +293,7 @@ def markdown(rep: dict[str, Any]) -> str:
                         f"{LABELS.get(p['paper_higher'], p['paper_higher'])} > {LABELS.get(p['paper_lower'], p['paper_lower'])}"
                         f" ({p['difference_here']:+.2f})" for p in group) + ".")
                     lines.append("")
+    lines += predictions_markdown(rep)
     return "\n".join(lines).rstrip() + "\n"
 
 
