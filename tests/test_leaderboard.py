@@ -100,11 +100,14 @@ def test_canonical_boards_pin_the_shipped_benchmark_and_weights():
 def test_build_runs_only_what_is_missing_then_renders(tiny_board, tmp_path):
     board_json, root = _copy_board(tiny_board, tmp_path)
     board = load_board(board_json)
-    assert [p.state for p in plan(board, root)] == ["done", "done"]
+    assert [(p.state, p.seeds_done) for p in plan(board, root)] == [("done", len(board.seeds))] * 2
     assert (root / "tiny" / "board.html").is_file() and "counter 1.0" in (root / "tiny" / "summary.md").read_text()
     code, out = _cli("leaderboard", "build", str(board_json), "--root", str(root), "--dry-run")
     assert code == 0 and "nothing to run" in out
     (root / "tiny" / "runs" / "toy" / "static" / "counter" / "1.0" / "result.json").unlink()
+    assert [p.seeds_done for p in plan(board, root)] == [len(board.seeds), 0]  # its checkpoints hold no finished seed
+    code, out = _cli("leaderboard", "list", "--root", str(root))
+    assert code == 0 and "seeds done" in out
     code, out = _cli("leaderboard", "build", str(board_json), "--root", str(root), "--dry-run")
     assert code == 0 and "--methods counter --out" in out.replace("\n", "") and "majority-answer --out" not in out
     code, out = _cli("leaderboard", "render", str(board_json), "--root", str(root))

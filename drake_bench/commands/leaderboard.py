@@ -54,16 +54,19 @@ def register(app: typer.Typer) -> None:
         from ..leaderboard.build import plan
 
         t = Table(title="canonical boards (drake_bench/leaderboard/definitions/)")
-        for col in ("board", "benchmark", "scenario", "allocation", "seeds", "rounds x steps", "entries done"):
+        for col in ("board", "benchmark", "scenario", "allocation", "seeds", "rounds x steps", "entries done",
+                    "seeds done"):
             t.add_column(col, no_wrap=True)
         for b in canonical_boards().values():
             try:
-                states = [p.state for p in plan(b, root)]
+                planned = plan(b, root)
+                states = [p.state for p in planned]
                 done = f"{states.count('done')}/{len(states)}"
+                seeds = f"{sum(p.seeds_done for p in planned)}/{len(planned) * len(b.seeds)}"
             except DrakeBenchError as exc:
-                done = f"? ({exc})"
+                done, seeds = f"? ({exc})", "?"
             t.add_row(b.name, f"{b.benchmark} {b.benchmark_version}", b.scenario, b.allocation or "default",
-                      ",".join(map(str, b.seeds)), f"{b.rounds} x {b.local_steps}", done)
+                      ",".join(map(str, b.seeds)), f"{b.rounds} x {b.local_steps}", done, seeds)
         print_table(_out, t)
 
     @lb.command("build")

@@ -29,6 +29,7 @@ class PlannedEntry:
     result: Path
     state: str  # done | resume | missing | stale
     why: str = ""
+    seeds_done: int = 0  # the board's seeds a result file already holds (a partial file keeps its finished seeds)
 
 
 def method_version(name: str) -> str:
@@ -46,7 +47,7 @@ def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[Planne
         folder = board.entry_out(entry, root)
         path = result_path(folder, board.benchmark_name, board.scenario_tag, entry.method, version)
         ckpt = folder / "checkpoints" / board.benchmark_name / board.scenario_tag / entry.method
-        state, why = "missing", ""
+        state, why, seeds_done = "missing", "", 0
         if path.is_file():
             try:
                 res = read_result(path)
@@ -57,12 +58,13 @@ def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[Planne
                 state, why = "stale", (f"made under numerics {numerics!r}, the board's is {board.numerics!r}: "
                                        "move the file (and its checkpoints) away to rebuild it")
             elif res.status == "complete" and sorted(res.seeds) == board.seeds:
-                state = "done"
+                state, seeds_done = "done", len(board.seeds)
             else:
                 state, why = "resume", f"{res.status}, seeds {res.seeds}"
+                seeds_done = len(set(res.seeds) & set(board.seeds))
         elif ckpt.is_dir() and any(ckpt.iterdir()):
             state, why = "resume", "checkpoints in " + str(ckpt)
-        out.append(PlannedEntry(entry, version, folder, path, state, why))
+        out.append(PlannedEntry(entry, version, folder, path, state, why, seeds_done))
     return out
 
 
