@@ -224,13 +224,12 @@ def predictions_markdown(rep: dict[str, Any]) -> list[str]:
     if not boards:
         return []
     checks = {b: {n: (held, detail) for n, held, detail in check_predictions(rep[b])} for b in boards}
-    numbers = list(checks[boards[0]])
     lines = ["## The predictions, checked", "",
              "Each prediction of [paper-ranks-predictions.md](paper-ranks-predictions.md), computed from the means "
              "above; it holds when it holds on every board it names.", "",
              "| # | " + " | ".join(boards) + " | verdict |", "|---|" + "---|" * (len(boards) + 1)]
     mark = {True: "✓", False: "✗", None: "…"}
-    for n in numbers:
+    for n in PREDICTION_NUMBERS:
         if n == "5b":  # each two-pass method below FedIT on at least one of the boards
             ready = len(boards) == len(PREDICTION_BOARDS) and all(checks[b]["5a"][0] is not None for b in boards)
             held: bool | None = None

@@ -91,7 +91,7 @@ def test_predictions_are_checked_from_the_means_and_say_not_yet_while_a_method_i
     assert checks["4"][0] is True and checks["5a"][0] is True and checks["6"][0] is True
     assert checks["7"][0] is True and checks["8"][0] is True and checks["9"][0] is True
     assert checks["5b"][0] is None                      # read across the boards
-    # one change each flips exactly the prediction it names
+    # each change below fails the prediction it names
     worse = dict(self_last, ditto=32.0)                 # Self span 6.5 > 5.0
     assert paper_rank_report.check_predictions(_entry(worse, others_last, paper))[0][1] is False
     entry = _entry(self_last, others_last, paper)
