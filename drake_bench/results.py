@@ -8,7 +8,8 @@ it, so a submitted file whose headline numbers disagree with its own raw data is
 
 The JSON Schema shipped as ``drake_bench/schemas/result.schema.json`` is generated from
 :class:`RunResult` (``python -m drake_bench.results`` rewrites it); third-party tools can
-validate result files without Python. Layout on disk is MTEB-style, see :func:`result_path`.
+validate result files without Python. Layout on disk is MTEB-style, see :func:`result_path`;
+inside the file the raw tables are stored column-wise (:mod:`drake_bench.result_encoding`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any, Literal, Sequence
 import jsonschema
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
+from . import result_encoding
 from ._base import StrictModel
 from ._version import __version__
 from .errors import DrakeBenchError
@@ -47,7 +49,10 @@ from .evaluation.metrics import (
 )
 from .evaluation.scoring import SCORER_VERSION
 
-RESULT_SCHEMA_VERSION = "1.0"
+RESULT_SCHEMA_VERSION = "2.0"
+READABLE_SCHEMA_VERSIONS = ("1.0", RESULT_SCHEMA_VERSION)
+"""Versions :func:`read_result` reads: 1.0 stored each raw record as its own object; 2.0 stores the tables
+column-wise. Both describe the same :class:`RunResult`; writing always writes 2.0."""
 SCHEMA_FILE = "result.schema.json"
 RESULT_FILE = "result.json"
 
@@ -204,7 +209,7 @@ class Environment(StrictModel):
 class RunResult(StrictModel):
     """One run of one method on one benchmark and scenario, over all its seeds."""
 
-    schema_version: Literal["1.0"] = RESULT_SCHEMA_VERSION
+    schema_version: Literal["2.0"] = RESULT_SCHEMA_VERSION
     drake_bench_version: str
     created_at: datetime
     benchmark: BenchmarkRef
@@ -338,12 +343,20 @@ def result_path(out: str | Path, benchmark: str, scenario: str, method: str, met
 # --------------------------------------------------------------------------- schema
 
 
-def result_schema() -> dict[str, Any]:
-    """The JSON Schema of result files, generated from :class:`RunResult`."""
+def result_schema(version: str = RESULT_SCHEMA_VERSION) -> dict[str, Any]:
+    """The JSON Schema of result files of ``version``, generated from :class:`RunResult`: 2.0 (the shipped one)
+    with column-wise raw tables, 1.0 (still read) with one object per raw record."""
+    if version not in READABLE_SCHEMA_VERSIONS:
+        raise ValueError(f"no result schema {version!r}; this drake_bench knows {', '.join(READABLE_SCHEMA_VERSIONS)}")
     schema = RunResult.model_json_schema(mode="serialization")
+    if version == RESULT_SCHEMA_VERSION:
+        schema = result_encoding.file_schema(schema)
+    else:
+        schema["properties"]["schema_version"] = {**schema["properties"]["schema_version"], "const": version,
+                                                  "default": version}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": f"https://drake-bench/schemas/result-{RESULT_SCHEMA_VERSION}.json",
+        "$id": f"https://drake-bench/schemas/result-{version}.json",
         **schema,
     }
 
@@ -362,29 +375,46 @@ def _field_path(path: Sequence[Any]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "<root>"
 
 
-@functools.lru_cache(maxsize=1)
-def _fast_validator() -> Any:
-    """jsonschema-rs's compiled validator of the shipped schema, or None where it is not installed."""
+def _schema_for(version: str) -> dict[str, Any]:
+    return shipped_schema() if version == RESULT_SCHEMA_VERSION else result_schema(version)
+
+
+@functools.lru_cache(maxsize=2)
+def _fast_validator(version: str = RESULT_SCHEMA_VERSION) -> Any:
+    """jsonschema-rs's compiled validator of the schema of ``version``, or None where it is not installed."""
     try:
         import jsonschema_rs
     except ImportError:  # pragma: no cover - a dependency; the reference validator below still works alone
         return None
-    return jsonschema_rs.Draft202012Validator(shipped_schema())
+    return jsonschema_rs.Draft202012Validator(_schema_for(version))
 
 
-def _schema_errors(data: Any) -> list[str]:
+def _schema_errors(data: Any, version: str = RESULT_SCHEMA_VERSION) -> list[str]:
     """Every place ``data`` breaks the shipped schema, one line each.
 
     A board's result files run to megabytes (52 clients x every round's records), where the reference
     ``jsonschema`` validator takes seconds per file; jsonschema-rs (a compiled Draft 2020-12 validator) answers
     "valid" a hundred times faster, so only a file it rejects goes through ``jsonschema``, whose error messages
-    are the ones reported (tests/test_results.py checks that both validators agree)."""
-    fast = _fast_validator()
+    are the ones reported (tests/test_results.py checks that both validators agree). Paths name records, not
+    the file's rows: ``raw.scores[3].score``, not ``raw.scores.rows[3][7]``."""
+    fast = _fast_validator(version)
     if fast is not None and fast.is_valid(data):
         return []
-    validator = jsonschema.Draft202012Validator(shipped_schema())
+    validator = jsonschema.Draft202012Validator(_schema_for(version))
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
-    return [f"{_field_path(e.absolute_path)}: {e.message}" for e in errors]
+    return [_error_line(e) for e in errors]
+
+
+def _error_line(error: jsonschema.ValidationError) -> str:
+    """One schema error as a line: the record-wise path and the message, with the offending value cut short (a
+    wrong table would otherwise be quoted whole)."""
+    path = list(error.absolute_path)
+    where = _field_path(result_encoding.error_path(path))
+    if len(path) == 2 and path[0] == "raw" and isinstance(error.instance, list):
+        return (f"{where}: a list of records, as schema 1.0 files store a table; this file says schema_version "
+                f"{RESULT_SCHEMA_VERSION}, which stores each table as {{\"columns\": [...], \"rows\": [[...]]}}")
+    message = error.message if len(error.message) <= 300 else error.message[:300] + " ..."
+    return f"{where}: {message}"
 
 
 def _fail(where: str, problem: str, lines: list[str]) -> ResultFileError:
@@ -403,7 +433,7 @@ def write_result(result: RunResult, path: str | Path, *, check: bool = True) -> 
     complete, the summary agreeing with them), so neither a hand-edited summary nor a gap can be written.
     """
     path = Path(path)
-    data = result.model_dump(mode="json")
+    data = file_data(result.model_dump(mode="json"))
     errors = _schema_errors(data)
     if errors:
         raise _fail(str(path), "would fail the result schema", errors)
@@ -415,8 +445,7 @@ def write_result(result: RunResult, path: str | Path, *, check: bool = True) -> 
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, ensure_ascii=False, allow_nan=False)
-            f.write("\n")
+            f.write(result_encoding.dumps(data))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -479,21 +508,79 @@ def comparable_differences(a: RunResult, b: RunResult) -> list[str]:
     return [line.lstrip(".").replace("stored", "first").replace("recomputed", "second") for line in out]
 
 
-def read_result(path: str | Path) -> RunResult:
-    """Load and validate a result file; errors name the file and the offending field."""
+def file_data(data: dict[str, Any]) -> dict[str, Any]:
+    """A result as ``model_dump(mode="json")`` gives it (one object per raw record) -> as the current file stores
+    it (raw tables column-wise, this schema version)."""
+    out = dict(data)
+    out["schema_version"] = RESULT_SCHEMA_VERSION
+    if isinstance(out.get("raw"), dict):
+        try:
+            out["raw"] = result_encoding.encode_raw(out["raw"])
+        except result_encoding.TableEncodingError as exc:
+            raise ResultFileError(str(exc)) from None
+    return out
+
+
+def dump_result_data(data: dict[str, Any], path: str | Path) -> Path:
+    """Write a result given as plain JSON data (one object per raw record, as :func:`load_result_data` returns it)
+    in the current file format, without validating it: for tools and tests that edit a file's numbers on purpose
+    (:func:`write_result` is the way to write a result)."""
+    path = Path(path)
+    path.write_text(result_encoding.dumps(file_data(data)), encoding="utf-8")
+    return path
+
+
+def load_result_data(path: str | Path) -> dict[str, Any]:
+    """A result file's JSON with its raw tables as lists of records, whatever its schema version, unvalidated:
+    for scripts that read one table, or edit a file (:func:`read_result` is the way to read a result)."""
     data = _load(path)
-    if isinstance(data, dict) and data.get("schema_version") not in (None, RESULT_SCHEMA_VERSION):
+    if isinstance(data, dict) and isinstance(data.get("raw"), dict):
+        data["raw"] = result_encoding.decode_raw(data["raw"])
+    return data
+
+
+def read_result(path: str | Path) -> RunResult:
+    """Load and validate a result file of any readable schema version (:data:`READABLE_SCHEMA_VERSIONS`); errors
+    name the file and the offending field."""
+    data = _load(path)
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if isinstance(data, dict) and version not in (None, *READABLE_SCHEMA_VERSIONS):
         raise ResultFileError(
-            f"{path}: schema_version {data.get('schema_version')!r} is not supported "
-            f"(this drake_bench reads {RESULT_SCHEMA_VERSION!r})"
+            f"{path}: schema_version {version!r} is not supported "
+            f"(this drake_bench reads {', '.join(map(repr, READABLE_SCHEMA_VERSIONS))})"
         )
-    errors = _schema_errors(data)
+    version = version if version in READABLE_SCHEMA_VERSIONS else RESULT_SCHEMA_VERSION
+    errors = _schema_errors(data, version)
     if errors:
         raise _fail(str(path), "fails the result schema", errors)
+    if version == RESULT_SCHEMA_VERSION:
+        data["raw"] = result_encoding.decode_raw(data["raw"])
+    data["schema_version"] = RESULT_SCHEMA_VERSION  # in memory a result has no layout: a 1.0 file reads as 2.0
     try:
         return RunResult.model_validate(data)
     except ValidationError as exc:
         raise _fail(str(path), "is inconsistent", [f"{_field_path(e['loc'])}: {e['msg']}" for e in exc.errors()]) from None
+
+
+def upgrade_result_file(path: str | Path) -> bool:
+    """Rewrite a result file of an older schema version in the current one; False when it already is current.
+
+    Lossless or nothing: the new file is written beside the old one, read back, and must give the same result,
+    field for field (times and environment included), before it replaces the old file."""
+    path = Path(path)
+    data = _load(path)
+    if isinstance(data, dict) and data.get("schema_version") == RESULT_SCHEMA_VERSION:
+        return False
+    result = read_result(path)
+    tmp = path.with_name(f".{path.name}.upgrade")
+    try:
+        write_result(result, tmp, check=False)  # upgrading keeps what the file says; `check` judges it separately
+        if read_result(tmp).model_dump(mode="json") != result.model_dump(mode="json"):  # pragma: no cover - guard
+            raise ResultFileError(f"{path}: the upgraded file would not read back to the same result; left as it was")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
 
 
 def _diff(stored: Any, fresh: Any, where: str, out: list[str], rel: float = 1e-9, abs_: float = 1e-12) -> None:

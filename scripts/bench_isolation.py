@@ -11,13 +11,14 @@ as whole commands, checks that their scores and bytes are identical, and writes 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from drake_bench.results import load_result_data
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Process isolation"
@@ -33,7 +34,7 @@ def run_job(isolation: str, out: Path, extra: list[str]) -> float:
 def numbers(out: Path) -> dict[str, list]:
     found = {}
     for path in sorted(out.glob("drake-synth/*/*/*/result.json")):
-        res = json.loads(path.read_text())
+        res = load_result_data(path)
         found[res["method"]["name"]] = [
             [s["score"] for s in res["raw"]["scores"]], [a["score"] for a in res["raw"]["adaptation"]],
             [(c["uplink_bytes"], c["downlink_bytes"]) for c in res["raw"]["costs"]]]

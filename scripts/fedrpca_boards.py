@@ -44,6 +44,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from drake_bench.results import load_result_data
+
 SETTINGS = ["fedllm-synth:dirichlet:0.1", "fedllm-synth:dirichlet:1.0", "fedllm-synth:dirichlet:0.3",
             "drake-synth:static"]  # the two ends of the alpha range first: the claim is about the contrast
 ARMS = ["fedit", "task-arithmetic", "fedrpca", "fedrpca (beta=1)"]
@@ -92,7 +94,7 @@ def seconds_per_round(result: dict) -> dict[str, float | None]:
 
 def measure(path: Path) -> dict:
     """Per-seed numbers of one result file: Self A_last / A_AUC, Self after round 1, beta and E, seconds."""
-    d = json.loads(path.read_text())
+    d = load_result_data(path)
     per_seed = {s["seed"]: s for s in d["summary"]["per_seed"]}
     raw = d["raw"]
     # the second evaluated round is the first whose scores the server's rule can have moved: a client is scored
@@ -185,7 +187,7 @@ def cost(board: Path) -> None:
     """FedIT's and FedRPCA's seconds per round from one board folder, side by side, with their ratio."""
     rows = {}
     for method in ("fedit", "fedrpca"):
-        secs = seconds_per_round(json.loads((board / method / "1.0" / "result.json").read_text()))
+        secs = seconds_per_round(load_result_data(board / method / "1.0" / "result.json"))
         rows[method] = (secs["train_seconds_per_round"], secs["aggregate_seconds_per_round"])
     print("| method | clients' training s/round | server aggregate s/round | round s |")
     print("|:---|---:|---:|---:|")

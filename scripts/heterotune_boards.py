@@ -41,6 +41,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from drake_bench.results import load_result_data
+
 SETTINGS = ["drake-synth", "hflb-synth"]  # both at their default scenario, PFL-Dynamic
 SCENARIO = "dynamic"
 CLIENTS = {"drake-synth": 10, "hflb-synth": 9}
@@ -98,7 +100,7 @@ def _ms(xs: list[float], scale: float = 100.0) -> str:
 def measure(path: Path) -> dict:
     """Per-seed numbers of one result file: Self / Others A_last, Self A_last per type and their average, and
     HeteroTune's diagnostics per round (CMGA's cosines, alpha's weight on other types' slots)."""
-    d = json.loads(path.read_text())
+    d = load_result_data(path)
     size_of = {int(c): m.rsplit("-", 1)[-1] for c, m in d["model_allocation"]["clients"].items()}
     out: dict = {"seeds": [], "self_last": {}, "others_last": {}, "per_type": {}, "avg_types": {}}
     for s in d["summary"]["per_seed"]:

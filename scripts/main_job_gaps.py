@@ -10,14 +10,15 @@ std (the embedded model's targets ask for >= 15 and >= 12 points, each >= 3 stds
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from pathlib import Path
 
+from drake_bench.results import load_result_data
+
 
 def per_seed(board: Path, method: str) -> dict[int, dict]:
-    data = json.loads((board / method / "1.0" / "result.json").read_text())
+    data = load_result_data(board / method / "1.0" / "result.json")
     return {s["seed"]: s for s in data["summary"]["per_seed"]}
 
 

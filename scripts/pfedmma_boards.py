@@ -30,6 +30,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from drake_bench.results import load_result_data
+
 SETTINGS = ["drake-synth", "hflb-synth"]
 CONTROLS = ["local-only", "all-global", "down-up-global"]
 BASELINES = ["sft", "fedit", "pfedmma", "zero-shot"]  # one command, in this order (trained arms first)
@@ -44,7 +46,7 @@ def commands(benchmark: str, out: Path) -> list[list[str]]:
     checkpoint in its own folder)."""
     # a partial file (written after each seed) is not done: its run takes the finished seeds from it and runs the rest
     done = {arm: p for arm, p in result_files(benchmark, out).items()
-            if json.loads(p.read_text()).get("status") == "complete"}
+            if load_result_data(p).get("status") == "complete"}
     common = ["drake-bench", "run", "--benchmark", benchmark, "--seeds", SEEDS, "--jobs", "1"]
     cmds = []
     todo = [m for m in BASELINES if m not in done]
@@ -70,7 +72,7 @@ def result_files(benchmark: str, out: Path) -> dict[str, Path]:
 
 def measure(path: Path) -> dict:
     """Per-seed Self and Others A_last, the mean of the method's fast-adaptation curve, bytes per round."""
-    d = json.loads(path.read_text())
+    d = load_result_data(path)
     per_seed = {s["seed"]: s for s in d["summary"]["per_seed"]}
     unseen: dict[int, list[float]] = defaultdict(list)
     fresh: dict[int, list[float]] = defaultdict(list)

@@ -31,14 +31,15 @@ Usage: python scripts/self_vs_others.py [--tasks | --answer-types] leaderboard/a
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from pathlib import Path
 
+from drake_bench.results import load_result_data
+
 
 def rows(path: Path) -> list[str]:
-    res = json.loads(path.read_text())
+    res = load_result_data(path)
     steps = res["fl"]["local_steps"]
     out = []
     for seed in res["summary"]["per_seed"]:
@@ -54,7 +55,7 @@ def rows(path: Path) -> list[str]:
 
 
 def task_rows(path: Path) -> list[str]:
-    res = json.loads(path.read_text())
+    res = load_result_data(path)
     out = []
     for seed in res["seeds"]:
         scores = [r for r in res["raw"]["scores"] if r["seed"] == seed and r["role"] in ("self", "others")]
@@ -80,7 +81,7 @@ def _others_last(res: dict, seed: int) -> dict[tuple[int, int, str], float]:
 def transfer_rows(reference: Path, path: Path) -> list[str]:
     from drake_bench.manifest import load_benchmark
 
-    ref, res = json.loads(reference.read_text()), json.loads(path.read_text())
+    ref, res = load_result_data(reference), load_result_data(path)
     for key in ("manifest_hash", "data_hash"):
         if ref["benchmark"][key] != res["benchmark"][key]:
             sys.exit(f"{path}: benchmark {key} differs from the reference {reference}")
@@ -116,7 +117,7 @@ def answer_type_rows(path: Path) -> list[str]:
     """Self and Others at the last evaluation point restricted to each answer type's tasks (x100)."""
     from drake_bench.manifest import load_benchmark
 
-    res = json.loads(path.read_text())
+    res = load_result_data(path)
     kind = {t.id: t.answer_type.value for t in load_benchmark(res["benchmark"]["name"]).tasks}
     out = []
     for seed in res["seeds"]:
@@ -140,7 +141,7 @@ def paired_rows(pairs: list[tuple[Path, Path]]) -> list[str]:
     diffs: dict[str, list[float]] = {}
     names = set()
     for ref_path, run_path in pairs:
-        ref, run = json.loads(ref_path.read_text()), json.loads(run_path.read_text())
+        ref, run = load_result_data(ref_path), load_result_data(run_path)
         if ref["benchmark"]["data_hash"] != run["benchmark"]["data_hash"]:
             sys.exit(f"{run_path}: data hash differs from {ref_path}")
         names.add((ref["method"]["name"], run["method"]["name"]))

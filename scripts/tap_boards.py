@@ -35,6 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from drake_bench.methods.tap.plots import replacement_table
+from drake_bench.results import load_result_data
 
 SETTINGS = ["drake-synth:static", "drake-synth:dynamic", "hflb-synth:dynamic"]
 ARMS = ["tap", "tap-no-kd", "fedavg-post-train", "tap-local", "fedit", "sft"]
@@ -80,7 +81,7 @@ def _ms(xs: list[float], scale: float = 100.0) -> str:
 
 def measure(path: Path) -> dict:
     """Per-seed numbers of one result file: Self / Others A_last and A_AUC, seconds, replacements per round."""
-    d = json.loads(path.read_text())
+    d = load_result_data(path)
     per_seed = {s["seed"]: s for s in d["summary"]["per_seed"]}
     agg = d["summary"]["aggregate"]
     replaced: dict[int, dict[int, int]] = defaultdict(dict)  # round -> seed -> replacements (all keys)

@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from drake_bench.results import load_result_data
+
 
 def _self_others(records) -> tuple[float, float]:
     from drake_bench.evaluation.metrics import _client_others, _client_self
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
 
-    res = json.loads(args.result.read_text())
+    res = load_result_data(args.result)
     run_cfg = dict(res["fl"]["extra"]["run_config"])
     if args.checkpoints is not None:
         run_cfg["out"] = str(args.checkpoints)

@@ -143,6 +143,7 @@ def test_result_files_from_before_server_costs_and_diagnostics_still_read_and_ch
         del s["aggregate_seconds_total"], s["aggregate_seconds_per_round"]
     for k in ("aggregate_seconds_total", "aggregate_seconds_per_round"):
         del data["summary"]["aggregate"][k]
+    data["schema_version"] = "1.0"  # and one object per raw record, as files of that time stored them
     path = tmp_path / "old.json"
     path.write_text(json.dumps(data))
     old = read_result(path)

@@ -123,15 +123,15 @@ def test_the_built_board_passes_every_rule(tiny_board):
 
 def _rewrite(path: Path, edit) -> None:  # noqa: ANN001
     """Edit a result file as a tamperer would: change it, recompute its summary, keep it schema-valid."""
-    from drake_bench.results import RunResult, summarize
+    from drake_bench.results import RunResult, dump_result_data, load_result_data, summarize
 
-    data = json.loads(path.read_text())
+    data = load_result_data(path)
     edit(data)
     keep = data.pop("_keep_summary", False)
     res = RunResult.model_validate(data)
     if not keep:
         data["summary"] = summarize(res.raw, seeds=res.seeds).model_dump(mode="json")
-    path.write_text(json.dumps(data))
+    dump_result_data(data, path)
 
 
 def _rehash(folder: Path) -> None:

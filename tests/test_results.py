@@ -24,6 +24,7 @@ from drake_bench.results import (
     ScenarioRef,
     ScoreRecord,
     check_result,
+    dump_result_data,
     new_result,
     read_result,
     result_path,
@@ -168,25 +169,25 @@ def test_read_errors_name_file_and_field(tmp_path: Path) -> None:
     broken = json.loads(json.dumps(good))
     broken["raw"]["scores"][3]["score"] = 1.5
     p = tmp_path / "score.json"
-    p.write_text(json.dumps(broken))
+    dump_result_data(broken, p)
     with pytest.raises(ResultFileError, match=r"score.json fails the result schema:\n  - raw.scores\[3\].score"):
         read_result(p)
 
     extra = json.loads(json.dumps(good))
     extra["method"]["secret"] = 1
-    p.write_text(json.dumps(extra))
+    dump_result_data(extra, p)
     with pytest.raises(ResultFileError, match=r"- method: Additional properties"):
         read_result(p)
 
     nofield = json.loads(json.dumps(good))
     del nofield["benchmark"]["manifest_hash"]
-    p.write_text(json.dumps(nofield))
+    dump_result_data(nofield, p)
     with pytest.raises(ResultFileError, match=r"- benchmark: 'manifest_hash' is a required property"):
         read_result(p)
 
     wrong_role = json.loads(json.dumps(good))
     wrong_role["raw"]["scores"][0]["owner"] = 1  # role self with another client's task: caught by the model
-    p.write_text(json.dumps(wrong_role))
+    dump_result_data(wrong_role, p)
     with pytest.raises(ResultFileError, match=r"score.json is inconsistent:\n  - raw.scores\[0\]"):
         read_result(p)
 
@@ -212,16 +213,27 @@ def test_the_fast_validator_agrees_with_jsonschema_on_valid_and_broken_files() -
 
     import jsonschema_rs
 
+    from drake_bench.result_encoding import TABLE_COLUMNS
     from drake_bench.results import _schema_errors, shipped_schema
 
     good = json.loads((Path(__file__).resolve().parents[1] / "leaderboard" / "archive" / "recipe-6" / "main-job" /
                        "drake-synth" / "dynamic" / "sft" / "1.0" / "result.json").read_text())
+    def cell(d: dict, table: str, row: int, column: str, value: object) -> None:
+        d["raw"][table]["rows"][row][TABLE_COLUMNS[table].index(column)] = value
+
+    def extra_column(d: dict) -> None:
+        d["raw"]["costs"]["columns"].append("sneaky")
+        for row in d["raw"]["costs"]["rows"]:
+            row.append(1)
+
     edits = {
         "valid": lambda d: None,
-        "score is text": lambda d: d["raw"]["scores"][3].__setitem__("score", "high"),
-        "unknown record field": lambda d: d["raw"]["costs"][0].__setitem__("sneaky", 1),
+        "score is text": lambda d: cell(d, "scores", 3, "score", "high"),
+        "score above 1": lambda d: cell(d, "scores", 3, "score", 1.5),
+        "unknown record field": extra_column,
+        "short row": lambda d: d["raw"]["scores"]["rows"][2].pop(),
         "missing seeds": lambda d: d.pop("seeds"),
-        "negative bytes": lambda d: d["raw"]["costs"][0].__setitem__("uplink_bytes", -5),
+        "negative bytes": lambda d: cell(d, "costs", 0, "uplink_bytes", -5),
         "status outside its enum": lambda d: d.__setitem__("status", "finished"),
         "null benchmark name": lambda d: d["benchmark"].__setitem__("name", None),
     }

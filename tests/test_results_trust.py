@@ -3,7 +3,6 @@ committed result file passes."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -11,7 +10,15 @@ import pytest
 from typer.testing import CliRunner
 
 from drake_bench.cli import app
-from drake_bench.results import RunResult, check_result, read_result, summarize
+from drake_bench.results import (
+    RunResult,
+    check_result,
+    dump_result_data,
+    load_result_data,
+    read_result,
+    summarize,
+    write_result,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 BOARD = REPO / "leaderboard" / "archive" / "recipe-6" / "main-job" / "drake-synth" / "dynamic"  # a fixed committed board
@@ -36,7 +43,7 @@ def test_every_committed_result_file_passes(path):
 
 
 def test_a_result_without_one_clients_self_rows_fails_even_with_its_summary_recomputed(tmp_path):
-    data = json.loads(SFT.read_text())
+    data = load_result_data(SFT)
     data["raw"]["scores"] = [r for r in data["raw"]["scores"] if not (r["client"] == 3 and r["role"] == "self")]
     forged = _forged(data)
     assert forged.summary != read_result(SFT).summary  # the means moved: the point of the forgery
@@ -44,14 +51,14 @@ def test_a_result_without_one_clients_self_rows_fails_even_with_its_summary_reco
     assert "raw.scores seed 0 round 2: client 3 has no Self rows for tasks it has seen: vqa-distortion-type" in problems
     assert any("Others rows (client, task, owner) for tasks their owner has no Self row for" in p for p in problems)
     path = tmp_path / "forged.json"
-    path.write_text(forged.model_dump_json())
+    write_result(forged, path, check=False)  # as a forger's own writer would
     code, text = _run("check", path)
     assert code == 1 and "client 3 has no Self rows" in text
 
 
 def test_the_benchmarks_schedule_fixes_which_self_rows_a_round_has():
     """Dynamic: one more task per two rounds on drake-synth; a row for a task not yet met is as wrong as a gap."""
-    data = json.loads(SFT.read_text())
+    data = load_result_data(SFT)
     rows = data["raw"]["scores"]
     late = next(r for r in rows if r["eval_round"] == 8 and r["role"] == "self" and r["client"] == 5
                 and not any(q["eval_round"] == 2 and q["task"] == r["task"] and q["client"] == 5 for q in rows))
@@ -61,32 +68,32 @@ def test_the_benchmarks_schedule_fixes_which_self_rows_a_round_has():
 
 
 def test_a_dropped_evaluation_round_others_row_or_cost_record_fails():
-    data = json.loads(SFT.read_text())
+    data = load_result_data(SFT)
     data["raw"]["scores"] = [r for r in data["raw"]["scores"] if r["eval_round"] != 4]
     assert "raw.scores seed 0: no records for evaluation rounds [4] of fl.eval_rounds [2, 4, 6, 8]" in check_result(_forged(data))
 
-    data = json.loads(SFT.read_text())
+    data = load_result_data(SFT)
     gone = next(r for r in data["raw"]["scores"] if r["role"] == "others" and r["eval_round"] == 6)
     data["raw"]["scores"].remove(gone)
     assert any(p.startswith("raw.scores seed 0 round 6: missing Others rows") and f"({gone['client']}, '{gone['task']}', "
                f"{gone['owner']})" in p for p in check_result(_forged(data)))
 
-    data = json.loads(SFT.read_text())
+    data = load_result_data(SFT)
     data["raw"]["costs"] = [c for c in data["raw"]["costs"] if not (c["round"] == 7 and c["client"] == 2)]
     assert "raw.costs seed 0: no cost record for (round, client) (7, 2)" in check_result(_forged(data))
 
 
 def test_a_result_without_its_data_hash_or_other_provenance_fails(tmp_path):
-    data = json.loads(SFT.read_text())
+    data = load_result_data(SFT)
     data["benchmark"]["data_hash"] = None
     assert check_result(_forged(data)) == ["benchmark.data_hash: missing; a result must cite the hash of the data it ran on"]
     path = tmp_path / "no-hash.json"
     del data["benchmark"]["data_hash"]
-    path.write_text(json.dumps(data))
+    dump_result_data(data, path)
     code, text = _run("check", path)
     assert code == 1 and "benchmark.data_hash: missing" in text
 
-    data = json.loads(SFT.read_text())
+    data = load_result_data(SFT)
     del data["method"]["config"]
     data["method"]["version"] = "unknown"
     data["model_allocation"]["checkpoints"].pop("tiny-llava-llama-s")
@@ -99,7 +106,7 @@ def test_a_result_without_its_data_hash_or_other_provenance_fails(tmp_path):
 def test_without_the_manifest_the_rows_must_still_agree_with_each_other():
     """A benchmark drake_bench does not ship (a manifest file): clients come from the allocation, and Self/Others
     rows must still match."""
-    data = json.loads(SFT.read_text())
+    data = load_result_data(SFT)
     data["benchmark"]["name"] = "my-own-benchmark"
     assert check_result(_forged(data)) == []
     data["raw"]["scores"] = [r for r in data["raw"]["scores"] if not (r["client"] == 3 and r["role"] == "self")]
@@ -122,16 +129,16 @@ def test_report_refuses_duplicates(tmp_path, case):
         shutil.copyfile(SFT, copy)
         files, message = [SFT, copy], "the same content as"
     elif case == "same-method-version":
-        data = json.loads(SFT.read_text())
+        data = load_result_data(SFT)
         data["notes"] = ["rerun"]
         other = tmp_path / "rerun.json"
-        other.write_text(json.dumps(data))
+        dump_result_data(data, other)
         files, message = [SFT, other], "the same method, version and settings (sft 1.0) as"
     else:
-        data = json.loads(SFT.read_text())
+        data = load_result_data(SFT)
         data["method"]["name"] = "my-sft"
         renamed = tmp_path / "renamed.json"
-        renamed.write_text(json.dumps(data))
+        dump_result_data(data, renamed)
         files, message = [SFT, renamed], "the same raw score and cost tables"
     code, text = _run("report", *files)
     assert code == 1 and message in text and "Traceback" not in text
@@ -140,11 +147,11 @@ def test_report_refuses_duplicates(tmp_path, case):
 
 def test_a_run_with_given_settings_is_its_own_row(tmp_path):
     """An ablation (``--set beta=1``) of a method beside its default run: two rows, each named by what it was given."""
-    data = json.loads(SFT.read_text())
+    data = load_result_data(SFT)
     data["fl"]["extra"]["run_config"]["method_config"] = {"learning_rate": 0.001}
     data["raw"]["scores"][0]["score"] = 0.2  # another run's numbers, or the raw-duplicate check would refuse it
     ablation = tmp_path / "ablation.json"
-    ablation.write_text(_forged(data).model_dump_json())
+    write_result(_forged(data), ablation)
     assert read_result(ablation).label == "sft 1.0 (learning_rate=0.001)"
     code, text = _run("report", SFT, ablation, "--out", tmp_path / "board")
     assert code == 0, text

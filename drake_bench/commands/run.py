@@ -1,4 +1,4 @@
-"""``drake-bench run`` (the main job), ``list``, ``describe``, ``check`` and ``report``.
+"""``drake-bench run`` (the main job), ``list``, ``describe``, ``check``, ``upgrade`` and ``report``.
 
 ``drake-bench run`` with no arguments runs the embedded default: drake-synth, PFL-Dynamic,
 heterogeneous tiny models (the manifest's default allocation), SFT vs FedIT, one seed; it prints
@@ -89,6 +89,7 @@ def method_settings(settings: list[str], names: list[str]) -> dict[str, dict[str
 
 def register(app: typer.Typer) -> None:
     _register_check(app)
+    _register_upgrade(app)
     _register_report(app)
 
     @app.callback(invoke_without_command=True)
@@ -298,6 +299,38 @@ def _register_check(app: typer.Typer) -> None:
             _err.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
         for conflict in weights_conflicts(readable):  # each file is valid; they just cannot share a board
             _err.print(f"[yellow]not one board:[/] {escape(conflict)}", highlight=False, soft_wrap=True)
+        if bad:
+            raise typer.Exit(code=1)
+
+
+def _register_upgrade(app: typer.Typer) -> None:
+    @app.command("upgrade")
+    def upgrade_cmd(paths: Annotated[list[Path], typer.Argument(
+            help="Result files, or folders searched for result.json files.")]) -> None:
+        """Rewrite result files of an older schema version (1.0: one JSON object per raw record) in the current
+        one (2.0: raw tables column-wise, about a third of the size). Lossless: each new file must read back to the
+        same result before it replaces the old one; files already current are left alone."""
+        from rich.markup import escape
+
+        from ..results import RESULT_FILE, upgrade_result_file
+
+        files: list[Path] = []
+        for p in paths:
+            files += sorted(p.rglob(RESULT_FILE)) if p.is_dir() else [p]
+        files = list(dict.fromkeys(files))
+        if not files:
+            _err.print(f"no {RESULT_FILE} under {', '.join(map(str, paths))}")
+            raise typer.Exit(code=1)
+        bad = changed = 0
+        for f in files:
+            try:
+                if upgrade_result_file(f):
+                    changed += 1
+                    _out.print(f"{f}: upgraded", highlight=False, soft_wrap=True)
+            except DrakeBenchError as exc:
+                bad += 1
+                _err.print(f"[red]{escape(str(f))}[/]: {escape(str(exc))}", highlight=False, soft_wrap=True)
+        _out.print(f"{changed} upgraded, {len(files) - changed - bad} already current, {bad} unreadable")
         if bad:
             raise typer.Exit(code=1)
 
