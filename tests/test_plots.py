@@ -80,6 +80,24 @@ def test_accuracy_over_rounds(tmp_path: Path) -> None:
         plot_accuracy_over_rounds([], tmp_path / "x.png")
 
 
+def test_a_board_of_two_dozen_methods_gets_distinct_styles_and_one_legend_below(tmp_path: Path) -> None:
+    """With the default ten-colour cycle, a 24-entry board drew methods 1 and 11 alike, and a legend inside each
+    axes covered the curves; each method must look different and the legend sit outside the axes."""
+    from drake_bench.evaluation.plots import method_styles
+
+    runs = [SFT.model_copy(update={"method": MethodRef(name=f"m{i:02d}", version="1.0")}) for i in range(24)]
+    fig = plot_accuracy_over_rounds(runs, tmp_path / "acc.png")
+    ax_self, ax_others = fig.axes[:2]
+    looks = {(str(ln.get_color()), ln.get_marker()) for ln in ax_self.lines}
+    assert len(ax_self.lines) == 24 and len(looks) == 24
+    assert ax_self.get_legend() is None and ax_others.get_legend() is None
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == [f"m{i:02d} 1.0" for i in range(24)]
+    few = method_styles(["a", "b", "c"])
+    assert [few[k]["color"] for k in "abc"] == ["C0", "C1", "C2"]  # small boards keep matplotlib's usual look
+    assert len({(str(v["color"]), v["marker"]) for v in method_styles([str(i) for i in range(60)]).values()}) == 60
+
+
 def test_adaptation_plot(tmp_path: Path) -> None:
     fig = plot_adaptation([SFT], tmp_path / "adapt.png")
     assert (tmp_path / "adapt.png").read_bytes()[:8] == PNG

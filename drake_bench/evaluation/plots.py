@@ -36,15 +36,53 @@ def _label(result: "RunResult") -> str:
     return result.label
 
 
-def _draw_curve(ax, curve: Sequence[CurvePoint], label: str, linestyle: str = "-", scale: float = SCALE) -> bool:
+MARKERS = "os^Dv<>pPXh*"
+
+
+def method_styles(labels: Sequence[str]) -> dict[str, dict[str, object]]:
+    """A colour and marker per label, distinct for every label of a board (24 methods and more).
+
+    Up to ten labels take matplotlib's ten default colours, all with round markers. Beyond ten, the default cycle
+    would give two methods one colour, so colours come from the 20 of ``tab20`` and every label also gets its own
+    marker: no two labels share a (colour, marker) pair below 60 of them."""
+    unique = list(dict.fromkeys(labels))
+    if len(unique) <= 10:
+        colors = [f"C{i}" for i in range(10)]
+        return {lab: {"color": colors[i], "marker": "o"} for i, lab in enumerate(unique)}
+    from matplotlib import colormaps
+
+    tab20 = colormaps["tab20"].colors
+    return {lab: {"color": tab20[i % len(tab20)], "marker": MARKERS[i % len(MARKERS)]} for i, lab in enumerate(unique)}
+
+
+def legend_below(fig: Figure, n: int) -> None:
+    """One legend for the whole figure, under the axes, in up to four columns: a legend inside an axes with a board's
+    two dozen methods covers the curves it labels."""
+    handles, labels = [], []
+    for ax in fig.axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(max(n, 1), 4), fontsize="small",
+                   frameon=False)
+
+
+def legend_rows(n: int) -> int:
+    return -(-n // 4)
+
+
+def _draw_curve(ax, curve: Sequence[CurvePoint], label: str, linestyle: str = "-", scale: float = SCALE,
+                style: dict[str, object] | None = None, band_alpha: float = 0.2) -> bool:
     """Mean line with a ± std band, values times ``scale``; False when the curve is empty (nothing drawn)."""
     if not curve:
         return False
     x = np.array([p.x for p in curve], dtype=float)
     mean = np.array([p.mean for p in curve]) * scale
     std = np.array([p.std for p in curve]) * scale
-    (line,) = ax.plot(x, mean, marker="o", linestyle=linestyle, label=label)
-    ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
+    (line,) = ax.plot(x, mean, linestyle=linestyle, label=label, **(style or {"marker": "o"}))
+    ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=band_alpha, linewidth=0)
     return True
 
 
@@ -52,18 +90,19 @@ def plot_accuracy_over_rounds(results: Sequence["RunResult"], path: str | Path) 
     """Self and Others (x100) against evaluation round, one line per method, mean ± std band over seeds."""
     if not results:
         raise ValueError("plot_accuracy_over_rounds: no results to plot")
-    fig = Figure(figsize=(10, 4), layout="constrained")
+    styles = method_styles([_label(r) for r in results])
+    fig = Figure(figsize=(10, 4 + 0.22 * legend_rows(len(styles))), layout="constrained")
     ax_self, ax_others = fig.subplots(1, 2, sharex=True)
+    band = 0.2 if len(styles) <= 10 else 0.07  # two dozen bands at 0.2 merge into one grey field
     for r in results:
-        _draw_curve(ax_self, r.summary.self_curve, _label(r))
-        _draw_curve(ax_others, r.summary.others_curve, _label(r))
+        _draw_curve(ax_self, r.summary.self_curve, _label(r), style=styles[_label(r)], band_alpha=band)
+        _draw_curve(ax_others, r.summary.others_curve, _label(r), style=styles[_label(r)], band_alpha=band)
     for ax, title in ((ax_self, "Self"), (ax_others, "Others")):
         ax.set_title(title)
         ax.set_xlabel("round")
         ax.set_ylabel("score (x100)")
         ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize="small")
+    legend_below(fig, len(styles))
     bench = results[0]
     fig.suptitle(f"{bench.benchmark.name} / {bench.scenario.tag}")
     return _save(fig, path)

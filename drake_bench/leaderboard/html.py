@@ -102,14 +102,17 @@ def self_vs_others_plot(results: Sequence[RunResult]) -> str:
     """Self A_last against Others A_last, one point per method with its ± std bars (x100), as base64 PNG."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6, 4.5), layout="constrained")
+    from ..evaluation.plots import legend_below, legend_rows, method_styles
+
+    styles = method_styles([r.label for r in results])
+    fig = Figure(figsize=(7.5, 5 + 0.22 * legend_rows(len(styles) + 1)), layout="constrained")
     ax = fig.subplots()
     for r in results:
         a = r.summary.aggregate
         if a.self_last.mean is None or a.others_last.mean is None:
             continue
         ax.errorbar(100 * a.others_last.mean, 100 * a.self_last.mean, xerr=100 * (a.others_last.std or 0),
-                    yerr=100 * (a.self_last.std or 0), marker="o", capsize=3, label=r.label)
+                    yerr=100 * (a.self_last.std or 0), capsize=3, label=r.label, elinewidth=0.8, **styles[r.label])
     lo, hi = ax.get_xlim()
     lo2, hi2 = ax.get_ylim()
     lim = (min(lo, lo2), max(hi, hi2))
@@ -117,7 +120,7 @@ def self_vs_others_plot(results: Sequence[RunResult]) -> str:
     ax.set_xlabel("Others A_last (x100)")
     ax.set_ylabel("Self A_last (x100)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="x-small")
+    legend_below(fig, len(styles) + 1)
     return _png(fig)
 
 
