@@ -542,7 +542,11 @@ def load_result_data(path: str | Path) -> dict[str, Any]:
 def read_result(path: str | Path) -> RunResult:
     """Load and validate a result file of any readable schema version (:data:`READABLE_SCHEMA_VERSIONS`); errors
     name the file and the offending field."""
-    data = _load(path)
+    return _result_from(_load(path), path)
+
+
+def _result_from(data: Any, path: str | Path) -> RunResult:
+    """A result file's parsed JSON -> the validated result (see :func:`read_result`); ``data`` is consumed."""
     version = data.get("schema_version") if isinstance(data, dict) else None
     if isinstance(data, dict) and version not in (None, *READABLE_SCHEMA_VERSIONS):
         raise ResultFileError(
@@ -571,7 +575,7 @@ def upgrade_result_file(path: str | Path) -> bool:
     data = _load(path)
     if isinstance(data, dict) and data.get("schema_version") == RESULT_SCHEMA_VERSION:
         return False
-    result = read_result(path)
+    result = _result_from(data, path)
     tmp = path.with_name(f".{path.name}.upgrade")
     try:
         write_result(result, tmp, check=False)  # upgrading keeps what the file says; `check` judges it separately

@@ -37,6 +37,7 @@ def _label(result: "RunResult") -> str:
 
 
 MARKERS = "os^Dv<>pPXh*"
+LEGEND_COLUMNS = 4
 
 
 def method_styles(labels: Sequence[str]) -> dict[str, dict[str, object]]:
@@ -65,12 +66,13 @@ def legend_below(fig: Figure, n: int) -> None:
                 handles.append(h)
                 labels.append(lab)
     if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(max(n, 1), 4), fontsize="small",
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(max(n, 1), LEGEND_COLUMNS), fontsize="small",
                    frameon=False)
 
 
-def legend_rows(n: int) -> int:
-    return -(-n // 4)
+def legend_height(n: int) -> float:
+    """Inches a figure grows by to hold :func:`legend_below`'s legend of ``n`` entries, so the axes keep their size."""
+    return 0.22 * -(-n // LEGEND_COLUMNS)
 
 
 def _draw_curve(ax, curve: Sequence[CurvePoint], label: str, linestyle: str = "-", scale: float = SCALE,
@@ -91,7 +93,7 @@ def plot_accuracy_over_rounds(results: Sequence["RunResult"], path: str | Path) 
     if not results:
         raise ValueError("plot_accuracy_over_rounds: no results to plot")
     styles = method_styles([_label(r) for r in results])
-    fig = Figure(figsize=(10, 4 + 0.22 * legend_rows(len(styles))), layout="constrained")
+    fig = Figure(figsize=(10, 4 + legend_height(len(styles))), layout="constrained")
     ax_self, ax_others = fig.subplots(1, 2, sharex=True)
     band = 0.2 if len(styles) <= 10 else 0.07  # two dozen bands at 0.2 merge into one grey field
     for r in results:

@@ -102,10 +102,10 @@ def self_vs_others_plot(results: Sequence[RunResult]) -> str:
     """Self A_last against Others A_last, one point per method with its ± std bars (x100), as base64 PNG."""
     from matplotlib.figure import Figure
 
-    from ..evaluation.plots import legend_below, legend_rows, method_styles
+    from ..evaluation.plots import legend_below, legend_height, method_styles
 
     styles = method_styles([r.label for r in results])
-    fig = Figure(figsize=(7.5, 5 + 0.22 * legend_rows(len(styles) + 1)), layout="constrained")
+    fig = Figure(figsize=(7.5, 5 + legend_height(len(styles) + 1)), layout="constrained")
     ax = fig.subplots()
     for r in results:
         a = r.summary.aggregate
