@@ -5,13 +5,19 @@ Table 15 prices itself at 1.161x SFT). A number the plugin declares about itself
 so the evaluator measures it instead, with a *compute probe* run before the federation:
 
 * the method and the reference (SFT, the plain LoRA fine-tuning every entry is priced against) each
-  start fresh, set up for this run, and train one client of every model in the allocation for one
-  round of the run's local steps on that client's own first-round batches;
+  start fresh, set up for this run, and train one client of every model in the allocation for two
+  rounds of the run's local steps, with the server's ``aggregate`` of those clients' uploads in
+  between. Both rounds train on that client's own first-round batches: the two prices then differ
+  only by what the method does differently once it has trained a round and heard from the server
+  (FedDPA, for one, trains its local adapter from a client's second round on, a second pass per
+  step), not by the lengths of other batches;
 * the evaluator counts the floating-point operations of those calls around the plugin's code, with
   torch's dispatch-level ``FlopCounterMode`` (matrix products and attention, forward and backward:
   the operations that dominate a transformer's cost; element-wise work is not counted);
-* the federation's training compute is then ``setup + rounds x sum over clients of one round``, each
-  client priced by its model's probe. ``measured_relative_compute`` is that total over SFT's;
+* the federation's training compute is then
+  ``setup + sum over clients of (first round + (rounds - 1) x second round)``, each client priced
+  by its model's probe: every round after the first is assumed to cost what the second did.
+  ``measured_relative_compute`` is that total over SFT's;
 * ``--compute-matched`` gives the method the step count whose total equals SFT's at the benchmark's
   steps, one-off set-up work (FedMosaic's alignment) included, assuming a round's cost grows
   linearly with its steps.
@@ -50,7 +56,8 @@ class ProbeHost(Protocol):
     def init_client_seed(self, seed: int, client: int) -> int: ...
 
 REFERENCE_METHOD = "sft"
-PROBE_VERSION = 1
+PROBE_VERSION = 2
+"""2: a second, steady-state round is priced as well (version 1 priced every round as the first)."""
 
 
 class ComputeProbe(BaseModel):
@@ -64,28 +71,38 @@ class ComputeProbe(BaseModel):
     local_steps: int = Field(description="The benchmark's local steps per round the probe trained for.")
     rounds: int = Field(description="Rounds of the run (setup is spread over them).")
     clients_per_model: dict[str, int] = Field(description="How many clients run each model of the allocation.")
-    probe_clients: dict[str, int] = Field(description="The client whose first round priced each model.")
+    probe_clients: dict[str, int] = Field(description="The client whose two probe rounds priced each model.")
     setup_flops: int = Field(description="The method's one-off setup FLOPs (e.g. weight alignment).")
-    round_flops: dict[str, int] = Field(description="The method's FLOPs for one client round, per model.")
+    first_round_flops: dict[str, int] | None = Field(
+        None, description="The method's FLOPs for a client's first round, per model (None in a version-1 probe, "
+                          "which priced every round as the first).")
+    round_flops: dict[str, int] = Field(
+        description="The method's FLOPs for a client round after the first (its second, after the server's "
+                    "aggregate), per model: the price of every round but the first.")
     reference_setup_flops: int = Field(description="The reference's one-off setup FLOPs.")
-    reference_round_flops: dict[str, int] = Field(description="The reference's FLOPs for one client round, per model.")
+    reference_first_round_flops: dict[str, int] | None = Field(
+        None, description="The reference's FLOPs for a client's first round, per model (None in a version-1 probe).")
+    reference_round_flops: dict[str, int] = Field(
+        description="The reference's FLOPs for a client round after the first, per model.")
     declared_relative_compute: float = Field(description="What the method's meta.relative_compute declares.")
 
-    def _all_rounds(self, per_round: dict[str, int]) -> float:
-        """Every client's every round, each priced by its model's probe (setup excluded)."""
-        return self.rounds * sum(n * per_round[m] for m, n in self.clients_per_model.items())
-
-    def _federation(self, per_round: dict[str, int], setup: int) -> float:
-        return setup + self._all_rounds(per_round)
+    def _all_rounds(self, first: dict[str, int] | None, later: dict[str, int]) -> float:
+        """Every client's every round, each priced by its model's probe (setup excluded): its first round, then
+        ``rounds - 1`` rounds at the second round's price."""
+        first = first if first is not None else later
+        if self.rounds < 1:
+            return 0.0
+        return sum(n * (first[m] + (self.rounds - 1) * later[m]) for m, n in self.clients_per_model.items())
 
     @property
     def method_total_flops(self) -> float:
         """The method's federation training FLOPs at the benchmark's local steps."""
-        return self._federation(self.round_flops, self.setup_flops)
+        return self.setup_flops + self._all_rounds(self.first_round_flops, self.round_flops)
 
     @property
     def reference_total_flops(self) -> float:
-        return self._federation(self.reference_round_flops, self.reference_setup_flops)
+        return self.reference_setup_flops + self._all_rounds(self.reference_first_round_flops,
+                                                             self.reference_round_flops)
 
     @property
     def measured_relative_compute(self) -> float:
@@ -95,7 +112,7 @@ class ComputeProbe(BaseModel):
     @property
     def matched_local_steps(self) -> int:
         """The local steps that spend the reference's federation FLOPs (at least 1)."""
-        per_step = self._all_rounds(self.round_flops) / self.local_steps
+        per_step = self._all_rounds(self.first_round_flops, self.round_flops) / self.local_steps
         if per_step <= 0:
             return self.local_steps
         budget = self.reference_total_flops - self.setup_flops
@@ -109,23 +126,37 @@ class ComputeProbe(BaseModel):
 
 
 def _probe_one(ev: ProbeHost, name: str, config: dict[str, Any], fed: FederatedData, seed: int, steps: int,
-               clients: dict[str, int]) -> tuple[int, dict[str, int]]:
-    """(setup FLOPs, one-round FLOPs per model) of ``name`` run fresh under this run's settings."""
+               clients: dict[str, int], rounds: int) -> tuple[int, dict[str, int], dict[str, int]]:
+    """(setup FLOPs, first-round FLOPs per model, later-round FLOPs per model) of ``name`` run fresh under this
+    run's settings: each model's probe client trains its first round, the server aggregates those uploads, and the
+    same clients train their second round from the server's messages, on the same batches as the first (a one-round
+    run has no second round: it is priced as the first)."""
     method = ev.open_method(name, config, seed)
     try:
         method.count_flops(True)
         method.setup(ev.federation_context(fed, seed, steps), rng_seed=ev.setup_seed(seed))
         setup = method.counted_flops().get("setup", 0)
         uid_key = secrets.token_bytes(16)
-        per_model: dict[str, int] = {}
+        batches = {c: fed.round_batches(c, 0, local_steps=steps, uid_key=uid_key) for c in clients.values()}
+        states, uploads = {}, {}
+        first: dict[str, int] = {}
         for model, client in clients.items():
             ctx = ev.ctx(client, 0, seed)
             state = method.init_client(ctx, rng_seed=ev.init_client_seed(seed, client))
             method.count_flops(True)
-            method.client_update(ctx, state, None, fed.round_batches(client, 0, local_steps=steps, uid_key=uid_key),
-                                 rng_seed=ctx.seed)
-            per_model[model] = method.counted_flops().get("client_update", 0)
-        return setup, per_model
+            uploads[client], states[client] = method.client_update(ctx, state, None, batches[client],
+                                                                   rng_seed=ctx.seed)
+            first[model] = method.counted_flops().get("client_update", 0)
+        if rounds < 2:
+            return setup, first, dict(first)
+        messages, _ = method.aggregate(0, method.init_server(), uploads, rng_seed=seed)
+        later: dict[str, int] = {}
+        for model, client in clients.items():
+            ctx = ev.ctx(client, 1, seed)
+            method.count_flops(True)
+            method.client_update(ctx, states[client], messages[client], batches[client], rng_seed=ctx.seed)
+            later[model] = method.counted_flops().get("client_update", 0)
+        return setup, first, later
     finally:
         method.close()
 
@@ -162,18 +193,21 @@ def probe_compute(ev: ProbeHost, fed: FederatedData, seed: int, method_config_du
         return ComputeProbe(**stored)
     # the reference loads its models as the method does (FLOPs depend on the architecture, not the weights)
     ref_config = {k: method_config_dump[k] for k in ("model_loader",) if k in method_config_dump}
-    setup, rounds_m = _probe_one(ev, cfg.method, cfg.method_config, fed, seed, steps, probe_clients)
-    ref_key = _key({**shared, "method": REFERENCE_METHOD, "config": ref_config})
+    setup, first_m, rounds_m = _probe_one(ev, cfg.method, cfg.method_config, fed, seed, steps, probe_clients,
+                                          rounds)
+    ref_key = _key({**shared, "method": REFERENCE_METHOD, "config": ref_config, "two_rounds": rounds >= 2})
     ref_cache = (cache_dir.parent / "compute-reference" / f"{hashlib.sha256(ref_key.encode()).hexdigest()[:16]}.json"
                  if cache_dir is not None else None)
     ref = _read(ref_cache, ref_key)
     if ref is None:
-        ref_setup, rounds_r = _probe_one(ev, REFERENCE_METHOD, ref_config, fed, seed, steps, probe_clients)
-        ref = {"setup_flops": ref_setup, "round_flops": rounds_r}
+        ref_setup, first_r, rounds_r = _probe_one(ev, REFERENCE_METHOD, ref_config, fed, seed, steps, probe_clients,
+                                                  rounds)
+        ref = {"setup_flops": ref_setup, "first_round_flops": first_r, "round_flops": rounds_r}
         _write(ref_cache, ref_key, ref)
     probe = ComputeProbe(method=cfg.method, local_steps=steps, rounds=rounds, clients_per_model=clients_per_model,
-                         probe_clients=probe_clients, setup_flops=setup, round_flops=rounds_m,
-                         reference_setup_flops=ref["setup_flops"], reference_round_flops=ref["round_flops"],
+                         probe_clients=probe_clients, setup_flops=setup, first_round_flops=first_m,
+                         round_flops=rounds_m, reference_setup_flops=ref["setup_flops"],
+                         reference_first_round_flops=ref["first_round_flops"], reference_round_flops=ref["round_flops"],
                          declared_relative_compute=declared)
     _write(cache, key, probe.model_dump(mode="json"))
     return probe

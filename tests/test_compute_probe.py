@@ -67,6 +67,9 @@ def test_plain_lora_training_costs_what_sft_costs(fedit_measured):
     assert set(probe["round_flops"]) == set(fedit_measured.model_allocation.clients.values())
     assert all(v > 0 for v in probe["round_flops"].values())
     assert probe["round_flops"] == probe["reference_round_flops"]
+    # the second round trains on the first round's batches: a method whose rounds are alike prices them alike
+    assert probe["first_round_flops"] == probe["round_flops"]
+    assert probe["reference_first_round_flops"] == probe["reference_round_flops"]
     assert probe["setup_flops"] == probe["reference_setup_flops"] == 0
     assert probe["measured_relative_compute"] == 1.0
     assert fedit_measured.fl.local_steps == STEPS
@@ -117,3 +120,47 @@ def test_the_summary_shows_measured_beside_declared_compute(fedit_measured, fedm
     probe = fedmosaic_matched.fl.extra["compute"]
     assert f"{probe['measured_relative_compute']:.3f} | 1.161 |" in text
     assert f"| {fedit_measured.label} | {STEPS} | 1.000 | 1 |" in text
+
+
+@pytest.fixture(scope="module")
+def feddpa_matched(toy_mixed, out, fedit_measured):
+    with torch_threads(1):
+        return run(_cfg(toy_mixed, out, "feddpa", compute_matched=True))
+
+
+def test_a_method_that_trains_more_from_its_second_round_is_priced_by_it(feddpa_matched):
+    """FedDPA trains only its global adapter in a client's first round and both adapters after (two passes per
+    step): the probe's second round must see that, and matching must give FedDPA the steps whose whole federation,
+    first round at its price and the others at theirs, costs what SFT's does (not the first round's price for every
+    round, which would hand it about twice SFT's compute)."""
+    from drake_bench.compute import PROBE_VERSION, ComputeProbe
+
+    probe = feddpa_matched.fl.extra["compute"]
+    assert probe["version"] == PROBE_VERSION == 2
+    for m, first in probe["first_round_flops"].items():
+        assert probe["round_flops"][m] > 1.5 * first  # a second pass (its backward skips the detached branch)
+        assert first >= probe["reference_first_round_flops"][m]
+    steps = probe["matched_local_steps"]
+    assert feddpa_matched.fl.local_steps == steps < STEPS
+    fields = {k: v for k, v in probe.items() if k in ComputeProbe.model_fields}
+    first_only = ComputeProbe(**{**fields, "round_flops": probe["first_round_flops"]})
+    assert first_only.matched_local_steps > steps  # what pricing the first round only would have given
+
+
+def test_the_federation_total_prices_the_first_round_then_the_later_ones():
+    from drake_bench.compute import ComputeProbe
+
+    probe = ComputeProbe(method="m", local_steps=10, rounds=4, clients_per_model={"s": 2, "m": 1},
+                         probe_clients={"s": 0, "m": 2}, setup_flops=50, first_round_flops={"s": 10, "m": 30},
+                         round_flops={"s": 20, "m": 60}, reference_setup_flops=0,
+                         reference_first_round_flops={"s": 10, "m": 30}, reference_round_flops={"s": 10, "m": 30},
+                         declared_relative_compute=2.0)
+    assert probe.method_total_flops == 50 + 2 * (10 + 3 * 20) + (30 + 3 * 60)
+    assert probe.reference_total_flops == 4 * (2 * 10 + 30)
+    assert probe.measured_relative_compute == probe.method_total_flops / 200
+    # (200 - 50) of budget at (2 * 70 + 210) / 10 = 35 FLOPs a step: 4.29 -> 4 steps
+    assert probe.matched_local_steps == 4
+    # a version-1 probe recorded no first round: every round at the one price it measured
+    v1 = ComputeProbe(**{**probe.model_dump(), "version": 1, "first_round_flops": None,
+                         "reference_first_round_flops": None})
+    assert v1.method_total_flops == 50 + 4 * (2 * 20 + 60)

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from drake_bench import DrakeBenchError
 from drake_bench.cli import app
+from drake_bench.compute import PROBE_VERSION, ComputeProbe
 from drake_bench.leaderboard.boards import canonical_boards, load_board
 from drake_bench.leaderboard.build import plan
 from drake_bench.leaderboard.html import ranks
@@ -213,17 +214,91 @@ def test_a_compute_matched_board_wants_the_probe_and_its_matched_steps(tiny_boar
 
     steps = json.loads(path.read_text())["fl"]["local_steps"]
 
-    def probed(matched):  # noqa: ANN001, ANN202
+    def probed(matched, version=PROBE_VERSION):  # noqa: ANN001, ANN202
         def edit(d):  # noqa: ANN001
-            d["fl"]["extra"]["compute"] = {"local_steps": board.local_steps, "matched_local_steps": matched}
+            d["fl"]["extra"]["compute"] = {"version": version, "local_steps": board.local_steps,
+                                           "matched_local_steps": matched}
         return edit
 
     _rewrite(path, probed(steps + 1))
     _, refusals = validate([path], board)
     assert "compute-matched" in {r.rule for r in refusals}
+    _rewrite(path, probed(steps, version=PROBE_VERSION - 1))  # priced by an older probe: reprobe it first
+    _, refusals = validate([path], board)
+    assert any(r.rule == "compute-matched" and "reprobe" in r.message for r in refusals)
     _rewrite(path, probed(steps))
     _, refusals = validate([path], board)
     assert "compute-matched" not in {r.rule for r in refusals}, [str(r) for r in refusals]
+
+
+def _probe(steps: int, method_cost: int, version: int = PROBE_VERSION) -> ComputeProbe:
+    """A compute probe of ``steps`` local steps whose method costs ``method_cost`` a round against SFT's 10."""
+    return ComputeProbe(version=version, method="counter", local_steps=steps, rounds=2, clients_per_model={"m": 1},
+                        probe_clients={"m": 0}, setup_flops=0, first_round_flops={"m": method_cost},
+                        round_flops={"m": method_cost}, reference_setup_flops=0,
+                        reference_first_round_flops={"m": 10}, reference_round_flops={"m": 10},
+                        declared_relative_compute=1.0)
+
+
+class _ProbingEvaluator:
+    """Stands in for the evaluator in ``reprobe``: its probe prices the method at ``COST`` a round."""
+
+    COST = 10
+    opened: list[str] = []
+
+    def __init__(self, config):  # noqa: ANN001
+        self.config = config
+
+    def start_method(self, seed):  # noqa: ANN001, ANN202
+        _ProbingEvaluator.opened.append(self.config.method)
+        return type("M", (), {"close": lambda self: None})()
+
+    def describe_models(self, method):  # noqa: ANN001
+        pass
+
+    def measure_compute(self, method):  # noqa: ANN001, ANN202
+        return _probe(self.config.local_steps, self.COST)
+
+
+def test_an_entry_priced_by_an_older_probe_is_carried_over_only_if_its_steps_stay(tiny_board, tmp_path, monkeypatch):
+    """When the compute probe's procedure changes, plan marks an entry priced by the older one stale (build will not
+    use or replace it); `reprobe` probes it again and, when the current probe matches the same steps, records that
+    probe and a note in the file, which is then done and passes the rule; when the steps change it leaves the file
+    untouched and exits 1 naming it, to be rebuilt."""
+    import drake_bench.evaluator
+    from drake_bench.results import read_result
+
+    board_json, root = _copy_board(tiny_board, tmp_path)
+    board = load_board(board_json).model_copy(update={"compute_matched": True})
+    matched_json = tmp_path / "matched.json"
+    matched_json.write_text(json.dumps({**json.loads(board_json.read_text()), "compute_matched": True}))
+    path = next(p for p in board_files(root / "tiny") if "counter" in p.parts)
+    steps = read_result(path).fl.local_steps
+    old = _probe(board.local_steps, 10, version=PROBE_VERSION - 1).summary()
+    _rewrite(path, lambda d: d["fl"]["extra"].update(compute=old))
+    states = {p.entry.method: p for p in plan(board, root)}
+    assert states["counter"].state == "stale" and "reprobe" in states["counter"].why
+    assert states["majority-answer"].state == "done"  # not probed at all: rule compute-matched refuses it instead
+
+    monkeypatch.setattr(drake_bench.evaluator, "Evaluator", _ProbingEvaluator)
+    _ProbingEvaluator.opened.clear()
+    monkeypatch.setattr(_ProbingEvaluator, "COST", 5)  # half SFT's cost: twice the steps now
+    before = path.read_bytes()
+    code, out = _cli("leaderboard", "reprobe", str(matched_json), "--root", str(root))
+    assert code == 1 and "rebuild" in out and path.read_bytes() == before
+    assert _ProbingEvaluator.opened == ["counter"]
+
+    monkeypatch.setattr(_ProbingEvaluator, "COST", 10)
+    code, out = _cli("leaderboard", "reprobe", str(matched_json), "--root", str(root))
+    assert code == 0 and "kept" in out, out
+    res = read_result(path)
+    assert res.fl.extra["compute"]["version"] == PROBE_VERSION and res.fl.local_steps == steps
+    assert any("carried over from version" in n for n in res.notes)
+    assert {p.entry.method: p.state for p in plan(board, root)}["counter"] == "done"
+    _, refusals = validate([path], board)
+    assert "compute-matched" not in {r.rule for r in refusals}, [str(r) for r in refusals]
+    code, out = _cli("leaderboard", "reprobe", str(matched_json), "--root", str(root))
+    assert code == 0 and "already has the current compute probe" in out
 
 
 def test_a_run_of_other_numerics_is_refused_and_build_will_not_replace_it(tiny_board, tmp_path):

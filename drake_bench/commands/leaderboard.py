@@ -1,4 +1,4 @@
-"""``drake-bench leaderboard``: list, build, render, validate, submit and html (drake_bench.leaderboard does the work)."""
+"""``drake-bench leaderboard``: list, build, reprobe, render, validate, submit and html (drake_bench.leaderboard does the work)."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def register(app: typer.Typer) -> None:
         stale = [p for p in selected if p.state == "stale"]
         if stale:
             _out.print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} ({', '.join(p.entry.key for p in stale)}): "
-                       "build refuses to replace committed results; move their result files away to rebuild them",
+                       "build refuses to replace committed results; each one's state says what to do",
                        highlight=False, soft_wrap=True)
         if not todo and not stale:
             _out.print("nothing to run: every entry has a complete result file")
@@ -116,6 +116,37 @@ def register(app: typer.Typer) -> None:
                 _out.print(f"board: {page}   ({len(refusals)} refusal(s); `drake-bench leaderboard validate` lists them)")
         except DrakeBenchError as exc:
             raise _fail(exc) from None
+
+    @lb.command("reprobe")
+    def reprobe_cmd(
+        board: Annotated[str, typer.Argument(help="A canonical board name or a board JSON file.")],
+        root: Annotated[Path, typer.Option(help=ROOT_HELP)] = Path("leaderboard"),
+        methods: Annotated[str | None, typer.Option(help="Only these entries (comma-separated method names).")] = None,
+    ) -> None:
+        """Carry entries priced by an older compute probe over to the evaluator's: each is probed again (two client
+        rounds per model, cached with the checkpoints) and kept, with the new probe recorded, when it matches the same
+        local steps; an entry whose steps change is listed to be rebuilt. Exits 1 if any is."""
+        from ..leaderboard.reprobe import reprobe
+
+        bd = _board(board)
+        only = [m.strip() for m in methods.split(",")] if methods else None
+        try:
+            done = reprobe(bd, root, methods=only, console=_err)
+        except DrakeBenchError as exc:
+            raise _fail(exc) from None
+        if not done:
+            _out.print(f"{bd.name}: every probed entry already has the current compute probe")
+            return
+        t = Table(title=f"{bd.name}: reprobed")
+        for col in ("entry", "steps run", "steps matched now", "relative compute now", "outcome"):
+            t.add_column(col, overflow="fold")
+        for d in done:
+            outcome = "kept (probe recorded)" if d.carried_over else f"rebuild: move {d.entry.result} and its checkpoints away"
+            t.add_row(d.entry.entry.key, str(d.recorded_steps), str(d.matched_steps),
+                      f"{d.measured_relative_compute:.3f}", outcome)
+        print_table(_out, t)
+        if any(not d.carried_over for d in done):
+            raise typer.Exit(code=1)
 
     @lb.command("render")
     def render_cmd(

@@ -1,7 +1,9 @@
 """``drake-bench leaderboard build``: a board from scratch, or only what it is missing.
 
 The plan lists every entry of the board with its state, read from disk: ``done`` (a complete result file with the
-board's seeds), ``resume`` (checkpoints or a partial result: the evaluator's own resume continues it), ``missing``.
+board's seeds), ``resume`` (checkpoints or a partial result: the evaluator's own resume continues it), ``missing``,
+``stale`` (a result file the board cannot use as it is: made under other numerics, or priced by an older compute
+probe, which ``drake-bench leaderboard reprobe`` carries over where the steps stay the same).
 Building runs the entries that are not done, grouped as ``drake-bench run`` commands (one per results folder), each
 printed before it runs so any of them can be run by hand; the evaluator's checkpoints make a killed build resume
 where it stopped. Nothing here computes a number: the evaluator writes the result files, :mod:`.render` reads them.
@@ -14,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..compute import PROBE_VERSION
 from ..errors import DrakeBenchError
-from ..results import read_result, result_path
+from ..results import RunResult, read_result, result_path
 from .boards import DEFAULT_ROOT, BoardDefinition, BoardEntry
 
 
@@ -39,6 +42,18 @@ def method_version(name: str) -> str:
     return method_class(name).meta.version
 
 
+def probe_version(result: RunResult) -> int | None:
+    """The version of the compute probe a result file records (None: the run was not probed)."""
+    probe = result.fl.extra.get("compute")
+    return int(probe.get("version", 1)) if probe else None
+
+
+def needs_reprobe(board: BoardDefinition, result: RunResult) -> bool:
+    """A compute-matched board's result file priced by an older compute probe than the evaluator's."""
+    version = probe_version(result)
+    return board.compute_matched and version is not None and version < PROBE_VERSION
+
+
 def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[PlannedEntry]:
     """Every entry's state on disk, in the board's order."""
     out: list[PlannedEntry] = []
@@ -57,6 +72,10 @@ def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[Planne
             if numerics != board.numerics:  # no resume across numerics: the evaluator refuses to mix them
                 state, why = "stale", (f"made under numerics {numerics!r}, the board's is {board.numerics!r}: "
                                        "move the file (and its checkpoints) away to rebuild it")
+            elif needs_reprobe(board, res):
+                state, why = "stale", (f"priced by compute probe version {probe_version(res)}, the evaluator's is "
+                                       f"{PROBE_VERSION}: `drake-bench leaderboard reprobe {board.name}` keeps it if "
+                                       "the current probe matches the same local steps, else move it away to rebuild")
             elif res.status == "complete" and sorted(res.seeds) == board.seeds:
                 state, seeds_done = "done", len(board.seeds)
             else:

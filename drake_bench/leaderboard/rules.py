@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..access import DATA_ACCESS_KEY
+from ..compute import PROBE_VERSION
 from ..errors import DrakeBenchError
 from ..results import (WEIGHTS_SHA256, RunResult, benchmark_differences, check_result,
                        provenance_problems, read_result, weights_conflicts)
@@ -32,7 +33,7 @@ RULES: dict[str, str] = {
     "last-round": "A_last is the score after the board's last round (evaluated at it for every seed), never a "
                   "best round selected afterwards",
     "settings": "rounds, local steps, evaluation schedule, Others subsample and fast-adaptation settings are the board's",
-    "compute-matched": "on a compute-matched board, the run carries the evaluator's compute probe and ran the local "
+    "compute-matched": "on a compute-matched board, the run carries the evaluator's current compute probe and ran the local "
                        "steps it matched to SFT's training FLOPs at the board's steps",
     "numerics": "the run's floating-point setting (run_config.numerics; none recorded: 'native') is the board's, so "
                 "every row rebuilds to its digits on one kind of host",
@@ -108,6 +109,9 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
         if not probe:
             refuse("compute-matched", "fl.extra.compute missing: the board compares methods at SFT's measured "
                                       "training FLOPs, and this run was not probed (run with --compute-matched)")
+        elif int(probe.get("version", 1)) != PROBE_VERSION:
+            refuse("compute-matched", f"priced by compute probe version {probe.get('version', 1)}, the evaluator's is "
+                                      f"{PROBE_VERSION}; `drake-bench leaderboard reprobe` carries a board's entries over")
         elif probe.get("local_steps") != board.local_steps or fl.local_steps != probe.get("matched_local_steps"):
             refuse("compute-matched", f"fl.local_steps {fl.local_steps} is not the probe's matched "
                                       f"{probe.get('matched_local_steps')} for the board's {board.local_steps} steps")
