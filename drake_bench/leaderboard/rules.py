@@ -111,7 +111,8 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
                                       "training FLOPs, and this run was not probed (run with --compute-matched)")
         elif int(probe.get("version", 1)) != PROBE_VERSION:
             refuse("compute-matched", f"priced by compute probe version {probe.get('version', 1)}, the evaluator's is "
-                                      f"{PROBE_VERSION}; `drake-bench leaderboard reprobe` carries a board's entries over")
+                                      f"{PROBE_VERSION}; `drake-bench leaderboard reprobe` keeps it if the current probe "
+                                      "matches the steps it ran, else it must be rerun")
         elif probe.get("local_steps") != board.local_steps or fl.local_steps != probe.get("matched_local_steps"):
             refuse("compute-matched", f"fl.local_steps {fl.local_steps} is not the probe's matched "
                                       f"{probe.get('matched_local_steps')} for the board's {board.local_steps} steps")
