@@ -60,6 +60,12 @@ PROBE_VERSION = 2
 """2: a second, steady-state round is priced as well (version 1 priced every round as the first)."""
 
 
+def recorded_probe_version(record: dict[str, Any] | None) -> int | None:
+    """The probe version a result file's ``fl.extra.compute`` records (None: the run was not probed; a record without
+    a version counts as version 1's)."""
+    return int(record.get("version", 1)) if record else None
+
+
 class ComputeProbe(BaseModel):
     """What the compute probe measured (recorded in the result file's ``fl.extra.compute``)."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..compute import PROBE_VERSION
+from ..compute import PROBE_VERSION, recorded_probe_version
 from ..errors import DrakeBenchError
 from ..results import RunResult, read_result, result_path
 from .boards import DEFAULT_ROOT, BoardDefinition, BoardEntry
@@ -42,15 +42,9 @@ def method_version(name: str) -> str:
     return method_class(name).meta.version
 
 
-def probe_version(result: RunResult) -> int | None:
-    """The version of the compute probe a result file records (None: the run was not probed)."""
-    probe = result.fl.extra.get("compute")
-    return int(probe.get("version", 1)) if probe else None
-
-
 def needs_reprobe(board: BoardDefinition, result: RunResult) -> bool:
     """A compute-matched board's result file priced by an older compute probe than the evaluator's."""
-    version = probe_version(result)
+    version = recorded_probe_version(result.fl.extra.get("compute"))
     return board.compute_matched and version is not None and version < PROBE_VERSION
 
 
@@ -73,7 +67,8 @@ def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[Planne
                 state, why = "stale", (f"made under numerics {numerics!r}, the board's is {board.numerics!r}: "
                                        "move the file (and its checkpoints) away to rebuild it")
             elif needs_reprobe(board, res):
-                state, why = "stale", (f"priced by compute probe version {probe_version(res)}, the evaluator's is "
+                state, why = "stale", ("priced by compute probe version "
+                                       f"{recorded_probe_version(res.fl.extra.get('compute'))}, the evaluator's is "
                                        f"{PROBE_VERSION}: `drake-bench leaderboard reprobe {board.name}` keeps it if "
                                        "the current probe matches the same local steps, else move it away to rebuild")
             elif res.status == "complete" and sorted(res.seeds) == board.seeds:

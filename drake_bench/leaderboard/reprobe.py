@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..compute import PROBE_VERSION
+from ..compute import PROBE_VERSION, recorded_probe_version
 from ..results import read_result, write_result
 from .boards import DEFAULT_ROOT, BoardDefinition
-from .build import PlannedEntry, needs_reprobe, plan, probe_version, run_configs
+from .build import PlannedEntry, needs_reprobe, plan, run_configs
 
 
 @dataclass
@@ -54,10 +54,11 @@ def reprobe(board: BoardDefinition, root: str | Path = DEFAULT_ROOT, *, methods:
         result = read_result(p.result)
         if not needs_reprobe(board, result):
             continue
+        old_version = recorded_probe_version(result.fl.extra.get("compute"))
+        assert old_version is not None  # needs_reprobe: the run was probed
         config = run_configs(board, [p])[0]
         if console is not None:
-            console.print(f"{p.entry.key}: probing (compute probe {probe_version(result)} -> {PROBE_VERSION})",
-                          highlight=False)
+            console.print(f"{p.entry.key}: probing (compute probe {old_version} -> {PROBE_VERSION})", highlight=False)
         ev = Evaluator(config)
         method = ev.start_method(config.seeds[0])
         try:
@@ -65,7 +66,7 @@ def reprobe(board: BoardDefinition, root: str | Path = DEFAULT_ROOT, *, methods:
             probe = ev.measure_compute(method)
         finally:
             method.close()
-        done = Reprobed(p, probe_version(result) or 1, result.fl.local_steps, probe.matched_local_steps,
+        done = Reprobed(p, old_version, result.fl.local_steps, probe.matched_local_steps,
                         probe.measured_relative_compute)
         if done.carried_over:
             result.fl.extra["compute"] = probe.summary()
