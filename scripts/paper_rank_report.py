@@ -265,8 +265,8 @@ def markdown(rep: dict[str, Any]) -> str:
             lines += [f"Not on the board yet: {', '.join(LABELS.get(m, m) for m in entry['missing'])}.", ""]
         if entry["refused"]:
             lines += ["Refused by the board's rules, left out:", ""] + [f"* {r}" for r in entry["refused"]] + [""]
-        if not entry["seeds"]:
-            continue
+        if not entry["seeds"] or not any(entry["metrics"][m]["methods"] for m in METRICS):
+            continue  # nothing both sides have yet: no table to print
         if entry.get("plot"):
             lines += [f"![{name}: ours against the paper's]({entry['plot']})", ""]
         for metric, label in METRICS.items():
