@@ -14,13 +14,22 @@ so the evaluator measures it instead, with a *compute probe* run before the fede
 * the evaluator counts the floating-point operations of those calls around the plugin's code, with
   torch's dispatch-level ``FlopCounterMode`` (matrix products and attention, forward and backward:
   the operations that dominate a transformer's cost; element-wise work is not counted);
+* a method with a post-federation stage (``post_federation``: TAP's Stage 2 post-trains every client
+  after the last round) has it priced too, per model: the probe clients train a further, uncounted round
+  as the run's *last* round (a method may keep what that stage needs only then: TAP fills its Stage 2
+  memory in the last rounds), the server aggregates it, and the stage runs on each probe client alone
+  under the counter. It is client training the run does, so an "equal compute" board must pay for it
+  as it pays for one-off setup;
 * the federation's training compute is then
-  ``setup + sum over clients of (first round + (rounds - 1) x second round)``, each client priced
-  by its model's probe: every round after the first is assumed to cost what the second did.
-  ``measured_relative_compute`` is that total over SFT's;
+  ``setup + sum over clients of (first round + (rounds - 1) x second round + post-federation)``, each
+  client priced by its model's probe: every round after the first is assumed to cost what the second
+  did. ``measured_relative_compute`` is that total over SFT's;
 * ``--compute-matched`` gives the method the step count whose total equals SFT's at the benchmark's
-  steps, one-off set-up work (FedMosaic's alignment) included, assuming a round's cost grows
-  linearly with its steps.
+  steps, one-off set-up work (FedMosaic's alignment) and the post-federation stage (whose steps the
+  method's own settings fix) included, assuming a round's cost grows linearly with its steps.
+
+The server's ``aggregate`` is not priced: the board matches the clients' training, as the papers'
+"relative compute" does.
 
 FLOPs, unlike seconds, do not depend on what else the machine runs, so the matched step count (and
 with it the run) is the same on every rerun. The probe is cached in the run's checkpoint folder.
@@ -38,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from .protocol import ClientContext, FederationContext
+    from .results import RunResult
     from .stream import FederatedData
 
 
@@ -56,14 +66,34 @@ class ProbeHost(Protocol):
     def init_client_seed(self, seed: int, client: int) -> int: ...
 
 REFERENCE_METHOD = "sft"
-PROBE_VERSION = 2
-"""2: a second, steady-state round is priced as well (version 1 priced every round as the first)."""
+PROBE_VERSION = 3
+"""3: a post-federation stage is priced as well (2: a second, steady-state round is priced as well; 1 priced every
+round as the first). Version 3 measures what version 2 did for a method without a post-federation stage, so a
+version-2 record of a run that had none is current (:func:`probe_is_current`)."""
 
 
 def recorded_probe_version(record: dict[str, Any] | None) -> int | None:
     """The probe version a result file's ``fl.extra.compute`` records (None: the run was not probed; a record without
     a version counts as version 1's)."""
     return int(record.get("version", 1)) if record else None
+
+
+def probe_is_current(result: RunResult) -> bool:
+    """Whether a result file's ``fl.extra.compute`` is what the current probe would measure: recorded by the current
+    version, or by version 2 for a run without a post-federation stage (``raw.post_federation_costs`` empty), which
+    version 3 prices exactly as version 2 did."""
+    version = recorded_probe_version(result.fl.extra.get("compute"))
+    if version is None:
+        return False
+    return version >= PROBE_VERSION or (version == 2 and not result.raw.post_federation_costs)
+
+
+def flops_at_steps(record: dict[str, Any], steps: int) -> float:
+    """A recorded probe's federation training FLOPs at ``steps`` local steps a round: the rounds scale with the
+    steps; setup and the post-federation stage do not."""
+    post = record.get("post_federation_flops") or {}
+    fixed = record["setup_flops"] + sum(n * post.get(m, 0) for m, n in record["clients_per_model"].items())
+    return fixed + (record["method_total_flops"] - fixed) * steps / record["local_steps"]
 
 
 class ComputeProbe(BaseModel):
@@ -90,7 +120,16 @@ class ComputeProbe(BaseModel):
         None, description="The reference's FLOPs for a client's first round, per model (None in a version-1 probe).")
     reference_round_flops: dict[str, int] = Field(
         description="The reference's FLOPs for a client round after the first, per model.")
+    post_federation_flops: dict[str, int] = Field(
+        default_factory=dict, description="The method's FLOPs for one client's post-federation stage, per model "
+                                          "(empty: no such stage, or a probe before version 3).")
+    reference_post_federation_flops: dict[str, int] = Field(
+        default_factory=dict, description="The reference's post-federation FLOPs per model (SFT has no such stage).")
     declared_relative_compute: float = Field(description="What the method's meta.relative_compute declares.")
+
+    def _post_federation(self, post: dict[str, int]) -> float:
+        """Every client's post-federation stage, priced by its model's probe."""
+        return sum(n * post.get(m, 0) for m, n in self.clients_per_model.items())
 
     def _all_rounds(self, first: dict[str, int] | None, later: dict[str, int]) -> float:
         """Every client's every round, each priced by its model's probe (setup excluded): its first round, then
@@ -103,12 +142,13 @@ class ComputeProbe(BaseModel):
     @property
     def method_total_flops(self) -> float:
         """The method's federation training FLOPs at the benchmark's local steps."""
-        return self.setup_flops + self._all_rounds(self.first_round_flops, self.round_flops)
+        return (self.setup_flops + self._all_rounds(self.first_round_flops, self.round_flops)
+                + self._post_federation(self.post_federation_flops))
 
     @property
     def reference_total_flops(self) -> float:
-        return self.reference_setup_flops + self._all_rounds(self.reference_first_round_flops,
-                                                             self.reference_round_flops)
+        return (self.reference_setup_flops + self._all_rounds(self.reference_first_round_flops, self.reference_round_flops)
+                + self._post_federation(self.reference_post_federation_flops))
 
     @property
     def measured_relative_compute(self) -> float:
@@ -117,11 +157,12 @@ class ComputeProbe(BaseModel):
 
     @property
     def matched_local_steps(self) -> int:
-        """The local steps that spend the reference's federation FLOPs (at least 1)."""
+        """The local steps that spend the reference's federation FLOPs (at least 1): the rounds scale with the steps,
+        setup and the post-federation stage do not."""
         per_step = self._all_rounds(self.first_round_flops, self.round_flops) / self.local_steps
         if per_step <= 0:
             return self.local_steps
-        budget = self.reference_total_flops - self.setup_flops
+        budget = self.reference_total_flops - self.setup_flops - self._post_federation(self.post_federation_flops)
         return max(1, round(budget / per_step))
 
     def summary(self) -> dict[str, Any]:
@@ -131,16 +172,27 @@ class ComputeProbe(BaseModel):
                 "reference_total_flops": self.reference_total_flops}
 
 
+class _Measured(BaseModel):
+    """One method's probe: setup FLOPs and, per model, first-round, later-round and post-federation FLOPs."""
+
+    setup: int
+    first: dict[str, int]
+    later: dict[str, int]
+    post: dict[str, int]
+
+
 def _probe_one(ev: ProbeHost, name: str, config: dict[str, Any], fed: FederatedData, seed: int, steps: int,
-               clients: dict[str, int], rounds: int) -> tuple[int, dict[str, int], dict[str, int]]:
-    """(setup FLOPs, first-round FLOPs per model, later-round FLOPs per model) of ``name`` run fresh under this
-    run's settings: each model's probe client trains its first round, the server aggregates those uploads, and the
-    same clients train their second round from the server's messages, on the same batches as the first (a one-round
-    run has no second round: it is priced as the first)."""
+               clients: dict[str, int], rounds: int) -> _Measured:
+    """The FLOPs of ``name`` run fresh under this run's settings: each model's probe client trains its first round,
+    the server aggregates those uploads, and the same clients train their second round from the server's messages,
+    on the same batches as the first (a one-round run has no second round: it is priced as the first). A method with
+    a post-federation stage then has its clients train the run's last round (uncounted), the server aggregate it, and
+    the stage run on each probe client alone, counted."""
     method = ev.open_method(name, config, seed)
     try:
+        federation = ev.federation_context(fed, seed, steps)
         method.count_flops(True)
-        method.setup(ev.federation_context(fed, seed, steps), rng_seed=ev.setup_seed(seed))
+        method.setup(federation, rng_seed=ev.setup_seed(seed))
         setup = method.counted_flops().get("setup", 0)
         uid_key = secrets.token_bytes(16)
         batches = {c: fed.round_batches(c, 0, local_steps=steps, uid_key=uid_key) for c in clients.values()}
@@ -153,16 +205,32 @@ def _probe_one(ev: ProbeHost, name: str, config: dict[str, Any], fed: FederatedD
             uploads[client], states[client] = method.client_update(ctx, state, None, batches[client],
                                                                    rng_seed=ctx.seed)
             first[model] = method.counted_flops().get("client_update", 0)
-        if rounds < 2:
-            return setup, first, dict(first)
-        messages, _ = method.aggregate(0, method.init_server(), uploads, rng_seed=seed)
-        later: dict[str, int] = {}
-        for model, client in clients.items():
-            ctx = ev.ctx(client, 1, seed)
-            method.count_flops(True)
-            method.client_update(ctx, states[client], messages[client], batches[client], rng_seed=ctx.seed)
-            later[model] = method.counted_flops().get("client_update", 0)
-        return setup, first, later
+        later = dict(first)
+        server = method.init_server()
+        if rounds >= 2:
+            messages, server = method.aggregate(0, server, uploads, rng_seed=seed)
+            for model, client in clients.items():
+                ctx = ev.ctx(client, 1, seed)
+                method.count_flops(True)
+                uploads[client], states[client] = method.client_update(ctx, states[client], messages[client],
+                                                                       batches[client], rng_seed=ctx.seed)
+                later[model] = method.counted_flops().get("client_update", 0)
+        post: dict[str, int] = {}
+        if method.has_post_federation:
+            method.count_flops(False)
+            last = rounds - 1
+            if last >= 2:  # the run's last round, which the probe has not trained yet
+                messages, server = method.aggregate(last - 1, server, uploads, rng_seed=seed)
+                for client in clients.values():
+                    ctx = ev.ctx(client, last, seed)
+                    uploads[client], states[client] = method.client_update(ctx, states[client], messages[client],
+                                                                           batches[client], rng_seed=ctx.seed)
+            _, server = method.aggregate(max(last, 0), server, uploads, rng_seed=seed)
+            for model, client in clients.items():
+                method.count_flops(True)
+                method.post_federation(federation, {client: states[client]}, server)
+                post[model] = method.counted_flops().get("post_federation", 0)
+        return _Measured(setup=setup, first=first, later=later, post=post)
     finally:
         method.close()
 
@@ -199,21 +267,22 @@ def probe_compute(ev: ProbeHost, fed: FederatedData, seed: int, method_config_du
         return ComputeProbe(**stored)
     # the reference loads its models as the method does (FLOPs depend on the architecture, not the weights)
     ref_config = {k: method_config_dump[k] for k in ("model_loader",) if k in method_config_dump}
-    setup, first_m, rounds_m = _probe_one(ev, cfg.method, cfg.method_config, fed, seed, steps, probe_clients,
-                                          rounds)
+    m = _probe_one(ev, cfg.method, cfg.method_config, fed, seed, steps, probe_clients, rounds)
     ref_key = _key({**shared, "method": REFERENCE_METHOD, "config": ref_config, "two_rounds": rounds >= 2})
     ref_cache = (cache_dir.parent / "compute-reference" / f"{hashlib.sha256(ref_key.encode()).hexdigest()[:16]}.json"
                  if cache_dir is not None else None)
     ref = _read(ref_cache, ref_key)
     if ref is None:
-        ref_setup, first_r, rounds_r = _probe_one(ev, REFERENCE_METHOD, ref_config, fed, seed, steps, probe_clients,
-                                                  rounds)
-        ref = {"setup_flops": ref_setup, "first_round_flops": first_r, "round_flops": rounds_r}
+        r = _probe_one(ev, REFERENCE_METHOD, ref_config, fed, seed, steps, probe_clients, rounds)
+        ref = {"setup_flops": r.setup, "first_round_flops": r.first, "round_flops": r.later,
+               "post_federation_flops": r.post}
         _write(ref_cache, ref_key, ref)
     probe = ComputeProbe(method=cfg.method, local_steps=steps, rounds=rounds, clients_per_model=clients_per_model,
-                         probe_clients=probe_clients, setup_flops=setup, first_round_flops=first_m,
-                         round_flops=rounds_m, reference_setup_flops=ref["setup_flops"],
-                         reference_first_round_flops=ref["first_round_flops"], reference_round_flops=ref["round_flops"],
+                         probe_clients=probe_clients, setup_flops=m.setup, first_round_flops=m.first,
+                         round_flops=m.later, post_federation_flops=m.post,
+                         reference_setup_flops=ref["setup_flops"], reference_first_round_flops=ref["first_round_flops"],
+                         reference_round_flops=ref["round_flops"],
+                         reference_post_federation_flops=ref["post_federation_flops"],
                          declared_relative_compute=declared)
     _write(cache, key, probe.model_dump(mode="json"))
     return probe

@@ -223,12 +223,38 @@ def test_a_compute_matched_board_wants_the_probe_and_its_matched_steps(tiny_boar
     _rewrite(path, probed(steps + 1))
     _, refusals = validate([path], board)
     assert "compute-matched" in {r.rule for r in refusals}
-    _rewrite(path, probed(steps, version=PROBE_VERSION - 1))  # priced by an older probe: reprobe it first
+    _rewrite(path, probed(steps, version=1))  # priced by an older probe: reprobe it first
     _, refusals = validate([path], board)
     assert any(r.rule == "compute-matched" and "reprobe" in r.message for r in refusals)
     _rewrite(path, probed(steps))
     _, refusals = validate([path], board)
     assert "compute-matched" not in {r.rule for r in refusals}, [str(r) for r in refusals]
+
+
+def test_a_version_2_probe_is_current_only_for_a_run_without_a_post_federation_stage(tiny_board, tmp_path):
+    """Probe version 3 prices a post-federation stage and measures what version 2 did for any other method, so a
+    version-2 record stays valid for a run without that stage and is stale (to reprobe) for one that ran it."""
+    board_json, root = _copy_board(tiny_board, tmp_path)
+    board = load_board(board_json).model_copy(update={"compute_matched": True})
+    path = next(p for p in board_files(root / "tiny") if "counter" in p.parts)
+    steps = json.loads(path.read_text())["fl"]["local_steps"]
+    v2 = _probe(board.local_steps, 10, version=2).summary()
+    _rewrite(path, lambda d: d["fl"]["extra"].update(compute=v2))
+    _, refusals = validate([path], board)
+    assert "compute-matched" not in {r.rule for r in refusals} and steps == v2["matched_local_steps"]
+    assert {p.entry.method: p.state for p in plan(board, root)}["counter"] == "done"
+
+    def ran_post_federation(d):  # noqa: ANN001
+        table = d["raw"]["post_federation_costs"]
+        if isinstance(table, dict):  # schema 2.0: column-wise
+            table["rows"] = [[s, 0.5] for s in d["seeds"]]
+        else:
+            d["raw"]["post_federation_costs"] = [{"seed": s, "post_federation_seconds": 0.5} for s in d["seeds"]]
+
+    _rewrite(path, ran_post_federation)
+    _, refusals = validate([path], board)
+    assert any(r.rule == "compute-matched" and "version 2" in r.message for r in refusals)
+    assert {p.entry.method: p.state for p in plan(board, root)}["counter"] == "stale"
 
 
 def _probe(steps: int, method_cost: int, version: int = PROBE_VERSION) -> ComputeProbe:
@@ -274,7 +300,7 @@ def test_an_entry_priced_by_an_older_probe_is_carried_over_only_if_its_steps_sta
     matched_json.write_text(json.dumps({**json.loads(board_json.read_text()), "compute_matched": True}))
     path = next(p for p in board_files(root / "tiny") if "counter" in p.parts)
     steps = read_result(path).fl.local_steps
-    old = _probe(board.local_steps, 10, version=PROBE_VERSION - 1).summary()
+    old = _probe(board.local_steps, 10, version=1).summary()
     _rewrite(path, lambda d: d["fl"]["extra"].update(compute=old))
     states = {p.entry.method: p for p in plan(board, root)}
     assert states["counter"].state == "stale" and "reprobe" in states["counter"].why

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from rich.table import Table
 
+from ..compute import flops_at_steps
 from .metrics import MeanStd
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -101,7 +102,7 @@ def compute_rows(results: Sequence["RunResult"]) -> list[list[str]]:
         if not probe:
             continue
         setup, steps = probe["setup_flops"], r.fl.local_steps
-        training = setup + (probe["method_total_flops"] - setup) * steps / probe["local_steps"]
+        training = flops_at_steps(probe, steps)
         out.append([r.label, str(steps), f"{probe['measured_relative_compute']:.3f}",
                     f"{probe['declared_relative_compute']:g}", f"{training / 1e12:.3g}", f"{setup / 1e12:.3g}"])
     return out
@@ -120,7 +121,7 @@ def summary_markdown(results: Sequence["RunResult"]) -> str:
     if compute:
         text += ("\nTraining compute as the evaluator's probe counted it (FLOPs of matrix products and attention, "
                  "forward and backward), relative to SFT at the benchmark's local steps; training TFLOPs at the steps "
-                 "the method ran, setup included.\n\n" + _markdown(COMPUTE_HEADERS, compute))
+                 "the method ran, setup and any post-federation stage included.\n\n" + _markdown(COMPUTE_HEADERS, compute))
     return text + numerics_note(results)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..compute import PROBE_VERSION, recorded_probe_version
+from ..compute import PROBE_VERSION, probe_is_current, recorded_probe_version
 from ..errors import DrakeBenchError
 from ..results import RunResult, read_result, result_path
 from .boards import DEFAULT_ROOT, BoardDefinition, BoardEntry
@@ -45,7 +45,7 @@ def method_version(name: str) -> str:
 def needs_reprobe(board: BoardDefinition, result: RunResult) -> bool:
     """A compute-matched board's result file priced by an older compute probe than the evaluator's."""
     version = recorded_probe_version(result.fl.extra.get("compute"))
-    return board.compute_matched and version is not None and version < PROBE_VERSION
+    return board.compute_matched and version is not None and not probe_is_current(result)
 
 
 def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[PlannedEntry]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..access import DATA_ACCESS_KEY
-from ..compute import PROBE_VERSION, recorded_probe_version
+from ..compute import PROBE_VERSION, probe_is_current, recorded_probe_version
 from ..errors import DrakeBenchError
 from ..results import (WEIGHTS_SHA256, RunResult, benchmark_differences, check_result,
                        provenance_problems, read_result, weights_conflicts)
@@ -109,7 +109,8 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
         if not probe:
             refuse("compute-matched", "fl.extra.compute missing: the board compares methods at SFT's measured "
                                       "training FLOPs, and this run was not probed (run with --compute-matched)")
-        elif (version := recorded_probe_version(probe)) != PROBE_VERSION:
+        elif not probe_is_current(res):
+            version = recorded_probe_version(probe)
             refuse("compute-matched", f"priced by compute probe version {version}, the evaluator's is "
                                       f"{PROBE_VERSION}; `drake-bench leaderboard reprobe` keeps it if the current probe "
                                       "matches the steps it ran, else it must be rerun")
