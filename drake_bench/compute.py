@@ -88,14 +88,6 @@ def probe_is_current(result: RunResult) -> bool:
     return version >= PROBE_VERSION or (version == 2 and not result.raw.post_federation_costs)
 
 
-def flops_at_steps(record: dict[str, Any], steps: int) -> float:
-    """A recorded probe's federation training FLOPs at ``steps`` local steps a round: the rounds scale with the
-    steps; setup and the post-federation stage do not."""
-    post = record.get("post_federation_flops") or {}
-    fixed = record["setup_flops"] + sum(n * post.get(m, 0) for m, n in record["clients_per_model"].items())
-    return fixed + (record["method_total_flops"] - fixed) * steps / record["local_steps"]
-
-
 class ComputeProbe(BaseModel):
     """What the compute probe measured (recorded in the result file's ``fl.extra.compute``)."""
 
@@ -127,9 +119,24 @@ class ComputeProbe(BaseModel):
         default_factory=dict, description="The reference's post-federation FLOPs per model (SFT has no such stage).")
     declared_relative_compute: float = Field(description="What the method's meta.relative_compute declares.")
 
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> ComputeProbe:
+        """The probe a result file's ``fl.extra.compute`` records (its derived numbers are recomputed)."""
+        return cls(**{k: v for k, v in record.items() if k in cls.model_fields})
+
     def _post_federation(self, post: dict[str, int]) -> float:
         """Every client's post-federation stage, priced by its model's probe."""
         return sum(n * post.get(m, 0) for m, n in self.clients_per_model.items())
+
+    @property
+    def fixed_flops(self) -> float:
+        """The method's FLOPs that do not scale with the local steps: setup and the post-federation stage."""
+        return self.setup_flops + self._post_federation(self.post_federation_flops)
+
+    def flops_at_steps(self, steps: int) -> float:
+        """The method's federation training FLOPs at ``steps`` local steps a round: the rounds scale with the
+        steps; setup and the post-federation stage do not."""
+        return self.fixed_flops + (self.method_total_flops - self.fixed_flops) * steps / self.local_steps
 
     def _all_rounds(self, first: dict[str, int] | None, later: dict[str, int]) -> float:
         """Every client's every round, each priced by its model's probe (setup excluded): its first round, then
@@ -142,8 +149,7 @@ class ComputeProbe(BaseModel):
     @property
     def method_total_flops(self) -> float:
         """The method's federation training FLOPs at the benchmark's local steps."""
-        return (self.setup_flops + self._all_rounds(self.first_round_flops, self.round_flops)
-                + self._post_federation(self.post_federation_flops))
+        return self.fixed_flops + self._all_rounds(self.first_round_flops, self.round_flops)
 
     @property
     def reference_total_flops(self) -> float:
@@ -162,7 +168,7 @@ class ComputeProbe(BaseModel):
         per_step = self._all_rounds(self.first_round_flops, self.round_flops) / self.local_steps
         if per_step <= 0:
             return self.local_steps
-        budget = self.reference_total_flops - self.setup_flops - self._post_federation(self.post_federation_flops)
+        budget = self.reference_total_flops - self.fixed_flops
         return max(1, round(budget / per_step))
 
     def summary(self) -> dict[str, Any]:

@@ -142,8 +142,7 @@ def test_a_method_that_trains_more_from_its_second_round_is_priced_by_it(feddpa_
         assert first >= probe["reference_first_round_flops"][m]
     steps = probe["matched_local_steps"]
     assert feddpa_matched.fl.local_steps == steps < STEPS
-    fields = {k: v for k, v in probe.items() if k in ComputeProbe.model_fields}
-    first_only = ComputeProbe(**{**fields, "round_flops": probe["first_round_flops"]})
+    first_only = ComputeProbe.from_record(probe).model_copy(update={"round_flops": probe["first_round_flops"]})
     assert first_only.matched_local_steps > steps  # what pricing the first round only would have given
 
 
@@ -158,7 +157,7 @@ def test_a_post_federation_stage_that_trains_is_priced(post_train_matched):
     """FedAvg + post-train trains every client P more steps after the last round (TAP's Stage 2): the probe prices
     that stage per model, and matching takes it out of the budget the rounds share (P does not scale with the local
     steps), so the rounds get fewer steps than they would if the stage were free."""
-    from drake_bench.compute import ComputeProbe, flops_at_steps
+    from drake_bench.compute import ComputeProbe
 
     probe = post_train_matched.fl.extra["compute"]
     for m, later in probe["round_flops"].items():
@@ -166,12 +165,12 @@ def test_a_post_federation_stage_that_trains_is_priced(post_train_matched):
     assert probe["reference_post_federation_flops"] == {}
     steps = probe["matched_local_steps"]
     assert post_train_matched.fl.local_steps == steps < STEPS
-    fields = {k: v for k, v in probe.items() if k in ComputeProbe.model_fields}
-    assert ComputeProbe(**{**fields, "post_federation_flops": {}}).matched_local_steps > steps
+    recorded = ComputeProbe.from_record(probe)
+    assert recorded.model_copy(update={"post_federation_flops": {}}).matched_local_steps > steps
     # the totals at the steps it ran: the stage is paid in full, only the rounds shrink
     post = sum(n * probe["post_federation_flops"][m] for m, n in probe["clients_per_model"].items())
-    assert flops_at_steps(probe, STEPS) == pytest.approx(probe["method_total_flops"])
-    assert flops_at_steps(probe, 0) == pytest.approx(probe["setup_flops"] + post)
+    assert recorded.flops_at_steps(STEPS) == pytest.approx(probe["method_total_flops"])
+    assert recorded.flops_at_steps(0) == pytest.approx(probe["setup_flops"] + post)
 
 
 def test_the_federation_total_prices_the_first_round_then_the_later_ones():

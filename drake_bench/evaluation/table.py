@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from rich.table import Table
 
-from ..compute import flops_at_steps
+from ..compute import ComputeProbe
 from .metrics import MeanStd
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,7 +102,7 @@ def compute_rows(results: Sequence["RunResult"]) -> list[list[str]]:
         if not probe:
             continue
         setup, steps = probe["setup_flops"], r.fl.local_steps
-        training = flops_at_steps(probe, steps)
+        training = ComputeProbe.from_record(probe).flops_at_steps(steps)
         out.append([r.label, str(steps), f"{probe['measured_relative_compute']:.3f}",
                     f"{probe['declared_relative_compute']:g}", f"{training / 1e12:.3g}", f"{setup / 1e12:.3g}"])
     return out
