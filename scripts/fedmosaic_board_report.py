@@ -183,7 +183,7 @@ def markdown(rep: dict[str, Any], runs: Path) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=Path, default=Path("leaderboard/drake-synth-cross-family/runs"))
+    ap.add_argument("--runs", type=Path, default=Path("leaderboard/fedmosaic/runs"))
     ap.add_argument("--tables", type=Path, default=Path("docs/findings"))
     args = ap.parse_args()
     results = load(args.runs)

@@ -113,6 +113,12 @@ def test_build_runs_only_what_is_missing_then_renders(tiny_board, tmp_path):
     assert code == 0 and "--methods counter --out" in out.replace("\n", "") and "majority-answer --out" not in out
     code, out = _cli("leaderboard", "render", str(board_json), "--root", str(root))
     assert code == 0 and "counter" not in (root / "tiny" / "summary.md").read_text()
+    assert (root / "tiny" / "accuracy_over_rounds.png").is_file()
+    # a board whose files all moved away: the old plot goes too, and the page says how to build it
+    shutil.rmtree(root / "tiny" / "runs")
+    code, out = _cli("leaderboard", "render", str(board_json), "--root", str(root))
+    assert code == 0 and not (root / "tiny" / "accuracy_over_rounds.png").exists()
+    assert "drake-bench leaderboard build tiny" in (root / "tiny" / "summary.md").read_text()
 
 
 def test_the_built_board_passes_every_rule(tiny_board):

@@ -63,9 +63,14 @@ def render(board: BoardDefinition, root: str | Path = DEFAULT_ROOT, *, results: 
     runs = [r.result for r in rows]
     lines = [f"# {board.title}", "", f"Rendered by `drake-bench leaderboard render {board.name}` from "
              f"{len(files)} result file(s); `drake-bench leaderboard validate` checks them against the board's rules.", ""]
+    plot = out_dir / "accuracy_over_rounds.png"
     if runs:
         lines.append(summary_markdown(runs))
-        plot_accuracy_over_rounds(runs, out_dir / "accuracy_over_rounds.png")
+        plot_accuracy_over_rounds(runs, plot)
+    else:
+        # a plot left from an earlier render would show entries this page no longer holds
+        plot.unlink(missing_ok=True)
+        lines += [f"No accepted result file yet: `drake-bench leaderboard build {board.name}` runs the board's entries.", ""]
     if refusals:
         lines += ["## Refused by the board's rules", ""] + [f"* `{r.rule}` {r.file}: {r.message}" for r in refusals] + [""]
     (out_dir / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
