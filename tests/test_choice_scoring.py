@@ -101,3 +101,28 @@ def test_text_models_take_the_same_path():
         assert len(sc) == len(s.choices)
     alone = [x for s in items for x in engine.choice_scores(model, tok, [s])[0]]
     assert alone == pytest.approx([x for sc in got for x in sc], abs=2e-4)
+
+
+def test_the_prompt_cache_goes_in_under_the_models_own_keyword(llava, items):
+    """transformers renamed the cache keyword (``past_key_values`` -> ``cache``) and will remove the old name; a
+    removed keyword would be swallowed by ``**kwargs`` and options scored without their prompt, so the engine asks
+    the model class which name its forward takes, and passes no deprecated alias."""
+    import inspect
+    import warnings
+
+    model, proc = llava
+    for m in (model, load_base("tiny-llama-s", source="shipped")[0]):
+        params = inspect.signature(type(m).forward).parameters
+        assert engine._cache_keyword(type(m)) in params
+        assert engine._cache_keyword(type(m)) == ("cache" if "cache" in params else "past_key_values")
+    multi = [s for s in items if not all(len(c) == 1 for c in _token_ids(proc, s))]
+    assert multi  # options of several tokens: these read the cache
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        engine.choice_scores(model, proc, multi)
+    assert not [w for w in caught if "past_key_values" in str(w.message)]
+
+
+def _token_ids(proc, sample) -> list[list[int]]:
+    tok = engine.tokenizer_of(proc)
+    return [tok(c, add_special_tokens=False)["input_ids"] for c in candidate_targets(sample)]

@@ -26,6 +26,8 @@ tokenizer instead of a processor) take the same calls with image-free items.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -398,7 +400,7 @@ def _score_chunk(model: Any, processor: Any, chunk: Sequence[Any], cand_ids: Seq
             scores.append([float(logp_first[i, c[0]]) if c else 0.0 for c in cands])
             rows += [(i, c + [tok.eos_token_id]) for c in cands]
     if rows:
-        rest = _continue_from_prefix(model, first.past_key_values, inputs["attention_mask"], lengths, rows,
+        rest = _continue_from_prefix(model, _returned_cache(first), inputs["attention_mask"], lengths, rows,
                                      _pad_id(tok))
         k = 0
         for i, cands in enumerate(cand_ids):
@@ -410,6 +412,26 @@ def _score_chunk(model: Any, processor: Any, chunk: Sequence[Any], cand_ids: Seq
                         scores[i][j] += rest[k]
                     k += 1
     return scores
+
+
+@functools.cache
+def _cache_keyword(model_class: type) -> str:
+    """The keyword ``model_class.forward`` takes a key/value cache by: ``cache`` in recent transformers, where
+    ``past_key_values`` is a deprecated alias due to be removed (a removed keyword would be swallowed by
+    ``**kwargs`` and the prompt silently dropped), ``past_key_values`` in the releases before it."""
+    params = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _hf_model(model: Any) -> Any:
+    """The transformers model under a peft wrapper (whose ``forward`` takes ``**kwargs`` and passes them on)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def _returned_cache(output: Any) -> Any:
+    """The key/value cache a forward with ``use_cache=True`` returned, under either of its names."""
+    cache = output.get("cache") if hasattr(output, "get") else None
+    return cache if cache is not None else output.past_key_values
 
 
 def _continue_from_prefix(model: Any, cache: Any, prompt_mask: torch.Tensor, lengths: torch.Tensor,
@@ -434,7 +456,8 @@ def _continue_from_prefix(model: Any, cache: Any, prompt_mask: torch.Tensor, len
     positions = lengths.to(dev)[item].unsqueeze(-1) + torch.arange(width, device=dev)
     with autocast(model):
         logits = model(input_ids=ids.to(dev), attention_mask=torch.cat([prompt_mask[item], mask.to(dev)], dim=1),
-                       position_ids=positions, past_key_values=cache, use_cache=False).logits
+                       position_ids=positions, use_cache=False,
+                       **{_cache_keyword(type(_hf_model(model))): cache}).logits
     return (-_token_nll(logits, targets.to(dev)).sum(-1)).tolist()
 
 
