@@ -35,7 +35,7 @@ import torch
 
 from ..errors import DrakeBenchError
 from ..sample import AnswerType
-from .kernels import SEGMENT_ATTENTION, packed_forward, use_segment_attention
+from .kernels import SEGMENT_ATTENTION, packed_forward, transformers_model, use_segment_attention
 from .prompting import build_prompt, candidate_targets, is_choice, options, target
 
 IGNORE_INDEX = -100
@@ -423,14 +423,10 @@ def _cache_keyword(model_class: type) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-def _hf_model(model: Any) -> Any:
-    """The transformers model under a peft wrapper (whose ``forward`` takes ``**kwargs`` and passes them on)."""
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
-
-
 def _returned_cache(output: Any) -> Any:
-    """The key/value cache a forward with ``use_cache=True`` returned, under either of its names."""
-    cache = output.get("cache") if hasattr(output, "get") else None
+    """The key/value cache a forward with ``use_cache=True`` returned, under either of its names (a
+    ``ModelOutput`` holds only the fields that are set)."""
+    cache = output.get("cache")
     return cache if cache is not None else output.past_key_values
 
 
@@ -457,7 +453,7 @@ def _continue_from_prefix(model: Any, cache: Any, prompt_mask: torch.Tensor, len
     with autocast(model):
         logits = model(input_ids=ids.to(dev), attention_mask=torch.cat([prompt_mask[item], mask.to(dev)], dim=1),
                        position_ids=positions, use_cache=False,
-                       **{_cache_keyword(type(_hf_model(model))): cache}).logits
+                       **{_cache_keyword(type(transformers_model(model))): cache}).logits
     return (-_token_nll(logits, targets.to(dev)).sum(-1)).tolist()
 
 

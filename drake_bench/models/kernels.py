@@ -88,10 +88,15 @@ def register() -> None:
     AttentionMaskInterface.register(SEGMENT_ATTENTION, _segment_mask)
 
 
+def transformers_model(model: Any) -> Any:
+    """The transformers model under a peft wrapper (whose ``forward`` takes ``**kwargs`` and passes them on)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def use_segment_attention(model: Any, on: bool = True) -> None:
     """Switch the language model of ``model`` (a transformers or peft model) to segment attention, or back to SDPA."""
     register()
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = transformers_model(model)
     name = SEGMENT_ATTENTION if on else "sdpa"
     if getattr(base.config, "text_config", None) is not None:
         base.set_attn_implementation({"text_config": name})
