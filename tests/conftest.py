@@ -90,6 +90,16 @@ def toy_spec(n_clients: int = 3, tasks_per_client: int = 4, pool_size: int = 20,
     return parse_manifest(manifest_dict(spec), where="toy")
 
 
+def hub_httpx():
+    """The httpx module the installed huggingface_hub builds its requests and errors on: ``httpx2`` from hub 2.x,
+    ``httpx`` in 1.x (both are supported; `.ci/run-lowest` runs the oldest)."""
+    try:
+        import httpx2 as httpx
+    except ImportError:
+        import httpx
+    return httpx
+
+
 @contextlib.contextmanager
 def torch_threads(n: int):
     """torch's intra-op thread count set to ``n`` inside the block, restored after it."""

@@ -174,9 +174,9 @@ def test_embedded_synth_goes_through_build_publish_download(offline_cache: Path,
 
 # --------------------------------------------------------------------------- network failures
 def _connection_refused(*args, **kwargs):
-    import httpx2  # the transport huggingface_hub 2.x raises from when a host cannot be reached
+    from conftest import hub_httpx  # the transport huggingface_hub raises from when a host cannot be reached
 
-    raise httpx2.ConnectError("[Errno 111] Connection refused")
+    raise hub_httpx().ConnectError("[Errno 111] Connection refused")
 
 
 def test_publish_without_network_is_one_line(manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

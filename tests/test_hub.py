@@ -281,13 +281,15 @@ def test_a_fetched_folder_is_verified_when_read_without_hashing_twice(cached, tm
 
 
 def test_publish_without_network_is_a_hub_error(built) -> None:
-    import httpx2
+    from conftest import hub_httpx
 
     from drake_bench.errors import HubError
 
+    httpx = hub_httpx()
+
     class Offline:
         def create_repo(self, *args, **kwargs):
-            raise httpx2.ConnectError("[Errno -3] Temporary failure in name resolution")
+            raise httpx.ConnectError("[Errno -3] Temporary failure in name resolution")
 
     spec, root = built
     with pytest.raises(HubError, match=r"^publishing toy to datasets/drake-test/toy failed \(nothing was uploaded\): "
@@ -370,10 +372,11 @@ def test_load_client_stream_with_revision_goes_through_fetch(cached) -> None:
 
 def test_online_revision_and_repo_errors_are_named(monkeypatch: pytest.MonkeyPatch, built) -> None:
     """The online error path: the Hub's RevisionNotFoundError / RepositoryNotFoundError become drake_bench errors."""
-    import httpx2 as httpx  # huggingface_hub 2.x builds its errors on httpx2 responses
     import huggingface_hub
+    from conftest import hub_httpx
     from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
+    httpx = hub_httpx()  # the hub builds its errors on this module's responses
     spec, root = built
     # an error object only, never sent: the request just has to exist
     response = httpx.Response(404, request=httpx.Request("HEAD", "http://127.0.0.1/datasets/x/y/resolve/v9/f"))
