@@ -118,16 +118,23 @@ class BenchmarkRef(StrictModel):
 def benchmark_differences(a: BenchmarkRef, b: BenchmarkRef) -> list[str]:
     """Why two results' benchmarks are not the same data, one phrase per field; empty when they are.
 
-    The identity is name, version, manifest hash and data hash (and the content hash where both record one). ``verified_files`` lists the shards a run happened
-    to check as it read them (a resumed run may read and list fewer), so two lists need not be equal: only a shard
-    both checked must have the same sha256 in both."""
-    out = [f"{f} {getattr(b, f)!r} (not {getattr(a, f)!r})" for f in ("name", "version", "manifest_hash", "data_hash")
-           if getattr(a, f) != getattr(b, f)]
-    if a.content_hash and b.content_hash and a.content_hash != b.content_hash:
+    The identity is name, version, manifest hash and data hash; where both files cite a content hash, an equal
+    content hash stands for the data hash (the same data written by other pyarrow / Pillow versions has other
+    file bytes) and a different one is a difference. ``verified_files`` lists the shards a run happened to check
+    as it read them (a resumed run may read and list fewer), so two lists need not be equal: only a shard both
+    checked must have the same sha256 in both, where the two cite the same file bytes."""
+    both_content = bool(a.content_hash and b.content_hash)
+    fields = ["name", "version", "manifest_hash"]
+    if not (both_content and a.content_hash == b.content_hash):
+        fields.append("data_hash")
+    out = [f"{f} {getattr(b, f)!r} (not {getattr(a, f)!r})" for f in fields if getattr(a, f) != getattr(b, f)]
+    if both_content and a.content_hash != b.content_hash:
         out.append(f"content_hash {b.content_hash!r} (not {a.content_hash!r})")
-    clash = sorted(k for k in set(a.verified_files) & set(b.verified_files) if a.verified_files[k] != b.verified_files[k])
-    if clash:
-        out.append(f"{len(clash)} shard(s) with another sha256, e.g. {clash[0]}")
+    if a.data_hash == b.data_hash:
+        clash = sorted(k for k in set(a.verified_files) & set(b.verified_files)
+                       if a.verified_files[k] != b.verified_files[k])
+        if clash:
+            out.append(f"{len(clash)} shard(s) with another sha256, e.g. {clash[0]}")
     return out
 
 
