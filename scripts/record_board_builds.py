@@ -93,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
                or (same_libs and got["data_hash"] != record["builds"][ref]["data_hash"])}
         for ref, got in sorted(bad.items()):
             print(f"{ref}: built {got}, recorded {record['builds'].get(ref)}", file=sys.stderr)
-        print(f"{len(built) - len(bad)} of {len(built)} builds as recorded "
-              f"({'same' if same_libs else 'other'} pyarrow/Pillow: {libs}, recorded {record['libraries']})")
+        same_bytes = sum(got["data_hash"] == record["builds"].get(ref, {}).get("data_hash") for ref, got in built.items())
+        print(f"{len(built) - len(bad)} of {len(built)} builds as recorded; {same_bytes} of {len(built)} to the recorded "
+              f"data hash ({'same' if same_libs else 'other'} pyarrow/Pillow: {libs}, recorded {record['libraries']})")
         return 1 if bad else 0
     wrong = {ref: (got["data_hash"], sorted(wanted[ref])) for ref, got in built.items() if {got["data_hash"]} != wanted[ref]}
     if wrong:

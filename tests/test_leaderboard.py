@@ -217,7 +217,13 @@ def test_the_same_data_built_by_other_library_versions_is_recognised_by_its_cont
     board_json, root = _copy_board(tiny_board, tmp_path)
     board = load_board(board_json)
     path = next(p for p in board_files(root / "tiny") if "counter" in p.parts)
-    assert json.loads(path.read_text())["benchmark"]["content_hash"] == board.content_hash is not None
+    from importlib import metadata
+
+    recorded = json.loads(path.read_text())
+    assert recorded["benchmark"]["content_hash"] == board.content_hash is not None
+    # the libraries that wrote the bytes are recorded: what a reader needs to see why two data hashes differ
+    assert (recorded["environment"]["pyarrow"], recorded["environment"]["pillow"]) == (
+        metadata.version("pyarrow"), metadata.version("pillow"))
 
     def cite(data_hash: str | None = None, content_hash: str | None = None, drop: bool = False):  # noqa: ANN202
         def edit(d):  # noqa: ANN001
