@@ -96,6 +96,7 @@ def card_metadata(
             "version": spec.version,
             "manifest_hash": info.get("manifest_hash", ""),
             "data_hash": info.get("data_hash", ""),
+            "content_hash": info.get("content_hash", ""),
             "build_info": BUILD_INFO,
             "embedded": spec.embedded,
             "mirrors": spec.mirrors,
@@ -180,7 +181,9 @@ def card_body(spec: BenchmarkSpec, info: dict[str, Any], index_tasks: Collection
     lines += [
         f"- benchmark: `{spec.name}` version `{spec.version}`",
         f"- manifest hash: `{info.get('manifest_hash', '')}`",
-        f"- data hash: `{info.get('data_hash', '')}`",
+        f"- data hash: `{info.get('data_hash', '')}` (over the files below)",
+        f"- content hash: `{info.get('content_hash', '')}` (over the data as read back, images as pixels: the same "
+        "for a rebuild with other pyarrow or Pillow versions)",
         f"- storage: images `{spec.storage.images}`, Parquet `{spec.storage.parquet_compression}` (the manifest's "
         "`storage` block; shard hashes are over these bytes)",
     ]

@@ -237,6 +237,7 @@ class Evaluator:
         self.checkpoints: dict[str, dict[str, Any]] = {}
         self.evaluation: EvaluationSettings | None = None
         self.data_hash: str | None = None
+        self.content_hash: str | None = None
         self.verified_files: dict[str, str] = {}
         self.compute: ComputeProbe | None = None
         self.cpu_capability: str | None = None  # the instruction set the method's process computes with (numerics.py)
@@ -335,6 +336,7 @@ class Evaluator:
         """Open the data, create and set up the method, then either resume the checkpoint or initialise every state."""
         fed = self.federated_data(seed)
         self.data_hash = fed.store.data_hash
+        self.content_hash = fed.store.content_hash
         method = self.start_method(seed)
         try:
             return self._init_or_resume(seed, fed, method)
@@ -373,6 +375,7 @@ class Evaluator:
         described, not set up): what a seed kept in an earlier result file must match to be reused."""
         fed = self.federated_data(seed)
         self.data_hash = fed.store.data_hash
+        self.content_hash = fed.store.content_hash
         method = self.start_method(seed)
         try:
             self.describe_models(method)
@@ -747,7 +750,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
     raws: list[RawTables] = []
     info: dict[str, Any] = {}
     done: list[int] = []
-    data_hash = None
+    data_hash = content_hash = None
     access: dict[str, Any] = {}  # seed -> the evaluator's record of what the method was handed (drake_bench.access)
     phases: dict[str, dict[str, float]] = {}  # seed -> wall seconds per phase (this invocation's share of a resumed run)
     fingerprints: dict[str, str] = {}  # seed -> the configuration hash it ran under (resume from the result file)
@@ -766,7 +769,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
         assert ev.evaluation is not None
         return new_result(
             benchmark=BenchmarkRef(name=ev.spec.name, version=ev.spec.version, manifest_hash=ev.spec.content_hash or "",
-                                   data_hash=data_hash, verified_files=dict(sorted(ev.verified_files.items()))),
+                                   data_hash=data_hash, content_hash=content_hash, verified_files=dict(sorted(ev.verified_files.items()))),
             scenario=ScenarioRef(tag=ev.scenario.tag(), config=ev.scenario.model_dump(mode="json")),
             method=MethodRef(name=config.method, version=str(info.get("method_version", "unknown")),
                              config=info.get("method_config", config.method_config)),
@@ -816,7 +819,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
         access[str(seed)] = seed_info[DATA_ACCESS_KEY]
         phases[str(seed)] = seed_info["phase_seconds"]
         fingerprints[str(seed)] = seed_info["fingerprint"]
-        data_hash = ev.data_hash
+        data_hash, content_hash = ev.data_hash, ev.content_hash
         if len(done) < len(config.seeds):  # on disk before the next seed starts: a kill loses at most one seed
             write_partial(f"seeds {done} finished, {[s for s in config.seeds if s not in done]} not yet run")
     final = result("complete", [])

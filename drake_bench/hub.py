@@ -26,7 +26,6 @@ writable place, neither of which belongs in ``~/.cache/huggingface``.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -48,6 +47,7 @@ from .store import (
     data_hash,
     data_home,
     file_sha256,
+    image_digest,
     shard_path,
 )
 
@@ -80,19 +80,6 @@ def index_rel(task_id: str) -> str:
     return f"data/{task_id}/{INDEX_FILE}"
 
 
-def _image_digest(value: Any) -> bytes:
-    """Pixel-level digest of one stored image (encoding-independent for lossless formats)."""
-    from PIL import Image
-
-    if isinstance(value, dict):
-        raw = value.get("bytes")
-        img = Image.open(io.BytesIO(raw)) if raw is not None else Image.open(value["path"])
-    else:
-        img = value
-    img.load()
-    return hashlib.sha256(f"{img.mode}:{img.size}".encode() + img.tobytes()).digest()
-
-
 def shard_digest(path: Path) -> tuple[list[str], str]:
     """(ids in row order, content digest) of one Parquet shard.
 
@@ -110,7 +97,7 @@ def shard_digest(path: Path) -> tuple[list[str], str]:
         ids.append(row["id"])
         h.update(json.dumps([row["id"], row["question"], row["choices"], row["answer"], row["answer_type"]]).encode())
         for img in row["images"] or []:
-            h.update(_image_digest(img))
+            h.update(image_digest(img))
         h.update(b"\n")
     return ids, "sha256:" + h.hexdigest()
 

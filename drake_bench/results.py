@@ -102,7 +102,13 @@ class BenchmarkRef(StrictModel):
     name: str
     version: str
     manifest_hash: str = Field(description="content_hash of the benchmark manifest.")
-    data_hash: str | None = Field(default=None, description="Hash of the built data (splits) evaluated on.")
+    data_hash: str | None = Field(default=None, description="Hash of the built data (splits) evaluated on: over the "
+                                                            "shard files' bytes (build_info.json).")
+    content_hash: str | None = Field(
+        default=None,
+        description="Hash of the same data as read back (every column, images as decoded pixels): equal for two "
+                    "builds of the same data with other pyarrow or Pillow versions, whose file bytes (data_hash) "
+                    "differ. None in files written before drake_bench recorded it.")
     verified_files: dict[str, str] = Field(
         default_factory=dict,
         description="Shard path (relative to the built folder) -> sha256, checked against build_info.json when the "
@@ -112,14 +118,23 @@ class BenchmarkRef(StrictModel):
 def benchmark_differences(a: BenchmarkRef, b: BenchmarkRef) -> list[str]:
     """Why two results' benchmarks are not the same data, one phrase per field; empty when they are.
 
-    The identity is name, version, manifest hash and data hash. ``verified_files`` lists the shards a run happened
-    to check as it read them (a resumed run may read and list fewer), so two lists need not be equal: only a shard
-    both checked must have the same sha256 in both."""
-    out = [f"{f} {getattr(b, f)!r} (not {getattr(a, f)!r})" for f in ("name", "version", "manifest_hash", "data_hash")
-           if getattr(a, f) != getattr(b, f)]
-    clash = sorted(k for k in set(a.verified_files) & set(b.verified_files) if a.verified_files[k] != b.verified_files[k])
-    if clash:
-        out.append(f"{len(clash)} shard(s) with another sha256, e.g. {clash[0]}")
+    The identity is name, version, manifest hash and data hash; where both files cite a content hash, an equal
+    content hash stands for the data hash (the same data written by other pyarrow / Pillow versions has other
+    file bytes) and a different one is a difference. ``verified_files`` lists the shards a run happened to check
+    as it read them (a resumed run may read and list fewer), so two lists need not be equal: only a shard both
+    checked must have the same sha256 in both, where the two cite the same file bytes."""
+    both_content = bool(a.content_hash and b.content_hash)
+    fields = ["name", "version", "manifest_hash"]
+    if not (both_content and a.content_hash == b.content_hash):
+        fields.append("data_hash")
+    out = [f"{f} {getattr(b, f)!r} (not {getattr(a, f)!r})" for f in fields if getattr(a, f) != getattr(b, f)]
+    if both_content and a.content_hash != b.content_hash:
+        out.append(f"content_hash {b.content_hash!r} (not {a.content_hash!r})")
+    if a.data_hash == b.data_hash:
+        clash = sorted(k for k in set(a.verified_files) & set(b.verified_files)
+                       if a.verified_files[k] != b.verified_files[k])
+        if clash:
+            out.append(f"{len(clash)} shard(s) with another sha256, e.g. {clash[0]}")
     return out
 
 
@@ -195,6 +210,10 @@ class Environment(StrictModel):
     transformers: str | None = None
     peft: str | None = None
     datasets: str | None = None
+    pyarrow: str | None = Field(default=None, description="Wrote and read the Parquet shards (it moves data_hash, "
+                                                          "not content_hash).")
+    pillow: str | None = Field(default=None, description="Encoded and decoded the images (it moves data_hash, not "
+                                                         "content_hash).")
     platform: str
     cpu_count: int | None = None
     device: str
@@ -273,6 +292,8 @@ def capture_environment(device: str = "cpu", cpu_capability: str | None = None) 
         transformers=_version("transformers"),
         peft=_version("peft"),
         datasets=_version("datasets"),
+        pyarrow=_version("pyarrow"),
+        pillow=_version("pillow"),
         platform=platform.platform(),
         cpu_count=os.cpu_count(),
         device=device,
@@ -662,6 +683,8 @@ def provenance_problems(result: RunResult) -> list[str]:
         out.append("benchmark.data_hash: missing; a result must cite the hash of the data it ran on")
     elif not b.data_hash.startswith("sha256:"):
         out.append(f"benchmark.data_hash: {b.data_hash!r} is not a sha256 data hash")
+    if b.content_hash is not None and not b.content_hash.startswith("sha256:"):
+        out.append(f"benchmark.content_hash: {b.content_hash!r} is not a sha256 content hash")
     if not b.manifest_hash.startswith("sha256:"):
         out.append(f"benchmark.manifest_hash: {b.manifest_hash!r} is not a sha256 manifest hash")
     if not b.version:

@@ -169,10 +169,50 @@ def file_sha256(path: Path) -> str:
 
 
 def data_hash(files: dict[str, str]) -> str:
-    """One hash over all shard hashes: what a result file cites as the data it ran on."""
+    """One hash over all shard hashes: what a result file cites as the data it ran on.
+
+    Over per-shard content digests instead of file hashes it gives the build's content hash (:func:`content_hash`)."""
     h = hashlib.sha256()
     for rel in sorted(files):
         h.update(f"{rel}:{files[rel]}\n".encode())
+    return "sha256:" + h.hexdigest()
+
+
+def content_hash(digests: dict[str, str]) -> str:
+    """One hash over every shard's :func:`content_digest`: the same data gives the same content hash whichever
+    pyarrow and Pillow wrote the files."""
+    return data_hash(digests)
+
+
+def image_digest(value: Any) -> bytes:
+    """Pixel-level digest of one stored image (mode, size, decoded pixels): the same for any lossless encoding
+    of the same picture, so it does not move with the encoder's version."""
+    from PIL import Image
+
+    if isinstance(value, dict):
+        raw = value.get("bytes")
+        img = Image.open(io.BytesIO(raw)) if raw is not None else Image.open(value["path"])
+    else:
+        img = value
+    img.load()
+    return hashlib.sha256(f"{img.mode}:{img.size}".encode() + img.tobytes()).digest()
+
+
+def content_digest(path: Path) -> str:
+    """Digest of everything a shard holds, as read back: every column of every row in order, images by their
+    decoded pixels. The file's sha256 also covers how it was written (pyarrow writes its own version into every
+    file, and Pillow's encoders change from release to release), so a rebuild with other library versions gives
+    other file hashes for the same data; this digest does not move."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    names = sorted(table.column_names)
+    h = hashlib.sha256(json.dumps(names).encode() + b"\n")
+    for row in table.to_pylist():
+        h.update(json.dumps([row[k] for k in names if k != "images"], sort_keys=True, ensure_ascii=False).encode())
+        for img in row.get("images") or []:
+            h.update(image_digest(img))
+        h.update(b"\n")
     return "sha256:" + h.hexdigest()
 
 
@@ -185,7 +225,9 @@ def finalize_build(root: Path, benchmark: str, manifest_hash: str, extra: dict[s
     import pyarrow.parquet as pq
 
     root = Path(root)
+    previous = _previous_digests(root)
     files: dict[str, str] = {}
+    digests: dict[str, str] = {}
     sizes: dict[str, dict[str, int]] = {}
     seen: dict[str, dict[str, Any]] = {}
     for path in sorted((root / "data").glob("*/*.parquet")):
@@ -194,6 +236,8 @@ def finalize_build(root: Path, benchmark: str, manifest_hash: str, extra: dict[s
         files[rel] = file_sha256(path)
         if before is not None and _stat_key(path) == before:
             seen[rel] = {**before, "sha256": files[rel]}
+        # decoding every image is the slow part of finalizing: a shard kept from the last build keeps its digest
+        digests[rel] = previous.get((rel, files[rel])) or content_digest(path)
         task, split = path.parent.name, path.name.split("-")[0]
         sizes.setdefault(task, {})[split] = pq.ParquetFile(path).metadata.num_rows
     info = {
@@ -201,6 +245,8 @@ def finalize_build(root: Path, benchmark: str, manifest_hash: str, extra: dict[s
         "manifest_hash": manifest_hash,
         "data_hash": data_hash(files),
         "files": files,
+        "content_hash": content_hash(digests),
+        "content_digests": digests,
         "sizes": sizes,
         **(extra or {}),
     }
@@ -210,6 +256,17 @@ def finalize_build(root: Path, benchmark: str, manifest_hash: str, extra: dict[s
     shutil.rmtree(root / ARROW_CACHE, ignore_errors=True)
     _VerifiedCache(root).replace(seen)
     return info
+
+
+def _previous_digests(root: Path) -> dict[tuple[str, str], str]:
+    """(shard, its sha256) -> content digest, as the folder's last build recorded them (nothing if none or
+    unreadable): a shard with the same bytes has the same content."""
+    try:
+        info = json.loads((root / BUILD_INFO).read_text())
+        files, digests = info.get("files") or {}, info.get("content_digests") or {}
+        return {(rel, files[rel]): d for rel, d in digests.items() if rel in files and isinstance(d, str)}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
 
 
 # --------------------------------------------------------------------------- verification cache
@@ -304,6 +361,12 @@ class BuiltBenchmark:
     def data_hash(self) -> str:
         return self.info["data_hash"]
 
+    @property
+    def content_hash(self) -> str | None:
+        """Hash of the data as read back (:func:`content_hash`), equal across pyarrow / Pillow versions; None for
+        a folder built before drake_bench recorded it."""
+        return self.info.get("content_hash")
+
     def _check_data_hash(self) -> None:
         """The cited data hash must be the one over the recorded shard hashes: otherwise a shard's recorded hash
         could be edited (to match an edited shard) while results went on citing the original data hash."""
@@ -328,6 +391,29 @@ class BuiltBenchmark:
             raise DataIntegrityError(
                 f"{self.root / BUILD_INFO}: data_hash {info['data_hash']} is not the hash of the recorded shard "
                 f"hashes ({expected}): the file was edited; {self.rebuild_hint()}")
+        self._check_content_hash()
+
+    def _check_content_hash(self) -> None:
+        """The content hash a result cites must be the one over the recorded per-shard content digests, which
+        cover the same shards as the file hashes. The digests were computed from the shards at build time, and
+        every shard read is checked against its file hash, so they hold for what a run reads without decoding
+        the images again."""
+        info = self.info
+        if "content_hash" not in info:
+            return  # built before drake_bench recorded content; results from it cite the file-based hash only
+        digests = info.get("content_digests")
+        if not isinstance(digests, dict) or not isinstance(info["content_hash"], str):
+            raise DataIntegrityError(
+                f"{self.root / BUILD_INFO}: 'content_hash' without per-shard 'content_digests'; {self.rebuild_hint()}")
+        shards = {rel for rel in info["files"] if rel.endswith(".parquet")}
+        if not shards <= set(digests):
+            raise DataIntegrityError(
+                f"{self.root / BUILD_INFO}: no content digest for {sorted(shards - set(digests))[:3]}; "
+                f"{self.rebuild_hint()}")
+        if content_hash(digests) != info["content_hash"]:
+            raise DataIntegrityError(
+                f"{self.root / BUILD_INFO}: content_hash {info['content_hash']} is not the hash of the recorded "
+                f"content digests ({content_hash(digests)}): the file was edited; {self.rebuild_hint()}")
 
     def rebuild_hint(self, rel: str | None = None) -> str:
         """The command that makes this folder (or one shard's task) right again."""

@@ -389,6 +389,13 @@ def test_benchmarks_compare_by_identity_and_by_the_shards_both_verified():
     assert benchmark_differences(a, a.model_copy(update={"verified_files": {"y": "3"}})) == [
         "1 shard(s) with another sha256, e.g. y"]
     assert benchmark_differences(a, a.model_copy(update={"version": "2"})) == ["version '2' (not '1')"]
+    # the same data written by other pyarrow / Pillow: other file bytes, the same content hash
+    c = a.model_copy(update={"content_hash": "sha256:c"})
+    rewritten = c.model_copy(update={"data_hash": "e", "verified_files": {"x": "9", "y": "8"}})
+    assert benchmark_differences(c, rewritten) == []
+    assert benchmark_differences(c, rewritten.model_copy(update={"content_hash": "sha256:o"})) == [
+        "data_hash 'e' (not 'd')", "content_hash 'sha256:o' (not 'sha256:c')"]
+    assert benchmark_differences(a, rewritten) == ["data_hash 'e' (not 'd')"]  # one cites no content: bytes decide
 
 
 def test_run_set_option_builds_each_methods_config():

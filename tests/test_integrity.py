@@ -130,6 +130,71 @@ def test_an_edited_build_info_cannot_keep_citing_the_original_data_hash(copy):
         BuiltBenchmark.open(root)
 
 
+def _reencoded(path: Path) -> None:
+    """The same rows written as other library versions write them: images re-encoded losslessly as PNG (the shards
+    hold WebP), Parquet with snappy instead of zstd. Every byte moves; nothing a reader sees does."""
+    import io
+
+    from PIL import Image
+
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    for row in rows:
+        for img in row["images"] or []:
+            out = io.BytesIO()
+            Image.open(io.BytesIO(img["bytes"])).save(out, format="PNG")
+            img["bytes"] = out.getvalue()
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path, compression="snappy")
+
+
+def _refinalize(root: Path) -> dict:
+    info = json.loads((root / BUILD_INFO).read_text())
+    own = {"benchmark", "manifest_hash", "data_hash", "files", "content_hash", "content_digests", "sizes"}
+    return store.finalize_build(root, info["benchmark"], info["manifest_hash"], {k: v for k, v in info.items() if k not in own})
+
+
+def test_the_content_hash_is_the_data_as_read_not_the_bytes_that_hold_it(copy, monkeypatch):
+    """Re-encoded shards (what another pyarrow or Pillow writes) get another data hash and the same content hash;
+    changed answers get another content hash. A shard kept from the last build is not decoded again."""
+    spec, root = copy
+    before = json.loads((root / BUILD_INFO).read_text())
+    assert before["content_hash"] == store.content_hash(before["content_digests"])
+    assert set(before["content_digests"]) == set(before["files"])
+
+    calls: list[Path] = []
+    real = store.content_digest
+    monkeypatch.setattr(store, "content_digest", lambda p: (calls.append(Path(p)), real(p))[1])
+    assert _refinalize(root)["content_hash"] == before["content_hash"] and calls == []  # nothing changed
+
+    path = shard_path(root, *SHARD)
+    _reencoded(path)
+    moved = _refinalize(root)
+    assert calls == [path]  # only the rewritten shard was decoded
+    assert moved["data_hash"] != before["data_hash"] and moved["files"][_rel(*SHARD)] != before["files"][_rel(*SHARD)]
+    assert moved["content_hash"] == before["content_hash"]
+    reread = BuiltBenchmark.open(root)
+    assert (reread.content_hash, reread.data_hash) == (before["content_hash"], moved["data_hash"])
+
+    _answers_to_42(path)
+    assert _refinalize(root)["content_hash"] != before["content_hash"]
+
+
+def test_an_edited_build_info_cannot_keep_citing_the_original_content_hash(copy):
+    """Another shard's digest recorded under the original content hash, or a shard left without a digest, is refused
+    at open, as an edited data hash is."""
+    spec, root = copy
+    info = json.loads((root / BUILD_INFO).read_text())
+    info["content_digests"][_rel(*SHARD)] = "sha256:" + "0" * 64
+    (root / BUILD_INFO).write_text(json.dumps(info))
+    with pytest.raises(DataIntegrityError, match="content_hash .* is not the hash of the recorded content digests"):
+        BuiltBenchmark.open(root)
+    del info["content_digests"][_rel(*SHARD)]
+    info["content_hash"] = store.content_hash(info["content_digests"])
+    (root / BUILD_INFO).write_text(json.dumps(info))
+    with pytest.raises(DataIntegrityError, match="no content digest for"):
+        BuiltBenchmark.open(root)
+
+
 def test_data_integrity_errors_are_integrity_and_data_errors():
     assert issubclass(DataIntegrityError, IntegrityError) and issubclass(DataIntegrityError, DataError)
     assert issubclass(DataError, DrakeBenchError)

@@ -58,10 +58,10 @@ def tiny_board(tmp_path_factory, worker_id) -> tuple[Path, Path]:
         if not (base / "built").exists():
             build_benchmark(spec, source_dir=None, out=base / "built", show_progress=False)
         (base / "toy.json").write_text(json.dumps(manifest_dict(spec)))
-        data_hash = open_built(spec, data_dir=base / "built").data_hash
+        built = open_built(spec, data_dir=base / "built")
         board = {"name": "tiny", "title": "Tiny test board", "description": "toy benchmark, model-free methods",
                  "benchmark": str(base / "toy.json"), "benchmark_version": "0.0.1", "data_dir": str(base / "built"),
-                 "data_hash": data_hash,
+                 "data_hash": built.data_hash, "content_hash": built.content_hash,
                  "scenario": "static", "seeds": [0, 1, 2], "rounds": 2, "local_steps": 1, "eval_every_rounds": 1,
                  "others_subsample": 2, "fast_adaptation": False, "fast_adaptation_tasks": None,
                  "communication_budget_bytes": 1e6, "paper": {"key": "table-2-drake"},
@@ -173,8 +173,9 @@ def test_a_submission_of_the_example_plugin_passes_and_tampered_ones_are_refused
         d["summary"]["aggregate"]["self_last"]["mean"] += 0.05
         d["_keep_summary"] = True
 
-    def data_hash(d):  # noqa: ANN001
+    def data_hash(d):  # noqa: ANN001  (other data: its file bytes and its content both differ)
         d["benchmark"]["data_hash"] = "sha256:" + "0" * 64
+        d["benchmark"]["content_hash"] = "sha256:" + "1" * 64
 
     def two_seeds(d):  # noqa: ANN001
         d["seeds"] = [0, 1]
@@ -207,6 +208,48 @@ def test_rules_refuse_results_made_outside_the_board(tiny_board, tmp_path):
     rules = {r.rule for r in refusals}
     assert {"test-split", "isolation", "budget"} <= rules, [str(r) for r in refusals]
     assert rules <= set(RULES) and all(r.file == str(path) for r in refusals)
+
+
+def test_the_same_data_built_by_other_library_versions_is_recognised_by_its_content_hash(tiny_board, tmp_path):
+    """Another data hash with the board's content hash is the board's data written by other pyarrow / Pillow
+    versions: accepted. Another content hash, or none to show the content, is refused by rule `benchmark`; so is
+    a file citing the board's data hash with another content hash."""
+    board_json, root = _copy_board(tiny_board, tmp_path)
+    board = load_board(board_json)
+    path = next(p for p in board_files(root / "tiny") if "counter" in p.parts)
+    from importlib import metadata
+
+    recorded = json.loads(path.read_text())
+    assert recorded["benchmark"]["content_hash"] == board.content_hash is not None
+    # the libraries that wrote the bytes are recorded: what a reader needs to see why two data hashes differ
+    assert (recorded["environment"]["pyarrow"], recorded["environment"]["pillow"]) == (
+        metadata.version("pyarrow"), metadata.version("pillow"))
+
+    def cite(data_hash: str | None = None, content_hash: str | None = None, drop: bool = False):  # noqa: ANN202
+        def edit(d):  # noqa: ANN001
+            if data_hash:
+                d["benchmark"]["data_hash"] = data_hash
+            if content_hash:
+                d["benchmark"]["content_hash"] = content_hash
+            if drop:
+                d["benchmark"].pop("content_hash")
+        return edit
+
+    def benchmark_refusals() -> list[str]:  # the file beside the board's others: also one data across files
+        return [r.message for r in validate(board_files(root / "tiny"), board)[1] if r.rule == "benchmark"]
+
+    other_bytes, other_content = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    _rewrite(path, cite(data_hash=other_bytes))
+    assert benchmark_refusals() == []
+    _rewrite(path, cite(content_hash=other_content))
+    assert any("content_hash" in m and "other data" in m for m in benchmark_refusals())
+    _rewrite(path, cite(drop=True))
+    assert any("cites no content hash" in m for m in benchmark_refusals())
+    _rewrite(path, cite(data_hash=board.data_hash, content_hash=other_content))
+    assert any("contradicts itself" in m for m in benchmark_refusals())
+    unpinned = board.model_copy(update={"content_hash": None})  # a board that pins only the bytes
+    _rewrite(path, cite(data_hash=other_bytes, content_hash=board.content_hash))
+    assert any(r.rule == "benchmark" for r in validate([path], unpinned)[1])
 
 
 def test_a_compute_matched_board_wants_the_probe_and_its_matched_steps(tiny_board, tmp_path):

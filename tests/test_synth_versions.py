@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,9 @@ from drake_bench.synth.registry import generator, get_generator, iter_generators
 from drake_bench.synth.world import BASE_VERSION, COLOR_FIGURES, GENERATOR_VERSION, SHAPE_FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import record_board_builds as board_builds  # noqa: E402
+
 REDESIGNED_IN_4 = {"rsn-find-image", "rsn-common-color", "rsn-common-shape"}
 
 
@@ -94,32 +98,36 @@ def test_old_and_new_items_of_a_redesigned_task():
         update={"rule": {**new.source.rule, "pool_size": 10}})}), None))) == 10
 
 
-def _cited_drake_synth_data() -> dict[str, set[str]]:
-    """drake-synth version -> the data hashes the main-job boards' result files cite for it."""
-    cited: dict[str, set[str]] = {}
-    for p in (ROOT / "leaderboard").glob("**/main-job*/drake-synth/*/*/*/result.json"):  # current and archived
-        bench = json.loads(p.read_text())["benchmark"]
-        cited.setdefault(bench["version"], set()).add(bench["data_hash"])
-    return cited
+def test_the_build_record_covers_every_version_the_boards_cite_with_the_hashes_they_cite():
+    """leaderboard/builds.json names each benchmark version a canonical board pins or an archived main-job board's
+    result files ran on, with the very data hash they cite, and a content hash; the boards pin the same content
+    hash (no build needed: the rebuild is the next test)."""
+    from drake_bench.leaderboard import canonical_boards
+
+    record, cited = board_builds.read_record(), board_builds.cited()
+    assert set(record["builds"]) == set(cited)
+    for ref, hashes in cited.items():
+        assert hashes == {record["builds"][ref]["data_hash"]}, f"{ref}: result files and boards cite {hashes}"
+        assert record["builds"][ref]["content_hash"].startswith("sha256:")
+    for board in canonical_boards().values():
+        pinned = record["builds"][f"{board.benchmark_name}@{board.benchmark_version}"]
+        assert (board.data_hash, board.content_hash) == (pinned["data_hash"], pinned["content_hash"]), board.name
 
 
-def test_every_drake_synth_version_a_board_cites_rebuilds_its_data(tmp_path):
-    """Boards stay reproducible across benchmark versions: today's code builds each version a main-job board ran
-    on (current or archived) to exactly the data hash its result files record.
-
-    The versions are built one over the other in one folder, oldest first: a task defined as in the previous
-    version keeps its shards (build.task_recipe), so each distinct task definition is generated once, by today's
-    code, and every version's data hash is still computed over all of its shards."""
-    from drake_bench.synth.builder import build_synth
-
-    cited, wrong = _cited_drake_synth_data(), {}
-    for version in sorted(cited, key=lambda v: tuple(map(int, v.split(".")))):
-        assert len(cited[version]) == 1, f"boards on drake-synth {version} cite different data: {cited[version]}"
-        root = build_synth(f"drake-synth@{version}", out=tmp_path / "b")
-        built = json.loads((root / "build_info.json").read_text())["data_hash"]
-        if {built} != cited[version]:
-            wrong[version] = (built, cited[version])
-    assert not wrong, f"versions whose rebuild differs from what the boards cite (built, cited): {wrong}"
+def test_every_version_a_board_cites_rebuilds_its_data(tmp_path):
+    """Boards stay reproducible across benchmark versions and library versions: today's code builds each version
+    a board ranks on (current or archived) to the content hash recorded for it, and, with the pyarrow and Pillow
+    versions the record was made with, to exactly the data hash its result files cite. With other versions the
+    files' bytes differ (pyarrow writes its version into them; Pillow's encoders change) and the content hash is
+    what shows the data is the same (docs/leaderboard.md, "Data hash and library versions")."""
+    record = board_builds.read_record()
+    built = board_builds.rebuild(sorted(record["builds"]), tmp_path)
+    content = {ref: got["content_hash"] for ref, got in built.items()
+               if got["content_hash"] != record["builds"][ref]["content_hash"]}
+    assert not content, f"versions whose rebuild has other content than the boards ran on: {content}"
+    if board_builds.libraries() == record["libraries"]:
+        files = {ref: got["data_hash"] for ref, got in built.items() if got["data_hash"] != record["builds"][ref]["data_hash"]}
+        assert not files, f"same pyarrow/Pillow as the record, yet other file bytes: {files}"
 
 
 def test_a_rebuild_keeps_exactly_the_tasks_whose_definition_did_not_change(tmp_path):
@@ -145,7 +153,7 @@ def test_a_rebuild_keeps_exactly_the_tasks_whose_definition_did_not_change(tmp_p
 
 
 def test_the_boards_cite_every_drake_synth_version_since_1_3_0():
-    assert {"1.3.0", "1.4.0", "1.5.0", "1.6.0", "1.7.0", "1.8.0"} <= set(_cited_drake_synth_data())
+    assert {f"drake-synth@1.{m}.0" for m in range(3, 9)} <= set(board_builds.cited())
 
 
 def test_reasoning_group_speaks_the_figurative_lexicon():

@@ -80,6 +80,11 @@ class BoardDefinition(StrictModel):
                                                                 "installed manifest's (test-only boards).")
     data_hash: str | None = Field(default=None, description="Pinned data hash; None until a build produced one (the "
                                                             "benchmark rule refuses every file until it is pinned).")
+    content_hash: str | None = Field(
+        default=None,
+        description="Pinned content hash of the same build (the data as read back, images as pixels): a file whose "
+                    "data hash differs only because its build used other pyarrow / Pillow versions is accepted when "
+                    "it cites this content hash. None: only the data hash is accepted.")
     data_dir: str | None = Field(default=None, description="A built benchmark folder (test-only boards).")
     scenario: str = Field(description="As `drake-bench run --scenario` takes it: static, dynamic, ...")
     allocation: str | None = Field(default=None, description="Model allocation name; None: the manifest's default.")

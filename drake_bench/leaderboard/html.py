@@ -280,7 +280,8 @@ def board_page(board: BoardDefinition, rows: list[Row], *, note: str = "") -> st
                       "3 seeds, on the real benchmark with 1B/3B LLaVA models and 20 rounds x 100 steps: the setting "
                       "this embedded board mirrors, so they show the ordering the paper found, not digits to match.</p>")
     meta = [("benchmark", f"{board.benchmark_name} {board.benchmark_version}"), ("manifest hash", board.expected_manifest_hash or "–"),
-            ("data hash", board.data_hash or "(not pinned yet: every file must agree)"), ("scenario", board.scenario_tag),
+            ("data hash", board.data_hash or "(not pinned yet: every file must agree)"),
+            ("content hash", board.content_hash or "(not pinned: only the data hash is accepted)"), ("scenario", board.scenario_tag),
             ("allocation", board.allocation_name), ("seeds", ", ".join(map(str, board.seeds))),
             ("rounds x local steps", f"{board.rounds} x {board.local_steps}, evaluated every {board.eval_every_rounds}"),
             ("zoo weights", ", ".join(f"{m} {s[:12]}" for m, s in sorted(board.weights.items())) or "model-free"),

@@ -146,7 +146,20 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
         refuse("benchmark", f"board {board.name} pins no data hash yet, so nothing shows this file ran on its data; "
                             f"pin the one its build recorded ({b.data_hash}) in the board's definition")
     elif b.data_hash != board.data_hash:
-        refuse("benchmark", f"benchmark.data_hash {b.data_hash}, the board's is {board.data_hash}")
+        # the data hash is over the shard files' bytes, which carry the pyarrow and Pillow versions that wrote them:
+        # the same data built with other versions is recognised by its content hash (store.content_digest)
+        if board.content_hash is None:
+            refuse("benchmark", f"benchmark.data_hash {b.data_hash}, the board's is {board.data_hash}")
+        elif b.content_hash is None:
+            refuse("benchmark", f"benchmark.data_hash {b.data_hash}, the board's is {board.data_hash}, and the file "
+                                "cites no content hash to show the same data built by other library versions "
+                                "(written before drake_bench recorded it: rerun)")
+        elif b.content_hash != board.content_hash:
+            refuse("benchmark", f"benchmark.content_hash {b.content_hash}, the board's is {board.content_hash} (and "
+                                f"data_hash {b.data_hash}, the board's is {board.data_hash}): other data")
+    elif board.content_hash is not None and b.content_hash not in (None, board.content_hash):
+        refuse("benchmark", f"benchmark.content_hash {b.content_hash}, the board's is {board.content_hash}, although "
+                            "the data hash is the board's: the file contradicts itself")
 
     if res.scenario.tag != board.scenario_tag:
         refuse("scenario", f"scenario {res.scenario.tag!r}, the board's is {board.scenario_tag!r}")
