@@ -244,12 +244,30 @@ def test_the_same_data_built_by_other_library_versions_is_recognised_by_its_cont
     _rewrite(path, cite(content_hash=other_content))
     assert any("content_hash" in m and "other data" in m for m in benchmark_refusals())
     _rewrite(path, cite(drop=True))
-    assert any("cites no content hash" in m for m in benchmark_refusals())
+    assert any("no content hash shows" in m for m in benchmark_refusals())
     _rewrite(path, cite(data_hash=board.data_hash, content_hash=other_content))
     assert any("contradicts itself" in m for m in benchmark_refusals())
     unpinned = board.model_copy(update={"content_hash": None})  # a board that pins only the bytes
     _rewrite(path, cite(data_hash=other_bytes, content_hash=board.content_hash))
     assert any(r.rule == "benchmark" for r in validate([path], unpinned)[1])
+
+
+def test_a_build_is_told_which_canonical_boards_take_its_runs():
+    """What `drake-bench build` prints after a build: per canonical board on that benchmark version, whether runs
+    on the build count and by which hash, before any hours are spent on runs a board would refuse."""
+    from drake_bench.leaderboard.rules import build_standing
+
+    board = canonical_boards()["drake-synth-static"]
+    name, version = board.benchmark_name, board.benchmark_version
+    drake_boards = {b.name for b in canonical_boards().values() if b.benchmark_name == name}
+    same = build_standing(name, version, board.data_hash, board.content_hash)
+    assert {line.split(":")[0].removeprefix("board ") for line in same} == drake_boards
+    assert all(line.endswith("count (its data hash)") for line in same)
+    rewritten = build_standing(name, version, "sha256:" + "a" * 64, board.content_hash)
+    assert all("count (its content hash" in line for line in rewritten) and len(rewritten) == len(drake_boards)
+    other = build_standing(name, version, "sha256:" + "a" * 64, "sha256:" + "b" * 64)
+    assert all("would be refused" in line and "other data" in line for line in other)
+    assert build_standing(name, "0.0.1", board.data_hash, board.content_hash) == []  # no board on that version
 
 
 def test_a_compute_matched_board_wants_the_probe_and_its_matched_steps(tiny_board, tmp_path):

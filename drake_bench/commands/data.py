@@ -12,7 +12,7 @@ traceback: they name the file, task or revision at fault.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -41,6 +41,20 @@ def _human(n: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"  # pragma: no cover
+
+
+def _print_standing(spec: Any, root: Path) -> None:
+    """The build's two hashes, and whether each canonical board on this benchmark version takes runs on it."""
+    import json
+
+    from ..leaderboard.rules import build_standing
+    from ..store import BUILD_INFO
+
+    info = json.loads((root / BUILD_INFO).read_text())
+    _out.print(f"data hash {info['data_hash']}, content hash {info.get('content_hash', '(not recorded)')}",
+               highlight=False)
+    for line in build_standing(spec.name, spec.version, info["data_hash"], info.get("content_hash")):
+        _out.print(line, highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -111,6 +125,7 @@ def register(app: typer.Typer) -> None:
             raise _fail(exc) from None
         _print_warnings(caught)
         _out.print(f"built {benchmark} -> {root} (see {root / BUILD_INFO} and {root / 'README.md'})", highlight=False)
+        _print_standing(spec, root)
 
     @app.command("publish")
     def publish(

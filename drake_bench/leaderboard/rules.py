@@ -66,6 +66,50 @@ def _run_config(res: RunResult) -> dict[str, Any]:
     return dict(res.fl.extra.get("run_config") or {})
 
 
+def data_refusal(board: BoardDefinition, data_hash: str | None, content_hash: str | None) -> str | None:
+    """Why data with these hashes is not the board's (the `benchmark` rule's data part); None when it is.
+
+    The data hash is over the shard files' bytes, which carry the pyarrow and Pillow versions that wrote them, so
+    the same data built with other versions is recognised by its content hash (``store.content_digest``)."""
+    if not board.data_hash:
+        return (f"board {board.name} pins no data hash yet, so nothing shows this file ran on its data; "
+                f"pin the one its build recorded ({data_hash}) in the board's definition")
+    if data_hash != board.data_hash:
+        if board.content_hash is None:
+            return f"benchmark.data_hash {data_hash}, the board's is {board.data_hash}"
+        if content_hash is None:
+            return (f"benchmark.data_hash {data_hash}, the board's is {board.data_hash}, and no content hash shows "
+                    "the same data built by other library versions (a file or build made before drake_bench "
+                    "recorded it: rerun, or rebuild the data)")
+        if content_hash != board.content_hash:
+            return (f"benchmark.content_hash {content_hash}, the board's is {board.content_hash} (and data_hash "
+                    f"{data_hash}, the board's is {board.data_hash}): other data")
+    elif board.content_hash is not None and content_hash not in (None, board.content_hash):
+        return (f"benchmark.content_hash {content_hash}, the board's is {board.content_hash}, although the data "
+                "hash is the board's: the file contradicts itself")
+    return None
+
+
+def build_standing(benchmark: str, version: str, data_hash: str, content_hash: str | None) -> list[str]:
+    """One line per canonical board on ``benchmark`` ``version``: whether runs on a build with these hashes count
+    on it, and by which hash. Said right after a build, before hours of runs a board would refuse."""
+    from .boards import canonical_boards
+
+    lines = []
+    for board in canonical_boards().values():
+        if (board.benchmark_name, board.benchmark_version) != (benchmark, version):
+            continue
+        why = data_refusal(board, data_hash, content_hash)
+        if why is not None:
+            lines.append(f"board {board.name}: runs on this build would be refused ({why})")
+        elif data_hash == board.data_hash:
+            lines.append(f"board {board.name}: runs on this build count (its data hash)")
+        else:
+            lines.append(f"board {board.name}: runs on this build count (its content hash; the files' bytes differ, "
+                         "as other pyarrow or Pillow versions write them)")
+    return lines
+
+
 def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> list[Refusal]:
     """Every rule one result file breaks on ``board`` (rules about several files: :func:`validate`)."""
     out: list[Refusal] = []
@@ -142,24 +186,8 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
         refuse("benchmark", f"benchmark {b.name} {b.version}, the board's is {board.benchmark_name} {board.benchmark_version}")
     if board.expected_manifest_hash and b.manifest_hash != board.expected_manifest_hash:
         refuse("benchmark", f"benchmark.manifest_hash {b.manifest_hash}, the board's is {board.expected_manifest_hash}")
-    if not board.data_hash:
-        refuse("benchmark", f"board {board.name} pins no data hash yet, so nothing shows this file ran on its data; "
-                            f"pin the one its build recorded ({b.data_hash}) in the board's definition")
-    elif b.data_hash != board.data_hash:
-        # the data hash is over the shard files' bytes, which carry the pyarrow and Pillow versions that wrote them:
-        # the same data built with other versions is recognised by its content hash (store.content_digest)
-        if board.content_hash is None:
-            refuse("benchmark", f"benchmark.data_hash {b.data_hash}, the board's is {board.data_hash}")
-        elif b.content_hash is None:
-            refuse("benchmark", f"benchmark.data_hash {b.data_hash}, the board's is {board.data_hash}, and the file "
-                                "cites no content hash to show the same data built by other library versions "
-                                "(written before drake_bench recorded it: rerun)")
-        elif b.content_hash != board.content_hash:
-            refuse("benchmark", f"benchmark.content_hash {b.content_hash}, the board's is {board.content_hash} (and "
-                                f"data_hash {b.data_hash}, the board's is {board.data_hash}): other data")
-    elif board.content_hash is not None and b.content_hash not in (None, board.content_hash):
-        refuse("benchmark", f"benchmark.content_hash {b.content_hash}, the board's is {board.content_hash}, although "
-                            "the data hash is the board's: the file contradicts itself")
+    if (why := data_refusal(board, b.data_hash, b.content_hash)) is not None:
+        refuse("benchmark", why)
 
     if res.scenario.tag != board.scenario_tag:
         refuse("scenario", f"scenario {res.scenario.tag!r}, the board's is {board.scenario_tag!r}")
