@@ -54,6 +54,8 @@ def test_build_publish_dry_run_download(manifest: Path, offline_cache: Path, tmp
     result, text = _run("build", manifest, "--out", out)
     assert result.exit_code == 0, text
     assert (out / BUILD_INFO).is_file() and (out / "README.md").is_file()
+    built = json.loads((out / BUILD_INFO).read_text())
+    assert f"data hash {built['data_hash']}, content hash {built['content_hash']}" in " ".join(text.split())
 
     # dry run: one row per file with its exact byte size, nothing of c1-t1 but its index
     result, text = _run("publish", manifest, "--root", out, "--tag", "v1.0", "--dry-run")
@@ -73,6 +75,8 @@ def test_build_publish_dry_run_download(manifest: Path, offline_cache: Path, tmp
     assert "all hashes verified" in text
     store = BuiltBenchmark.open(view)
     store.verify()
+    assert store.content_hash == built["content_hash"]  # the publisher's build: its content hash travels with it
+    assert f"content hash {built['content_hash']}" in " ".join(text.split())
     assert store.info["fetched_tasks"] == ["c2-t0", "c2-t1"]
     assert sorted({p.parent.name for p in view.rglob("*.parquet")}) == ["c2-t0", "c2-t1"]
 

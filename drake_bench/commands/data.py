@@ -198,5 +198,6 @@ def register(app: typer.Typer) -> None:
         except DrakeBenchError as exc:
             raise _fail(exc) from None
         n = len(tasks) if tasks is not None else len(spec.tasks)
+        _print_standing(spec, path)  # before the last line, which is the folder alone (for scripts)
         _out.print(f"fetched {n} task(s) of {spec.name}@{revision}, all hashes verified -> {path}", highlight=False)
         _out.print(str(path), highlight=False, soft_wrap=True)
