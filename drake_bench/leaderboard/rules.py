@@ -37,7 +37,8 @@ RULES: dict[str, str] = {
                        "steps it matched to SFT's training FLOPs at the board's steps",
     "numerics": "the run's floating-point setting (run_config.numerics; none recorded: 'native') is the board's, so "
                 "every row rebuilds to its digits on one kind of host",
-    "benchmark": "benchmark name, version, manifest hash and data hash are the board's (and the same in every file)",
+    "benchmark": "benchmark name, version, manifest hash and data hash are the board's, or the content hash is where "
+                 "other pyarrow / Pillow versions wrote the files (and the same data in every file)",
     "scenario": "scenario and model allocation are the board's",
     "weights": "every model's weights_sha256 is the board's pinned zoo weights (and one model has one weights)",
     "method-config": "the method's name, version and full config are recorded; the settings given agree with it",
