@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""What every embedded benchmark version the boards rank on builds to, recorded in ``leaderboard/builds.json``.
+"""What every embedded benchmark version the boards rank on builds to, recorded in
+``drake_bench/leaderboard/builds.json`` (shipped beside the board definitions that pin the same hashes).
 
 A board pins two hashes of its data (``drake_bench/leaderboard/definitions/*.json``):
 
@@ -30,7 +31,7 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORD = ROOT / "leaderboard" / "builds.json"
+RECORD = ROOT / "drake_bench" / "leaderboard" / "builds.json"
 LIBRARIES = ("pyarrow", "pillow")  # what writes the bytes the data hash is over
 
 

@@ -371,12 +371,13 @@ def test_report_joins_result_files_and_refuses_a_different_benchmark(toy, tmp_pa
     assert "counter" in (tmp_path / "board" / "summary.md").read_text()
     assert (tmp_path / "board" / "accuracy_over_rounds.png").stat().st_size > 0
     other = json.loads(path.read_text())
-    other["benchmark"]["data_hash"] = "sha256:" + "0" * 64
+    other["benchmark"]["data_hash"] = "sha256:" + "0" * 64  # other data: its bytes and its content differ
+    other["benchmark"]["content_hash"] = "sha256:" + "1" * 64
     changed = tmp_path / "changed.json"
     changed.write_text(json.dumps(other))
     r = CliRunner().invoke(app, ["report", str(path), str(changed)])
     out = r.output + (r.stderr if r.stderr_bytes is not None else "")
-    assert r.exit_code != 0 and "not comparable" in out and "data_hash" in out
+    assert r.exit_code != 0 and "not comparable" in out and "data_hash" in out and "content_hash" in out
 
 
 def test_benchmarks_compare_by_identity_and_by_the_shards_both_verified():

@@ -99,9 +99,9 @@ def test_old_and_new_items_of_a_redesigned_task():
 
 
 def test_the_build_record_covers_every_version_the_boards_cite_with_the_hashes_they_cite():
-    """leaderboard/builds.json names each benchmark version a canonical board pins or an archived main-job board's
-    result files ran on, with the very data hash they cite, and a content hash; the boards pin the same content
-    hash (no build needed: the rebuild is the next test)."""
+    """drake_bench/leaderboard/builds.json names each benchmark version a canonical board pins or an archived
+    main-job board's result files ran on, with the very data hash they cite, and a content hash; the boards pin
+    the same content hash (no build needed: the rebuild is the next test)."""
     from drake_bench.leaderboard import canonical_boards
 
     record, cited = board_builds.read_record(), board_builds.cited()
