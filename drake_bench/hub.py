@@ -90,15 +90,16 @@ def shard_digest(path: Path) -> tuple[list[str], str]:
     """
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path, columns=["id", "question", "choices", "answer", "answer_type", "images"])
+    columns = ["id", "question", "choices", "answer", "answer_type", "images"]
     h = hashlib.sha256()
     ids: list[str] = []
-    for row in table.to_pylist():
-        ids.append(row["id"])
-        h.update(json.dumps([row["id"], row["question"], row["choices"], row["answer"], row["answer_type"]]).encode())
-        for img in row["images"] or []:
-            h.update(image_digest(img))
-        h.update(b"\n")
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=256, columns=columns):  # shards can be gigabytes
+        for row in batch.to_pylist():
+            ids.append(row["id"])
+            h.update(json.dumps([row["id"], row["question"], row["choices"], row["answer"], row["answer_type"]]).encode())
+            for img in row["images"] or []:
+                h.update(image_digest(img))
+            h.update(b"\n")
     return ids, "sha256:" + h.hexdigest()
 
 

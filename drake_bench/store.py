@@ -205,14 +205,15 @@ def content_digest(path: Path) -> str:
     other file hashes for the same data; this digest does not move."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
-    names = sorted(table.column_names)
+    shard = pq.ParquetFile(path)
+    names = sorted(shard.schema_arrow.names)
     h = hashlib.sha256(json.dumps(names).encode() + b"\n")
-    for row in table.to_pylist():
-        h.update(json.dumps([row[k] for k in names if k != "images"], sort_keys=True, ensure_ascii=False).encode())
-        for img in row.get("images") or []:
-            h.update(image_digest(img))
-        h.update(b"\n")
+    for batch in shard.iter_batches(batch_size=256):  # a real task's shard can hold gigabytes of images
+        for row in batch.to_pylist():
+            h.update(json.dumps([row[k] for k in names if k != "images"], sort_keys=True, ensure_ascii=False).encode())
+            for img in row.get("images") or []:
+                h.update(image_digest(img))
+            h.update(b"\n")
     return "sha256:" + h.hexdigest()
 
 
