@@ -2,7 +2,7 @@
 
 ::
 
-    <root>/build_info.json                      # manifest hash, per-file sha256, sizes
+    <root>/build_info.json                      # manifest hash, per-file sha256 and content digest, sizes
     <root>/README.md                            # Hub dataset card
     <root>/.verified.json                       # which shards were verified, by size and times (a cache)
     <root>/data/<task_id>/train-00000-of-00001.parquet
