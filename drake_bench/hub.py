@@ -48,6 +48,7 @@ from .store import (
     data_home,
     file_sha256,
     image_digest,
+    iter_rows,
     shard_path,
 )
 
@@ -88,18 +89,14 @@ def shard_digest(path: Path) -> tuple[list[str], str]:
     rebuilt from the user's copy is checked against it, and Parquet bytes may differ
     across library versions while the content does not.
     """
-    import pyarrow.parquet as pq
-
-    columns = ["id", "question", "choices", "answer", "answer_type", "images"]
     h = hashlib.sha256()
     ids: list[str] = []
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=256, columns=columns):  # shards can be gigabytes
-        for row in batch.to_pylist():
-            ids.append(row["id"])
-            h.update(json.dumps([row["id"], row["question"], row["choices"], row["answer"], row["answer_type"]]).encode())
-            for img in row["images"] or []:
-                h.update(image_digest(img))
-            h.update(b"\n")
+    for row in iter_rows(path, columns=["id", "question", "choices", "answer", "answer_type", "images"]):
+        ids.append(row["id"])
+        h.update(json.dumps([row["id"], row["question"], row["choices"], row["answer"], row["answer_type"]]).encode())
+        for img in row["images"] or []:
+            h.update(image_digest(img))
+        h.update(b"\n")
     return ids, "sha256:" + h.hexdigest()
 
 

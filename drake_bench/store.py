@@ -33,7 +33,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,16 +205,23 @@ def content_digest(path: Path) -> str:
     other file hashes for the same data; this digest does not move."""
     import pyarrow.parquet as pq
 
-    shard = pq.ParquetFile(path)
-    names = sorted(shard.schema_arrow.names)
+    names = sorted(pq.read_schema(path).names)
     h = hashlib.sha256(json.dumps(names).encode() + b"\n")
-    for batch in shard.iter_batches(batch_size=256):  # a real task's shard can hold gigabytes of images
-        for row in batch.to_pylist():
-            h.update(json.dumps([row[k] for k in names if k != "images"], sort_keys=True, ensure_ascii=False).encode())
-            for img in row.get("images") or []:
-                h.update(image_digest(img))
-            h.update(b"\n")
+    for row in iter_rows(path):
+        h.update(json.dumps([row[k] for k in names if k != "images"], sort_keys=True, ensure_ascii=False).encode())
+        for img in row.get("images") or []:
+            h.update(image_digest(img))
+        h.update(b"\n")
     return "sha256:" + h.hexdigest()
+
+
+def iter_rows(path: Path, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """A shard's rows in order, as dicts, read 256 at a time: a real task's shard can hold gigabytes of images,
+    which a whole-table read would hold in memory twice (Arrow and Python)."""
+    import pyarrow.parquet as pq
+
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=256, columns=columns):
+        yield from batch.to_pylist()
 
 
 def finalize_build(root: Path, benchmark: str, manifest_hash: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
