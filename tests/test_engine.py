@@ -83,6 +83,45 @@ def test_choose_returns_option_text_and_model_mode_is_restored():
     assert model.training
 
 
+def _lora_model():
+    from peft import get_peft_model
+
+    from drake_bench.models.adapters import lora_config
+
+    return get_peft_model(build_tiny("tiny-llava-llama-s"), lora_config())
+
+
+@pytest.mark.parametrize("mode", [False, True])
+def test_set_training_leaves_the_flags_model_train_leaves(mode):
+    import copy
+
+    fast = _lora_model()
+    fast.train(not mode)
+    fast.get_submodule("base_model.model.model.vision_tower").train(mode)  # a submodule already in the target mode, the rest not
+    slow = copy.deepcopy(fast)
+    engine.set_training(fast, mode)
+    slow.train(mode)
+    flags = {n: m.training for n, m in fast.named_modules()}
+    assert flags == {n: m.training for n, m in slow.named_modules()}
+    assert set(flags.values()) == {mode}
+
+
+def test_set_training_goes_through_a_train_that_does_more():
+    class Counted(torch.nn.Identity):
+        calls: list[bool] = []
+
+        def train(self, mode=True):
+            Counted.calls.append(mode)
+            return super().train(mode)
+
+    model = _lora_model()
+    model.base_model.model.extra = Counted()
+    engine.set_training(model, False)
+    engine.set_training(model, True)
+    assert Counted.calls == [False, True]
+    assert all(m.training for m in model.modules())
+
+
 def test_text_model_rejects_images_naming_the_sample():
     tok = toy_tokenizer()
     model = build_tiny("tiny-llama-s")

@@ -279,15 +279,45 @@ def train_step(model: Any, processor: Any, batch: Sequence[Any], optimizer: torc
     return float(loss.detach())
 
 
+def _flag_only(module: Any) -> bool:
+    """Whether ``module.train(mode)`` does nothing but set ``training`` on it and its children: true of
+    ``torch.nn.Module.train`` itself, and of transformers' override when its model loads no hub kernels (the
+    override only re-casts kernels then)."""
+    train = type(module).train
+    if train is torch.nn.Module.train:
+        return True
+    from transformers import PreTrainedModel
+
+    return train is PreTrainedModel.train and not getattr(module, "use_kernels", False)
+
+
+def set_training(model: Any, mode: bool) -> None:
+    """``model.train(mode)``, at a fraction of its cost where it only sets flags.
+
+    ``Module.train`` recurses through every child and sets ``training`` through ``Module.__setattr__``; on a tiny
+    model with LoRA on every linear (about 400 modules) that costs as much as a short generation, and prediction
+    switches to eval mode and back on every call (the evaluator makes one call per client, owner and task). Where
+    every module's ``train`` is a plain flag setter (:func:`_flag_only`) this writes the same flags directly; any
+    other module (a layer whose ``train`` does more, such as DoRA's) sends the whole model through
+    ``model.train(mode)``. The flags end up the same either way (tests/test_engine.py checks it).
+    """
+    modules = list(model.modules())
+    if not all(_flag_only(m) for m in modules):
+        model.train(mode)
+        return
+    for m in modules:
+        m.__dict__["training"] = mode  # what Module.__setattr__ does for a plain attribute
+
+
 @contextlib.contextmanager
 def _eval_mode(model: Any) -> Iterator[None]:
     was = model.training
-    model.eval()
+    set_training(model, False)
     try:
         with torch.inference_mode():
             yield
     finally:
-        model.train(was)
+        set_training(model, was)
 
 
 def _chunks(seq: Sequence[Any], n: int) -> Iterator[Sequence[Any]]:
