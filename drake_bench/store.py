@@ -242,10 +242,10 @@ def finalize_build(root: Path, benchmark: str, manifest_hash: str, extra: dict[s
         rel = path.relative_to(root).as_posix()
         before = _stat_key(path)
         files[rel] = file_sha256(path)
-        if before is not None and _stat_key(path) == before:
-            seen[rel] = {**before, "sha256": files[rel]}
         # decoding every image is the slow part of finalizing: a shard kept from the last build keeps its digest
         digests[rel] = previous.get((rel, files[rel])) or content_digest(path)
+        if before is not None and _stat_key(path) == before:
+            seen[rel] = {**before, "sha256": files[rel], "content": digests[rel]}
         task, split = path.parent.name, path.name.split("-")[0]
         sizes.setdefault(task, {})[split] = pq.ParquetFile(path).metadata.num_rows
     info = {
@@ -268,11 +268,18 @@ def finalize_build(root: Path, benchmark: str, manifest_hash: str, extra: dict[s
 
 def _previous_digests(root: Path) -> dict[tuple[str, str], str]:
     """(shard, its sha256) -> content digest, as the folder's last build recorded them (nothing if none or
-    unreadable): a shard with the same bytes has the same content."""
+    unreadable): a shard with the same bytes has the same content.
+
+    Only digests the verification cache vouches for are kept: ones drake_bench computed (a build) or checked
+    against the shard (a first open) for those same bytes. A digest found only in ``build_info.json`` could have
+    been written there by hand, and a build must not carry it into the content hash that boards accept."""
     try:
         info = json.loads((root / BUILD_INFO).read_text())
         files, digests = info.get("files") or {}, info.get("content_digests") or {}
-        return {(rel, files[rel]): d for rel, d in digests.items() if rel in files and isinstance(d, str)}
+        checked = _VerifiedCache(root).load()["files"]
+        return {(rel, files[rel]): d for rel, d in digests.items()
+                if rel in files and isinstance(d, str) and isinstance(checked.get(rel), dict)
+                and checked[rel].get("sha256") == files[rel] and checked[rel].get("content") == d}
     except (OSError, ValueError, AttributeError, TypeError):
         return {}
 
@@ -291,7 +298,8 @@ def _stat_key(path: Path) -> dict[str, int] | None:
 class _VerifiedCache:
     """``<root>/.verified.json`` (or, when the folder is read-only, a file under ``data_home()/verified``).
 
-    ``files``: shard rel path -> stat key + sha256 it had when its hash matched ``build_info.json``.
+    ``files``: shard rel path -> stat key + sha256 it had when its hash matched ``build_info.json``, and the content
+    digest (``content``) drake_bench computed from it or checked against it, where the build records one.
     ``arrow``: shard rel path -> {arrow file path -> stat key} of datasets' decoded copy made from that verified
     shard. A cache only saves work: losing it (or a lost concurrent update) costs one rehash, never a wrong answer.
     """
@@ -403,9 +411,8 @@ class BuiltBenchmark:
 
     def _check_content_hash(self) -> None:
         """The content hash a result cites must be the one over the recorded per-shard content digests, which
-        cover the same shards as the file hashes. The digests were computed from the shards at build time, and
-        every shard read is checked against its file hash, so they hold for what a run reads without decoding
-        the images again."""
+        cover the same shards as the file hashes. Each digest is checked against its shard when the shard is first
+        read (:meth:`verify_file`), as its file hash is, so the content hash holds for what a run reads."""
         info = self.info
         if "content_hash" not in info:
             return  # built before drake_bench recorded content; results from it cite the file-based hash only
@@ -453,25 +460,50 @@ class BuiltBenchmark:
             f"build time; the file was modified or corrupted and is not used. To fix it, {self.rebuild_hint(rel)}"
         )
 
+    def _recorded_digest(self, rel: str) -> str | None:
+        """The content digest ``build_info.json`` records for a shard; None where the build records none (built
+        before drake_bench recorded content, or a file that is not a Parquet shard)."""
+        digests = self.info.get("content_digests")
+        return digests.get(rel) if isinstance(digests, dict) and rel.endswith(".parquet") else None
+
     def verify_file(self, rel: str, use_cache: bool = True) -> str:
-        """Check one shard against ``build_info.json`` (hashing it unless the cache says it is unchanged since a
-        match); returns its sha256 and records it in :attr:`verified_files`."""
+        """Check one shard against ``build_info.json``: its sha256 and, where the build records one, its content
+        digest (hashing and decoding it unless the cache says it is unchanged since both matched); returns its
+        sha256 and records it in :attr:`verified_files`.
+
+        The content digest is checked because boards accept another data hash with their content hash (the same
+        data written by other pyarrow / Pillow versions): a digest taken on trust from ``build_info.json`` would let
+        an edited shard, with its file hash rewritten to match, pass as the board's data. A build seeds the cache
+        with the digests it computed, so only data from elsewhere (a download, a copied folder) is decoded here,
+        once per shard."""
         expected = self._recorded(rel)
+        digest = self._recorded_digest(rel)
         path = self.root / rel
         if not path.is_file():
             raise DataNotBuiltError(f"{path}: listed in {BUILD_INFO} but missing on disk; {self.rebuild_hint(rel)}")
         cache = _VerifiedCache(self.root)
         key = _stat_key(path)
-        if use_cache and key is not None:
-            entry = cache.load()["files"].get(rel)
-            if isinstance(entry, dict) and entry.get("sha256") == expected and {k: entry.get(k) for k in key} == key:
-                self.verified_files[rel] = expected
-                return expected
-        actual = file_sha256(path)
+        entry = cache.load()["files"].get(rel) if use_cache and key is not None else None
+        hashed = (isinstance(entry, dict) and entry.get("sha256") == expected
+                  and {k: entry.get(k) for k in key} == key)  # type: ignore[union-attr]
+        if hashed and (digest is None or entry.get("content") == digest):  # type: ignore[union-attr]
+            self.verified_files[rel] = expected
+            return expected
+        actual = expected if hashed else file_sha256(path)  # a download hashed it already; its content is left
         if actual != expected:
             raise self._mismatch(rel, actual, expected)
+        if digest is not None:
+            try:
+                found = content_digest(path)
+            except Exception as exc:  # a shard whose hash matches but that cannot be read back
+                raise DataError(f"{path}: cannot be read as a Parquet shard ({type(exc).__name__}: {exc}); "
+                                f"{self.rebuild_hint(rel)}") from exc
+            if found != digest:
+                raise DataIntegrityError(
+                    f"{path}: its content digest is {found}, not the {digest} recorded in {self.root / BUILD_INFO}, "
+                    f"although its sha256 matches the recorded one: {BUILD_INFO} was edited; {self.rebuild_hint(rel)}")
         if key is not None and _stat_key(path) == key:
-            cache.update(files={rel: {**key, "sha256": actual}})
+            cache.update(files={rel: {**key, "sha256": actual, **({"content": digest} if digest else {})}})
         self.verified_files[rel] = actual
         return actual
 

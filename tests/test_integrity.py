@@ -164,6 +164,9 @@ def test_the_content_hash_is_the_data_as_read_not_the_bytes_that_hold_it(copy, m
     calls: list[Path] = []
     real = store.content_digest
     monkeypatch.setattr(store, "content_digest", lambda p: (calls.append(Path(p)), real(p))[1])
+    assert _refinalize(root)["content_hash"] == before["content_hash"]
+    assert len(calls) == len(before["content_digests"])  # the copy came without the cache: nothing vouched for
+    calls.clear()
     assert _refinalize(root)["content_hash"] == before["content_hash"] and calls == []  # nothing changed
 
     path = shard_path(root, *SHARD)
@@ -193,6 +196,52 @@ def test_an_edited_build_info_cannot_keep_citing_the_original_content_hash(copy)
     (root / BUILD_INFO).write_text(json.dumps(info))
     with pytest.raises(DataIntegrityError, match="no content digest for"):
         BuiltBenchmark.open(root)
+
+
+def _forge_answers(root: Path) -> None:
+    """Every answer of SHARD rewritten, its file hash and the data hash recorded to match, its content digest and
+    the content hash left as built: an edited shard dressed as the board's data by its content hash."""
+    _answers_to_42(shard_path(root, *SHARD))
+    info = json.loads((root / BUILD_INFO).read_text())
+    info["files"][_rel(*SHARD)] = file_sha256(shard_path(root, *SHARD))
+    info["data_hash"] = data_hash(info["files"])
+    (root / BUILD_INFO).write_text(json.dumps(info))
+
+
+def test_a_content_digest_that_is_not_the_shards_is_refused_at_first_read(copy):
+    spec, root = copy
+    _forge_answers(root)
+    bench = BuiltBenchmark.open(root)  # every recorded hash is consistent with the others
+    with pytest.raises(DataIntegrityError, match=f"{shard_path(root, *SHARD)}: its content digest is .* was edited"):
+        bench.samples(*SHARD, [0])
+
+
+def test_reads_of_a_fresh_build_do_not_decode_for_the_content_check(copy, monkeypatch):
+    """A build seeds the cache with the digests it computed; data from elsewhere is decoded once per shard."""
+    spec, root = copy
+    calls: list[Path] = []
+    real = store.content_digest
+    monkeypatch.setattr(store, "content_digest", lambda p: (calls.append(Path(p)), real(p))[1])
+    BuiltBenchmark.open(root).samples(*SHARD, [0])
+    assert calls == [shard_path(root, *SHARD)]  # the copy came without the cache
+    BuiltBenchmark.open(root).samples(*SHARD, [0])
+    assert len(calls) == 1
+    _refinalize(root)
+    calls.clear()
+    BuiltBenchmark.open(root).samples(*SHARD, [0])
+    assert calls == []
+
+
+def test_a_build_keeps_only_digests_drake_bench_computed_or_checked(copy):
+    """A digest written into build_info.json by hand is not carried into the next build's content hash."""
+    spec, root = copy
+    honest = _refinalize(root)  # computes every digest and seeds the cache
+    _forge_answers(root)
+    info = json.loads((root / BUILD_INFO).read_text())
+    assert info["content_digests"] == honest["content_digests"]  # the forged file still cites the honest digests
+    rebuilt = _refinalize(root)
+    assert rebuilt["content_digests"][_rel(*SHARD)] == store.content_digest(shard_path(root, *SHARD))
+    assert rebuilt["content_hash"] != honest["content_hash"]
 
 
 def test_data_integrity_errors_are_integrity_and_data_errors():
