@@ -461,10 +461,17 @@ class BuiltBenchmark:
         )
 
     def _recorded_digest(self, rel: str) -> str | None:
-        """The content digest ``build_info.json`` records for a shard; None where the build records none (built
-        before drake_bench recorded content, or a file that is not a Parquet shard)."""
+        """The content digest ``build_info.json`` records for a shard; None where there is none to hold it to: a
+        build from before drake_bench recorded content, a file that is not a Parquet shard, or a task the Hub
+        publishes as an index only and the user rebuilt from their own copy. That shard was checked against the
+        published index when it was rebuilt, on what a model sees and is scored on; its ``source`` and ``meta``
+        columns, which the full digest also covers, may differ between two copies of a dataset."""
         digests = self.info.get("content_digests")
-        return digests.get(rel) if isinstance(digests, dict) and rel.endswith(".parquet") else None
+        if not isinstance(digests, dict) or not rel.endswith(".parquet"):
+            return None
+        if rel.count("/") >= 2 and rel.split("/")[1] in (self.info.get("rebuilt_tasks") or []):
+            return None
+        return digests.get(rel)
 
     def verify_file(self, rel: str, use_cache: bool = True) -> str:
         """Check one shard against ``build_info.json``: its sha256 and, where the build records one, its content

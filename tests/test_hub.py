@@ -341,6 +341,25 @@ def test_index_task_is_rebuilt_from_the_users_copy(cached, tmp_path: Path) -> No
         assert not (out / shard_path(Path(""), NC_TASK, split)).is_symlink()  # a local file, not a cache link
 
 
+def test_index_task_rebuilt_from_a_copy_with_other_metadata_reads(cached, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_loader) -> None:
+    """The published index checks what a model sees and is scored on; `source` and `meta` may differ between two
+    copies of a dataset (another release of its annotations), so the publisher's full content digest is not held
+    against the rebuilt shard when it is read."""
+    spec, root, cache = cached
+    real_load = toy_loader.load
+
+    def annotated(task, source_dir):
+        for s in real_load(task, source_dir):
+            yield s.model_copy(update={"meta": {**s.meta, "release": "2.1"}})
+
+    monkeypatch.setattr(toy_loader, "load", annotated)
+    out = fetch_benchmark(spec, "v1.0", tasks=[NC_TASK], cache_dir=cache, source_dir=tmp_path, local_dir=tmp_path / "v",
+                          show_progress=False)
+    store = BuiltBenchmark.open(out)
+    store.verify()
+    assert store.samples(NC_TASK, "train", [0])[0].meta["release"] == "2.1"
+
+
 def test_index_task_rebuild_detects_a_different_source(cached, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_loader) -> None:
     spec, root, cache = cached
     real_load = toy_loader.load
