@@ -160,6 +160,13 @@ def write_split(root: Path, task_id: str, split: str, samples: Iterable[Sample],
     return path
 
 
+def task_of(rel: str) -> str | None:
+    """The task a file of a built folder belongs to, from its relative path (``data/<task>/<split>-....parquet``);
+    None for a file at the top or one level down."""
+    parts = rel.split("/")
+    return parts[1] if len(parts) >= 3 else None
+
+
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -267,21 +274,12 @@ def finalize_build(root: Path, benchmark: str, manifest_hash: str, extra: dict[s
 
 
 def _previous_digests(root: Path) -> dict[tuple[str, str], str]:
-    """(shard, its sha256) -> content digest, as the folder's last build recorded them (nothing if none or
-    unreadable): a shard with the same bytes has the same content.
-
-    Only digests the verification cache vouches for are kept: ones drake_bench computed (a build) or checked
-    against the shard (a first open) for those same bytes. A digest found only in ``build_info.json`` could have
-    been written there by hand, and a build must not carry it into the content hash that boards accept."""
-    try:
-        info = json.loads((root / BUILD_INFO).read_text())
-        files, digests = info.get("files") or {}, info.get("content_digests") or {}
-        checked = _VerifiedCache(root).load()["files"]
-        return {(rel, files[rel]): d for rel, d in digests.items()
-                if rel in files and isinstance(d, str) and isinstance(checked.get(rel), dict)
-                and checked[rel].get("sha256") == files[rel] and checked[rel].get("content") == d}
-    except (OSError, ValueError, AttributeError, TypeError):
-        return {}
+    """(shard, its sha256) -> content digest that drake_bench computed from those bytes (a build) or checked against
+    them (a first read), as the folder's verification cache records it: a shard with the same bytes has the same
+    content. ``build_info.json``'s digests are not read: one written there by hand must not reach the content hash
+    that boards accept."""
+    return {(rel, e["sha256"]): e["content"] for rel, e in _VerifiedCache(root).load()["files"].items()
+            if isinstance(e, dict) and isinstance(e.get("sha256"), str) and isinstance(e.get("content"), str)}
 
 
 # --------------------------------------------------------------------------- verification cache
@@ -434,7 +432,7 @@ class BuiltBenchmark:
         """The command that makes this folder (or one shard's task) right again."""
         info, root = self.info, self.root
         name = str(info.get("benchmark") or root.name)
-        task = rel.split("/")[1] if rel and rel.count("/") >= 2 else None
+        task = task_of(rel) if rel else None
         if info.get("commit") or info.get("repo_id"):
             rev = info.get("revision") or info.get("commit")
             return (f"delete {root} and download it again: `drake-bench download {name} --revision {rev}"
@@ -469,7 +467,7 @@ class BuiltBenchmark:
         digests = self.info.get("content_digests")
         if not isinstance(digests, dict) or not rel.endswith(".parquet"):
             return None
-        if rel.count("/") >= 2 and rel.split("/")[1] in (self.info.get("rebuilt_tasks") or []):
+        if task_of(rel) in (self.info.get("rebuilt_tasks") or []):
             return None
         return digests.get(rel)
 
@@ -491,9 +489,9 @@ class BuiltBenchmark:
         cache = _VerifiedCache(self.root)
         key = _stat_key(path)
         entry = cache.load()["files"].get(rel) if use_cache and key is not None else None
-        hashed = (isinstance(entry, dict) and entry.get("sha256") == expected
-                  and {k: entry.get(k) for k in key} == key)  # type: ignore[union-attr]
-        if hashed and (digest is None or entry.get("content") == digest):  # type: ignore[union-attr]
+        entry = entry if isinstance(entry, dict) else {}
+        hashed = key is not None and entry.get("sha256") == expected and {k: entry.get(k) for k in key} == key
+        if hashed and (digest is None or entry.get("content") == digest):
             self.verified_files[rel] = expected
             return expected
         actual = expected if hashed else file_sha256(path)  # a download hashed it already; its content is left
