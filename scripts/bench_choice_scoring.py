@@ -21,7 +21,22 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+
+def alternate(paths: dict[str, Callable[[], Any]], repeats: int) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Run each path once per repeat, in turn (so drifts in the machine's speed fall on all of them alike); returns
+    each path's wall seconds per repeat and its output of the last repeat."""
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    outputs: dict[str, Any] = {}
+    for _ in range(repeats):
+        for name, fn in paths.items():
+            t0 = time.perf_counter()
+            outputs[name] = fn()
+            times[name].append(time.perf_counter() - t0)
+    return times, outputs
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,13 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         return {t: [x for sc in engine.choice_scores(model, proc, group) for x in sc] for t, group in by_task.items()}
 
     paths = {"full forward per option (before)": before, "each prompt once (now)": after}
-    times: dict[str, list[float]] = {name: [] for name in paths}
-    outputs = {}
-    for _ in range(args.repeats):
-        for name, fn in paths.items():
-            t0 = time.perf_counter()
-            outputs[name] = fn()
-            times[name].append(time.perf_counter() - t0)
+    times, outputs = alternate(paths, args.repeats)
     old, new = (outputs[name] for name in paths)
     diff = max((abs(a - b) for t in full_tasks for a, b in zip(old[t], new[t])), default=0.0)
     n_options = sum(len(candidate_targets(s)) for s in items)

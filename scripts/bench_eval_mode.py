@@ -21,8 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_choice_scoring import alternate  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -73,13 +76,7 @@ def main(argv: list[str] | None = None) -> None:
             engine.set_training = fast
 
     paths = {"Module.train (before)": before, "set_training (now)": run}
-    times: dict[str, list[float]] = {name: [] for name in paths}
-    outputs = {}
-    for _ in range(args.repeats):
-        for name, fn in paths.items():
-            t0 = time.perf_counter()
-            outputs[name] = fn()
-            times[name].append(time.perf_counter() - t0)
+    times, outputs = alternate(paths, args.repeats)
     old, new = (outputs[name] for name in paths)
     same = old == new
     med = {name: statistics.median(v) for name, v in times.items()}
