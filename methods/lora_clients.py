@@ -46,6 +46,19 @@ def segment_attention_field() -> Any:
                     "to rerun such a result file exactly. Generation and scoring are the same either way.")
 
 
+def offload_dir_field(what: str = "client adapters") -> Any:
+    """The ``offload_dir`` setting of every entry that keeps per-client adapters (one default; ``what`` names
+    what it keeps)."""
+    return Field(default=None, description=f"Keep {what} on disk in this folder instead of RAM (for many clients).")
+
+
+def model_loader_field() -> Any:
+    """The ``model_loader`` setting of every entry that loads the zoo's models (one description, one default)."""
+    return Field(
+        default="zoo", description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny "
+                                   "models from drake_bench.models.testing (fast tests only).")
+
+
 class LoraSettings(BaseModel):
     """Settings shared by the LoRA-based reference entries (SFT, FedIT, zero-shot)."""
 
@@ -58,12 +71,10 @@ class LoraSettings(BaseModel):
         description="AdamW learning rate, constant. 3e-3 moves the tiny zoo models within a round; the papers' "
                     "2e-5 to 3e-4 are for 1B-8B models.")
     weight_decay: float = Field(default=0.0, description="AdamW weight decay on the adapter weights.")
-    offload_dir: str | None = Field(default=None, description="Keep client adapters on disk instead of RAM (for many clients).")
+    offload_dir: str | None = offload_dir_field()
     packed_training: bool = packed_training_field()
     segment_attention: bool = segment_attention_field()
-    model_loader: Literal["zoo", "testing"] = Field(
-        default="zoo", description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny "
-                                   "models from drake_bench.models.testing (fast tests only).")
+    model_loader: Literal["zoo", "testing"] = model_loader_field()
 
 
 class LoraClients:

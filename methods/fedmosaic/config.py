@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
-from ..lora_clients import packed_training_field, segment_attention_field
+from ..lora_clients import model_loader_field, offload_dir_field, packed_training_field, segment_attention_field
 from .blocks import BlockRule, pq_layer_indices
 
 #: All linear modules of a Llama/Qwen2 decoder layer (App. A.6: LoRA on all linear layers); in a PQ
@@ -343,11 +343,7 @@ class FedMosaicPluginConfig(FedMosaicConfig):
         "bfloat16",
         description="[R] Dtype of every tensor clients upload and the server sends back; bfloat16 is the 2 bytes "
                     "per element the paper's communication figures count (App. A.9).")
-    offload_dir: str | None = Field(
-        None, description="Keep client adapters on disk in this folder instead of RAM (for many clients).")
+    offload_dir: str | None = offload_dir_field()
     packed_training: bool = packed_training_field()
     segment_attention: bool = segment_attention_field()
-    model_loader: Literal["zoo", "testing"] = Field(
-        "zoo",
-        description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny models from "
-                    "drake_bench.models.testing (fast tests only).")
+    model_loader: Literal["zoo", "testing"] = model_loader_field()

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..lora_clients import packed_training_field, segment_attention_field
+from ..lora_clients import model_loader_field, offload_dir_field, packed_training_field, segment_attention_field
 
 
 class HeteroTuneConfig(BaseModel):
@@ -120,13 +120,10 @@ class HeteroTuneConfig(BaseModel):
         default=True,
         description="Report per round CMGA's per-type update norms and pairwise cosines before and after alignment, "
                     "the types' mean alpha, and the floats each type sent beside the formula (raw.diagnostics).")
-    offload_dir: str | None = Field(
-        default=None, description="Keep client adapters on disk instead of RAM (for many clients).")
+    offload_dir: str | None = offload_dir_field()
     packed_training: bool = packed_training_field()
     segment_attention: bool = segment_attention_field()
-    model_loader: Literal["zoo", "testing"] = Field(
-        default="zoo", description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny "
-                                   "models from drake_bench.models.testing (fast tests only).")
+    model_loader: Literal["zoo", "testing"] = model_loader_field()
 
 
 class HomoTrainingConfig(HeteroTuneConfig):

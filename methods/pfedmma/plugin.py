@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from drake_bench.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
 from drake_bench.sample import MethodSample
 
-from ..lora_clients import (CanonicalLoraClients, LoraMethod, average, packed_training_field,
-                            segment_attention_field)
+from ..lora_clients import (CanonicalLoraClients, LoraMethod, average, model_loader_field, offload_dir_field,
+                            packed_training_field, segment_attention_field)
 from .accounting import communicated_floats, paper_floats
 from .depths import EncoderLayout, depth_map, layout_of
 from .mma import canonical_keys, make_mma_config, tie_shared
@@ -104,13 +104,10 @@ class PFedMMAConfig(BaseModel):
         default=True,
         description="Report per round the shared projections' norm and client spread per depth, and the floats "
                     "each client sent beside the formula m (r^2 + r) and the paper's m r^2 (raw.diagnostics).")
-    offload_dir: str | None = Field(
-        default=None, description="Keep client adapters on disk instead of RAM (for many clients).")
+    offload_dir: str | None = offload_dir_field()
     packed_training: bool = packed_training_field()
     segment_attention: bool = segment_attention_field()
-    model_loader: Literal["zoo", "testing"] = Field(
-        default="zoo", description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny "
-                                   "models from drake_bench.models.testing (fast tests only).")
+    model_loader: Literal["zoo", "testing"] = model_loader_field()
 
 
 def model_layout(model_name: str) -> EncoderLayout:

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..lora_clients import packed_training_field, segment_attention_field
+from ..lora_clients import model_loader_field, offload_dir_field, packed_training_field, segment_attention_field
 from .keys import is_choice, split_key
 
 
@@ -63,12 +63,10 @@ class RoundSettings(BaseModel):
         default=True,
         description="Report per round and client the histories h_l, h_p and the replacements of each task key, and "
                     "per key the round's replacement count, into the result file (raw.diagnostics).")
-    offload_dir: str | None = Field(default=None, description="Keep the model pool's adapters on disk instead of RAM.")
+    offload_dir: str | None = offload_dir_field("the model pool's adapters")
     packed_training: bool = packed_training_field()
     segment_attention: bool = segment_attention_field()
-    model_loader: Literal["zoo", "testing"] = Field(
-        default="zoo", description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny "
-                                   "models from drake_bench.models.testing (fast tests only).")
+    model_loader: Literal["zoo", "testing"] = model_loader_field()
 
     def learning_rate_at(self, round_idx: int) -> float:
         """The paper's schedule (its code): linear warm-up in the global round index, then constant."""
