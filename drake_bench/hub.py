@@ -50,6 +50,7 @@ from .store import (
     image_digest,
     iter_rows,
     shard_path,
+    task_of,
 )
 
 REPO_TYPE = "dataset"
@@ -157,7 +158,7 @@ def publish_plan(root: Path, spec: BenchmarkSpec | None = None) -> tuple[list[An
     ops: list[Any] = []
     files: dict[str, str] = {}
     for rel in sorted(info["files"]):
-        task_id = rel.split("/")[1]
+        task_id = task_of(rel)
         if task_id in index_tasks:
             continue
         ops.append(CommitOperationAdd(path_in_repo=rel, path_or_fileobj=str(root / rel)))

@@ -557,7 +557,7 @@ class BuiltBenchmark:
         """
         from filelock import FileLock
 
-        cache_dir = self.root / ARROW_CACHE / f"{rel.split('/')[1]}.{path.name.split('-')[0]}.{sha[:16]}"
+        cache_dir = self.root / ARROW_CACHE / f"{task_of(rel)}.{path.name.split('-')[0]}.{sha[:16]}"
         cache_dir.parent.mkdir(parents=True, exist_ok=True)
         legacy = self.root / ARROW_CACHE / "parquet"  # the layout before copies were tied to verified shards
         if legacy.is_dir():
