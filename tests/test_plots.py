@@ -178,3 +178,20 @@ def test_summary_says_under_which_numerics_the_rows_were_trained() -> None:
     mixed = numerics_note([recorded(SFT, "portable", "AVX2"), FEDIT])
     assert "sft 1.0: portable, AVX2 kernels" in mixed and "fedit 1.0: native, made before" in mixed
     assert summary_markdown([recorded(SFT, "native", "AVX512")]).endswith(numerics_note([recorded(SFT, "native", "AVX512")]))
+
+
+def test_summary_adds_self_by_model_where_clients_hold_different_models() -> None:
+    """Client 0 holds model a, client 1 model b: each model's column is its clients' Self A_last, mean ± std over
+    seeds; one model (every other test here) adds no table."""
+    scores = [r.model_copy(update={"score": r.score / 2}) if r.client == 1 and r.role == "self" else r
+              for r in SFT.raw.scores]
+    raw = SFT.raw.model_copy(update={"scores": scores})
+    mixed = SFT.model_copy(update={"raw": raw, "summary": summarize(raw, seeds=SFT.seeds),
+                                   "model_allocation": ModelAllocationRef(name="mixed", clients={"0": "a", "1": "b"})})
+    text = summary_markdown([mixed])
+    # Self at round 10: seed 0 0.6, seed 1 0.8 -> a 70 ± 10; b half of it -> 35 ± 5 (overall 52.50 ± 7.50)
+    assert ("| Method | a (1 client) | b (1 client) |\n|:---|---:|---:|\n| sft 1.0 | 70.00 ± 10.00 | 35.00 ± 5.00 |\n"
+            in text)
+    assert "| sft 1.0 | 52.50 ± 7.50 |" in text
+    assert "by model" not in summary_markdown([SFT, FEDIT])
+    assert "by model" not in summary_markdown([SFT, mixed])  # two allocations: no common columns to compare

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 from rich.table import Table
 
 from ..compute import ComputeProbe
-from .metrics import MeanStd
+from .metrics import MeanStd, mean_std
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results import RunResult
@@ -69,6 +69,35 @@ def _markdown(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def model_groups(results: Sequence["RunResult"]) -> dict[str, list[int]]:
+    """The clients of each model the results' allocations name (sorted), or {} unless they name one allocation of
+    two or more models: the by-model table is for boards whose clients hold different models."""
+    allocations = {tuple(sorted(r.model_allocation.clients.items())) for r in results}
+    if len(allocations) != 1:
+        return {}
+    groups: dict[str, list[int]] = {}
+    for client, model in allocations.pop():
+        groups.setdefault(model, []).append(int(client))
+    return {m: sorted(c) for m, c in sorted(groups.items())} if len(groups) > 1 else {}
+
+
+def model_rows(results: Sequence["RunResult"], groups: dict[str, list[int]]) -> list[list[str]]:
+    """Per result, Self A_last of each model's clients: per seed the mean of those clients' own Self A_last, then
+    mean ± std over seeds (the board's Self A_last is the same mean over every client). On a heterogeneous
+    board a method can lead overall while one family of clients gains nothing: this is where that shows."""
+    out = []
+    for r in results:
+        cells = [r.label + ("" if r.status == "complete" else " (partial)")]
+        for clients in groups.values():
+            values: list[float | None] = []
+            for s in r.summary.per_seed:
+                own = [c.self_last for c in s.per_client if c.client in clients and c.self_last is not None]
+                values.append(sum(own) / len(own) if own else None)
+            cells.append(fmt(mean_std(values)))
+        out.append(cells)
+    return out
+
+
 WIRE_HEADERS = ["Method", "On the wire", "Uplink k elements/round", "Downlink k elements/round", "Uplink MB/round",
                 "Uplink MB/round at fp32"]
 
@@ -109,10 +138,16 @@ def compute_rows(results: Sequence["RunResult"]) -> list[list[str]]:
 
 
 def summary_markdown(results: Sequence["RunResult"]) -> str:
-    """The same table as GitHub-flavoured markdown (ends with a newline), followed by the wire-format table
+    """The same table as GitHub-flavoured markdown (ends with a newline), followed by Self A_last by model
+    (:func:`model_rows`) where the clients hold different models, the wire-format table
     (:func:`wire_rows`) when any result counted elements and the compute table (:func:`compute_rows`) when any
     result was probed."""
     text = _markdown(HEADERS, rows(results))
+    groups = model_groups(results)
+    if groups:
+        text += ("\nSelf A_last by model: per seed, the mean over the clients that hold each model, then mean ± std "
+                 "over seeds.\n\n" + _markdown(["Method", *(f"{m} ({len(c)} client{'s' * (len(c) > 1)})" for m, c in groups.items())],
+                                                model_rows(results, groups)))
     wire = wire_rows(results)
     if wire:
         text += ("\nCommunication at equal precision: elements sent per round (summed over clients) beside the bytes "
