@@ -48,11 +48,16 @@ TRAFFIC = ("uplink_bytes_per_round", "downlink_bytes_per_round", "uplink_element
 
 
 def ours(board: BoardDefinition, root: Path) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, float | None]],
-                                                      list[str]]:
+                                                      list[str], dict[str, list[int]]]:
     """Per method (default settings only, as the paper ran them): per metric, the per-seed scores x100 of the files
-    the board's rules accept; the measured traffic per round (mean over seeds); and one line per refused file."""
+    the board's rules accept; the measured traffic per round (mean over seeds); one line per refused file; and the
+    seeds done of each entry still being built (a partial file is left out as the rules say, but it is progress,
+    not a fault, so it is not listed among the refusals)."""
     results, refusals = validate(board_files(board.results_dir(root)), board)
+    partial = {path: res for path, res in results if res.status == "partial" and not res.method_settings}
+    building = {res.method.name: sorted(res.seeds) for res in partial.values()}
     refused = {r.file for r in refusals}
+    refusals = [r for r in refusals if r.file not in partial]
     out: dict[str, dict[str, list[float]]] = {}
     traffic: dict[str, dict[str, float | None]] = {}
     for path, res in results:
@@ -61,7 +66,16 @@ def ours(board: BoardDefinition, root: Path) -> tuple[dict[str, dict[str, list[f
         by_seed = {p.seed: p for p in res.summary.per_seed}
         out[res.method.name] = {m: [100 * getattr(by_seed[s], m) for s in res.seeds] for m in METRICS}
         traffic[res.method.name] = {t: getattr(res.summary.aggregate, t).mean for t in TRAFFIC}
-    return out, traffic, sorted({f"`{r.rule}` {r.file}" for r in refusals})
+    return out, traffic, sorted({f"`{r.rule}` {r.file}" for r in refusals}), building
+
+
+def _missing(method: str, building: dict[str, list[int]]) -> str:
+    """A method not on the board yet, with the seeds its partial result file holds where it is being built."""
+    label = LABELS.get(method, method)
+    if method not in building:
+        return label
+    seeds = building[method]
+    return f"{label} (being built: seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} done)"
 
 
 def apart(a: tuple[float, float], b: tuple[float, float]) -> int:
@@ -110,8 +124,9 @@ def report(boards: list[BoardDefinition], root: Path) -> dict[str, Any]:
         table = paper_results(board.paper.key if board.paper else None)
         if table is None:
             continue
-        scores, traffic, refused = ours(board, root)
+        scores, traffic, refused, building = ours(board, root)
         entry: dict[str, Any] = {"paper_table": table["table"], "refused": refused, "traffic": traffic,
+                                 "building": {m: s for m, s in building.items() if m in table["methods"]},
                                  "seeds": {m: len(v["self_last"]) for m, v in scores.items()},
                                  "missing": [m for m in table["methods"] if m not in scores], "metrics": {}}
         for metric in METRICS:
@@ -262,7 +277,7 @@ def markdown(rep: dict[str, Any]) -> str:
     for name, entry in rep.items():
         lines += [f"## {name}", "", f"Beside: {entry['paper_table']}.", ""]
         if entry["missing"]:
-            lines += [f"Not on the board yet: {', '.join(LABELS.get(m, m) for m in entry['missing'])}.", ""]
+            lines += [f"Not on the board yet: {', '.join(_missing(m, entry['building']) for m in entry['missing'])}.", ""]
         if entry["refused"]:
             lines += ["Refused by the board's rules, left out:", ""] + [f"* {r}" for r in entry["refused"]] + [""]
         if not entry["seeds"] or not any(entry["metrics"][m]["methods"] for m in METRICS):

@@ -49,8 +49,30 @@ def test_refused_files_are_left_out_and_named(tmp_path: Path) -> None:
     data = json.loads(dest.read_text())
     data["seeds"] = data["seeds"][:2]
     dest.write_text(json.dumps(data))
-    scores, traffic, refused = paper_rank_report.ours(board, tmp_path)
-    assert scores == {} and traffic == {} and refused and str(dest) in refused[0]
+    scores, traffic, refused, building = paper_rank_report.ours(board, tmp_path)
+    assert scores == {} and traffic == {} and refused and str(dest) in refused[0] and building == {}
+
+
+def test_an_entry_being_built_is_progress_not_a_refusal(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from drake_bench.leaderboard.boards import canonical_boards
+
+    board = canonical_boards()["drake-synth-dynamic"]
+    src = ROOT / "leaderboard" / board.name / "runs" / "drake-synth" / "dynamic" / "ditto" / "1.0" / "result.json"
+    if not src.is_file():
+        pytest.skip("no committed DITTO result file on drake-synth-dynamic")
+    dest = tmp_path / board.name / src.relative_to(ROOT / "leaderboard" / board.name)
+    dest.parent.mkdir(parents=True)
+    shutil.copy(src, dest)
+    data = json.loads(dest.read_text())
+    data["status"] = "partial"  # as a build writes it after each finished seed
+    dest.write_text(json.dumps(data))
+    scores, _, refused, building = paper_rank_report.ours(board, tmp_path)
+    assert scores == {} and refused == [] and building == {"ditto": [0, 1, 2]}
+    assert paper_rank_report._missing("ditto", building) == "DITTO (being built: seeds 0, 1, 2 done)"
+    assert paper_rank_report._missing("fedsim", building) == "FedSim"
 
 
 def test_the_scatter_is_drawn_only_with_two_methods(tmp_path: Path) -> None:
