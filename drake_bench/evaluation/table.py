@@ -84,7 +84,7 @@ def model_groups(results: Sequence["RunResult"]) -> dict[str, list[int]]:
 def model_rows(results: Sequence["RunResult"], groups: dict[str, list[int]]) -> list[list[str]]:
     """Per result, Self A_last of each model's clients: per seed the mean of those clients' own Self A_last, then
     mean ± std over seeds (the board's Self A_last is the same mean over every client). On a heterogeneous
-    board a method can lead overall while one family of clients gains nothing: this is where that shows."""
+    board an overall mean can hide a group of clients that gains nothing: this is where that shows."""
     out = []
     for r in results:
         cells = [r.label + ("" if r.status == "complete" else " (partial)")]
