@@ -46,7 +46,8 @@ from .isolation import MethodProcess, warm_forkserver
 from .lock import RunLock
 from .manifest import load_benchmark
 from .protocol import ClientContext, FederationContext, Message, State, mixed_seed
-from .registry import create_method
+from .registry import create_method, method_package
+from .source_revision import drake_bench_source
 from .results import (
     BenchmarkRef,
     EvaluationSettings,
@@ -242,6 +243,9 @@ class Evaluator:
         self.compute: ComputeProbe | None = None
         self.cpu_capability: str | None = None  # the instruction set the method's process computes with (numerics.py)
         self.method_version: str | None = None
+        # the code this run imports, as it is now (a later edit of the checkout does not change what runs)
+        self.method_package = method_package(config.method)
+        drake_bench_source()
 
     # -- set-up ----------------------------------------------------------------
     def _allocation(self) -> dict[int, str]:
@@ -772,7 +776,8 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
                                    data_hash=data_hash, content_hash=content_hash, verified_files=dict(sorted(ev.verified_files.items()))),
             scenario=ScenarioRef(tag=ev.scenario.tag(), config=ev.scenario.model_dump(mode="json")),
             method=MethodRef(name=config.method, version=str(info.get("method_version", "unknown")),
-                             config=info.get("method_config", config.method_config)),
+                             config=info.get("method_config", config.method_config),
+                             package=ev.method_package),
             model_allocation=ModelAllocationRef(
                 name=alloc_name, clients={str(k): v for k, v in ev.allocation.items()}, checkpoints=ev.checkpoints),
             seeds=done or list(config.seeds),

@@ -12,6 +12,7 @@ plugin that is not a method fails when it is registered or created, naming what 
 from __future__ import annotations
 
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any
 
 from .errors import PluginError, UnknownNameError
@@ -76,6 +77,28 @@ def method_class(name: str) -> Any:
         raise PluginError(f"method plugin {name!r} ({eps[name].value}) calls itself {cls.meta.name!r} in its meta; "
                           "the entry point's name and meta.name must agree (results are filed under it)")
     return cls
+
+
+def method_package(name: str) -> str | None:
+    """``"<distribution> <version>"`` of the package whose entry point registers ``name``, with its source revision
+    where one can be known (``drake_bench.source_revision``), read without importing the plugin; None for a method
+    registered in-process by :func:`register_method` or one not found."""
+    import importlib.util
+
+    from .source_revision import source_revision
+
+    ep = None if name in _explicit else _entry_points().get(name)
+    dist = getattr(ep, "dist", None)
+    if ep is None or dist is None:
+        return None
+    spec = importlib.util.find_spec(ep.module.split(".")[0])  # a top-level name: found, not imported
+    folder = None
+    if spec is not None and spec.submodule_search_locations:
+        folder = list(spec.submodule_search_locations)[0]
+    elif spec is not None and spec.origin:
+        folder = str(Path(spec.origin).parent)
+    revision = source_revision(dist.name, folder) if folder else None
+    return f"{dist.name} {dist.version}" + (f" ({revision})" if revision else "")
 
 
 def create_method(name: str, config: dict[str, Any] | None = None) -> Method:

@@ -147,6 +147,11 @@ class MethodRef(StrictModel):
     name: str
     version: str
     config: dict[str, Any] = Field(default_factory=dict, description="Full method configuration.")
+    package: str | None = Field(
+        default=None,
+        description="The distribution that registered the method, its version and, where one can be known, the "
+                    "source revision its code ran from (drake_bench/source_revision.py): a method version alone does "
+                    "not say which code made the numbers. None for a method registered in-process.")
 
 
 class ModelAllocationRef(StrictModel):
@@ -223,6 +228,11 @@ class Environment(StrictModel):
         description="The instruction set torch's CPU kernels used where the method trained (AVX2, AVX512, ...): "
                     "trained digits reproduce bit for bit only on the same one (run_config.numerics; "
                     "drake_bench/numerics.py).")
+    drake_bench_source: str | None = Field(
+        default=None,
+        description="The source revision of the drake_bench that ran the evaluator: 'git:<commit>' from a checkout "
+                    "('+modified' when its tracked code differed from the commit), pip's record of a VCS or archive "
+                    "install, None for a release (drake_bench_version names it).")
 
 
 class RunResult(StrictModel):
@@ -285,6 +295,7 @@ def capture_environment(device: str = "cpu", cpu_capability: str | None = None) 
     """Versions of the libraries that move scores, the platform, the CPU and the device used. ``cpu_capability``: the
     instruction set of the process that trained (a method worker's), when it is not this one."""
     from .numerics import cpu_capability as this_process_capability, cpu_model
+    from .source_revision import drake_bench_source
 
     return Environment(
         python=platform.python_version(),
@@ -299,6 +310,7 @@ def capture_environment(device: str = "cpu", cpu_capability: str | None = None) 
         device=device,
         cpu_model=cpu_model(),
         cpu_capability=cpu_capability or this_process_capability(),
+        drake_bench_source=drake_bench_source(),
     )
 
 

@@ -252,11 +252,13 @@ def test_third_party_plugin_installed_in_a_temporary_environment_runs(toy, tmp_p
         res = run(RunConfig(benchmark={toy[0]!r}, method="third-party", data_dir={toy[1]!r}, out={str(tmp_path / 'out')!r},
                             fast_adaptation=False))
         print(res.method.name, res.method.version, res.status)
+        print("package:", res.method.package)
     """)
     env = {"PYTHONPATH": f"{target}:{tests_dir}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DRAKE_BENCH_NO_PROGRESS": "1"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "third-party 0.0.1 complete" in out.stdout
+    assert "package: drake_plugin_demo 0.0.1" in out.stdout  # the result names the package that registered it
     # a second package claiming an existing name is refused with both packages named
     target2 = _install_plugin(tmp_path / "b", "drake_plugin_clash", "sft")
     code2 = "from drake_bench.registry import available_methods; available_methods()"

@@ -188,7 +188,9 @@ def _detail(row: Row) -> str:
     numerics = res.numerics or "native (made before the setting existed)"
     computed = (f"numerics {numerics}; kernels {env.cpu_capability or 'not recorded'}"
                 f"{f' on {env.cpu_model}' if env.cpu_model else ''}; torch {env.torch}, transformers {env.transformers}, "
-                f"peft {env.peft}; {env.device}")
+                f"peft {env.peft}; {env.device}; drake_bench {res.drake_bench_version}"
+                f"{f' ({env.drake_bench_source})' if env.drake_bench_source else ''}"
+                f"{f'; method from {res.method.package}' if res.method.package else ''}")
     return (f"<div class='drill'><h4>{html.escape(row.label)}</h4>"
             f"<p>Reproduce: <code class='cmd'>{html.escape(row.command)}</code></p>"
             f"<p class='computed'>Computed with: {html.escape(computed)}</p>"
