@@ -47,7 +47,6 @@ from .lock import RunLock
 from .manifest import load_benchmark
 from .protocol import ClientContext, FederationContext, Message, State, mixed_seed
 from .registry import create_method, method_package
-from .source_revision import drake_bench_source
 from .results import (
     BenchmarkRef,
     EvaluationSettings,
@@ -65,6 +64,7 @@ from .results import (
 from .run_config import RunConfig
 from .sample import Sample
 from .scenarios import parse_scenario
+from .source_revision import drake_bench_source
 from .store import shard_path
 from .synth.public import sampler as public_sampler
 from .stream import FederatedData, load_federated_data
