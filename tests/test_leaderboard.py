@@ -22,8 +22,9 @@ from drake_bench.leaderboard.build import plan
 from drake_bench.leaderboard.html import ranks
 from drake_bench.leaderboard.render import board_files
 from drake_bench.leaderboard.rules import RULES, validate
-from drake_bench.leaderboard.submission import SUBMISSION_FILE, submit, validate_submission
+from drake_bench.leaderboard.submission import SUBMISSION_FILE, SubmissionError, submit, validate_submission
 from drake_bench.registry import register_method
+from drake_bench.results import read_result
 
 from conftest import ToyLoader, toy_spec
 from minimal_method import Counter
@@ -189,6 +190,21 @@ def test_a_submission_of_the_example_plugin_passes_and_tampered_ones_are_refused
         assert all(r.file.endswith("result.json") for r in refusals if r.rule == rule)
     # an edit without updating submission.json is caught by the file hash alone
     assert "submission" in {r.rule for r in tampered("nohash", score, rehash=False)}
+    # the results name the package that registered their method: a submission pointing elsewhere is refused
+    assert read_result(sub / rel).method.package.startswith("drake_bench ")
+    other = tmp_path / "other-package"
+    shutil.copytree(sub, other)
+    meta_other = json.loads((other / SUBMISSION_FILE).read_text())
+    meta_other["package"] = "someone-else"
+    (other / SUBMISSION_FILE).write_text(json.dumps(meta_other))
+    refusals = validate_submission(other, board)[1]
+    assert [r.rule for r in refusals] == ["submission"] and "someone-else" in refusals[0].message
+    with pytest.raises(SubmissionError, match="someone-else"):
+        submit(board, files, tmp_path / "sub2", package="someone-else", source_url="https://example.org/x",
+               command="drake-bench leaderboard build tiny.json --methods majority-answer")
+    meta_same = dict(meta_other, package="Drake-Bench")  # PEP 503: the same distribution
+    (other / SUBMISSION_FILE).write_text(json.dumps(meta_same))
+    assert validate_submission(other, board)[1] == []
     # the CLI says the same, naming the rule and the file
     code, out = _cli("leaderboard", "validate", str(tmp_path / "seeds"), "--board", str(board_json))
     assert code == 1 and "[seeds]" in out and "result.json" in out

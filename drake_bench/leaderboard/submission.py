@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -24,6 +25,9 @@ from .._version import __version__
 from ..errors import DrakeBenchError
 from .boards import BoardDefinition, load_board
 from .rules import Refusal, read_for_board, validate
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..results import RunResult
 
 SUBMISSION_FILE = "submission.json"
 RESULTS_DIR = "results"
@@ -55,6 +59,24 @@ class Submission(StrictModel):
         return self
 
 
+def _normalized(name: str) -> str:
+    """A distribution name as PEP 503 compares them (``Drake_Bench`` and ``drake-bench`` are one package)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def package_mismatch(package: str, result: RunResult) -> str | None:
+    """Why ``result`` was not made with the method from ``package``, or None: a result file that names the
+    distribution which registered its method (``method.package``, recorded since drake_bench recorded sources) must
+    name the one a submission says to install; files made before that name none and are not held to it."""
+    if not result.method.package:
+        return None
+    recorded = result.method.package.split(" ", 1)[0]
+    if _normalized(recorded) == _normalized(package):
+        return None
+    return (f"made with {result.method.name} from package {result.method.package!r}; the submission says to install "
+            f"{package!r}")
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -77,6 +99,9 @@ def submit(board: BoardDefinition, results: Sequence[str | Path], out: str | Pat
     _, refusals = validate(paths, board)
     if refusals:
         raise SubmissionError(f"the results break board {board.name}'s rules:\n" + "\n".join(f"  - {r}" for r in refusals))
+    other = [f"{p}: {why}" for p, res in zip(paths, runs) if (why := package_mismatch(package, res))]
+    if other:
+        raise SubmissionError("cannot submit:\n" + "\n".join(f"  - {x}" for x in other))
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise SubmissionError(f"{out} exists and is not empty; choose a new folder")
@@ -141,4 +166,7 @@ def validate_submission(folder: str | Path, board: BoardDefinition | None = None
         if (res.method.name, res.method.version) != (sub.method, sub.version):
             refusals.append(Refusal("submission", p, f"a result of {res.method.name} {res.method.version}, the "
                                                      f"submission is of {sub.method} {sub.version}"))
+        why = package_mismatch(sub.package, res)
+        if why:
+            refusals.append(Refusal("submission", p, why))
     return sub, refusals + board_refusals
