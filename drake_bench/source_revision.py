@@ -31,12 +31,14 @@ def _git(folder: Path, *args: str) -> str | None:
 
 
 def git_revision(folder: Path) -> str | None:
-    """``git:<commit>`` (``+modified`` when tracked code differs from it) where ``folder`` is in a git work tree."""
+    """``git:<commit>`` (``+modified`` when tracked code differs from it) where ``folder``'s files are tracked in a
+    git work tree. An untracked folder inside a work tree (a virtual environment's site-packages in a clone) is not
+    that commit's code, so it has no revision here."""
     top = _git(folder, "rev-parse", "--show-toplevel")
     commit = _git(folder, "rev-parse", "HEAD") if top else None
-    if not commit:
+    if not top or not commit or not _git(folder, "ls-files", "--", "."):
         return None
-    changed = _git(Path(top), "status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE)  # type: ignore[arg-type]
+    changed = _git(Path(top), "status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE)
     return f"git:{commit}" + ("+modified" if changed else "")
 
 

@@ -38,6 +38,11 @@ def test_a_checkout_is_named_by_its_commit_and_edited_code_is_marked(tmp_path: P
     (repo / "pkg" / "code.py").write_text("x = 2\n")  # tracked code edited: the commit no longer names it
     assert git_revision(repo / "pkg") == f"git:{commit}+modified"
     assert git_revision(tmp_path) is None  # not a work tree
+    venv = repo / ".venv" / "site-packages" / "plugin"  # installed inside the clone, ignored: not the commit's code
+    venv.mkdir(parents=True)
+    (venv / "__init__.py").write_text("y = 1\n")
+    (repo / ".gitignore").write_text(".venv/\n")
+    assert git_revision(venv) is None
 
 
 def test_an_install_from_a_url_is_named_by_what_pip_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -145,9 +145,9 @@ def summary_markdown(results: Sequence["RunResult"]) -> str:
     text = _markdown(HEADERS, rows(results))
     groups = model_groups(results)
     if groups:
+        headers = ["Method", *(f"{m} ({len(c)} client{'s' * (len(c) > 1)})" for m, c in groups.items())]
         text += ("\nSelf A_last by model: per seed, the mean over the clients that hold each model, then mean ± std "
-                 "over seeds.\n\n" + _markdown(["Method", *(f"{m} ({len(c)} client{'s' * (len(c) > 1)})" for m, c in groups.items())],
-                                                model_rows(results, groups)))
+                 "over seeds.\n\n" + _markdown(headers, model_rows(results, groups)))
     wire = wire_rows(results)
     if wire:
         text += ("\nCommunication at equal precision: elements sent per round (summed over clients) beside the bytes "
