@@ -30,16 +30,18 @@ def fmt(ms: MeanStd, scale: float = 100.0, digits: int = 2) -> str:
     return f"{ms.mean * scale:.{digits}f} ± {ms.std * scale:.{digits}f}"
 
 
+def score_label(result: "RunResult") -> str:
+    """A score row's method cell: the result's label, marked where not every seed is in."""
+    return result.label + ("" if result.status == "complete" else " (partial)")
+
+
 def rows(results: Sequence["RunResult"]) -> list[list[str]]:
     """One row of formatted cells per result, in the order given."""
     out = []
     for r in results:
         a = r.summary.aggregate
-        name = r.label
-        if r.status != "complete":
-            name += " (partial)"
         out.append([
-            name,
+            score_label(r),
             fmt(a.self_last),
             fmt(a.self_auc),
             fmt(a.others_last),
@@ -87,7 +89,7 @@ def model_rows(results: Sequence["RunResult"], groups: dict[str, list[int]]) -> 
     board an overall mean can hide a group of clients that gains nothing: this is where that shows."""
     out = []
     for r in results:
-        cells = [r.label + ("" if r.status == "complete" else " (partial)")]
+        cells = [score_label(r)]
         for clients in groups.values():
             values: list[float | None] = []
             for s in r.summary.per_seed:
