@@ -423,7 +423,13 @@ def _fast_validator(version: str = RESULT_SCHEMA_VERSION) -> Any:
 
 
 def _schema_errors(data: Any, version: str = RESULT_SCHEMA_VERSION) -> list[str]:
-    """Every place ``data`` breaks the shipped schema, one line each.
+    """Every place ``data`` breaks the shipped schema, one line each (see :func:`_schema_report`)."""
+    return _schema_report(data, version)[0]
+
+
+def _schema_report(data: Any, version: str = RESULT_SCHEMA_VERSION) -> tuple[list[str], bool]:
+    """Every place ``data`` breaks the shipped schema, one line each, and whether it has fields the schema does
+    not know.
 
     A board's result files run to megabytes (52 clients x every round's records), where the reference
     ``jsonschema`` validator takes seconds per file; jsonschema-rs (a compiled Draft 2020-12 validator) answers
@@ -432,10 +438,27 @@ def _schema_errors(data: Any, version: str = RESULT_SCHEMA_VERSION) -> list[str]
     the file's rows: ``raw.scores[3].score``, not ``raw.scores.rows[3][7]``."""
     fast = _fast_validator(version)
     if fast is not None and fast.is_valid(data):
-        return []
+        return [], False
     validator = jsonschema.Draft202012Validator(_schema_for(version))
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
-    return [_error_line(e) for e in errors]
+    return [_error_line(e) for e in errors], any(e.validator == "additionalProperties" for e in errors)
+
+
+def _unknown_fields_note(data: Any) -> str:
+    """Why a file being read may hold fields this drake_bench does not know: a newer drake_bench adds optional
+    fields without a new schema version (so that older files stay readable), and the package version alone cannot
+    say which of two drake_bench is newer, so the note names the drake_bench (and source) the file records beside
+    this one, for the reader to compare."""
+    from .source_revision import drake_bench_source
+
+    env = data.get("environment") if isinstance(data, dict) else None
+    written = data.get("drake_bench_version") if isinstance(data, dict) else None
+    source = env.get("drake_bench_source") if isinstance(env, dict) else None
+    by = f"drake_bench {written}" + (f" ({source})" if source else "") if written else "an unrecorded drake_bench"
+    here = f"drake_bench {__version__}" + (f" ({drake_bench_source()})" if drake_bench_source() else "")
+    return (f"It has fields this drake_bench does not know: it was written by {by} and is read by {here}. A newer "
+            "drake_bench adds optional fields, so upgrading drake_bench may read it; a field added by hand is refused "
+            "by every version.")
 
 
 def _error_line(error: jsonschema.ValidationError) -> str:
@@ -450,10 +473,10 @@ def _error_line(error: jsonschema.ValidationError) -> str:
     return f"{where}: {message}"
 
 
-def _fail(where: str, problem: str, lines: list[str]) -> ResultFileError:
+def _fail(where: str, problem: str, lines: list[str], note: str = "") -> ResultFileError:
     shown = "\n".join(f"  - {x}" for x in lines[:10])
     more = f"\n  ... and {len(lines) - 10} more" if len(lines) > 10 else ""
-    return ResultFileError(f"{where} {problem}:\n{shown}{more}")
+    return ResultFileError(f"{where} {problem}:\n{shown}{more}" + (f"\n{note}" if note else ""))
 
 
 # --------------------------------------------------------------------------- read / write / check
@@ -587,9 +610,9 @@ def _result_from(data: Any, path: str | Path) -> RunResult:
             f"(this drake_bench reads {', '.join(map(repr, READABLE_SCHEMA_VERSIONS))})"
         )
     version = version if version in READABLE_SCHEMA_VERSIONS else RESULT_SCHEMA_VERSION
-    errors = _schema_errors(data, version)
+    errors, unknown_fields = _schema_report(data, version)
     if errors:
-        raise _fail(str(path), "fails the result schema", errors)
+        raise _fail(str(path), "fails the result schema", errors, _unknown_fields_note(data) if unknown_fields else "")
     if version == RESULT_SCHEMA_VERSION:
         data["raw"] = result_encoding.decode_raw(data["raw"])
     data["schema_version"] = RESULT_SCHEMA_VERSION  # in memory a result has no layout: a 1.0 file reads as 2.0

@@ -176,8 +176,12 @@ def test_read_errors_name_file_and_field(tmp_path: Path) -> None:
     extra = json.loads(json.dumps(good))
     extra["method"]["secret"] = 1
     dump_result_data(extra, p)
-    with pytest.raises(ResultFileError, match=r"- method: Additional properties"):
+    with pytest.raises(ResultFileError, match=r"- method: Additional properties") as refused:
         read_result(p)
+    # the refusal says which drake_bench wrote the file and which reads it: a newer one adds optional fields
+    assert (f"It has fields this drake_bench does not know: it was written by drake_bench "
+            f"{good['drake_bench_version']}" in str(refused.value))
+    assert "upgrading drake_bench may read it" in str(refused.value)
 
     nofield = json.loads(json.dumps(good))
     del nofield["benchmark"]["manifest_hash"]
