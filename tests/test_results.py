@@ -170,8 +170,9 @@ def test_read_errors_name_file_and_field(tmp_path: Path) -> None:
     broken["raw"]["scores"][3]["score"] = 1.5
     p = tmp_path / "score.json"
     dump_result_data(broken, p)
-    with pytest.raises(ResultFileError, match=r"score.json fails the result schema:\n  - raw.scores\[3\].score"):
+    with pytest.raises(ResultFileError, match=r"score.json fails the result schema:\n  - raw.scores\[3\].score") as bad_score:
         read_result(p)
+    assert "fields this drake_bench does not know" not in str(bad_score.value)  # only unknown fields get that note
 
     extra = json.loads(json.dumps(good))
     extra["method"]["secret"] = 1
