@@ -449,13 +449,14 @@ def _unknown_fields_note(data: Any) -> str:
     fields without a new schema version (so that older files stay readable), and the package version alone cannot
     say which of two drake_bench is newer, so the note names the drake_bench (and source) the file records beside
     this one, for the reader to compare."""
-    from .source_revision import drake_bench_source
+    from .source_revision import describe, drake_bench_source
 
-    env = data.get("environment") if isinstance(data, dict) else None
-    written = data.get("drake_bench_version") if isinstance(data, dict) else None
-    source = env.get("drake_bench_source") if isinstance(env, dict) else None
-    by = f"drake_bench {written}" + (f" ({source})" if source else "") if written else "an unrecorded drake_bench"
-    here = f"drake_bench {__version__}" + (f" ({drake_bench_source()})" if drake_bench_source() else "")
+    data = data if isinstance(data, dict) else {}
+    env = data.get("environment")
+    written = data.get("drake_bench_version")
+    by = describe(written, env.get("drake_bench_source") if isinstance(env, dict) else None) if written else \
+        "an unrecorded drake_bench"
+    here = describe(__version__, drake_bench_source())
     return (f"It has fields this drake_bench does not know: it was written by {by} and is read by {here}. A newer "
             "drake_bench adds optional fields, so upgrading drake_bench may read it; a field added by hand is refused "
             "by every version.")

@@ -73,3 +73,9 @@ def source_revision(distribution: str, folder: str) -> str | None:
 def drake_bench_source() -> str | None:
     """The source revision of the drake_bench this process imported."""
     return source_revision("drake_bench", str(Path(__file__).resolve().parent))
+
+
+def describe(version: str, source: str | None) -> str:
+    """``drake_bench <version> (<source>)``, the source left out where none is recorded: how a board page and a
+    refusal name the drake_bench that made a result file."""
+    return f"drake_bench {version}" + (f" ({source})" if source else "")

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 from ..evaluation.metrics import MeanStd
 from ..results import RunResult
+from ..source_revision import describe
 from .boards import BoardDefinition
 from .rules import Refusal
 
@@ -188,8 +189,7 @@ def _detail(row: Row) -> str:
     numerics = res.numerics or "native (made before the setting existed)"
     computed = (f"numerics {numerics}; kernels {env.cpu_capability or 'not recorded'}"
                 f"{f' on {env.cpu_model}' if env.cpu_model else ''}; torch {env.torch}, transformers {env.transformers}, "
-                f"peft {env.peft}; {env.device}; drake_bench {res.drake_bench_version}"
-                f"{f' ({env.drake_bench_source})' if env.drake_bench_source else ''}"
+                f"peft {env.peft}; {env.device}; {describe(res.drake_bench_version, env.drake_bench_source)}"
                 f"{f'; method from {res.method.package}' if res.method.package else ''}")
     return (f"<div class='drill'><h4>{html.escape(row.label)}</h4>"
             f"<p>Reproduce: <code class='cmd'>{html.escape(row.command)}</code></p>"
