@@ -7,6 +7,8 @@ revision where one can be known, read the way pip itself records it:
 * a git work tree (a clone, an editable install): ``git:<commit>``, with ``+modified`` when tracked code differs
   from the commit (files under ``leaderboard/``, ``docs/`` and ``tests/`` and markdown are not code and do not
   count: a board build writes its result files into the same checkout);
+* a wheel built from a git checkout (``pip install .`` in a clone): the ``git:<commit>`` it was built from, which the
+  build wrote into the package as ``_built_from.txt`` (``drake_bench/_build_hooks.py``);
 * an install from a VCS URL or an archive: its PEP 610 ``direct_url.json`` (``git:<commit>``, ``archive:<hash>``);
 * a release installed from an index: None, its version already names it.
 """
@@ -19,6 +21,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+BUILT_FROM = "_built_from.txt"
 NOT_CODE = (":(exclude)leaderboard", ":(exclude)docs", ":(exclude)tests", ":(exclude)*.md")
 
 
@@ -63,11 +66,20 @@ def direct_url_revision(distribution: str) -> str | None:
     return None
 
 
+def built_revision(folder: Path) -> str | None:
+    """The revision a wheel's build recorded in ``folder`` (:data:`BUILT_FROM`), None where no build wrote one."""
+    try:
+        text = (folder / BUILT_FROM).read_text().strip()
+    except OSError:
+        return None
+    return text or None
+
+
 @functools.cache
 def source_revision(distribution: str, folder: str) -> str | None:
     """The revision of ``distribution`` whose code is in ``folder`` (see the module docstring); cached per process,
     so a run records the source as it was when the run first asked, the code it imported."""
-    return git_revision(Path(folder)) or direct_url_revision(distribution)
+    return git_revision(Path(folder)) or built_revision(Path(folder)) or direct_url_revision(distribution)
 
 
 def drake_bench_source() -> str | None:

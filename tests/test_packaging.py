@@ -45,6 +45,19 @@ def test_wheel_maps_top_level_folders_into_the_namespace(wheel):
         assert rel in names, f"{rel} missing from the wheel: add its package to pyproject's packages list"
 
 
+def test_a_wheel_built_from_a_checkout_records_the_commit(wheel):
+    """pip records only the folder of `pip install .`; the build writes the checkout's revision into the package."""
+    from drake_bench.source_revision import BUILT_FROM, git_revision
+
+    expected = git_revision(ROOT / "drake_bench")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    if expected is None:  # built from a tree that is not a git checkout: nothing to record
+        assert f"drake_bench/{BUILT_FROM}" not in names
+        return
+    assert zipfile.ZipFile(wheel).read(f"drake_bench/{BUILT_FROM}").decode().strip() == expected
+    assert "drake_bench/_build_hooks.py" in names  # an sdist of the wheel's package builds the same way
+
+
 def test_installed_wheel_imports_outside_the_source_tree(wheel, tmp_path):
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
@@ -54,11 +67,17 @@ def test_installed_wheel_imports_outside_the_source_tree(wheel, tmp_path):
         "from drake_bench import load_benchmark;"
         "s = load_benchmark('drake'); assert len(s.clients) == 10, s;"
         "assert drake_bench.__file__.startswith(%r), drake_bench.__file__;"
+        "from drake_bench.source_revision import drake_bench_source;"
+        "print('source', drake_bench_source());"
         "print('ok')" % str(target)
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+    built = zipfile.ZipFile(wheel).namelist()
+    if "drake_bench/_built_from.txt" in built:  # the installed package names the commit its wheel was built from
+        recorded = zipfile.ZipFile(wheel).read("drake_bench/_built_from.txt").decode().strip()
+        assert f"source {recorded}" in out.stdout, out.stdout
 
 
 def test_ci_runs_the_readme_test_command():

@@ -11,7 +11,7 @@ import pytest
 
 from drake_bench import __version__
 from drake_bench.registry import method_package
-from drake_bench.source_revision import direct_url_revision, git_revision
+from drake_bench.source_revision import BUILT_FROM, built_revision, direct_url_revision, git_revision, source_revision
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -63,6 +63,15 @@ def test_an_install_from_a_url_is_named_by_what_pip_recorded(tmp_path: Path, mon
     assert direct_url_revision("from_dir") is None  # a folder names no revision
     assert direct_url_revision("from_index") is None  # a release: its version names it
     assert direct_url_revision("not-installed-anywhere") is None
+
+
+def test_a_built_package_is_named_by_the_commit_its_build_recorded(tmp_path: Path) -> None:
+    package = tmp_path / "site" / "drake_bench"  # an installed wheel: no work tree around it
+    package.mkdir(parents=True)
+    assert built_revision(package) is None
+    (package / BUILT_FROM).write_text("git:abc123\n")
+    assert built_revision(package) == "git:abc123"
+    assert source_revision("not-installed-anywhere", str(package)) == "git:abc123"
 
 
 def test_a_method_is_attributed_to_the_package_that_registers_it() -> None:
