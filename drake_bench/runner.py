@@ -26,6 +26,7 @@ from . import numerics
 from .errors import DrakeBenchError, UnknownNameError
 from .isolation import hidden_main, registered_targets
 from .lock import RunLock
+from .progress import TimeLeft, format_duration
 from .results import RunResult
 from .run_config import RunConfig
 
@@ -144,6 +145,7 @@ def _run_in_workers(configs: Sequence[RunConfig], jobs: int, threads: int, conso
     ctx = mp.get_context("spawn")
     q = ctx.Queue()  # a plain queue (no manager process that could outlive a killed run)
     started = time.perf_counter()
+    left = TimeLeft()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=not console.is_terminal) as bar:
         tasks = {c.method: bar.add_task(f"{c.method}: starting", total=None) for c in configs}
@@ -155,6 +157,10 @@ def _run_in_workers(configs: Sequence[RunConfig], jobs: int, threads: int, conso
             while pending:
                 try:
                     method, done, total, text = q.get(timeout=0.5)
+                    if done is not None:
+                        seconds = left.estimate(method, done, total, time.perf_counter())
+                        if seconds is not None:
+                            text = f"{text} ({format_duration(seconds)} left)"
                     if not console.is_terminal:  # logs, CI, nohup: no live bars, so one plain line per milestone
                         console.print(f"[{time.perf_counter() - started:5.0f} s] {method}: {text}", highlight=False)
                     update: dict[str, Any] = {"description": f"{method}: {text}"}
