@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -18,7 +19,7 @@ from drake_bench import DrakeBenchError
 from drake_bench.cli import app
 from drake_bench.compute import PROBE_VERSION, ComputeProbe
 from drake_bench.leaderboard.boards import canonical_boards, load_board
-from drake_bench.leaderboard.build import plan
+from drake_bench.leaderboard.build import plan, seconds_left
 from drake_bench.leaderboard.html import ranks
 from drake_bench.leaderboard.render import board_files
 from drake_bench.leaderboard.rules import RULES, validate
@@ -103,13 +104,20 @@ def test_build_runs_only_what_is_missing_then_renders(tiny_board, tmp_path):
     board_json, root = _copy_board(tiny_board, tmp_path)
     board = load_board(board_json)
     assert [(p.state, p.seeds_done) for p in plan(board, root)] == [("done", len(board.seeds))] * 2
+    finished = plan(board, root)
+    assert all(len(p.seed_seconds) == len(board.seeds) and min(p.seed_seconds) > 0 for p in finished)
+    assert seconds_left(board, finished) == 0.0
     assert (root / "tiny" / "board.html").is_file() and "counter 1.0" in (root / "tiny" / "summary.md").read_text()
     code, out = _cli("leaderboard", "build", str(board_json), "--root", str(root), "--dry-run")
     assert code == 0 and "nothing to run" in out
     (root / "tiny" / "runs" / "toy" / "static" / "counter" / "1.0" / "result.json").unlink()
     assert [p.seeds_done for p in plan(board, root)] == [len(board.seeds), 0]  # its checkpoints hold no finished seed
+    # what is left is priced at the seconds the other entry's seeds recorded (the gone entry has none of its own)
+    after = plan(board, root)
+    assert after[1].seed_seconds == [] and seconds_left(board, after) == pytest.approx(
+        len(board.seeds) * sum(after[0].seed_seconds) / len(after[0].seed_seconds))
     code, out = _cli("leaderboard", "list", "--root", str(root))
-    assert code == 0 and "seeds done" in out
+    assert code == 0 and "seeds done" in out and "hours left (est.)" in out
     code, out = _cli("leaderboard", "build", str(board_json), "--root", str(root), "--dry-run")
     assert code == 0 and "--methods counter --out" in out.replace("\n", "") and "majority-answer --out" not in out
     code, out = _cli("leaderboard", "render", str(board_json), "--root", str(root))
@@ -476,3 +484,19 @@ def test_html_page_in_a_real_browser(tiny_board, tmp_path):
     finally:
         driver.quit()
     assert (tmp_path / "board.png").stat().st_size > 0
+
+
+def test_the_time_left_is_priced_entry_by_entry() -> None:
+    """An entry with finished seeds is priced at its own mean; one with none at the board's mean."""
+    from drake_bench.leaderboard.build import PlannedEntry
+
+    board = SimpleNamespace(seeds=[0, 1, 2])
+
+    def entry(seconds: list[float]) -> PlannedEntry:
+        return PlannedEntry(entry=None, version="1.0", out=Path("."), result=Path("r.json"),  # type: ignore[arg-type]
+                            state="resume", seeds_done=len(seconds), seed_seconds=seconds)
+
+    assert seconds_left(board, [entry([]), entry([])]) is None  # nothing recorded yet: no estimate
+    slow, fast, fresh = entry([600.0, 900.0]), entry([60.0, 60.0, 60.0]), entry([])
+    # slow: 1 seed at its own 750 s; fast: done; fresh: 3 seeds at the mean of all five recorded (336 s)
+    assert seconds_left(board, [slow, fast, fresh]) == pytest.approx(750 + 3 * (600 + 900 + 180) / 5)

@@ -51,11 +51,14 @@ def register(app: typer.Typer) -> None:
     def list_cmd(root: Annotated[Path, typer.Option(help=ROOT_HELP)] = Path("leaderboard")) -> None:
         """The canonical boards, their settings and how far each is built."""
         from ..leaderboard.boards import canonical_boards
-        from ..leaderboard.build import plan
+        from ..leaderboard.build import plan, seconds_left
+
+        def hours(seconds: float | None) -> str:
+            return "-" if seconds is None else f"{seconds / 3600:.1f}"
 
         t = Table(title="canonical boards (drake_bench/leaderboard/definitions/)")
         for col in ("board", "benchmark", "scenario", "allocation", "seeds", "rounds x steps", "entries done",
-                    "seeds done"):
+                    "seeds done", "hours run", "hours left (est.)"):
             t.add_column(col, no_wrap=True)
         for b in canonical_boards().values():
             try:
@@ -63,11 +66,17 @@ def register(app: typer.Typer) -> None:
                 states = [p.state for p in planned]
                 done = f"{states.count('done')}/{len(states)}"
                 seeds = f"{sum(p.seeds_done for p in planned)}/{len(planned) * len(b.seeds)}"
+                run = hours(sum(t for p in planned for t in p.seed_seconds) if any(p.seed_seconds for p in planned)
+                            else None)
+                left = hours(seconds_left(b, planned))
             except DrakeBenchError as exc:
-                done, seeds = f"? ({exc})", "?"
+                done, seeds, run, left = f"? ({exc})", "?", "?", "?"
             t.add_row(b.name, f"{b.benchmark} {b.benchmark_version}", b.scenario, b.allocation or "default",
-                      ",".join(map(str, b.seeds)), f"{b.rounds} x {b.local_steps}", done, seeds)
+                      ",".join(map(str, b.seeds)), f"{b.rounds} x {b.local_steps}", done, seeds, run, left)
         print_table(_out, t)
+        _out.print("hours: the wall time the result files record for their seeds (one process a seed, on the machine "
+                   "that made them); what is left is estimated from them, entry by entry", highlight=False,
+                   soft_wrap=True)
 
     @lb.command("build")
     def build_cmd(

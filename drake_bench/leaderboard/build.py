@@ -12,7 +12,7 @@ where it stopped. Nothing here computes a number: the evaluator writes the resul
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,30 @@ class PlannedEntry:
     state: str  # done | resume | missing | stale
     why: str = ""
     seeds_done: int = 0  # the board's seeds a result file already holds (a partial file keeps its finished seeds)
+    seed_seconds: list[float] = field(default_factory=list)  # recorded wall seconds of each of those seeds
+
+
+def _seed_seconds(result: RunResult, seeds: list[int]) -> list[float]:
+    """The wall seconds a result file records for each of ``seeds`` it holds (``fl.extra.phase_seconds``, summed over
+    phases; the seconds of the process that ran the seed, so a seed resumed from a checkpoint counts only its rest)."""
+    phases = result.fl.extra.get("phase_seconds") or {}
+    return [float(sum(phases[str(s)].values())) for s in seeds if str(s) in phases and phases[str(s)]]
+
+
+def seconds_left(board: BoardDefinition, planned: list[PlannedEntry]) -> float | None:
+    """An estimate of the wall seconds the board's missing seeds take, one process each, from the seconds its
+    finished seeds recorded: an entry's own mean where it has finished seeds, else the board's mean over every
+    finished seed. None before any seed has recorded its time. Read it as the machine that made the files ran."""
+    recorded = [t for p in planned for t in p.seed_seconds]
+    if not recorded:
+        return None
+    board_mean = sum(recorded) / len(recorded)
+    left = 0.0
+    for p in planned:
+        missing = len(board.seeds) - p.seeds_done
+        own = sum(p.seed_seconds) / len(p.seed_seconds) if p.seed_seconds else board_mean
+        left += missing * own
+    return left
 
 
 def method_version(name: str) -> str:
@@ -56,7 +80,7 @@ def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[Planne
         folder = board.entry_out(entry, root)
         path = result_path(folder, board.benchmark_name, board.scenario_tag, entry.method, version)
         ckpt = folder / "checkpoints" / board.benchmark_name / board.scenario_tag / entry.method
-        state, why, seeds_done = "missing", "", 0
+        state, why, seeds_done, seconds = "missing", "", 0, []
         if path.is_file():
             try:
                 res = read_result(path)
@@ -73,12 +97,14 @@ def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[Planne
                                        "the current probe matches the same local steps, else move it away to rebuild")
             elif res.status == "complete" and sorted(res.seeds) == board.seeds:
                 state, seeds_done = "done", len(board.seeds)
+                seconds = _seed_seconds(res, board.seeds)
             else:
                 state, why = "resume", f"{res.status}, seeds {res.seeds}"
                 seeds_done = len(set(res.seeds) & set(board.seeds))
+                seconds = _seed_seconds(res, sorted(set(res.seeds) & set(board.seeds)))
         elif ckpt.is_dir() and any(ckpt.iterdir()):
             state, why = "resume", "checkpoints in " + str(ckpt)
-        out.append(PlannedEntry(entry, version, folder, path, state, why, seeds_done))
+        out.append(PlannedEntry(entry, version, folder, path, state, why, seeds_done, seconds))
     return out
 
 
