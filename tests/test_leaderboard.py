@@ -19,7 +19,7 @@ from drake_bench import DrakeBenchError
 from drake_bench.cli import app
 from drake_bench.compute import PROBE_VERSION, ComputeProbe
 from drake_bench.leaderboard.boards import canonical_boards, load_board
-from drake_bench.leaderboard.build import plan, seconds_left
+from drake_bench.leaderboard.build import entry_seconds_left, plan, seconds_left
 from drake_bench.leaderboard.html import ranks
 from drake_bench.leaderboard.render import board_files
 from drake_bench.leaderboard.rules import RULES, validate
@@ -109,7 +109,7 @@ def test_build_runs_only_what_is_missing_then_renders(tiny_board, tmp_path):
     assert seconds_left(board, finished) == 0.0
     assert (root / "tiny" / "board.html").is_file() and "counter 1.0" in (root / "tiny" / "summary.md").read_text()
     code, out = _cli("leaderboard", "build", str(board_json), "--root", str(root), "--dry-run")
-    assert code == 0 and "nothing to run" in out
+    assert code == 0 and "nothing to run" in out and "hours run / left" in out
     (root / "tiny" / "runs" / "toy" / "static" / "counter" / "1.0" / "result.json").unlink()
     assert [p.seeds_done for p in plan(board, root)] == [len(board.seeds), 0]  # its checkpoints hold no finished seed
     # what is left is priced at the seconds the other entry's seeds recorded (the gone entry has none of its own)
@@ -499,4 +499,5 @@ def test_the_time_left_is_priced_entry_by_entry() -> None:
     assert seconds_left(board, [entry([]), entry([])]) is None  # nothing recorded yet: no estimate
     slow, fast, fresh = entry([600.0, 900.0]), entry([60.0, 60.0, 60.0]), entry([])
     # slow: 1 seed at its own 750 s; fast: done; fresh: 3 seeds at the mean of all five recorded (336 s)
+    assert entry_seconds_left(board, [slow, fast, fresh]) == pytest.approx([750, 0, 3 * (600 + 900 + 180) / 5])
     assert seconds_left(board, [slow, fast, fresh]) == pytest.approx(750 + 3 * (600 + 900 + 180) / 5)

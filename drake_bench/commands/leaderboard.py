@@ -100,10 +100,11 @@ def register(app: typer.Typer) -> None:
         except DrakeBenchError as exc:
             raise _fail(exc) from None
         t = Table(title=f"{bd.name}: {bd.title}")
-        for col in ("entry", "version", "state", "result file"):
+        for col in ("entry", "version", "state", "hours run / left (est.)", "result file"):
             t.add_column(col, overflow="fold")
-        for p in planned:
-            t.add_row(p.entry.key, p.version, p.state + (f" ({p.why})" if p.why else ""), str(p.result))
+        for p, left in zip(planned, b.entry_seconds_left(bd, planned)):
+            hours = f"{sum(p.seed_seconds) / 3600:.2f} / " + ("-" if left is None else f"{left / 3600:.2f}")
+            t.add_row(p.entry.key, p.version, p.state + (f" ({p.why})" if p.why else ""), hours, str(p.result))
         print_table(_out, t)
         selected = [p for p in planned if not only or p.entry.method in only]
         todo = [p for p in selected if p.state not in ("done", "stale")]

@@ -43,20 +43,23 @@ def _seed_seconds(result: RunResult, seeds: list[int]) -> list[float]:
     return [float(sum(phases[str(s)].values())) for s in seeds if str(s) in phases and phases[str(s)]]
 
 
-def seconds_left(board: BoardDefinition, planned: list[PlannedEntry]) -> float | None:
-    """An estimate of the wall seconds the board's missing seeds take, one process each, from the seconds its
-    finished seeds recorded: an entry's own mean where it has finished seeds, else the board's mean over every
-    finished seed. None before any seed has recorded its time. Read it as the machine that made the files ran."""
+def entry_seconds_left(board: BoardDefinition, planned: list[PlannedEntry]) -> list[float | None]:
+    """Per entry, an estimate of the wall seconds its missing seeds take, one process each, from the seconds the
+    board's finished seeds recorded: the entry's own mean where it has finished seeds, else the board's mean over
+    every finished seed. None before any seed of the board has recorded its time. Read it as the machine that made
+    the files ran."""
     recorded = [t for p in planned for t in p.seed_seconds]
     if not recorded:
-        return None
+        return [None] * len(planned)
     board_mean = sum(recorded) / len(recorded)
-    left = 0.0
-    for p in planned:
-        missing = len(board.seeds) - p.seeds_done
-        own = sum(p.seed_seconds) / len(p.seed_seconds) if p.seed_seconds else board_mean
-        left += missing * own
-    return left
+    return [(len(board.seeds) - p.seeds_done) * (sum(p.seed_seconds) / len(p.seed_seconds) if p.seed_seconds
+                                                 else board_mean) for p in planned]
+
+
+def seconds_left(board: BoardDefinition, planned: list[PlannedEntry]) -> float | None:
+    """The board's estimate (:func:`entry_seconds_left`, summed); None before any seed has recorded its time."""
+    left = entry_seconds_left(board, planned)
+    return None if any(t is None for t in left) else sum(t for t in left if t is not None)
 
 
 def method_version(name: str) -> str:
