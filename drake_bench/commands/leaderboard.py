@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
                 states = [p.state for p in planned]
                 done = f"{states.count('done')}/{len(states)}"
                 seeds = f"{sum(p.seeds_done for p in planned)}/{len(planned) * len(b.seeds)}"
-                run = hours(sum(t for p in planned for t in p.seed_seconds) if any(p.seed_seconds for p in planned)
+                run = hours(sum(s for p in planned for s in p.seed_seconds) if any(p.seed_seconds for p in planned)
                             else None)
                 left = hours(seconds_left(b, planned))
             except DrakeBenchError as exc:
