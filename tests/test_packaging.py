@@ -74,9 +74,11 @@ def test_installed_wheel_imports_outside_the_source_tree(wheel, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
-    built = zipfile.ZipFile(wheel).namelist()
-    if "drake_bench/_built_from.txt" in built:  # the installed package names the commit its wheel was built from
-        recorded = zipfile.ZipFile(wheel).read("drake_bench/_built_from.txt").decode().strip()
+    from drake_bench.source_revision import BUILT_FROM
+
+    built = zipfile.ZipFile(wheel)
+    if f"drake_bench/{BUILT_FROM}" in built.namelist():  # the installed package names the commit its wheel was built from
+        recorded = built.read(f"drake_bench/{BUILT_FROM}").decode().strip()
         assert f"source {recorded}" in out.stdout, out.stdout
 
 

@@ -59,7 +59,7 @@ def entry_seconds_left(board: BoardDefinition, planned: list[PlannedEntry]) -> l
 def seconds_left(board: BoardDefinition, planned: list[PlannedEntry]) -> float | None:
     """The board's estimate (:func:`entry_seconds_left`, summed); None before any seed has recorded its time."""
     left = entry_seconds_left(board, planned)
-    return None if any(t is None for t in left) else sum(t for t in left if t is not None)
+    return None if None in left else sum(left)  # type: ignore[arg-type]  # all None or all numbers
 
 
 def method_version(name: str) -> str:
@@ -98,13 +98,13 @@ def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[Planne
                                        f"{recorded_probe_version(res.fl.extra.get('compute'))}, the evaluator's is "
                                        f"{PROBE_VERSION}: `drake-bench leaderboard reprobe {board.name}` keeps it if "
                                        "the current probe matches the same local steps, else move it away to rebuild")
-            elif res.status == "complete" and sorted(res.seeds) == board.seeds:
-                state, seeds_done = "done", len(board.seeds)
-                seconds = _seed_seconds(res, board.seeds)
             else:
-                state, why = "resume", f"{res.status}, seeds {res.seeds}"
-                seeds_done = len(set(res.seeds) & set(board.seeds))
-                seconds = _seed_seconds(res, sorted(set(res.seeds) & set(board.seeds)))
+                if res.status == "complete" and sorted(res.seeds) == board.seeds:
+                    state = "done"
+                else:
+                    state, why = "resume", f"{res.status}, seeds {res.seeds}"
+                held = sorted(set(res.seeds) & set(board.seeds))  # a partial file keeps its finished seeds
+                seeds_done, seconds = len(held), _seed_seconds(res, held)
         elif ckpt.is_dir() and any(ckpt.iterdir()):
             state, why = "resume", "checkpoints in " + str(ckpt)
         out.append(PlannedEntry(entry, version, folder, path, state, why, seeds_done, seconds))
