@@ -12,12 +12,17 @@ evaluator's calls (and with it every board's numbers) would need.
 Both paths run ``engine.predict`` on the same groups of fresh fedllm-synth items (seed 777, never the benchmark's
 splits) on a shipped tiny Llama with LoRA on every linear (adapters set to seeded random values, as after
 training); one torch thread, alternating over ``--repeats`` rounds. The table gives the median time of each, their
-ratio, the answers that differ and the mean Rouge-L of each path.
+ratio, the answers that differ and the mean Rouge-L of each path. ``--states`` takes trained adapters instead: a
+board checkpoint's round folder, whose ``client-N.safetensors`` (SFT's or FedIT's plain LoRA states) each go on the
+tiny Llama whose adapter they fit, and both paths answer the same groups with every listed client's model (times
+summed over the clients).
 
     python scripts/bench_predict_calls.py                      # tiny-llama-m, 100 groups of 2 items
     python scripts/bench_predict_calls.py --out /tmp/calls     # elsewhere than docs/performance/
+    python scripts/bench_predict_calls.py --clients 1,2,27,28 --name predict_calls_trained \
+        --states leaderboard/fedllm-synth-dynamic/runs/checkpoints/fedllm-synth/dynamic/sft/seed-0/round-0004
 
-Writes ``<out>/predict_calls.json`` and ``predict_calls.md``.
+Writes ``<out>/<name>.json`` and ``<name>.md`` (``--name``, default ``predict_calls``).
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--groups", type=int, default=100)
     ap.add_argument("--items-per-group", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--states", type=Path, help="a checkpoint round folder of plain LoRA client states")
+    ap.add_argument("--clients", default="1", help="comma-separated client ids whose states --states loads")
+    ap.add_argument("--name", default="predict_calls", help="file stem of the json and md written")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "performance")
     args = ap.parse_args(argv)
 
@@ -52,43 +60,64 @@ def main(argv: list[str] | None = None) -> None:
     from drake_bench.synth.loader import fresh_items
 
     torch.set_num_threads(1)
-    base, proc = load_base(args.model)
-    model = get_peft_model(base, lora_config())
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    models = []  # (label, peft model, processor)
+    if args.states is None:
+        base, proc = load_base(args.model)
+        model = get_peft_model(base, lora_config())
+        gen = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+        models.append((f"{args.model}, random adapters", model, proc))
+    else:
+        from peft import get_peft_model_state_dict, set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        bases = {name: get_peft_model(load_base(name)[0], lora_config()) for name in ("tiny-llama-s", "tiny-llama-m")}
+        for client in args.clients.split(","):
+            state = load_file(args.states / f"client-{client}.safetensors")
+            fits = [n for n, m in bases.items() if {k: v.shape for k, v in get_peft_model_state_dict(m).items()}
+                    == {k: v.shape for k, v in state.items()}]
+            if not fits:
+                raise SystemExit(f"{args.states}/client-{client}.safetensors fits no tiny Llama's LoRA adapter")
+            base, proc = load_base(fits[0])  # a model of its own per client
+            model = get_peft_model(base, lora_config())
+            set_peft_model_state_dict(model, state)
+            models.append((f"client {client} ({fits[0]})", model, proc))
     tasks = fedllm_synth_spec().tasks
     groups = [fresh_items(tasks[k % len(tasks)], args.items_per_group, seed=777 + k) for k in range(args.groups)]
     flat = [s for g in groups for s in g]
 
     def per_group() -> list[str]:
-        return [a for g in groups for a in engine.predict(model, proc, g)]
+        return [a for _, model, proc in models for g in groups for a in engine.predict(model, proc, g)]
 
     def one_call() -> list[str]:
-        return engine.predict(model, proc, flat)
+        return [a for _, model, proc in models for a in engine.predict(model, proc, flat)]
 
     paths = {"a call per group (today)": per_group, "one call per client": one_call}
     times, outputs = alternate(paths, args.repeats)
     today, batched = (outputs[name] for name in paths)
     differ = sum(a != b for a, b in zip(today, batched))
-    rouge = {name: float(np.mean(score_batch(outputs[name], flat))) for name in paths}
+    rouge = {name: float(np.mean(score_batch(outputs[name], flat * len(models)))) for name in paths}
     med = {name: statistics.median(v) for name, v in times.items()}
     ratio = med["a call per group (today)"] / med["one call per client"]
-    data = {"model": args.model, "groups": len(groups), "items_per_group": args.items_per_group,
+    label = "; ".join(m for m, _, _ in models)
+    data = {"models": label, "states": str(args.states) if args.states else None, "groups": len(groups),
+            "items_per_group": args.items_per_group,
             "repeats": args.repeats, "seconds": times, "median_seconds": med, "ratio_today_over_one_call": ratio,
-            "answers": len(flat), "answers_differing": differ, "mean_score": rouge}
+            "answers": len(today), "answers_differing": differ, "mean_score": rouge}
+    cmd = "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("/"))
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "predict_calls.json").write_text(json.dumps(data, indent=1) + "\n")
+    (args.out / f"{args.name}.json").write_text(json.dumps(data, indent=1) + "\n")
     lines = ["# Prediction calls: a call per (owner, task) group vs one call per client", "",
-             f"Generated by `python scripts/bench_predict_calls.py` (see its docstring): `{args.model}` with LoRA on "
+             f"Generated by `python scripts/bench_predict_calls.py{cmd}` (see its docstring): {label}, LoRA on "
              f"every linear, one torch thread, {len(groups)} groups of {args.items_per_group} fresh fedllm-synth "
              f"items, median of {args.repeats} alternating repeats.",
              "", "| path | median seconds | mean score |", "|:---|---:|---:|"]
     lines += [f"| {name} | {med[name]:.2f} | {rouge[name]:.4f} |" for name in paths]
-    lines += ["", f"Ratio today / one call: **{ratio:.2f}x**. Answers that differ: {differ} of {len(flat)}."]
-    (args.out / "predict_calls.md").write_text("\n".join(lines) + "\n")
+    lines += ["", f"Ratio today / one call: **{ratio:.2f}x**. Answers that differ: {differ} of {len(today)}."]
+    (args.out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
 
 
