@@ -23,9 +23,39 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_choice_scoring import alternate  # noqa: E402
+
+
+def random_lora_model(name: str) -> tuple[Any, Any]:
+    """A shipped tiny model with LoRA on every linear, its B matrices seeded random values (0.05 scale) so the
+    adapters change the answers, as trained ones do; returns (peft model, processor)."""
+    import torch
+    from peft import get_peft_model
+
+    from drake_bench.models import load_base
+    from drake_bench.models.adapters import lora_config
+
+    base, proc = load_base(name)
+    model = get_peft_model(base, lora_config())
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for param_name, p in model.named_parameters():
+            if "lora_B" in param_name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    return model, proc
+
+
+def fedllm_groups(n: int, items_per_group: int) -> list[list[Any]]:
+    """``n`` groups of fresh fedllm-synth items (seed 777 + k, never the benchmark's splits), one task after the
+    other, as the evaluator's (owner, task) groups come."""
+    from drake_bench.synth.definitions import fedllm_synth_spec
+    from drake_bench.synth.loader import fresh_items
+
+    tasks = fedllm_synth_spec().tasks
+    return [fresh_items(tasks[k % len(tasks)], items_per_group, seed=777 + k) for k in range(n)]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -38,28 +68,12 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     import torch
-    from peft import get_peft_model
 
-    from drake_bench.models import engine, load_base
-    from drake_bench.models.adapters import lora_config
-    from drake_bench.synth.definitions import fedllm_synth_spec
-    from drake_bench.synth.loader import fresh_items
+    from drake_bench.models import engine
 
     torch.set_num_threads(1)
-    base, proc = load_base(args.model)
-    model = get_peft_model(base, lora_config())
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
-    tasks = fedllm_synth_spec().tasks
-    groups = []
-    k = 0
-    while len(groups) < args.groups:
-        task = tasks[k % len(tasks)]
-        groups.append(fresh_items(task, args.items_per_group, seed=777 + k))
-        k += 1
+    model, proc = random_lora_model(args.model)
+    groups = fedllm_groups(args.groups, args.items_per_group)
     n_modules = sum(1 for _ in model.modules())
 
     def run() -> list[list[str]]:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_choice_scoring import alternate  # noqa: E402
+from bench_eval_mode import fedllm_groups, random_lora_model  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -51,42 +52,35 @@ def main(argv: list[str] | None = None) -> None:
 
     import numpy as np
     import torch
-    from peft import get_peft_model
 
     from drake_bench.evaluation.scoring import score_batch
-    from drake_bench.models import engine, load_base
-    from drake_bench.models.adapters import lora_config
-    from drake_bench.synth.definitions import fedllm_synth_spec
-    from drake_bench.synth.loader import fresh_items
+    from drake_bench.models import engine
 
     torch.set_num_threads(1)
     models = []  # (label, peft model, processor)
     if args.states is None:
-        base, proc = load_base(args.model)
-        model = get_peft_model(base, lora_config())
-        gen = torch.Generator().manual_seed(0)
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                if "lora_B" in name:
-                    p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
-        models.append((f"{args.model}, random adapters", model, proc))
+        models.append((f"{args.model}, random adapters", *random_lora_model(args.model)))
     else:
-        from peft import get_peft_model_state_dict, set_peft_model_state_dict
+        from peft import get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
         from safetensors.torch import load_file
 
-        bases = {name: get_peft_model(load_base(name)[0], lora_config()) for name in ("tiny-llama-s", "tiny-llama-m")}
+        from drake_bench.models import load_base
+        from drake_bench.models.adapters import lora_config
+
+        adapter_shapes = {}  # tiny Llama -> the shapes of its LoRA state, to tell which one a client's state fits
+        for name in ("tiny-llama-s", "tiny-llama-m"):
+            template = get_peft_model(load_base(name)[0], lora_config())
+            adapter_shapes[name] = {k: v.shape for k, v in get_peft_model_state_dict(template).items()}
         for client in args.clients.split(","):
             state = load_file(args.states / f"client-{client}.safetensors")
-            fits = [n for n, m in bases.items() if {k: v.shape for k, v in get_peft_model_state_dict(m).items()}
-                    == {k: v.shape for k, v in state.items()}]
+            fits = [n for n, shapes in adapter_shapes.items() if shapes == {k: v.shape for k, v in state.items()}]
             if not fits:
                 raise SystemExit(f"{args.states}/client-{client}.safetensors fits no tiny Llama's LoRA adapter")
             base, proc = load_base(fits[0])  # a model of its own per client
             model = get_peft_model(base, lora_config())
             set_peft_model_state_dict(model, state)
             models.append((f"client {client} ({fits[0]})", model, proc))
-    tasks = fedllm_synth_spec().tasks
-    groups = [fresh_items(tasks[k % len(tasks)], args.items_per_group, seed=777 + k) for k in range(args.groups)]
+    groups = fedllm_groups(args.groups, args.items_per_group)
     flat = [s for g in groups for s in g]
 
     def per_group() -> list[str]:
