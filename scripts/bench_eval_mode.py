@@ -31,7 +31,10 @@ from bench_choice_scoring import alternate  # noqa: E402
 
 def random_lora_model(name: str) -> tuple[Any, Any]:
     """A shipped tiny model with LoRA on every linear, its B matrices seeded random values (0.05 scale) so the
-    adapters change the answers, as trained ones do; returns (peft model, processor)."""
+    adapters change the answers, as trained ones do; returns (peft model, processor).
+
+    peft draws the A matrices from torch's global generator, so that draw runs under a forked, seeded one: the
+    same adapters in every process, and the caller's random state left as it was."""
     import torch
     from peft import get_peft_model
 
@@ -39,7 +42,9 @@ def random_lora_model(name: str) -> tuple[Any, Any]:
     from drake_bench.models.adapters import lora_config
 
     base, proc = load_base(name)
-    model = get_peft_model(base, lora_config())
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = get_peft_model(base, lora_config())
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for param_name, p in model.named_parameters():
