@@ -40,6 +40,7 @@ from .compute import ComputeProbe, probe_compute
 from .errors import DrakeBenchError
 from .evaluation.metrics import (AbsenceRecord, AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord,
                                  RawTables, ScoreRecord, ServerCostRecord)
+from .evaluation.judge import Judge, judged_scores, load_judge
 from .evaluation.scoring import score_batch
 from .guard import GuardedMethod
 from .isolation import MethodProcess, warm_forkserver
@@ -62,7 +63,7 @@ from .results import (
     write_result,
 )
 from .run_config import RunConfig
-from .sample import Sample
+from .sample import AnswerType, Sample
 from .scenarios import parse_scenario
 from .source_revision import drake_bench_source
 from .store import shard_path
@@ -237,6 +238,7 @@ class Evaluator:
         self._arch: dict[int, str] = {}
         self.checkpoints: dict[str, dict[str, Any]] = {}
         self.evaluation: EvaluationSettings | None = None
+        self._judge: Judge | None = None
         self.data_hash: str | None = None
         self.content_hash: str | None = None
         self.verified_files: dict[str, str] = {}
@@ -248,6 +250,23 @@ class Evaluator:
         drake_bench_source()
 
     # -- set-up ----------------------------------------------------------------
+    def judge(self) -> Judge:
+        """The run's judge (``RunConfig.judge``), loaded once."""
+        if self._judge is None:
+            assert self.config.judge is not None
+            free_text = [t.id for t in self.spec.tasks if t.answer_type == AnswerType.FREE_TEXT]
+            if not free_text:
+                raise DrakeBenchError(f"judge {self.config.judge!r}: benchmark {self.spec.name} has no free-text "
+                                      "tasks, and a judge rates free-text answers only")
+            self._judge = load_judge(self.config.judge, device=self.config.device)
+        return self._judge
+
+    def score(self, predictions: list[str], samples: list[Sample]) -> list[float]:
+        """Each answer's score: the judge's rating for free text when the run has a judge, the scoring rules else."""
+        if self.config.judge is None:
+            return score_batch(predictions, samples)
+        return judged_scores(self.judge(), predictions, samples)
+
     def _allocation(self) -> dict[int, str]:
         if self.spec.model_allocations:
             return self.spec.allocation(self.config.allocation)
@@ -264,6 +283,11 @@ class Evaluator:
             self.evaluation = EvaluationSettings(**settings)
         except Exception as exc:
             raise method.error("evaluation_settings", f"not valid EvaluationSettings: {exc}") from None
+        if self.evaluation.judge is not None:  # only a judge that rates here may be named in the result
+            raise method.error("evaluation_settings", f"names a judge ({self.evaluation.judge!r}): the judge is the "
+                                                      "evaluator's, chosen with RunConfig.judge (--judge)")
+        if self.config.judge is not None:
+            self.evaluation = self.evaluation.model_copy(update={"judge": self.judge().identity})
 
     def method_local_steps(self, method: GuardedMethod | MethodProcess, run_fed: FederatedData | None = None) -> int:
         """The run's local steps, or with ``compute_matched`` the steps the compute probe matched to SFT's FLOPs."""
@@ -509,7 +533,7 @@ class Evaluator:
         queries = [s.as_query(run.uid_key) for s in samples]
         run.access.asked(queries)
         preds = run.method.predict(ctx, state, queries)
-        return float(np.mean(score_batch(preds, samples))) if samples else 0.0
+        return float(np.mean(self.score(preds, samples))) if samples else 0.0
 
     def evaluate(self, run: SeedRun, states: dict[int, State], round_idx: int) -> list[ScoreRecord]:
         """Self and Others scores of every client's model after round ``round_idx``, on the tasks seen so far.
@@ -554,7 +578,7 @@ class Evaluator:
             for (j, task, role, samples), p in zip(mine, preds):
                 records.append(ScoreRecord(seed=run.seed, eval_round=round_idx + 1, client=job.client, task=task,
                                            owner=j, role=role, n=len(samples),
-                                           score=float(np.mean(score_batch(p, samples)))))
+                                           score=float(np.mean(self.score(p, samples)))))
         return records
 
     def save_checkpoint(self, run: SeedRun, completed_rounds: int) -> None:

@@ -123,6 +123,13 @@ class RunConfig(BaseModel):
         description="Flower backend: run on a deployed federation (a SuperLink and its SuperNodes) instead of the "
                     "simulation runtime; the name of its SuperLink connection in the Flower configuration "
                     "($FLWR_HOME/config.toml), submitted with `flwr run`. None: the simulation runtime.")
+    judge: str | None = Field(
+        default=None,
+        description="Rate free-text answers 1-10 against the reference with an LLM judge (the Fed-Aya protocol: the "
+                    "Aya paper's prompt, a rating r scores r/10) instead of Rouge-L: a causal LM by zoo name, Hub id "
+                    "or local path (greedy decoding, in the evaluator's process), or 'module:attribute' naming a "
+                    "judge of your own (drake_bench.evaluation.judge.Judge). The judge's identity is recorded as "
+                    "the result's evaluation.judge. None: Rouge-L, reproducible offline.")
     out: str = Field(default="runs", description="Output folder: checkpoints, result files, plots.")
     resume: bool = Field(default=True, description="Continue from the checkpoints in `out` (only the same run configuration).")
 

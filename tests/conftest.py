@@ -49,9 +49,10 @@ class ToyLoader:
                 id=f"{task.id}/{i:04d}",
                 images=[img] if task.images != "none" else [],
                 question=f"q {task.id} {i}",
-                choices=["yes", "no"],
-                answer="yes" if i % 2 else "no",
-                answer_type=AnswerType.YES_NO,
+                # free-text tasks (the judge's tests) get a sentence that names the row; every other task is yes/no
+                choices=[] if task.answer_type == AnswerType.FREE_TEXT else ["yes", "no"],
+                answer=f"row {i} of {task.id}" if task.answer_type == AnswerType.FREE_TEXT else "yes" if i % 2 else "no",
+                answer_type=task.answer_type if task.answer_type == AnswerType.FREE_TEXT else AnswerType.YES_NO,
                 task_id=task.id,
                 source=task.source.dataset,
             )

@@ -21,6 +21,7 @@ from rich.table import Table
 from ..errors import DrakeBenchError
 from ..run_config import RunConfig
 from ..runner import default_jobs
+from ..sample import AnswerType
 from ..console import print_table
 
 _err = Console(stderr=True)
@@ -38,7 +39,8 @@ OPTION_OF_FIELD = {"seeds": "--seeds", "rounds": "--rounds", "local_steps": "--l
                    "clients_per_round": "--clients-per-round", "backend": "--backend",
                    "client_batching": "--client-batching", "client_cpus": "--client-cpus",
                    "client_gpus": "--client-gpus", "flower_workers": "--flower-workers",
-                   "round_timeout": "--round-timeout", "superlink": "--superlink", "numerics": "--numerics"}
+                   "round_timeout": "--round-timeout", "superlink": "--superlink", "numerics": "--numerics",
+                   "judge": "--judge"}
 """RunConfig field -> the ``run`` option that sets it, so a bad value is reported by the name the user typed."""
 
 
@@ -130,6 +132,7 @@ def register(app: typer.Typer) -> None:
         flower_workers: Annotated[int | None, typer.Option(help=_help("flower_workers"))] = None,
         round_timeout: Annotated[float | None, typer.Option(help=_help("round_timeout"))] = None,
         superlink: Annotated[str | None, typer.Option(help=_help("superlink"))] = None,
+        judge: Annotated[str | None, typer.Option(help=_help("judge"))] = None,
         data_dir: Annotated[Path | None, typer.Option(help=_help("data_dir"))] = None,
         revision: Annotated[str | None, typer.Option(help=_help("revision"))] = None,
         set_: Annotated[list[str] | None, typer.Option(
@@ -161,6 +164,9 @@ def register(app: typer.Typer) -> None:
             repeated = sorted({n for n in names if names.count(n) > 1})
             if repeated:  # two runs of one method would write the same result file
                 raise typer.BadParameter(f"--methods lists {', '.join(repeated)} more than once")
+            if judge is not None and not any(t.answer_type == AnswerType.FREE_TEXT for t in spec.tasks):
+                raise typer.BadParameter(f"--judge: {spec.name} has no free-text tasks, and a judge rates free-text "
+                                         "answers only")
             per_method = method_settings(set_ or [], names)
             for name in names:
                 create_method(name, per_method[name])
@@ -177,7 +183,7 @@ def register(app: typer.Typer) -> None:
                     backend=backend,
                     client_cpus=client_cpus,
                     client_gpus=client_gpus, flower_workers=flower_workers, round_timeout=round_timeout,
-                    superlink=superlink,
+                    superlink=superlink, judge=judge,
                 )
                 for name in names
             ]
@@ -352,9 +358,9 @@ def _register_report(app: typer.Typer) -> None:
     ) -> None:
         """One board from result files written by separate runs: checked, then tabled and plotted together.
 
-        Refuses files whose benchmark (manifest or data hash) or scenario differ, or that ran one model
-        name on different weights (different weights_sha256, or a sha256 in one file and only a
-        pretraining recipe in the other): their numbers are not comparable, and a board must not mix
+        Refuses files whose benchmark (manifest or data hash), scenario or free-text scorer (an LLM judge or
+        Rouge-L) differ, or that ran one model name on different weights (different weights_sha256, or a
+        sha256 in one file and only a pretraining recipe in the other): their numbers are not comparable, and a board must not mix
         them silently. Results whose tiny models are identified by recipe only (made before the zoo
         shipped pinned weights) are said to be so. Refuses duplicates too: one file given twice (same
         path, or same content under two paths), two files of one method name, version and given settings
@@ -390,6 +396,9 @@ def _register_report(app: typer.Typer) -> None:
                 differs = benchmark_differences(first.benchmark, res.benchmark)
                 if first.scenario.tag != res.scenario.tag:
                     differs.append(f"scenario {res.scenario.tag!r} (not {first.scenario.tag!r})")
+                if first.evaluation.judge != res.evaluation.judge:  # ratings and Rouge-L are different scales
+                    differs.append(f"free text scored by {res.evaluation.judge or 'Rouge-L'!r} (not "
+                                   f"{first.evaluation.judge or 'Rouge-L'!r})")
                 if differs:
                     raise _fail(DrakeBenchError(f"{p} is not comparable with {first_path} on one board: "
                                                 + "; ".join(differs)))

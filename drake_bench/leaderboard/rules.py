@@ -32,7 +32,8 @@ RULES: dict[str, str] = {
     "seeds": f"the seed set is exactly the board's (at least {MIN_SEEDS} fixed seeds)",
     "last-round": "A_last is the score after the board's last round (evaluated at it for every seed), never a "
                   "best round selected afterwards",
-    "settings": "rounds, local steps, evaluation schedule, Others subsample and fast-adaptation settings are the board's",
+    "settings": "rounds, local steps, evaluation schedule, Others subsample and fast-adaptation settings are the "
+                "board's, and free text is scored by the offline rule (no LLM judge: evaluation.judge empty)",
     "compute-matched": "on a compute-matched board, the run carries the evaluator's current compute probe and ran the local "
                        "steps it matched to SFT's training FLOPs at the board's steps",
     "numerics": "the run's floating-point setting (run_config.numerics; none recorded: 'native') is the board's, so "
@@ -177,6 +178,9 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
         for k, v in checks.items():
             if rc.get(k) != v:
                 refuse("settings", f"run_config.{k} {rc.get(k)!r}, the board's is {v!r}")
+        if res.evaluation.judge is not None:  # a judge's ratings do not rerun offline, and no board is judged
+            refuse("settings", f"evaluation.judge {res.evaluation.judge!r}: a board scores free text with Rouge-L, "
+                               "which anyone can rerun offline")
         numerics = res.numerics or "native"  # every run before the setting existed computed natively
         if numerics != board.numerics:
             refuse("numerics", f"run_config.numerics {numerics!r}, the board's is {board.numerics!r}: the digits of "

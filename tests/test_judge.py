@@ -1,0 +1,187 @@
+"""The LLM-judge hook (drake_bench.evaluation.judge): ratings parsed as the Fed-Aya protocol prints them, free text
+rated by the run's judge in the evaluator's process, every other item scored by its own rule, the judge named in
+the result and in the run's fingerprint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from drake_bench.errors import DrakeBenchError
+from drake_bench.evaluation.judge import (
+    JUDGE_PROMPT,
+    Judge,
+    JudgeQuery,
+    judged_scores,
+    load_judge,
+    parse_rating,
+    rating_score,
+)
+from drake_bench.evaluator import RunConfig, run
+from drake_bench.manifest import manifest_dict, parse_manifest
+from drake_bench.sample import AnswerType, Sample
+
+from conftest import toy_spec
+
+
+class ConstantJudge:
+    """Rates every answer 7 and keeps what it was shown."""
+
+    identity = "constant-judge 1.0 (rates 7)"
+    shown: list[JudgeQuery] = []
+
+    def rate(self, queries):
+        ConstantJudge.shown.extend(queries)
+        return [7.0] * len(queries)
+
+
+class NotAJudge:
+    identity = ""
+
+
+def _sample(kind: AnswerType, answer: str, **kw) -> Sample:
+    return Sample(id=f"t/{answer}", question=f"question for {answer}", answer=answer, answer_type=kind,
+                  task_id="t", source="s", **kw)
+
+
+@pytest.mark.parametrize("text, rating", [
+    ("The answer is fluent. Rating: [[7]]", 7.0), ("[[10]]", 10.0), ("Rating: [[6.5]] and then [[2]]", 6.5),
+    ("Rating: 7", None), ("[[0]]", None), ("[[11]]", None), ("[[seven]]", None), ("", None)])
+def test_the_rating_is_the_first_double_bracketed_number_in_one_to_ten(text, rating):
+    assert parse_rating(text) == rating
+
+
+def test_the_prompt_is_the_aya_papers_with_the_three_slots():
+    assert JUDGE_PROMPT.startswith("[Instruction]\nPlease act as an impartial judge")
+    assert '"[[rating]]", for example: "Rating: [[5]]"' in JUDGE_PROMPT
+    filled = JUDGE_PROMPT.format(question="Q?", answer="A.", reference="R.")
+    assert filled.endswith("[Question]\nQ?\n[The Start of Assistant's Answer]\nA.\n[The End of Assistant's Answer]\n"
+                           "[Reference]\nR.")
+
+
+def test_free_text_is_rated_and_every_other_item_keeps_its_rule():
+    ConstantJudge.shown.clear()
+    samples = [_sample(AnswerType.FREE_TEXT, "a cat on a mat"), _sample(AnswerType.YES_NO, "yes", choices=["yes", "no"]),
+               _sample(AnswerType.FREE_TEXT, "two dogs")]
+    scores = judged_scores(ConstantJudge(), ["a cat", "no", "dogs"], samples)
+    assert scores == [pytest.approx(0.7), 0.0, pytest.approx(0.7)]  # the yes/no item is wrong by its own rule
+    assert ConstantJudge.shown == [JudgeQuery("question for a cat on a mat", "a cat", "a cat on a mat"),
+                                   JudgeQuery("question for two dogs", "dogs", "two dogs")]
+    assert rating_score(None) == 0.0 and rating_score(10) == 1.0
+
+
+def test_a_judge_that_breaks_the_contract_is_named():
+    class Short:
+        identity = "short"
+
+        def rate(self, queries):
+            return [5.0]
+
+    class OutOfRange(Short):
+        def rate(self, queries):
+            return [0.0] * len(queries)
+
+    two = [_sample(AnswerType.FREE_TEXT, "x"), _sample(AnswerType.FREE_TEXT, "y")]
+    with pytest.raises(DrakeBenchError, match="'short' returned 1 ratings for 2 answers"):
+        judged_scores(Short(), ["x", "y"], two)
+    with pytest.raises(DrakeBenchError, match=r"rated an answer 0.0: ratings are in \[1, 10\]"):
+        judged_scores(OutOfRange(), ["x", "y"], two)
+    with pytest.raises(DrakeBenchError, match="is not a judge: it needs an `identity`"):
+        load_judge(f"{__name__}:NotAJudge")
+    with pytest.raises(DrakeBenchError, match="cannot import 'Nope'"):
+        load_judge(f"{__name__}:Nope")
+    made = load_judge(f"{__name__}:ConstantJudge")  # a class is called with no arguments
+    assert isinstance(made, ConstantJudge) and isinstance(made, Judge)
+
+
+@pytest.fixture(scope="module")
+def toy_free_text(toy_loader, tmp_path_factory) -> tuple[str, str]:
+    """Two clients, each with one yes/no task and one free-text task."""
+    from drake_bench.build import build_benchmark
+
+    d = manifest_dict(toy_spec(n_clients=2, tasks_per_client=2, pool_size=8))
+    for task in d["tasks"]:
+        if task["id"].endswith("-t1"):
+            task["answer_type"] = AnswerType.FREE_TEXT.value
+            task["metric"] = "rouge_l"
+    d.pop("content_hash", None)
+    spec = parse_manifest(d, where="toy-free-text")
+    root = tmp_path_factory.mktemp("toyfree") / "built"
+    build_benchmark(spec, source_dir=None, out=root, show_progress=False)
+    path = tmp_path_factory.mktemp("manifest") / "toy-free-text.json"
+    path.write_text(json.dumps(manifest_dict(spec)))
+    return str(path), str(root)
+
+
+def _config(toy_free_text, out: Path, **kw) -> RunConfig:
+    manifest, root = toy_free_text
+    return RunConfig(benchmark=manifest, data_dir=root, method="majority-answer", scenario="static", seeds=[0], rounds=2, local_steps=1,
+                     numerics="native",
+                     isolation="inline", fast_adaptation=False, out=str(out), **kw)
+
+
+def test_a_judged_run_rates_free_text_records_its_judge_and_never_resumes_as_unjudged(toy_free_text, tmp_path):
+    ConstantJudge.shown.clear()
+    judged = run(_config(toy_free_text, tmp_path / "judged", judge=f"{__name__}:ConstantJudge"))
+    plain = run(_config(toy_free_text, tmp_path / "plain"))
+    assert judged.evaluation.judge == ConstantJudge.identity and plain.evaluation.judge is None
+    free = {t.id for t in parse_manifest(json.loads(Path(toy_free_text[0]).read_text()), where="t").tasks
+            if t.answer_type == AnswerType.FREE_TEXT}
+    assert free == {"c1-t1", "c2-t1"}
+    plain_scores = {(r.eval_round, r.client, r.owner, r.task): r.score for r in plain.raw.scores}
+    for r in judged.raw.scores:
+        if r.task in free:  # every free-text answer rated 7 by the judge
+            assert r.score == pytest.approx(0.7)
+        else:  # yes/no items scored by their rule, as without a judge
+            assert r.score == plain_scores[(r.eval_round, r.client, r.owner, r.task)]
+    assert ConstantJudge.shown and {q.reference.split(" of ")[1] for q in ConstantJudge.shown} == free
+    # ratings and Rouge-L are different scales: `report` refuses to table them together
+    from typer.testing import CliRunner
+
+    from drake_bench.cli import app
+
+    files = [str(next((tmp_path / name).rglob("result.json"))) for name in ("plain", "judged")]
+    shown = CliRunner().invoke(app, ["report", *files], env={"COLUMNS": "300"})
+    assert shown.exit_code != 0 and f"free text scored by {ConstantJudge.identity!r} (not 'Rouge-L')" in shown.output
+    # the judge is part of what the run computed: its result file never resumes into an unjudged run
+    with pytest.raises(DrakeBenchError, match="different run configuration"):
+        run(_config(toy_free_text, tmp_path / "judged"))
+
+
+def test_a_judge_on_a_benchmark_without_free_text_is_refused(toy, tmp_path):
+    manifest, root = toy
+    config = RunConfig(benchmark=manifest, data_dir=root, method="majority-answer", scenario="static", seeds=[0], rounds=2, local_steps=1,
+                     numerics="native",
+                       isolation="inline", fast_adaptation=False, out=str(tmp_path), judge=f"{__name__}:ConstantJudge")
+    with pytest.raises(DrakeBenchError, match="has no free-text tasks, and a judge rates free-text answers only"):
+        run(config)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_a_zoo_model_judges_through_the_same_hook():
+    """The model judge on the smallest shipped text model: it loads, prompts, decodes and parses (a tiny model
+    rarely writes a rating, so each one is None or in range), and its identity names the weights it loaded."""
+    judge = load_judge("tiny-llama-s")
+    queries = [JudgeQuery("What is 2 + 2?", "4", "Four."), JudgeQuery("Name a colour.", "blue", "Red.")]
+    replies = judge.judgements(queries)
+    assert len(replies) == 2 and all(isinstance(r, str) for r in replies)
+    ratings = judge.rate(queries)
+    assert [parse_rating(r) for r in replies] == ratings
+    identity = json.loads(judge.identity)
+    assert identity["model"] == "tiny-llama-s" and identity["decoding"]["do_sample"] is False
+    assert identity["weights"]  # the sha256 of the shipped checkpoint, or the pretraining recipe under tests
+
+
+def test_the_cli_refuses_a_judge_where_nothing_is_free_text_before_any_run_starts(toy, tmp_path):
+    from typer.testing import CliRunner
+
+    from drake_bench.cli import app
+
+    manifest, root = toy
+    result = CliRunner().invoke(app, ["run", "--benchmark", manifest, "--data-dir", root, "--methods", "majority-answer",
+                                      "--out", str(tmp_path), "--judge", f"{__name__}:ConstantJudge"],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code != 0 and "--judge: toy has no free-text tasks" in result.output
+    assert not any(tmp_path.iterdir())  # refused before anything was written
