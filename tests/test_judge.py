@@ -160,9 +160,12 @@ def test_a_judge_on_a_benchmark_without_free_text_is_refused(toy, tmp_path):
 
 
 @pytest.mark.usefixtures("one_torch_thread")
-def test_a_zoo_model_judges_through_the_same_hook():
+def test_a_zoo_model_judges_through_the_same_hook(monkeypatch):
     """The model judge on the smallest shipped text model: it loads, prompts, decodes and parses (a tiny model
     rarely writes a rating, so each one is None or in range), and its identity names the weights it loaded."""
+    from drake_bench.models.shipped import ENV_SOURCE, shipped_identity
+
+    monkeypatch.setenv(ENV_SOURCE, "shipped")  # the checked-in weights, as a user's run loads them (no pretraining)
     judge = load_judge("tiny-llama-s")
     queries = [JudgeQuery("What is 2 + 2?", "4", "Four."), JudgeQuery("Name a colour.", "blue", "Red.")]
     replies = judge.judgements(queries)
@@ -171,7 +174,7 @@ def test_a_zoo_model_judges_through_the_same_hook():
     assert [parse_rating(r) for r in replies] == ratings
     identity = json.loads(judge.identity)
     assert identity["model"] == "tiny-llama-s" and identity["decoding"]["do_sample"] is False
-    assert identity["weights"]  # the sha256 of the shipped checkpoint, or the pretraining recipe under tests
+    assert identity["weights"] == shipped_identity("tiny-llama-s")  # the sha256 of the checkpoint it loaded
 
 
 def test_the_cli_refuses_a_judge_where_nothing_is_free_text_before_any_run_starts(toy, tmp_path):
