@@ -188,3 +188,16 @@ def test_the_cli_refuses_a_judge_where_nothing_is_free_text_before_any_run_start
                                 env={"COLUMNS": "200"})
     assert result.exit_code != 0 and "--judge: toy has no free-text tasks" in result.output
     assert not any(tmp_path.iterdir())  # refused before anything was written
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_a_judge_from_a_local_folder_is_pinned_by_its_weight_files():
+    import hashlib
+
+    from drake_bench.models.shipped import verify_shipped
+
+    folder = verify_shipped("tiny-llama-s")
+    identity = json.loads(load_judge(str(folder)).identity)
+    files = identity["weights"]["safetensors_sha256"]
+    assert files and files == {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in folder.glob("*.safetensors")}
+

@@ -3,7 +3,9 @@ how ratings become scores and when the evaluator asks a judge)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 from typing import Sequence
 
 from ..evaluation.judge import JUDGE_PROMPT, JUDGE_PROMPT_SHA, JudgeQuery, parse_rating
@@ -30,6 +32,9 @@ class ModelJudge:
         commit = getattr(self.model.config, "_commit_hash", None)  # the Hub revision it came from, when it did
         if commit:
             weights = {**weights, "commit": commit}
+        if Path(model).is_dir():  # a local folder's name pins nothing: its weight files do
+            weights = {**weights, "safetensors_sha256": {
+                f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(Path(model).glob("*.safetensors"))}}
         self.identity = json.dumps({"model": model, "weights": weights, "prompt_sha256": JUDGE_PROMPT_SHA,
                                     "decoding": {"do_sample": False, "max_new_tokens": max_new_tokens}},
                                    sort_keys=True, separators=(",", ":"))
