@@ -573,12 +573,22 @@ class Evaluator:
             jobs.append(job)
             cells.append(mine)
         answers = self.clients.predict(run, jobs)
+        for job, mine, preds in zip(jobs, cells, answers):  # (the guard checks each call; this, what came back)
+            for (_, task, _, samples), p in zip(mine, preds, strict=True):
+                if len(p) != len(samples):  # one short answer list must not shift every later cell's scores
+                    raise DrakeBenchError(f"{self.config.method}: predict returned {len(p)} answers for "
+                                          f"{len(samples)} queries (client {job.client}, task {task})")
+        # every answer of the evaluation point scored in one call (a judge rates them in one batch), then cut back
+        # into the (client, owner, task) cells in order
+        flat_preds = [a for preds in answers for p in preds for a in p]
+        flat_samples = [s for mine in cells for (_, _, _, samples) in mine for s in samples]
+        scores = iter(self.score(flat_preds, flat_samples))
         records = []
         for job, mine, preds in zip(jobs, cells, answers):
             for (j, task, role, samples), p in zip(mine, preds):
+                cell = [next(scores) for _ in samples]
                 records.append(ScoreRecord(seed=run.seed, eval_round=round_idx + 1, client=job.client, task=task,
-                                           owner=j, role=role, n=len(samples),
-                                           score=float(np.mean(self.score(p, samples)))))
+                                           owner=j, role=role, n=len(samples), score=float(np.mean(cell))))
         return records
 
     def save_checkpoint(self, run: SeedRun, completed_rounds: int) -> None:

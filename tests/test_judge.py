@@ -31,8 +31,10 @@ class ConstantJudge:
 
     identity = "constant-judge 1.0 (rates 7)"
     shown: list[JudgeQuery] = []
+    calls = 0
 
     def rate(self, queries):
+        ConstantJudge.calls += 1
         ConstantJudge.shown.extend(queries)
         return [7.0] * len(queries)
 
@@ -124,6 +126,7 @@ def _config(toy_free_text, out: Path, **kw) -> RunConfig:
 
 def test_a_judged_run_rates_free_text_records_its_judge_and_never_resumes_as_unjudged(toy_free_text, tmp_path):
     ConstantJudge.shown.clear()
+    ConstantJudge.calls = 0
     judged = run(_config(toy_free_text, tmp_path / "judged", judge=f"{__name__}:ConstantJudge"))
     plain = run(_config(toy_free_text, tmp_path / "plain"))
     assert judged.evaluation.judge == ConstantJudge.identity and plain.evaluation.judge is None
@@ -137,6 +140,9 @@ def test_a_judged_run_rates_free_text_records_its_judge_and_never_resumes_as_unj
         else:  # yes/no items scored by their rule, as without a judge
             assert r.score == plain_scores[(r.eval_round, r.client, r.owner, r.task)]
     assert ConstantJudge.shown and {q.reference.split(" of ")[1] for q in ConstantJudge.shown} == free
+    # one batch per evaluation point: every client's answers on every task seen so far, together
+    assert ConstantJudge.calls == len(judged.fl.eval_rounds)
+    assert len(ConstantJudge.shown) == sum(r.n for r in judged.raw.scores if r.task in free)
     # ratings and Rouge-L are different scales: `report` refuses to table them together
     from typer.testing import CliRunner
 
