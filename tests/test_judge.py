@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from drake_bench.errors import DrakeBenchError
+from drake_bench.errors import DrakeBenchError, PluginError
 from drake_bench.evaluation.judge import (
     JUDGE_PROMPT,
     Judge,
@@ -20,7 +20,10 @@ from drake_bench.evaluation.judge import (
     rating_score,
 )
 from drake_bench.evaluator import RunConfig, run
+from drake_bench.examples.majority import MajorityAnswer
 from drake_bench.manifest import manifest_dict, parse_manifest
+from drake_bench.protocol import MethodMeta, ModelIdentity
+from drake_bench.registry import available_methods, register_method
 from drake_bench.sample import AnswerType, Sample
 
 from conftest import toy_spec
@@ -206,4 +209,23 @@ def test_a_judge_from_a_local_folder_is_pinned_by_its_weight_files():
     identity = json.loads(load_judge(str(folder)).identity)
     files = identity["weights"]["safetensors_sha256"]
     assert files and files == {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in folder.glob("*.safetensors")}
+
+
+class SelfJudged(MajorityAnswer):
+    """A method that claims a judge in its evaluation settings (only the evaluator may name one)."""
+
+    meta = MethodMeta(name="self-judged", version="1.0", summary="claims a judge it did not run")
+
+    def model_identity(self, model_name: str) -> ModelIdentity:
+        return ModelIdentity(architecture=model_name)
+
+    def evaluation_settings(self) -> dict:
+        return {"decoding": {}, "batch_size": 1, "prompt_template_version": "1", "judge": "my own judge"}
+
+
+def test_a_method_cannot_name_a_judge_in_its_evaluation_settings(toy_free_text, tmp_path):
+    if "self-judged" not in available_methods():
+        register_method(SelfJudged)
+    with pytest.raises(PluginError, match=r"names a judge \('my own judge'\): the judge is the evaluator's"):
+        run(_config(toy_free_text, tmp_path).model_copy(update={"method": "self-judged"}))
 
