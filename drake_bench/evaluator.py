@@ -103,6 +103,9 @@ checkpoint; training; aggregation; evaluation; checkpoint; post_federation; fast
 around its own steps in this invocation: a resumed seed counts only what ran after the resume. An execution field
 (``results.EXECUTION_FIELDS``): two runs of one configuration differ in it."""
 
+PREDICT_CALLS_KEY = "predict_calls"
+"""``evaluation.extra`` key of a run that asked each client once per evaluation point (``predict_per_client``)."""
+
 VERIFIED_KEY = "verified_files"
 """Checkpoint key of the shard hashes a seed verified in the rounds it has run (so a resumed seed keeps them)."""
 
@@ -288,6 +291,9 @@ class Evaluator:
                                                       "evaluator's, chosen with RunConfig.judge (--judge)")
         if self.config.judge is not None:
             self.evaluation = self.evaluation.model_copy(update={"judge": self.judge().identity})
+        if self.config.predict_per_client:  # other padding, so possibly other answers: a different evaluation
+            self.evaluation = self.evaluation.model_copy(
+                update={"extra": {**self.evaluation.extra, PREDICT_CALLS_KEY: "one per client"}})
 
     def method_local_steps(self, method: GuardedMethod | MethodProcess, run_fed: FederatedData | None = None) -> int:
         """The run's local steps, or with ``compute_matched`` the steps the compute probe matched to SFT's FLOPs."""
@@ -570,22 +576,24 @@ class Evaluator:
                     run.access.asked(queries)
                     job.groups.append(queries)
                     mine.append((j, task, role, samples))
+            if cfg.predict_per_client and job.groups:  # one call: the cells' queries in order, cut back below
+                job.groups = [[q for group in job.groups for q in group]]
             jobs.append(job)
             cells.append(mine)
         answers = self.clients.predict(run, jobs)
-        for job, mine, preds in zip(jobs, cells, answers):  # (the guard checks each call; this, what came back)
-            for (_, task, _, samples), p in zip(mine, preds, strict=True):
-                if len(p) != len(samples):  # one short answer list must not shift every later cell's scores
+        for job, preds in zip(jobs, answers):  # (the guard checks each call; this, what came back)
+            for queries, p in zip(job.groups, preds, strict=True):
+                if len(p) != len(queries):  # one short answer list must not shift every later cell's scores
                     raise DrakeBenchError(f"{self.config.method}: predict returned {len(p)} answers for "
-                                          f"{len(samples)} queries (client {job.client}, task {task})")
+                                          f"{len(queries)} queries (client {job.client})")
         # every answer of the evaluation point scored in one call (a judge rates them in one batch), then cut back
         # into the (client, owner, task) cells in order
         flat_preds = [a for preds in answers for p in preds for a in p]
         flat_samples = [s for mine in cells for (_, _, _, samples) in mine for s in samples]
         scores = iter(self.score(flat_preds, flat_samples))
         records = []
-        for job, mine, preds in zip(jobs, cells, answers):
-            for (j, task, role, samples), p in zip(mine, preds):
+        for job, mine in zip(jobs, cells):
+            for j, task, role, samples in mine:
                 cell = [next(scores) for _ in samples]
                 records.append(ScoreRecord(seed=run.seed, eval_round=round_idx + 1, client=job.client, task=task,
                                            owner=j, role=role, n=len(samples), score=float(np.mean(cell))))

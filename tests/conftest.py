@@ -199,6 +199,29 @@ def toy_mixed(toy_loader, tmp_path_factory) -> tuple[str, str]:
     return str(path), str(root)
 
 
+@pytest.fixture(scope="session")
+def toy_free_text(toy_loader, tmp_path_factory) -> tuple[str, str]:
+    """Two clients, each with one yes/no task and one free-text task (the judge's and the evaluator's tests).
+
+    Returns (manifest path, built root)."""
+    import json
+
+    from drake_bench.build import build_benchmark
+
+    d = manifest_dict(toy_spec(n_clients=2, tasks_per_client=2, pool_size=8))
+    for task in d["tasks"]:
+        if task["id"].endswith("-t1"):
+            task["answer_type"] = AnswerType.FREE_TEXT.value
+            task["metric"] = "rouge_l"
+    d.pop("content_hash", None)
+    spec = parse_manifest(d, where="toy-free-text")
+    root = tmp_path_factory.mktemp("toyfree") / "built"
+    build_benchmark(spec, source_dir=None, out=root, show_progress=False)
+    path = tmp_path_factory.mktemp("manifest") / "toy-free-text.json"
+    path.write_text(json.dumps(manifest_dict(spec)))
+    return str(path), str(root)
+
+
 # ---------------------------------------------------------------------- tiny pretraining cache
 from drake_bench.models import pretrain as _pretrain  # noqa: E402
 from drake_bench.models.testing import toy_samples  # noqa: E402

@@ -21,12 +21,11 @@ from drake_bench.evaluation.judge import (
 )
 from drake_bench.evaluator import RunConfig, run
 from drake_bench.examples.majority import MajorityAnswer
-from drake_bench.manifest import manifest_dict, parse_manifest
+from drake_bench.manifest import parse_manifest
 from drake_bench.protocol import MethodMeta, ModelIdentity
 from drake_bench.registry import available_methods, register_method
 from drake_bench.sample import AnswerType, Sample
 
-from conftest import toy_spec
 
 
 class ConstantJudge:
@@ -99,25 +98,6 @@ def test_a_judge_that_breaks_the_contract_is_named():
         load_judge(f"{__name__}:Nope")
     made = load_judge(f"{__name__}:ConstantJudge")  # a class is called with no arguments
     assert isinstance(made, ConstantJudge) and isinstance(made, Judge)
-
-
-@pytest.fixture(scope="module")
-def toy_free_text(toy_loader, tmp_path_factory) -> tuple[str, str]:
-    """Two clients, each with one yes/no task and one free-text task."""
-    from drake_bench.build import build_benchmark
-
-    d = manifest_dict(toy_spec(n_clients=2, tasks_per_client=2, pool_size=8))
-    for task in d["tasks"]:
-        if task["id"].endswith("-t1"):
-            task["answer_type"] = AnswerType.FREE_TEXT.value
-            task["metric"] = "rouge_l"
-    d.pop("content_hash", None)
-    spec = parse_manifest(d, where="toy-free-text")
-    root = tmp_path_factory.mktemp("toyfree") / "built"
-    build_benchmark(spec, source_dir=None, out=root, show_progress=False)
-    path = tmp_path_factory.mktemp("manifest") / "toy-free-text.json"
-    path.write_text(json.dumps(manifest_dict(spec)))
-    return str(path), str(root)
 
 
 def _config(toy_free_text, out: Path, **kw) -> RunConfig:

@@ -195,8 +195,11 @@ def test_a_submission_of_the_example_plugin_passes_and_tampered_ones_are_refused
     def judged(d):  # noqa: ANN001  (free text rated by an LLM judge: not rerunnable offline, not a board's scale)
         d["evaluation"]["judge"] = "some-judge 1.0"
 
+    def per_client(d):  # noqa: ANN001  (asked once per client: other padding than the board's runs)
+        d["evaluation"]["extra"]["predict_calls"] = "one per client"
+
     for name, edit, rule in (("score", score, "recompute"), ("hash", data_hash, "benchmark"), ("seeds", two_seeds, "seeds"),
-                             ("judge", judged, "settings")):
+                             ("judge", judged, "settings"), ("per-client", per_client, "settings")):
         refusals = tampered(name, edit)
         assert rule in {r.rule for r in refusals}, (name, [str(r) for r in refusals])
         assert all(r.file.endswith("result.json") for r in refusals if r.rule == rule)

@@ -40,7 +40,7 @@ OPTION_OF_FIELD = {"seeds": "--seeds", "rounds": "--rounds", "local_steps": "--l
                    "client_batching": "--client-batching", "client_cpus": "--client-cpus",
                    "client_gpus": "--client-gpus", "flower_workers": "--flower-workers",
                    "round_timeout": "--round-timeout", "superlink": "--superlink", "numerics": "--numerics",
-                   "judge": "--judge"}
+                   "judge": "--judge", "predict_per_client": "--predict-per-client"}
 """RunConfig field -> the ``run`` option that sets it, so a bad value is reported by the name the user typed."""
 
 
@@ -125,6 +125,7 @@ def register(app: typer.Typer) -> None:
         participation: Annotated[float | None, typer.Option(help=_help("participation"))] = None,
         clients_per_round: Annotated[int | None, typer.Option(help=_help("clients_per_round"))] = None,
         client_batching: Annotated[bool, typer.Option(help=_help("client_batching"))] = False,
+        predict_per_client: Annotated[bool, typer.Option(help=_help("predict_per_client"))] = False,
         numerics: Annotated[str, typer.Option(help=_help("numerics"))] = "portable",
         backend: Annotated[str, typer.Option(help=_help("backend"))] = "default",
         client_cpus: Annotated[float, typer.Option(help=_help("client_cpus"))] = 1.0,
@@ -180,6 +181,7 @@ def register(app: typer.Typer) -> None:
                     data_dir=str(data_dir) if data_dir else None, revision=revision, method_config=per_method[name],
                     call_timeout=call_timeout, isolation=isolation, participation=participation,
                     clients_per_round=clients_per_round, client_batching=client_batching, numerics=numerics,
+                    predict_per_client=predict_per_client,
                     backend=backend,
                     client_cpus=client_cpus,
                     client_gpus=client_gpus, flower_workers=flower_workers, round_timeout=round_timeout,

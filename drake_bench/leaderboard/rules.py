@@ -33,7 +33,8 @@ RULES: dict[str, str] = {
     "last-round": "A_last is the score after the board's last round (evaluated at it for every seed), never a "
                   "best round selected afterwards",
     "settings": "rounds, local steps, evaluation schedule, Others subsample and fast-adaptation settings are the "
-                "board's, and free text is scored by the offline rule (no LLM judge: evaluation.judge empty)",
+                "board's, free text is scored by the offline rule (no LLM judge: evaluation.judge empty) and each "
+                "client is asked once per (owner, task) group (no evaluation.extra.predict_calls)",
     "compute-matched": "on a compute-matched board, the run carries the evaluator's current compute probe and ran the local "
                        "steps it matched to SFT's training FLOPs at the board's steps",
     "numerics": "the run's floating-point setting (run_config.numerics; none recorded: 'native') is the board's, so "
@@ -178,6 +179,10 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
         for k, v in checks.items():
             if rc.get(k) != v:
                 refuse("settings", f"run_config.{k} {rc.get(k)!r}, the board's is {v!r}")
+        if res.evaluation.extra.get("predict_calls"):  # evaluator.PREDICT_CALLS_KEY (rules do not import the evaluator)
+            refuse("settings", f"evaluation.extra.predict_calls {res.evaluation.extra['predict_calls']!r}: the board's "
+                               "runs ask each client once per (owner, task) group, and a call's batch sets the padding "
+                               "its answers are decoded with")
         if res.evaluation.judge is not None:  # a judge's ratings do not rerun offline, and no board is judged
             refuse("settings", f"evaluation.judge {res.evaluation.judge!r}: a board scores free text with Rouge-L, "
                                "which anyone can rerun offline")
