@@ -362,8 +362,8 @@ def _register_report(app: typer.Typer) -> None:
 
         Refuses files whose benchmark (manifest or data hash), scenario or free-text scorer (an LLM judge or
         Rouge-L) differ, or that ran one model name on different weights (different weights_sha256, or a
-        sha256 in one file and only a pretraining recipe in the other): their numbers are not comparable, and a board must not mix
-        them silently. Results whose tiny models are identified by recipe only (made before the zoo
+        sha256 in one file and only a pretraining recipe in the other): their numbers are not comparable, and a
+        board must not mix them silently. Results whose tiny models are identified by recipe only (made before the zoo
         shipped pinned weights) are said to be so. Refuses duplicates too: one file given twice (same
         path, or same content under two paths), two files of one method name, version and given settings
         (``--set``; a row is labelled with them, e.g. ``fedrpca 1.0 (beta=1)``), or two

@@ -6,8 +6,8 @@ paid API judge is neither reproducible (the model behind a name changes) nor ava
 scores free text with Rouge-L by default (docs/design-notes.md#offline-judge) and takes a judge only when a run
 asks for one (``RunConfig.judge``, ``drake-bench run --judge``):
 
-* a causal LM by zoo name, Hub id or local path (:class:`drake_bench.models.judge.ModelJudge`: the prompt below, the tokenizer's chat
-  template when it has one, greedy decoding), whose identity records the weights it loaded;
+* a causal LM by zoo name, Hub id or local path (:class:`drake_bench.models.judge.ModelJudge`: the prompt below,
+  the tokenizer's chat template when it has one, greedy decoding), whose identity records the weights it loaded;
 * any object with an ``identity`` and a ``rate`` method (:class:`Judge`), named ``module:attribute`` (a class or
   a function is called with no arguments), e.g. a client of an API judge a lab runs.
 
