@@ -126,6 +126,10 @@ def test_a_judged_run_rates_free_text_records_its_judge_and_never_resumes_as_unj
     # one batch per evaluation point: every client's answers on every task seen so far, together
     assert ConstantJudge.calls == len(judged.fl.eval_rounds)
     assert len(ConstantJudge.shown) == sum(r.n for r in judged.raw.scores if r.task in free)
+    from drake_bench.evaluation.table import summary_markdown
+
+    assert f"Free text rated by an LLM judge (majority-answer 1.0: {ConstantJudge.identity})" in summary_markdown([judged])
+    assert "LLM judge" not in summary_markdown([plain])
     # ratings and Rouge-L are different scales: `report` refuses to table them together
     from typer.testing import CliRunner
 

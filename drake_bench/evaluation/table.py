@@ -159,7 +159,18 @@ def summary_markdown(results: Sequence["RunResult"]) -> str:
         text += ("\nTraining compute as the evaluator's probe counted it (FLOPs of matrix products and attention, "
                  "forward and backward), relative to SFT at the benchmark's local steps; training TFLOPs at the steps "
                  "the method ran, setup and any post-federation stage included.\n\n" + _markdown(COMPUTE_HEADERS, compute))
-    return text + numerics_note(results)
+    return text + numerics_note(results) + judge_note(results)
+
+
+def judge_note(results: Sequence["RunResult"]) -> str:
+    """A paragraph naming the LLM judge that rated the free-text answers (``RunConfig.judge``), since its scores are
+    ratings, not Rouge-L; empty when no result was judged."""
+    judged = [(r.label, r.evaluation.judge) for r in results if r.evaluation.judge]
+    if not judged:
+        return ""
+    body = "; ".join(f"{label}: {judge}" for label, judge in judged)
+    return (f"\nFree text rated by an LLM judge ({body}): a rating r in 1-10 scores r/10, so these columns show the "
+            "1-10 scale x10 (docs/concepts.md, 'Scoring').\n")
 
 
 def numerics_note(results: Sequence["RunResult"]) -> str:
