@@ -171,6 +171,21 @@ def toy_built(tmp_path_factory: pytest.TempPathFactory, toy_loader: ToyLoader) -
     return spec, root
 
 
+def build_toy(manifest: dict, name: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """Build a toy manifest a fixture edited (its stale ``content_hash`` dropped and stamped again) and write the
+    manifest beside it: (manifest path, built root), what RunConfig's benchmark and data_dir take."""
+    import json
+
+    from drake_bench.build import build_benchmark
+
+    spec = parse_manifest({k: v for k, v in manifest.items() if k != "content_hash"}, where=name)
+    root = tmp_path_factory.mktemp(name) / "built"
+    build_benchmark(spec, source_dir=None, out=root, show_progress=False)
+    path = tmp_path_factory.mktemp("manifest") / f"{name}.json"
+    path.write_text(json.dumps(manifest_dict(spec)))
+    return str(path), str(root)
+
+
 MIXED_ALLOCATION = {"1": "tiny-llava-llama-s", "2": "tiny-llava-qwen2-s", "3": "tiny-llava-llama-m", "4": "tiny-llava-qwen2-s"}
 
 
@@ -181,22 +196,13 @@ def toy_mixed(toy_loader, tmp_path_factory) -> tuple[str, str]:
     Returns (manifest path, built root). Methods run on it with ``model_loader="testing"``
     (random tiny models, no pretraining), so a whole federation takes seconds.
     """
-    import json
-
-    from drake_bench.build import build_benchmark
     from drake_bench.spec import ModelAllocation
 
     d = manifest_dict(toy_spec(n_clients=4, tasks_per_client=2, pool_size=10))
     d["model_allocations"] = {"mix": ModelAllocation(description="two families, two sizes", source="test",
                                                       clients=MIXED_ALLOCATION).model_dump(mode="json")}
     d["default_allocation"] = "mix"
-    d.pop("content_hash", None)
-    spec = parse_manifest(d, where="toy-mixed")
-    root = tmp_path_factory.mktemp("toymixed") / "built"
-    build_benchmark(spec, source_dir=None, out=root, show_progress=False)
-    path = tmp_path_factory.mktemp("manifest") / "toy-mixed.json"
-    path.write_text(json.dumps(manifest_dict(spec)))
-    return str(path), str(root)
+    return build_toy(d, "toy-mixed", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
@@ -204,22 +210,12 @@ def toy_free_text(toy_loader, tmp_path_factory) -> tuple[str, str]:
     """Two clients, each with one yes/no task and one free-text task (the judge's and the evaluator's tests).
 
     Returns (manifest path, built root)."""
-    import json
-
-    from drake_bench.build import build_benchmark
-
     d = manifest_dict(toy_spec(n_clients=2, tasks_per_client=2, pool_size=8))
     for task in d["tasks"]:
         if task["id"].endswith("-t1"):
             task["answer_type"] = AnswerType.FREE_TEXT.value
             task["metric"] = "rouge_l"
-    d.pop("content_hash", None)
-    spec = parse_manifest(d, where="toy-free-text")
-    root = tmp_path_factory.mktemp("toyfree") / "built"
-    build_benchmark(spec, source_dir=None, out=root, show_progress=False)
-    path = tmp_path_factory.mktemp("manifest") / "toy-free-text.json"
-    path.write_text(json.dumps(manifest_dict(spec)))
-    return str(path), str(root)
+    return build_toy(d, "toy-free-text", tmp_path_factory)
 
 
 # ---------------------------------------------------------------------- tiny pretraining cache

@@ -29,7 +29,7 @@ import torch
 
 from drake_bench.evaluation.metrics import PostFederationCostRecord, ScoreRecord, seed_summary
 from drake_bench.evaluator import RunConfig, run
-from drake_bench.manifest import manifest_dict, parse_manifest
+from drake_bench.manifest import manifest_dict
 from drake_bench.methods.tap import aggregation, history, keys
 from drake_bench.methods.tap.distill import distill_loss
 from drake_bench.methods.tap.experts import activate, adapter_parameters, rest, trainable
@@ -44,7 +44,7 @@ from drake_bench.registry import available_methods, create_method, register_meth
 from drake_bench.results import check_result
 from drake_bench.sample import AnswerType, MethodSample
 
-from conftest import torch_threads, toy_spec
+from conftest import build_toy, torch_threads, toy_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -335,7 +335,6 @@ def test_stage2_with_beta_zero_is_plain_local_fine_tuning_of_the_personal_copy(t
 def toy_pair(toy_loader, tmp_path_factory) -> tuple[str, str]:
     """Two clients of one text-only yes/no task each on the tiny text Llama: the smallest federation the evaluator
     runs (a text benchmark: 10 components, no vision tower)."""
-    from drake_bench.build import build_benchmark
     from drake_bench.spec import ModelAllocation
 
     d = manifest_dict(toy_spec(n_clients=2, tasks_per_client=1, pool_size=6))
@@ -346,13 +345,7 @@ def toy_pair(toy_loader, tmp_path_factory) -> tuple[str, str]:
     d["model_allocations"] = {"pair": ModelAllocation(description="one model", source="test", clients=alloc
                                                       ).model_dump(mode="json")}
     d["default_allocation"] = "pair"
-    d.pop("content_hash", None)
-    spec = parse_manifest(d, where="toy-pair")
-    root = tmp_path_factory.mktemp("toypair") / "built"
-    build_benchmark(spec, source_dir=None, out=root, show_progress=False)
-    path = tmp_path_factory.mktemp("manifest") / "toy-pair.json"
-    path.write_text(json.dumps(manifest_dict(spec)))
-    return str(path), str(root)
+    return build_toy(d, "toy-pair", tmp_path_factory)
 
 
 def _run(name: str, manifest: str, root: str, out: Path, rounds: int, **config):
