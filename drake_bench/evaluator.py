@@ -54,6 +54,7 @@ from .results import (
     FLSettings,
     MethodRef,
     ModelAllocationRef,
+    PREDICT_CALLS_KEY,
     RESULT_FILE,
     RunResult,
     ScenarioRef,
@@ -102,9 +103,6 @@ PHASE_SECONDS_KEY = "phase_seconds"
 checkpoint; training; aggregation; evaluation; checkpoint; post_federation; fast_adaptation). Timed by the evaluator
 around its own steps in this invocation: a resumed seed counts only what ran after the resume. An execution field
 (``results.EXECUTION_FIELDS``): two runs of one configuration differ in it."""
-
-PREDICT_CALLS_KEY = "predict_calls"
-"""``evaluation.extra`` key of a run that asked each client once per evaluation point (``predict_per_client``)."""
 
 VERIFIED_KEY = "verified_files"
 """Checkpoint key of the shard hashes a seed verified in the rounds it has run (so a resumed seed keeps them)."""

@@ -197,6 +197,11 @@ class FLSettings(StrictModel):
         return data
 
 
+PREDICT_CALLS_KEY = "predict_calls"
+"""``evaluation.extra`` key of a run that asked each client once per evaluation point (``RunConfig.predict_per_client``):
+the evaluator writes it, the board rules refuse it."""
+
+
 class EvaluationSettings(StrictModel):
     """Every knob that moves scores, so two results are compared only when they were scored alike."""
 

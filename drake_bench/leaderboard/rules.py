@@ -19,7 +19,7 @@ from typing import Any
 from ..access import DATA_ACCESS_KEY
 from ..compute import PROBE_VERSION, probe_is_current, recorded_probe_version
 from ..errors import DrakeBenchError
-from ..results import (WEIGHTS_SHA256, RunResult, benchmark_differences, check_result,
+from ..results import (PREDICT_CALLS_KEY, WEIGHTS_SHA256, RunResult, benchmark_differences, check_result,
                        provenance_problems, read_result, weights_conflicts)
 from .boards import MIN_SEEDS, BoardDefinition
 
@@ -179,10 +179,10 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
         for k, v in checks.items():
             if rc.get(k) != v:
                 refuse("settings", f"run_config.{k} {rc.get(k)!r}, the board's is {v!r}")
-        if res.evaluation.extra.get("predict_calls"):  # evaluator.PREDICT_CALLS_KEY (rules do not import the evaluator)
-            refuse("settings", f"evaluation.extra.predict_calls {res.evaluation.extra['predict_calls']!r}: the board's "
-                               "runs ask each client once per (owner, task) group, and a call's batch sets the padding "
-                               "its answers are decoded with")
+        if res.evaluation.extra.get(PREDICT_CALLS_KEY):
+            refuse("settings", f"evaluation.extra.{PREDICT_CALLS_KEY} {res.evaluation.extra[PREDICT_CALLS_KEY]!r}: "
+                               "the board's runs ask each client once per (owner, task) group, and a call's batch "
+                               "sets the padding its answers are decoded with")
         if res.evaluation.judge is not None:  # a judge's ratings do not rerun offline, and no board is judged
             refuse("settings", f"evaluation.judge {res.evaluation.judge!r}: a board scores free text with Rouge-L, "
                                "which anyone can rerun offline")
