@@ -43,19 +43,58 @@ def split_sizes(n: int, rule: SubsamplingRule) -> tuple[int, int]:
     return n_train, n - n_train
 
 
-def subsample(pool: Sequence[Sample], rule: SubsamplingRule, task_id: str) -> tuple[list[Sample], list[Sample]]:
-    """Disjoint seeded train/test draws. Pools are first sorted by id so that loader order never matters."""
+def _seeded_order(pool: Sequence[Sample], rule: SubsamplingRule, task_id: str) -> list[Sample]:
+    """The pool in the task's seeded order. Pools are first sorted by id so that loader order never matters."""
     items = sorted(pool, key=lambda s: s.id)
     ids = [s.id for s in items]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
         raise SourceError(f"task {task_id!r}: duplicate item ids from the source, e.g. {dup}")
-    n_train, n_test = split_sizes(len(items), rule)
     seed = np.frombuffer(task_id.encode().ljust(8, b"\0")[:8], dtype=np.uint64)[0]
     perm = np.random.default_rng([rule.seed, int(seed) % (2**63)]).permutation(len(items))
-    train = [items[i] for i in perm[:n_train]]
-    test = [items[i] for i in perm[n_train : n_train + n_test]]
-    return train, test
+    return [items[i] for i in perm]
+
+
+def subsample(pool: Sequence[Sample], rule: SubsamplingRule, task_id: str) -> tuple[list[Sample], list[Sample]]:
+    """Disjoint seeded train/test draws."""
+    items = _seeded_order(pool, rule, task_id)
+    n_train, n_test = split_sizes(len(items), rule)
+    return items[:n_train], items[n_train : n_train + n_test]
+
+
+def train_only_size(n: int, rule: SubsamplingRule) -> int:
+    """Training size of a task whose test split comes from an external evaluation set: the whole pool, or the large
+    rule's training draw (10k) when the pool is large. Nothing is held out, since nothing of the pool is tested."""
+    return rule.train if n >= rule.large_threshold else n
+
+
+def _external_test(task: TaskSpec, source_dir: Path | None, check_expected: bool) -> list[Sample]:
+    """The test split of a task with a ``test_source``: every item its loader yields (after the rule's own
+    ``max_items`` cap, if any), sorted by id, each tagged with the scorer the manifest names (``meta["scorer"]``) so
+    the built shard says how it is scored wherever it travels (the Hub, a user's stream)."""
+    from .loaders import get_loader
+    from .loaders._common import recording
+    from .sources import check_pool_size
+
+    view = task.as_test_source()
+    scorer = view.source.scorer  # type: ignore[attr-defined]
+    loader = get_loader(view.source.loader)
+    try:
+        with recording() as files_read:
+            items = list(loader.load(view, source_dir))
+    except DrakeBenchError:
+        raise
+    except Exception as exc:
+        where = f" under {source_dir}" if source_dir else ""
+        raise SourceError(f"task {task.id!r}: test source loader {loader.name!r} failed reading its source{where}: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    check_pool_size(view, loader, len(items), files_read, source_dir, check_expected=check_expected)
+    ids = [s.id for s in items]
+    if len(set(ids)) != len(ids):
+        raise SourceError(f"task {task.id!r}: duplicate item ids from its test source {view.source.dataset!r}")
+    if scorer != "item":
+        items = [s.model_copy(update={"meta": {**s.meta, "scorer": scorer}}) for s in items]
+    return sorted(items, key=lambda s: s.id)
 
 
 def task_recipe(spec: BenchmarkSpec, task: TaskSpec, extra: dict | None = None) -> str:
@@ -136,10 +175,20 @@ def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, roo
     for s in pool:
         if s.task_id != task.id:
             raise SourceError(f"task {task.id!r}: loader {loader.name!r} yielded an item of task {s.task_id!r}")
-    train, test = subsample(pool, spec.subsampling, task.id)
+    pool_note: dict[str, int] = {}
+    if task.test_source is None:
+        train, test = subsample(pool, spec.subsampling, task.id)
+    else:
+        test = _external_test(task, source_dir, check_expected)
+        # Items are keyed by their text, so a training item with a test item's id asks the same question: it is
+        # dropped from training (decontamination) rather than let the model see a test question with its answer.
+        tested = {s.id for s in test}
+        kept = [s for s in pool if s.id not in tested]
+        train = _seeded_order(kept, spec.subsampling, task.id)[: train_only_size(len(kept), spec.subsampling)]
+        pool_note = {"decontaminated": len(pool) - len(kept)}
     write_split(root, task.id, "train", train, spec.storage)
     write_split(root, task.id, "test", test, spec.storage)
-    sizes = {"pool": len(pool), "train": len(train), "test": len(test)}
+    sizes = {"pool": len(pool), "train": len(train), "test": len(test), **pool_note}
     (root / "data" / task.id / DONE_MARK).write_text(json.dumps({**sizes, "recipe": recipe or task_recipe(spec, task)}))
     return sizes
 
@@ -191,7 +240,8 @@ def _build_locked(spec: BenchmarkSpec, root: Path, source_dir: str | Path | None
         from .loaders import get_loader
         from .sources import warn_unconfirmed
 
-        warn_unconfirmed({t.source.loader: get_loader(t.source.loader) for t in wanted}.values())
+        used = [t.source.loader for t in wanted] + [t.test_source.loader for t in wanted if t.test_source is not None]
+        warn_unconfirmed({name: get_loader(name) for name in used}.values())
     for task in progress(wanted, description=f"building {spec.name}", enabled=show_progress):
         recipe = task_recipe(spec, task, recipe_extra)
         if resume and _task_done(root, task.id, recipe):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SourceError
-from .spec import BenchmarkSpec, TaskSpec
+from .spec import BenchmarkSpec, TaskSpec, TestSourceSpec
 
 EXPECTED_FRACTION = 0.5
 """A pool below this fraction of the manifest's ``expected_items`` is "far fewer": an error, not a smaller benchmark."""
@@ -169,10 +169,13 @@ def check_sources(benchmark: str | BenchmarkSpec, source_dir: str | Path, tasks:
     if not src.is_dir():
         raise SourceError(f"source folder {src} does not exist")
     wanted = [spec.task(t) for t in tasks] if tasks else list(spec.tasks)
+    # a task tested on a published evaluation set reads two sources: its own, then the test source's (same task id)
+    wanted = [v for t in wanted for v in ([t, t.as_test_source()] if t.test_source is not None else [t])]
     index = _FileIndex(src)
     counts: dict[Path, int | str] = {}
     reports = []
     for task in wanted:
+        label = task.id + (f" (test set: {task.source.dataset})" if isinstance(task.source, TestSourceSpec) else "")
         loader = get_loader(task.source.loader)
         downloads = [f"{what}: {url}" for what, url in task.source.rule.get("download", [])]
         unconfirmed = list(getattr(loader, "unconfirmed", ()) or ())
@@ -180,7 +183,7 @@ def check_sources(benchmark: str | BenchmarkSpec, source_dir: str | Path, tasks:
         if needs is None:
             note = "generated on the fly: nothing to download" if spec.embedded or task.source.loader == "synth" else \
                 f"loader {loader.name!r} does not describe its files"
-            reports.append(TaskReport(task.id, loader.name, [], downloads, task.source.rule.get("expected_items"), unconfirmed, note))
+            reports.append(TaskReport(label, loader.name, [], downloads, task.source.rule.get("expected_items"), unconfirmed, note))
             continue
         nreports = []
         for need in needs:
@@ -203,7 +206,7 @@ def check_sources(benchmark: str | BenchmarkSpec, source_dir: str | Path, tasks:
                 name = Path(need.paths[0]).name
                 rep.elsewhere = index.find(name) if not GLOB_CHARS.search(str(Path(need.paths[0]).parent)) else []
             nreports.append(rep)
-        reports.append(TaskReport(task.id, loader.name, nreports, downloads, task.source.rule.get("expected_items"), unconfirmed))
+        reports.append(TaskReport(label, loader.name, nreports, downloads, task.source.rule.get("expected_items"), unconfirmed))
     return SourcesReport(spec.name, src, reports)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from ._base import StrictModel
 from .errors import DrakeBenchError, UnknownNameError
@@ -35,6 +35,27 @@ class SourceSpec(StrictModel):
     citation: str | None = None
 
 
+TestScorer = Literal["item", "gsm8k", "humaneval"]
+"""How a task's external test items are scored (:mod:`drake_bench.evaluation.external`): ``item`` by the item's
+own answer type (MMLU's options are multiple choice), ``gsm8k`` by the final number, ``humaneval`` by running the
+benchmark's unit tests on the completion (pass@1)."""
+
+
+class TestSourceSpec(SourceSpec):
+    """A task's test items read from another source than its training items: a published evaluation set.
+
+    FederatedScope-LLM trains on CodeAlpaca, GSM8K train and Dolly but reports HumanEval, GSM8K test and MMLU; a
+    task with a test source keeps every training item for training and takes its test split from here whole.
+    """
+
+    scorer: TestScorer = Field(
+        default="item",
+        description="item: each item's own answer-type rule; gsm8k: the final number of the response against the "
+        "number after '####' in the reference; humaneval: the completion runs against the problem's unit tests "
+        "(pass@1, needs code execution allowed).",
+    )
+
+
 class TaskSizes(StrictModel):
     train: int | None = None
     test: int | None = None
@@ -53,6 +74,27 @@ class TaskSpec(StrictModel):
     sizes: TaskSizes = Field(default_factory=TaskSizes)
     description: str = ""
     provenance: dict[str, Provenance] = Field(default_factory=dict, description="Provenance of individual fields.")
+    test_source: TestSourceSpec | None = Field(
+        default=None,
+        description="Where the test split comes from when it is not a held-out part of the training source (an "
+        "external evaluation set); None: train and test are disjoint seeded draws from `source`.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_test_source(self, handler: Any) -> Any:
+        """A task without a test source serialises as it did before the field existed, so every manifest's content
+        hash and every built task's recipe (:func:`drake_bench.build.task_recipe`) stay as they were."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("test_source", ...) is None:
+            del data["test_source"]
+        return data
+
+    def as_test_source(self) -> "TaskSpec":
+        """This task as its test source's loader reads it: the same id (item ids stay ``<task>/<key>``), with
+        ``test_source`` in the place of ``source``. Loaders read ``task.source`` only, so every loader serves both."""
+        if self.test_source is None:
+            raise DrakeBenchError(f"task {self.id!r} has no test_source")
+        return self.model_copy(update={"source": self.test_source, "test_source": None})
 
 
 class ClientSpec(StrictModel):

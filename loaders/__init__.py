@@ -43,7 +43,7 @@ def loader_layout(loader: object, task: TaskSpec) -> list | None:
 
 _LOADERS: dict[str, SourceLoader | Callable[[], SourceLoader]] = {}
 # Built-in loaders live in sibling modules; importing them registers them lazily.
-_BUILTIN_MODULES: list[str] = ["synth", "llava_conversation", "seed_bench2", "iconqa", "worldcuisines", "vqa_simple", "gqa", "vqa_v2", "snli_ve", "coco_qa", "nlvr2", "text_sources"]
+_BUILTIN_MODULES: list[str] = ["synth", "llava_conversation", "seed_bench2", "iconqa", "worldcuisines", "vqa_simple", "gqa", "vqa_v2", "snli_ve", "coco_qa", "nlvr2", "text_sources", "eval_sets"]
 _discovered = False
 
 

@@ -143,7 +143,7 @@ def read_jsonl(path: Path, expected: str) -> list[dict[str, Any]]:
     note_read(path)
     rows = []
     try:
-        with open(path, encoding="utf-8") as f:
+        with _open_text(path) as f:
             for i, line in enumerate(f, start=1):
                 if line.strip():
                     try:
@@ -153,6 +153,15 @@ def read_jsonl(path: Path, expected: str) -> list[dict[str, Any]]:
     except FileNotFoundError:
         raise SourceError(f"{path}: file not found (expected {expected})") from None
     return rows
+
+
+def _open_text(path: Path | str) -> Any:
+    """A text file for reading, gunzipped on the fly when its name ends in .gz (HumanEval ships HumanEval.jsonl.gz)."""
+    if str(path).endswith(".gz"):
+        import gzip
+
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
 
 
 def read_parquet(path: Path, expected: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
@@ -186,8 +195,8 @@ def count_records(path: Path) -> int:
         import pyarrow.parquet as pq
 
         return pq.ParquetFile(path).metadata.num_rows
-    if suffix == ".jsonl":
-        with open(path, encoding="utf-8") as f:
+    if suffix == ".jsonl" or path.name.endswith(".jsonl.gz"):
+        with _open_text(path) as f:
             return sum(1 for line in f if line.strip())
     if suffix == ".txt":
         with open(path, encoding="utf-8") as f:

@@ -3,8 +3,9 @@
 * ``instruction_json`` (Fed-Scope): CodeAlpaca-20k JSON list of ``{instruction, input, output}`` (the Hub
   repo ``sahil2801/CodeAlpaca-20k`` ships it as ``code_alpaca_20k.json``); GSM8K lines ``{question,
   answer}``; Dolly-15k jsonl ``{instruction, context, response, category}``. ``rule.file`` may list
-  several accepted names (first found is read). [I: upstream README field names; FS-LLM re-packages
-  these datasets.]
+  several accepted names (first found is read); ``rule.split`` names the Hub split read without a local
+  folder (default train; Fed-Scope's GSM8K test source reads ``test``). [I: upstream README field names;
+  FS-LLM re-packages these datasets.]
 * ``aya`` (``CohereForAI/aya_dataset``): ``data/train-00000-of-00001.parquet`` and
   ``data/test-00000-of-00001.parquet`` (checked: the card's ``configs`` block maps split train to
   ``data/train-*`` and test to ``data/test-*``, 202,364 / 1,750 rows), rows ``{inputs, targets, language,
@@ -79,7 +80,7 @@ class InstructionJSONLoader:
         rule = task.source.rule
         conv = _FORMATS[rule["format"]]
         if source_dir is None:
-            rows, where = list(hub_rows(task, config=task.source.subset, split="train")), task.source.hub_repo or ""
+            rows, where = list(hub_rows(task, config=task.source.subset, split=rule.get("split", "train"))), task.source.hub_repo or ""
         else:
             path = self.layout(task)[0].find_one(source_dir, task)
             rows, where = _rows(path, f"{rule['format']} records"), str(path)

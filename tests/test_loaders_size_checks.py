@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import warnings
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from drake_bench.build import build_benchmark
@@ -45,6 +47,18 @@ def test_far_fewer_items_than_expected_fails_unless_allowed(tmp_path) -> None:
     with pytest.raises(SourceError, match=r"yielded 40 items.*far fewer than the 6000.*databricks-dolly-15k.jsonl"), \
             pytest.warns(UnconfirmedFormatWarning, match="instruction_json"):
         build_benchmark(spec, source_dir=tmp_path, out=tmp_path / "b1", tasks=["dolly"], show_progress=False)
+    # the task's test split is MMLU (its test source), a sample of which is allowed the same way
+    (tmp_path / "mmlu" / "all").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([{"question": "2 + 2?", "subject": "math", "choices": ["3", "4", "5", "6"], "answer": 1}]),
+                   tmp_path / "mmlu" / "all" / "test-00000-of-00001.parquet")
+    full = tmp_path / "full"
+    jsonl(full / "databricks-dolly-15k" / "databricks-dolly-15k.jsonl",
+          [{"instruction": f"Say {i}", "context": "", "response": str(i), "category": "open_qa"} for i in range(3000)])
+    (full / "mmlu").symlink_to(tmp_path / "mmlu")
+    with pytest.raises(SourceError, match=r"task 'dolly': source loader 'mmlu' yielded 1 items.*far fewer than the 14042"), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnconfirmedFormatWarning)
+        build_benchmark(spec, source_dir=full, out=tmp_path / "b3", tasks=["dolly"], show_progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnconfirmedFormatWarning)
         root = build_benchmark(spec, source_dir=tmp_path, out=tmp_path / "b2", tasks=["dolly"], show_progress=False, check_expected=False)

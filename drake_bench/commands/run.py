@@ -9,6 +9,7 @@ The work itself is :func:`drake_bench.runner.run_methods`; this module only pars
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import DrakeBenchError
+from ..evaluation.external import CODE_EXECUTION_ENV, code_execution_allowed
 from ..run_config import RunConfig
 from ..runner import default_jobs
 from ..sample import AnswerType
@@ -134,6 +136,7 @@ def register(app: typer.Typer) -> None:
         round_timeout: Annotated[float | None, typer.Option(help=_help("round_timeout"))] = None,
         superlink: Annotated[str | None, typer.Option(help=_help("superlink"))] = None,
         judge: Annotated[str | None, typer.Option(help=_help("judge"))] = None,
+        allow_code_execution: Annotated[bool, typer.Option(help="Let the evaluator run model-written code where a benchmark is scored that way (Fed-Scope's HumanEval: each completion runs its unit tests in a child process with a time limit; not a security sandbox). Sets DRAKE_BENCH_ALLOW_CODE_EXECUTION=1 for the run's processes. Scores do not depend on it: without it such a run is refused before it starts.")] = False,
         data_dir: Annotated[Path | None, typer.Option(help=_help("data_dir"))] = None,
         revision: Annotated[str | None, typer.Option(help=_help("revision"))] = None,
         set_: Annotated[list[str] | None, typer.Option(
@@ -168,6 +171,13 @@ def register(app: typer.Typer) -> None:
             if judge is not None and not any(t.answer_type == AnswerType.FREE_TEXT for t in spec.tasks):
                 raise typer.BadParameter(f"--judge: {spec.name} has no free-text tasks, and a judge rates free-text "
                                          "answers only")
+            if allow_code_execution:
+                os.environ[CODE_EXECUTION_ENV] = "1"
+            executes = [t.id for t in spec.tasks if t.test_source is not None and t.test_source.scorer == "humaneval"]
+            if executes and not code_execution_allowed():
+                raise typer.BadParameter(f"{spec.name}'s tasks {', '.join(executes)} are scored by running model-written "
+                                         "code (HumanEval's unit tests): pass --allow-code-execution to allow it (a child "
+                                         "process with a time limit, not a security sandbox)")
             per_method = method_settings(set_ or [], names)
             for name in names:
                 create_method(name, per_method[name])

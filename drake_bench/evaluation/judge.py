@@ -95,9 +95,10 @@ def rating_score(rating: float | None) -> float:
 
 def judged_scores(judge: Judge, predictions: Sequence[str], samples: Sequence[Sample]) -> list[float]:
     """Scores of aligned answers and samples: free-text items rated by ``judge`` (one call for all of them), every
-    other item by its own rule (:func:`~drake_bench.evaluation.scoring.score_batch`)."""
+    other item by its own rule (:func:`~drake_bench.evaluation.scoring.score_batch`), and so are free-text items of
+    an evaluation set with its own scorer (GSM8K's number, HumanEval's tests: a judge does not replace them)."""
     scores = score_batch(predictions, samples)
-    free = [i for i, s in enumerate(samples) if s.answer_type == AnswerType.FREE_TEXT]
+    free = [i for i, s in enumerate(samples) if s.answer_type == AnswerType.FREE_TEXT and s.meta.get("scorer") is None]
     if not free:
         return scores
     ratings = judge.rate([JudgeQuery(samples[i].question, predictions[i], samples[i].answer) for i in free])

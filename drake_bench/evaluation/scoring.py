@@ -11,6 +11,8 @@ that result files record, so that two results are comparable only when scored al
   score 1 when it is the ground-truth option, else 0; an unparseable response scores 0.
 * open: normalise both strings (:func:`normalize_answer`) and score the token recall
   ``|multiset(GT) ∩ multiset(pred)| / |GT|`` clipped to [0, 1]; exact match is logged too.
+* items of a published evaluation set with its own rule (GSM8K, HumanEval): that rule
+  (:mod:`drake_bench.evaluation.external`).
 * free text: Rouge-L F1 with a tokenizer that keeps non-ASCII text (Fed-Aya is multilingual;
   rouge-score's default tokenizer would drop every non-ASCII character). Scores stay in [0, 1]
   here; the x100 convention belongs to display.
@@ -219,7 +221,14 @@ class Scored(NamedTuple):
 
 
 def score_details(prediction: str, sample: Sample) -> Scored:
-    """Score one response with the rule of the sample's answer type."""
+    """Score one response with the rule of the sample's answer type, or of the evaluation set it comes from when
+    the build tagged it (``meta["scorer"]``: GSM8K's final number, HumanEval's unit tests; see
+    :mod:`drake_bench.evaluation.external`)."""
+    if sample.meta.get("scorer") is not None:
+        from .external import external_score
+
+        hit = external_score(prediction, sample)
+        return Scored(hit, hit, None)  # type: ignore[arg-type]
     kind = sample.answer_type
     if kind in (AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO):
         parsed = parse_choice(prediction, _choices_of(sample))
