@@ -56,6 +56,15 @@ def client_config(spec: BenchmarkSpec, client_id: int) -> dict[str, Any]:
     }
 
 
+def _sources(task: TaskSpec) -> list[Any]:
+    """The sources a task's shards hold: its own, and the evaluation set its test split comes from, if any."""
+    return [task.source] + ([task.test_source] if task.test_source is not None else [])
+
+
+def _source_name(src: Any) -> str:
+    return src.dataset + (f" ({src.variant})" if src.variant else "")
+
+
 def card_licenses(tasks: list[TaskSpec]) -> str | list[str]:
     """Hub ``license`` value: the sources' license ids, or ``other`` when any is not a Hub id.
 
@@ -63,7 +72,7 @@ def card_licenses(tasks: list[TaskSpec]) -> str | list[str]:
     ("CC BY-NC 4.0", "unknown") would be rejected, so those are reported per task
     under ``drake_bench.tasks`` and in the body instead.
     """
-    ids = sorted({t.source.license.strip().lower() for t in tasks})
+    ids = sorted({src.license.strip().lower() for t in tasks for src in _sources(t)})
     if ids and all(_HUB_LICENSE_ID.match(i) and i not in {"unknown", "other"} for i in ids):
         return ids[0] if len(ids) == 1 else ids
     return "other"
@@ -109,6 +118,9 @@ def card_metadata(
                     "redistributable": t.source.redistributable,
                     "hub_repo": t.source.hub_repo,
                     "revision": t.source.revision,
+                    **({"test_source": {"source": _source_name(t.test_source), "license": t.test_source.license,
+                                        "hub_repo": t.test_source.hub_repo, "revision": t.test_source.revision,
+                                        "scorer": t.test_source.scorer}} if t.test_source is not None else {}),
                 }
                 for t in tasks
             },
@@ -154,7 +166,7 @@ def card_body(spec: BenchmarkSpec, info: dict[str, Any], index_tasks: Collection
             continue
         s = sizes.get(t.id, {})
         how = "index (rebuild from your copy)" if t.id in set(index_tasks) else "parquet"
-        src = t.source.dataset + (f" ({t.source.variant})" if t.source.variant else "")
+        src = _source_name(t.source) + (f"; tested on {_source_name(t.test_source)}" if t.test_source is not None else "")
         lines.append(
             f"| {t.id} | {_cell(t.group)} / {_cell(t.split)} | {_cell(src)} | {_cell(t.source.license)} | "
             f"{s.get('train', '-')} | {s.get('test', '-')} | {how} |"
@@ -171,7 +183,9 @@ def card_body(spec: BenchmarkSpec, info: dict[str, Any], index_tasks: Collection
     for t in spec.tasks:
         if t.id in built:
             flag = "" if t.source.redistributable else " (not redistributable)"
-            lines.append(f"- `{t.id}`: {_cell(t.source.license)}{flag}")
+            test = (f"; its test split ({_cell(_source_name(t.test_source))}): {_cell(t.test_source.license)}"
+                    if t.test_source is not None else "")
+            lines.append(f"- `{t.id}`: {_cell(t.source.license)}{flag}{test}")
     if spec.choices:
         lines += ["", "## Choices the papers leave open", "", "[P] stated by the paper, [I] inferred, [R] drake_bench's recommendation.", ""]
         lines += ["| key | tag | decision | reason |", "|---|---|---|---|"]

@@ -235,3 +235,19 @@ def test_the_cli_refuses_a_run_that_would_execute_code_unless_allowed(monkeypatc
                                      "majority-answer", "--out", str(tmp_path)], env={"COLUMNS": "300"})
     assert shown.exit_code != 0 and "--allow-code-execution" in shown.output
     assert "codealpaca-part1, codealpaca-part2" in " ".join(shown.output.split())
+
+
+def test_the_dataset_card_names_each_tasks_evaluation_set(scope_built):
+    import json as _json
+
+    from drake_bench.card import card_metadata
+
+    body = (scope_built / "README.md").read_text()
+    assert "| Fed-CodeAlpaca; tested on HumanEval |" in body and "Dolly-15k; tested on MMLU" in body
+    assert "- `gsm8k-part1`: mit; its test split (GSM8K (test)): mit" in body
+    info = _json.loads((scope_built / "build_info.json").read_text())
+    meta = card_metadata(load_benchmark("fed-scope"), info)
+    assert meta["drake_bench"]["tasks"]["dolly"]["test_source"] == {
+        "source": "MMLU", "license": "mit", "hub_repo": "cais/mmlu", "revision": None, "scorer": "item"}
+    assert "test_source" not in card_metadata(load_benchmark("fed-aya"), {"sizes": {"c1-eng-fra-daily-life": {}}})[
+        "drake_bench"]["tasks"].get("c1-eng-fra-daily-life", {})
