@@ -138,6 +138,9 @@ def test_a_judged_run_rates_free_text_records_its_judge_and_never_resumes_as_unj
     files = [str(next((tmp_path / name).rglob("result.json"))) for name in ("plain", "judged")]
     shown = CliRunner().invoke(app, ["report", *files], env={"COLUMNS": "300"})
     assert shown.exit_code != 0 and f"free text scored by {ConstantJudge.identity!r} (not 'Rouge-L')" in shown.output
+    alone = CliRunner().invoke(app, ["report", files[1]], env={"COLUMNS": "300"})  # the table says it was judged
+    assert alone.exit_code == 0 and f"Free text rated by an LLM judge (majority-answer 1.0: {ConstantJudge.identity})" \
+        in " ".join(alone.output.split())
     # the judge is part of what the run computed: its result file never resumes into an unjudged run
     with pytest.raises(DrakeBenchError, match="different run configuration"):
         run(_config(toy_free_text, tmp_path / "judged"))

@@ -145,7 +145,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run methods through the standard evaluator and print Self/Others A_last/A_AUC."""
         from ..evaluation.plots import plot_accuracy_over_rounds
-        from ..evaluation.table import summary_markdown, summary_table
+        from ..evaluation.table import judge_note, summary_markdown, summary_table
         from ..manifest import load_benchmark
         from ..registry import create_method
         from ..runner import run_methods
@@ -213,6 +213,8 @@ def register(app: typer.Typer) -> None:
         except DrakeBenchError as exc:
             raise _fail(exc) from None
         print_table(_out, summary_table(results, title=f"{spec.name} / {results[0].scenario.tag} ({len(seed_list)} seed(s))"))
+        if judge_note(results):  # judged free text is on another scale than Rouge-L: say so under the table too
+            _out.print(judge_note(results).strip(), highlight=False, soft_wrap=True)
         scen_dir = Path(out) / spec.name / results[0].scenario.tag
         scen_dir.mkdir(parents=True, exist_ok=True)
         plot = scen_dir / "accuracy_over_rounds.png"
@@ -383,7 +385,7 @@ def _register_report(app: typer.Typer) -> None:
 
         from ..evaluation.plots import (numeric_diagnostic_values, plot_accuracy_over_rounds,
                                         plot_diagnostics_over_rounds)
-        from ..evaluation.table import summary_markdown, summary_table
+        from ..evaluation.table import judge_note, summary_markdown, summary_table
         from ..results import benchmark_differences, check_result, read_result, unpinned_weights, weights_conflicts
 
         results = []
@@ -429,6 +431,8 @@ def _register_report(app: typer.Typer) -> None:
         first = results[0][1]
         runs = [r for _, r in results]
         print_table(_out, summary_table(runs, title=f"{first.benchmark.name} / {first.scenario.tag}"))
+        if judge_note(runs):
+            _out.print(judge_note(runs).strip(), highlight=False, soft_wrap=True)
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             plot_accuracy_over_rounds(runs, out / "accuracy_over_rounds.png")
