@@ -253,9 +253,12 @@ def render(report: SourcesReport, verbose: bool = False) -> str:
                 lines.append(f"  download {d}")
         for u in t.unconfirmed:
             lines.append(f"  note     format not confirmed: {u}")
-    bad = [t for t in report.tasks if not t.ok]
+    # a task tested on an evaluation set has two entries ("<id>" and "<id> (test set: ...)"): count it once
+    task_of = {t.task_id: t.task_id.split(" (test set: ")[0] for t in report.tasks}
+    tasks = list(dict.fromkeys(task_of.values()))
+    bad = list(dict.fromkeys(task_of[t.task_id] for t in report.tasks if not t.ok))
     lines.append("")
-    lines.append(f"{report.benchmark}: {len(report.tasks) - len(bad)} of {len(report.tasks)} tasks have every required file under {src}"
-                 + ("" if not bad else f"; missing files for {len(bad)}: " + ", ".join(t.task_id for t in bad[:12])
+    lines.append(f"{report.benchmark}: {len(tasks) - len(bad)} of {len(tasks)} tasks have every required file under {src}"
+                 + ("" if not bad else f"; missing files for {len(bad)}: " + ", ".join(bad[:12])
                     + (" ..." if len(bad) > 12 else "")))
     return "\n".join(lines)

@@ -171,6 +171,10 @@ def test_sources_check_lists_the_evaluation_sets(scope_sources, tmp_path):
     missing = check_sources("fed-scope", tmp_path)
     text = render(missing)
     assert "dolly (test set: MMLU) [mmlu]: MISSING" in text and "huggingface.co/datasets/cais/mmlu" in text
+    assert "fed-scope: 5 of 5 tasks have every required file" in render(report)  # a task and its test set: one task
+    (tmp_path / "gsm8k").mkdir()
+    (tmp_path / "gsm8k" / "train.jsonl").write_text("")
+    assert "fed-scope: 0 of 5 tasks have every required file" in render(check_sources("fed-scope", tmp_path))
 
 
 def test_the_other_manifests_and_their_recipes_are_unchanged_by_the_field():
