@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from drake_bench.evaluator import RunConfig, run, run_on_flower, sample_participants
-from drake_bench.results import check_result, comparable_differences
+from drake_bench.results import PREDICT_CALLS_KEY, check_result, comparable_differences
 from conftest import torch_threads
 from drake_bench.registry import register_method
 from minimal_method import ClientDiagnosing, Counter
@@ -84,13 +84,22 @@ def reference(toy_mixed, tmp_path_factory):
 
 def test_flower_simulation_reproduces_the_default_backend(toy_mixed, tmp_path, reference):
     # one ClientApp at a time: each Ray actor sets every method up once (FedMosaic aligns its models in setup)
-    configs = [small(toy_mixed, tmp_path, m, backend="flower", flower_workers=1, clients_per_round=DRAWN.get(m))
-               for m in METHODS]
+    # the model-free method is asked once per client and evaluation point (--predict-per-client): the evaluator sends
+    # each client one group through Flower's calls, and its cells must come back as the grouped calls scored them
+    configs = [small(toy_mixed, tmp_path, m, backend="flower", flower_workers=1, clients_per_round=DRAWN.get(m),
+                     predict_per_client=m in MODEL_FREE) for m in METHODS]
     results = run_on_flower(configs)
     for m, res in zip(METHODS, results):
         assert check_result(res) == []
         assert res.fl.extra["run_config"]["backend"] == "flower"
-        assert comparable_differences(res, reference[m]) == [], m
+        differences = comparable_differences(res, reference[m])
+        if m in MODEL_FREE:
+            assert res.evaluation.extra[PREDICT_CALLS_KEY] == "one per client"
+            assert [(s.seed, s.eval_round, s.client, s.owner, s.task, s.n, s.score) for s in res.raw.scores] == \
+                [(s.seed, s.eval_round, s.client, s.owner, s.task, s.n, s.score) for s in reference[m].raw.scores]
+            assert differences and all("predict" in d or "fingerprint" in d for d in differences), differences
+        else:
+            assert differences == [], m
         assert res.raw.costs and all(c.train_seconds > 0 for c in res.raw.costs)
     assert len(results[3].raw.diagnostics) == 2 * 4  # a row per client and round, from the nodes
     assert len(results[1].raw.absences) == 2 and {a.reason for a in results[1].raw.absences} == {"not sampled"}
