@@ -4,8 +4,10 @@
   repo ``sahil2801/CodeAlpaca-20k`` ships it as ``code_alpaca_20k.json``); GSM8K lines ``{question,
   answer}``; Dolly-15k jsonl ``{instruction, context, response, category}``. ``rule.file`` may list
   several accepted names (first found is read); ``rule.split`` names the Hub split read without a local
-  folder (default train; Fed-Scope's GSM8K test source reads ``test``). [I: upstream README field names;
-  FS-LLM re-packages these datasets.]
+  folder (default train; Fed-Scope's GSM8K test source reads ``test``). Checked 2026-11-30: ``openai/gsm8k``
+  commit e53f048 ("Convert dataset to Parquet") adds ``main/{train,test}-00000-of-00001.parquet`` with features
+  ``question, answer`` (1,319 test rows); ``databricks/databricks-dolly-15k`` commit b122d1b adds
+  ``databricks-dolly-15k.jsonl``, records ``{instruction, context, response, category}``.
 * ``aya`` (``CohereForAI/aya_dataset``): ``data/train-00000-of-00001.parquet`` and
   ``data/test-00000-of-00001.parquet`` (checked: the card's ``configs`` block maps split train to
   ``data/train-*`` and test to ``data/test-*``, 202,364 / 1,750 rows), rows ``{inputs, targets, language,
@@ -67,7 +69,6 @@ _FORMATS = {
 
 class InstructionJSONLoader:
     name = "instruction_json"
-    unconfirmed = ("GSM8K and Dolly file names and fields (upstream READMEs, not re-read here)",)
 
     def layout(self, task: TaskSpec) -> list[Need]:
         files = task.source.rule["file"]

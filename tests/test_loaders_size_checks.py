@@ -44,8 +44,7 @@ def test_far_fewer_items_than_expected_fails_unless_allowed(tmp_path) -> None:
     assert t.source.rule["expected_items"] == 6000
     rows = [{"instruction": f"Say {i}", "context": "", "response": str(i), "category": "open_qa"} for i in range(40)]
     jsonl(tmp_path / "databricks-dolly-15k" / "databricks-dolly-15k.jsonl", rows)
-    with pytest.raises(SourceError, match=r"yielded 40 items.*far fewer than the 6000.*databricks-dolly-15k.jsonl"), \
-            pytest.warns(UnconfirmedFormatWarning, match="instruction_json"):
+    with pytest.raises(SourceError, match=r"yielded 40 items.*far fewer than the 6000.*databricks-dolly-15k.jsonl"):
         build_benchmark(spec, source_dir=tmp_path, out=tmp_path / "b1", tasks=["dolly"], show_progress=False)
     # the task's test split is MMLU (its test source), a sample of which is allowed the same way
     (tmp_path / "mmlu" / "all").mkdir(parents=True)
