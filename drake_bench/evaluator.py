@@ -456,6 +456,9 @@ class Evaluator:
             # the shards the finished rounds read, verified then: a run resumed with nothing left to read still
             # records what its numbers came from
             run.verified = run.extra.pop(VERIFIED_KEY, None) or self._verify_federation_data(fed)
+            # the seconds spent up to the checkpoint, so a resumed seed's phases count the whole seed (what ran
+            # after the last checkpoint and before the interruption is lost, as its work is)
+            run.phase_seconds.update(run.extra.pop(PHASE_SECONDS_KEY, None) or {})
             run.extra.setdefault("uid_key", secrets.token_hex(16))
             return run
         for c in fed.clients:
@@ -609,7 +612,8 @@ class Evaluator:
                      "diagnostics": [d.model_dump() for d in run.diagnostics],
                      "absences": [a.model_dump() for a in run.absences]},
             extra={**run.extra, DATA_ACCESS_KEY: run.access.state(),
-                   VERIFIED_KEY: {**run.verified, **run.fed.store.verified_files}},
+                   VERIFIED_KEY: {**run.verified, **run.fed.store.verified_files},
+                   PHASE_SECONDS_KEY: dict(run.phase_seconds)},
         ))
 
     def post_federation(self, run: SeedRun) -> None:
@@ -673,7 +677,7 @@ class Evaluator:
         """One seed from start (or its checkpoint) to the raw tables."""
         t0 = time.perf_counter()
         run = self.init_or_resume(seed)
-        run.phase_seconds["setup"] = time.perf_counter() - t0
+        run.phase_seconds["setup"] = run.phase_seconds.get("setup", 0.0) + time.perf_counter() - t0
         try:
             return self._run_rounds(run)
         finally:

@@ -108,8 +108,13 @@ def test_failure_names_method_client_round_and_resume_is_exact(toy, tmp_path, mo
     monkeypatch.setattr(Counter, "FAIL_ON", None)  # the plugin is fixed; same configuration resumes
     progress = json.loads(next(out.rglob("progress.json")).read_text())
     assert progress["completed_rounds"] == 4  # everything finished before the fault is on disk
+    before = progress["extra"]["phase_seconds"]  # and the seconds its phases took
+    assert before["training"] > 0 and before["setup"] > 0
     resumed = run(_cfg(toy, out, fast_adaptation=False))  # and resumes in its own process to the same numbers
     assert [r.model_dump() for r in resumed.raw.scores] == [r.model_dump() for r in clean.raw.scores]
+    # the resumed seed's phases count the rounds before the interruption too
+    after = resumed.fl.extra["phase_seconds"]["0"]
+    assert all(after[phase] > seconds for phase, seconds in before.items() if phase in ("setup", "training"))
 
 
 class Broken(Counter):

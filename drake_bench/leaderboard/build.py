@@ -38,7 +38,7 @@ class PlannedEntry:
 
 def _seed_seconds(result: RunResult, seeds: list[int]) -> list[float]:
     """The wall seconds a result file records for each of ``seeds`` it holds (``fl.extra.phase_seconds``, summed over
-    phases; the seconds of the process that ran the seed, so a seed resumed from a checkpoint counts only its rest)."""
+    phases; a seed resumed from a checkpoint counts the time before it too, where the checkpoint kept it)."""
     phases = result.fl.extra.get("phase_seconds") or {}  # evaluator.PHASE_SECONDS_KEY; `list` does not import the evaluator
     return [float(sum(phases[str(s)].values())) for s in seeds if str(s) in phases and phases[str(s)]]
 
