@@ -41,7 +41,7 @@ from .errors import DrakeBenchError
 from .evaluation.metrics import (AbsenceRecord, AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord,
                                  RawTables, ScoreRecord, ServerCostRecord)
 from .evaluation.external import require_code_execution
-from .evaluation.judge import Judge, judged_scores, load_judge
+from .evaluation.judge import Judge, judged_scores, load_judge, require_judged_tasks
 from .evaluation.scoring import score_batch
 from .guard import GuardedMethod
 from .isolation import MethodProcess, warm_forkserver
@@ -65,7 +65,7 @@ from .results import (
     write_result,
 )
 from .run_config import RunConfig
-from .sample import AnswerType, Sample
+from .sample import Sample
 from .scenarios import parse_scenario
 from .source_revision import drake_bench_source
 from .store import shard_path
@@ -259,10 +259,7 @@ class Evaluator:
         """The run's judge (``RunConfig.judge``), loaded once."""
         if self._judge is None:
             assert self.config.judge is not None
-            free_text = [t.id for t in self.spec.tasks if t.answer_type == AnswerType.FREE_TEXT]
-            if not free_text:
-                raise DrakeBenchError(f"judge {self.config.judge!r}: benchmark {self.spec.name} has no free-text "
-                                      "tasks, and a judge rates free-text answers only")
+            require_judged_tasks(self.spec, self.config.judge)
             self._judge = load_judge(self.config.judge, device=self.config.device)
         return self._judge
 

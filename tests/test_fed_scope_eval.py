@@ -255,3 +255,12 @@ def test_the_dataset_card_names_each_tasks_evaluation_set(scope_built):
         "source": "MMLU", "license": "mit", "hub_repo": "cais/mmlu", "revision": None, "scorer": "item"}
     assert "test_source" not in card_metadata(load_benchmark("fed-aya"), {"sizes": {"c1-eng-fra-daily-life": {}}})[
         "drake_bench"]["tasks"].get("c1-eng-fra-daily-life", {})
+
+
+def test_a_judge_on_fed_scope_is_refused_since_every_test_item_keeps_its_sets_scorer():
+    from drake_bench.evaluation.judge import judged_tasks, require_judged_tasks
+
+    assert judged_tasks(load_benchmark("fed-scope")) == []
+    assert len(judged_tasks(load_benchmark("fed-aya"))) == 32
+    with pytest.raises(DrakeBenchError, match="fed-scope has no free-text tasks scored by Rouge-L"):
+        require_judged_tasks(load_benchmark("fed-scope"), "some-judge")

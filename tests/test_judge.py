@@ -151,7 +151,7 @@ def test_a_judge_on_a_benchmark_without_free_text_is_refused(toy, tmp_path):
     config = RunConfig(benchmark=manifest, data_dir=root, method="majority-answer", scenario="static", seeds=[0], rounds=2, local_steps=1,
                      numerics="native",
                        isolation="inline", fast_adaptation=False, out=str(tmp_path), judge=f"{__name__}:ConstantJudge")
-    with pytest.raises(DrakeBenchError, match="has no free-text tasks, and a judge rates free-text answers only"):
+    with pytest.raises(DrakeBenchError, match="toy has no free-text tasks scored by Rouge-L, and a judge rates only those"):
         run(config)
 
 
@@ -182,7 +182,7 @@ def test_the_cli_refuses_a_judge_where_nothing_is_free_text_before_any_run_start
     result = CliRunner().invoke(app, ["run", "--benchmark", manifest, "--data-dir", root, "--methods", "majority-answer",
                                       "--out", str(tmp_path), "--judge", f"{__name__}:ConstantJudge"],
                                 env={"COLUMNS": "200"})
-    assert result.exit_code != 0 and "--judge: toy has no free-text tasks" in result.output
+    assert result.exit_code != 0 and "toy has no free-text tasks scored by Rouge-L" in " ".join(result.output.split())
     assert not any(tmp_path.iterdir())  # refused before anything was written
 
 

@@ -23,7 +23,6 @@ from ..errors import DrakeBenchError
 from ..evaluation.external import CODE_EXECUTION_ENV, code_execution_allowed
 from ..run_config import RunConfig
 from ..runner import default_jobs
-from ..sample import AnswerType
 from ..console import print_table
 
 _err = Console(stderr=True)
@@ -168,9 +167,13 @@ def register(app: typer.Typer) -> None:
             repeated = sorted({n for n in names if names.count(n) > 1})
             if repeated:  # two runs of one method would write the same result file
                 raise typer.BadParameter(f"--methods lists {', '.join(repeated)} more than once")
-            if judge is not None and not any(t.answer_type == AnswerType.FREE_TEXT for t in spec.tasks):
-                raise typer.BadParameter(f"--judge: {spec.name} has no free-text tasks, and a judge rates free-text "
-                                         "answers only")
+            if judge is not None:
+                from ..evaluation.judge import require_judged_tasks
+
+                try:
+                    require_judged_tasks(spec, judge)
+                except DrakeBenchError as exc:
+                    raise typer.BadParameter(f"--judge: {exc}") from None
             if allow_code_execution:
                 os.environ[CODE_EXECUTION_ENV] = "1"
             executes = [t.id for t in spec.tasks if t.test_source is not None and t.test_source.scorer == "humaneval"]

@@ -28,6 +28,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 from ..errors import DrakeBenchError
 from ..sample import AnswerType, Sample
+from ..spec import BenchmarkSpec
 from .scoring import score_batch
 
 JUDGE_PROMPT = """[Instruction]
@@ -91,6 +92,20 @@ def parse_rating(judgement: str) -> float | None:
 def rating_score(rating: float | None) -> float:
     """A rating as a score in [0, 1]: ``rating / 10``; no rating scores 0."""
     return 0.0 if rating is None else rating / 10.0
+
+
+def judged_tasks(spec: BenchmarkSpec) -> list[str]:
+    """The tasks whose test answers a judge rates: free-text tasks tested on their own source. A task tested on a
+    published evaluation set (``test_source``) keeps that set's scorer, so a judge has nothing of it to rate."""
+    return [t.id for t in spec.tasks if t.answer_type == AnswerType.FREE_TEXT and t.test_source is None]
+
+
+def require_judged_tasks(spec: BenchmarkSpec, judge: str) -> None:
+    """Refuse a judge on a benchmark where it would rate nothing (checked by the CLI before any worker starts, and
+    by the evaluator for runs started from Python)."""
+    if not judged_tasks(spec):
+        raise DrakeBenchError(f"judge {judge!r}: {spec.name} has no free-text tasks scored by Rouge-L, and a judge "
+                              "rates only those (tasks tested on an evaluation set keep its scorer)")
 
 
 def judged_scores(judge: Judge, predictions: Sequence[str], samples: Sequence[Sample]) -> list[float]:
