@@ -48,6 +48,8 @@ class TestSourceSpec(SourceSpec):
     task with a test source keeps every training item for training and takes its test split from here whole.
     """
 
+    __test__ = False  # a class named Test* is not a pytest test class where a test module imports it
+
     scorer: TestScorer = Field(
         default="item",
         description="item: each item's own answer-type rule; gsm8k: the final number of the response against the "
