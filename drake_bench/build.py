@@ -68,27 +68,41 @@ def train_only_size(n: int, rule: SubsamplingRule) -> int:
     return rule.train if n >= rule.large_threshold else n
 
 
-def _external_test(task: TaskSpec, source_dir: Path | None, check_expected: bool) -> list[Sample]:
-    """The test split of a task with a ``test_source``: every item its loader yields (after the rule's own
-    ``max_items`` cap, if any), sorted by id, each tagged with the scorer the manifest names (``meta["scorer"]``) so
-    the built shard says how it is scored wherever it travels (the Hub, a user's stream)."""
+def _read_pool(task: TaskSpec, source_dir: Path | None, check_expected: bool, what: str = "source") -> list[Sample]:
+    """Every item the loader of ``task.source`` yields, checked: a loader failure becomes a SourceError naming the
+    task (a loader bug or an unreadable file must not abort the other tasks), the pool's size against the manifest's
+    expectation, every item of this task. ``what`` names the source in errors (the test source of a task reads
+    through here too, as :meth:`TaskSpec.as_test_source`)."""
     from .loaders import get_loader
     from .loaders._common import recording
     from .sources import check_pool_size
 
-    view = task.as_test_source()
-    scorer = view.source.scorer  # type: ignore[attr-defined]
-    loader = get_loader(view.source.loader)
+    loader = get_loader(task.source.loader)
     try:
         with recording() as files_read:
-            items = list(loader.load(view, source_dir))
+            pool = list(loader.load(task, source_dir))
     except DrakeBenchError:
         raise
     except Exception as exc:
         where = f" under {source_dir}" if source_dir else ""
-        raise SourceError(f"task {task.id!r}: test source loader {loader.name!r} failed reading its source{where}: "
-                          f"{type(exc).__name__}: {exc}") from exc
-    check_pool_size(view, loader, len(items), files_read, source_dir, check_expected=check_expected)
+        raise SourceError(
+            f"task {task.id!r}: {what} loader {loader.name!r} failed reading its source{where}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    check_pool_size(task, loader, len(pool), files_read, source_dir, check_expected=check_expected)
+    for s in pool:
+        if s.task_id != task.id:
+            raise SourceError(f"task {task.id!r}: loader {loader.name!r} yielded an item of task {s.task_id!r}")
+    return pool
+
+
+def _external_test(task: TaskSpec, source_dir: Path | None, check_expected: bool) -> list[Sample]:
+    """The test split of a task with a ``test_source``: every item its loader yields (after the rule's own
+    ``max_items`` cap, if any), sorted by id, each tagged with the scorer the manifest names (``meta["scorer"]``) so
+    the built shard says how it is scored wherever it travels (the Hub, a user's stream)."""
+    view = task.as_test_source()
+    scorer = view.source.scorer  # type: ignore[attr-defined]
+    items = _read_pool(view, source_dir, check_expected, what="test source")
     ids = [s.id for s in items]
     if len(set(ids)) != len(ids):
         raise SourceError(f"task {task.id!r}: duplicate item ids from its test source {view.source.dataset!r}")
@@ -154,27 +168,8 @@ def manifest_hash(spec: BenchmarkSpec) -> str:
 
 def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, root: Path,
                check_expected: bool = True, recipe: str | None = None) -> dict[str, int]:
-    from .loaders import get_loader
-    from .loaders._common import recording
-    from .sources import check_pool_size
-
-    loader = get_loader(task.source.loader)
     (root / "data" / task.id / DONE_MARK).unlink(missing_ok=True)
-    try:
-        with recording() as files_read:
-            pool = list(loader.load(task, source_dir))
-    except DrakeBenchError:
-        raise
-    except Exception as exc:  # a loader bug or an unreadable file must not abort the other tasks
-        where = f" under {source_dir}" if source_dir else ""
-        raise SourceError(
-            f"task {task.id!r}: source loader {loader.name!r} failed reading its source{where}: "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
-    check_pool_size(task, loader, len(pool), files_read, source_dir, check_expected=check_expected)
-    for s in pool:
-        if s.task_id != task.id:
-            raise SourceError(f"task {task.id!r}: loader {loader.name!r} yielded an item of task {s.task_id!r}")
+    pool = _read_pool(task, source_dir, check_expected)
     pool_note: dict[str, int] = {}
     if task.test_source is None:
         train, test = subsample(pool, spec.subsampling, task.id)

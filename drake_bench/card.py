@@ -113,7 +113,7 @@ def card_metadata(
             "failed_tasks": sorted(info.get("failed_tasks", [])),
             "tasks": {
                 t.id: {
-                    "source": t.source.dataset + (f" ({t.source.variant})" if t.source.variant else ""),
+                    "source": _source_name(t.source),
                     "license": t.source.license,
                     "redistributable": t.source.redistributable,
                     "hub_repo": t.source.hub_repo,

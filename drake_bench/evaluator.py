@@ -40,7 +40,7 @@ from .compute import ComputeProbe, probe_compute
 from .errors import DrakeBenchError
 from .evaluation.metrics import (AbsenceRecord, AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord,
                                  RawTables, ScoreRecord, ServerCostRecord)
-from .evaluation.external import require_code_execution
+from .evaluation.external import code_executing_tasks, require_code_execution
 from .evaluation.judge import Judge, judged_scores, load_judge, require_judged_tasks
 from .evaluation.scoring import score_batch
 from .guard import GuardedMethod
@@ -232,7 +232,7 @@ class Evaluator:
         self.cb = callbacks or RunCallbacks()
         self.clients = clients or LocalClients(self.cb, client_batching=config.client_batching)
         self.spec = load_benchmark(config.benchmark)
-        executes = [t.id for t in self.spec.tasks if t.test_source is not None and t.test_source.scorer == "humaneval"]
+        executes = code_executing_tasks(self.spec)
         if executes:  # refused before any training, not at the first evaluation point
             require_code_execution(f"benchmark {self.spec.name}'s tasks {', '.join(executes)}")
         if config.isolation == "process":  # its imports overlap with reading the data; the model libraries only

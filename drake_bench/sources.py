@@ -113,6 +113,11 @@ class TaskReport:
     expected_items: int | None
     unconfirmed: list[str]
     note: str = ""
+    test_set: str = ""  # the evaluation set this entry reads for the task's test split ("" for its own source)
+
+    @property
+    def label(self) -> str:
+        return self.task_id + (f" (test set: {self.test_set})" if self.test_set else "")
 
     @property
     def ok(self) -> bool:
@@ -175,7 +180,7 @@ def check_sources(benchmark: str | BenchmarkSpec, source_dir: str | Path, tasks:
     counts: dict[Path, int | str] = {}
     reports = []
     for task in wanted:
-        label = task.id + (f" (test set: {task.source.dataset})" if isinstance(task.source, TestSourceSpec) else "")
+        test_set = task.source.dataset if isinstance(task.source, TestSourceSpec) else ""
         loader = get_loader(task.source.loader)
         downloads = [f"{what}: {url}" for what, url in task.source.rule.get("download", [])]
         unconfirmed = list(getattr(loader, "unconfirmed", ()) or ())
@@ -183,7 +188,8 @@ def check_sources(benchmark: str | BenchmarkSpec, source_dir: str | Path, tasks:
         if needs is None:
             note = "generated on the fly: nothing to download" if spec.embedded or task.source.loader == "synth" else \
                 f"loader {loader.name!r} does not describe its files"
-            reports.append(TaskReport(label, loader.name, [], downloads, task.source.rule.get("expected_items"), unconfirmed, note))
+            reports.append(TaskReport(task.id, loader.name, [], downloads, task.source.rule.get("expected_items"), unconfirmed, note,
+                                      test_set))
             continue
         nreports = []
         for need in needs:
@@ -206,7 +212,8 @@ def check_sources(benchmark: str | BenchmarkSpec, source_dir: str | Path, tasks:
                 name = Path(need.paths[0]).name
                 rep.elsewhere = index.find(name) if not GLOB_CHARS.search(str(Path(need.paths[0]).parent)) else []
             nreports.append(rep)
-        reports.append(TaskReport(label, loader.name, nreports, downloads, task.source.rule.get("expected_items"), unconfirmed))
+        reports.append(TaskReport(task.id, loader.name, nreports, downloads, task.source.rule.get("expected_items"), unconfirmed,
+                                  test_set=test_set))
     return SourcesReport(spec.name, src, reports)
 
 
@@ -224,9 +231,9 @@ def render(report: SourcesReport, verbose: bool = False) -> str:
     for t in report.tasks:
         status = "ok" if t.ok else "MISSING"
         if t.note and not t.needs:
-            lines.append(f"{t.task_id} [{t.loader}]: {t.note}")
+            lines.append(f"{t.label} [{t.loader}]: {t.note}")
             continue
-        head = f"{t.task_id} [{t.loader}]: {status}"
+        head = f"{t.label} [{t.loader}]: {status}"
         if t.expected_items:
             head += f" (manifest expects about {t.expected_items} items)"
         lines.append(head)
@@ -253,10 +260,9 @@ def render(report: SourcesReport, verbose: bool = False) -> str:
                 lines.append(f"  download {d}")
         for u in t.unconfirmed:
             lines.append(f"  note     format not confirmed: {u}")
-    # a task tested on an evaluation set has two entries ("<id>" and "<id> (test set: ...)"): count it once
-    task_of = {t.task_id: t.task_id.split(" (test set: ")[0] for t in report.tasks}
-    tasks = list(dict.fromkeys(task_of.values()))
-    bad = list(dict.fromkeys(task_of[t.task_id] for t in report.tasks if not t.ok))
+    # a task tested on an evaluation set has two entries (its source and its test set): count it once
+    tasks = list(dict.fromkeys(t.task_id for t in report.tasks))
+    bad = list(dict.fromkeys(t.task_id for t in report.tasks if not t.ok))
     lines.append("")
     lines.append(f"{report.benchmark}: {len(tasks) - len(bad)} of {len(tasks)} tasks have every required file under {src}"
                  + ("" if not bad else f"; missing files for {len(bad)}: " + ", ".join(bad[:12])

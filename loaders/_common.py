@@ -164,6 +164,25 @@ def _open_text(path: Path | str) -> Any:
     return open(path, encoding="utf-8")
 
 
+def read_records(path: Path, expected: str) -> list[dict[str, Any]]:
+    """The records of a JSON lines (also gzipped), Parquet or JSON-list file, chosen by its name."""
+    name = Path(path).name
+    if name.endswith((".jsonl", ".jsonl.gz")):
+        return read_jsonl(path, expected)
+    if name.endswith(".parquet"):
+        return read_parquet(path, expected)
+    data = read_json(path, expected)
+    if not isinstance(data, list):
+        raise SourceError(f"{path}: expected a JSON list ({expected})")
+    return data
+
+
+def text_key(text: str) -> str:
+    """A text item's stable key: sha1 of its text. Train and test sources keyed alike let the build recognise a
+    training item that asks a test question (drake_bench.build drops it from training)."""
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
 def read_parquet(path: Path, expected: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 

@@ -18,7 +18,6 @@ training. GSM8K's test split is read by ``instruction_json`` (``format: gsm8k``)
 from __future__ import annotations
 
 import csv
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,17 +26,7 @@ from ..errors import SourceError
 from ..sample import AnswerType, Sample
 from ..spec import TaskSpec
 from . import register_loader
-from ._common import LETTERS, Need, field, finish, hub_rows, make_sample, note_read, read_jsonl, read_parquet
-
-
-def _key(text: str) -> str:
-    """A stable item key: sha1 of the item's text (MMLU repeats a few questions across subjects, so its key covers
-    the subject and the options too)."""
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
-
-
-def _rows(files: list[Path], expected: str) -> list[dict[str, Any]]:
-    return [r for f in files for r in (read_parquet(f, expected) if f.suffix == ".parquet" else read_jsonl(f, expected))]
+from ._common import LETTERS, Need, field, finish, hub_rows, make_sample, note_read, read_parquet, read_records, text_key
 
 
 class MMLULoader:
@@ -64,7 +53,7 @@ class MMLULoader:
                 raise SourceError(f"{where}: answer {answer!r} is not one of the {len(choices)} options")
             question = str(field(r, "question", where))
             subject = str(r.get("subject", ""))
-            out.append(make_sample(task, _key(subject + "\n" + question + "\n" + "\n".join(choices)), question, choices[index],
+            out.append(make_sample(task, text_key(subject + "\n" + question + "\n" + "\n".join(choices)), question, choices[index],
                                    choices=choices, answer_type=AnswerType.MULTIPLE_CHOICE, meta={"subject": subject}))
         yield from finish(task, out)
 
@@ -99,7 +88,7 @@ class HumanEvalLoader:
         else:
             need = self.layout(task)[0]
             files = need.find(source_dir) or [need.find_one(source_dir, task)]
-            rows, where = _rows(files, expected), ", ".join(map(str, files))
+            rows, where = [r for f in files for r in read_records(f, expected)], ", ".join(map(str, files))
         out = []
         for r in rows:
             problem = str(field(r, "task_id", where, expected))

@@ -33,7 +33,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,22 +41,7 @@ from ..errors import SourceError
 from ..sample import Sample
 from ..spec import TaskSpec
 from . import register_loader
-from ._common import Need, field, finish, hub_rows, in_shard, make_sample, read_json, read_jsonl, read_parquet, root_name, source_root, stable_unit
-
-
-def _rows(path: Path, expected: str) -> list[dict[str, Any]]:
-    if path.suffix == ".jsonl":
-        return read_jsonl(path, expected)
-    if path.suffix == ".parquet":
-        return read_parquet(path, expected)
-    data = read_json(path, expected)
-    if not isinstance(data, list):
-        raise SourceError(f"{path}: expected a JSON list ({expected})")
-    return data
-
-
-def _key(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
+from ._common import Need, field, finish, hub_rows, in_shard, make_sample, read_json, read_records, root_name, source_root, stable_unit, text_key
 
 
 _FORMATS = {
@@ -84,11 +68,11 @@ class InstructionJSONLoader:
             rows, where = list(hub_rows(task, config=task.source.subset, split=rule.get("split", "train"))), task.source.hub_repo or ""
         else:
             path = self.layout(task)[0].find_one(source_dir, task)
-            rows, where = _rows(path, f"{rule['format']} records"), str(path)
+            rows, where = read_records(path, f"{rule['format']} records"), str(path)
         out = []
         for r in rows:
             q, a = conv(r, where)
-            k = _key(q)
+            k = text_key(q)
             if "shard" in rule and not in_shard(k, rule["shard"], rule.get("seed", 0)):
                 continue
             out.append(make_sample(task, k, q, a, meta={"category": r.get("category")}))
@@ -126,7 +110,7 @@ class AyaLoader:
             files = need.find(source_dir)
             if not files:
                 need.find_one(source_dir, task)
-            rows = [r for f in files for r in _rows(f, "Aya rows {inputs, targets, language_code}")]
+            rows = [r for f in files for r in read_records(f, "Aya rows {inputs, targets, language_code}")]
             lab = root / rule.get("topic_labels", "aya_topics.json")
             if lab.is_file():
                 labels = read_json(lab, "topic labels {item_key: topic}")
@@ -135,7 +119,7 @@ class AyaLoader:
         for r in rows:
             if field(r, "language_code", "Aya row") not in langs:
                 continue
-            k = _key(r["inputs"])
+            k = text_key(r["inputs"])
             topic = labels.get(k) or topics[int(stable_unit(k, rule.get("seed", 0)) * len(topics))]
             if topic != rule["topic"]:
                 continue
@@ -206,10 +190,10 @@ class FedFLANLoader:
         files = needs[0].find(source_dir or ".")
         if not files:
             needs[0].find_one(source_dir or ".", task)
-        rows = [(f, r) for f in files for r in _rows(f, "FLAN records {instruction, output, task}")]
+        rows = [(f, r) for f in files for r in read_records(f, "FLAN records {instruction, output, task}")]
         if len(needs) > 1:
             test = needs[1].find_one(source_dir or ".", task)
-            rows += [(test, r) for r in _rows(test, "FLAN test records {instruction, output, task}")]
+            rows += [(test, r) for r in read_records(test, "FLAN test records {instruction, output, task}")]
         tasks = sorted({str(field(r, "task", f, "the record's FLAN task name")) for f, r in rows})
         if rule["task"] not in tasks:
             raise SourceError(f"task {task.id!r}: FLAN task {rule['task']!r} is not among the records' task fields {tasks} "
@@ -219,7 +203,7 @@ class FedFLANLoader:
             if r["task"] != rule["task"]:
                 continue
             q = str(field(r, "instruction", f)) + ("\n" + r["input"] if r.get("input") else "")
-            k = _key(q)
+            k = text_key(q)
             if in_shard(k, rule["shard"], rule.get("seed", 0)):
                 out.append(make_sample(task, k, q, str(field(r, "output", f)), meta={"flan_task": r["task"], "category": r.get("category")}))
         yield from finish(task, _dedupe(out))

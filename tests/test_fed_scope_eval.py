@@ -166,7 +166,7 @@ def test_sources_check_lists_the_evaluation_sets(scope_sources, tmp_path):
 
     report = check_sources("fed-scope", scope_sources)
     assert report.ok
-    labels = [t.task_id for t in report.tasks]
+    labels = [t.label for t in report.tasks]
     assert "codealpaca-part1 (test set: HumanEval)" in labels and "dolly (test set: MMLU)" in labels
     missing = check_sources("fed-scope", tmp_path)
     text = render(missing)

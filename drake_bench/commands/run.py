@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import DrakeBenchError
-from ..evaluation.external import CODE_EXECUTION_ENV, code_execution_allowed
+from ..evaluation.external import CODE_EXECUTION_ENV, code_execution_allowed, code_executing_tasks
 from ..run_config import RunConfig
 from ..runner import default_jobs
 from ..console import print_table
@@ -176,7 +176,7 @@ def register(app: typer.Typer) -> None:
                     raise typer.BadParameter(f"--judge: {exc}") from None
             if allow_code_execution:
                 os.environ[CODE_EXECUTION_ENV] = "1"
-            executes = [t.id for t in spec.tasks if t.test_source is not None and t.test_source.scorer == "humaneval"]
+            executes = code_executing_tasks(spec)
             if executes and not code_execution_allowed():
                 raise typer.BadParameter(f"{spec.name}'s tasks {', '.join(executes)} are scored by running model-written "
                                          "code (HumanEval's unit tests): pass --allow-code-execution to allow it (a child "

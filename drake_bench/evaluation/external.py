@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import DrakeBenchError
 from ..sample import Sample
+from ..spec import BenchmarkSpec
 
 CODE_EXECUTION_ENV = "DRAKE_BENCH_ALLOW_CODE_EXECUTION"
 """Set to 1 to let the HumanEval scorer execute completions (what ``--allow-code-execution`` sets)."""
@@ -97,6 +98,11 @@ def clean_completion(code: str) -> str:
 
 def code_execution_allowed() -> bool:
     return os.environ.get(CODE_EXECUTION_ENV, "") == "1"
+
+
+def code_executing_tasks(spec: BenchmarkSpec) -> list[str]:
+    """The tasks whose test answers are scored by running them (HumanEval's unit tests)."""
+    return [t.id for t in spec.tasks if t.test_source is not None and t.test_source.scorer == "humaneval"]
 
 
 def require_code_execution(what: str) -> None:
