@@ -135,6 +135,7 @@ class SeedRun:
     diagnostics: list[DiagnosticRecord] = field(default_factory=list)
     post_federation_costs: list[PostFederationCostRecord] = field(default_factory=list)
     absences: list[AbsenceRecord] = field(default_factory=list)
+    scores_before_post_federation: list[ScoreRecord] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     start_round: int = 0
     client_peaks: dict[int, int] = field(default_factory=dict)  # peak memory a client's own process reported (Flower)
@@ -615,7 +616,9 @@ class Evaluator:
 
     def post_federation(self, run: SeedRun) -> None:
         """The optional stage after the last round, timed around the call (as ``aggregate``); its models replace the
-        final evaluation point."""
+        final evaluation point. The replaced rows are kept apart (``raw.scores_before_post_federation``): what a
+        stage such as a final global model or a post-training gains or costs over the clients' own last models is
+        then read from one result file, not from a second run."""
         if not run.method.has_post_federation or run.extra.get("post_federation_done"):
             return
         t0 = time.perf_counter()
@@ -624,6 +627,7 @@ class Evaluator:
                                                                   post_federation_seconds=time.perf_counter() - t0))
         run.extra["post_federation_done"] = True
         last = run.rounds
+        run.scores_before_post_federation = [s for s in run.scores if s.eval_round == last]
         run.scores = [s for s in run.scores if s.eval_round != last] + self.evaluate(run, run.states, last - 1)
 
     def fast_adaptation(self, run: SeedRun) -> list[AdaptationRecord]:
@@ -710,7 +714,7 @@ class Evaluator:
                 **{k: v for k, v in run.extra.items() if k != "uid_key"}, DATA_ACCESS_KEY: run.access.record()}
         return RawTables(scores=run.scores, adaptation=adaptation, costs=run.costs, server_costs=run.server_costs,
                          diagnostics=run.diagnostics, post_federation_costs=run.post_federation_costs,
-                         absences=run.absences), info
+                         absences=run.absences, scores_before_post_federation=run.scores_before_post_federation), info
 
 
 # --------------------------------------------------------------------------- whole run
@@ -813,6 +817,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
             diagnostics=[r for t in raws for r in t.diagnostics],
             post_federation_costs=[r for t in raws for r in t.post_federation_costs],
             absences=[r for t in raws for r in t.absences],
+            scores_before_post_federation=[r for t in raws for r in t.scores_before_post_federation],
         )
         alloc_name = config.allocation or ev.spec.default_allocation or "none"
         assert ev.evaluation is not None

@@ -26,7 +26,7 @@ import tempfile
 from datetime import datetime, timezone
 from importlib import metadata, resources
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Iterable, Literal, Sequence
 
 import jsonschema
 from pydantic import ConfigDict, Field, ValidationError, model_validator
@@ -692,7 +692,8 @@ def check_result(result: RunResult | str | Path) -> list[str]:
     raw = result.raw
     for table, recs in (("scores", raw.scores), ("adaptation", raw.adaptation), ("costs", raw.costs),
                         ("server_costs", raw.server_costs), ("diagnostics", raw.diagnostics),
-                        ("post_federation_costs", raw.post_federation_costs), ("absences", raw.absences)):
+                        ("post_federation_costs", raw.post_federation_costs), ("absences", raw.absences),
+                        ("scores_before_post_federation", raw.scores_before_post_federation)):
         stray = sorted({r.seed for r in recs} - declared)
         if stray:
             problems.append(f"raw.{table}: records for seeds {stray} not listed in seeds {sorted(declared)}")
@@ -826,6 +827,11 @@ def _benchmark_spec(ref: BenchmarkRef) -> Any:
 def _examples(items: Any, n: int = 4) -> str:
     items = sorted(items, key=str)
     return ", ".join(map(str, items[:n])) + (f" ... ({len(items)} in all)" if len(items) > n else "")
+
+
+def _cells(rows: Iterable[ScoreRecord]) -> set[tuple[int, str, int | None, str]]:
+    """What a score row is about, without its value: (client, task, owner, role)."""
+    return {(r.client, r.task, r.owner, r.role) for r in rows}
 
 
 def completeness_problems(result: RunResult) -> list[str]:
@@ -1000,6 +1006,21 @@ def completeness_problems(result: RunResult) -> list[str]:
         post = [c for c in raw.post_federation_costs if c.seed == seed]
         if len(post) > 1:
             out.append(f"raw.post_federation_costs seed {seed}: {len(post)} records, at most one per seed")
+        # the replaced final point came later still: none in older files; where present it is the final point's
+        # rows (the same (client, task, owner, role) cells), and only for a seed whose method ran the stage
+        replaced = [r for r in raw.scores_before_post_federation if r.seed == seed]
+        if replaced:
+            where_r = f"raw.scores_before_post_federation seed {seed}"
+            if not post:
+                out.append(f"{where_r}: rows for a seed without a post_federation stage (no raw.post_federation_costs)")
+            off = sorted({r.eval_round for r in replaced} - {fl.rounds})
+            if off:
+                out.append(f"{where_r}: rows for rounds {off}; only the last round, {fl.rounds}, is replaced")
+            final = _cells(r for r in raw.scores if r.seed == seed and r.eval_round == fl.rounds)
+            mine = _cells(replaced)
+            if mine != final:
+                out.append(f"{where_r}: its cells differ from the final point's in raw.scores (only there: "
+                           f"{_examples(mine - final)}; only in raw.scores: {_examples(final - mine)})")
     return out
 
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from drake_bench import DrakeBenchError, PluginError
+from drake_bench.evaluation.table import summary_markdown
 from drake_bench.evaluator import RunConfig, run
 from drake_bench.protocol import MethodMeta, State
 from drake_bench.registry import available_methods, create_method, register_method
@@ -189,6 +190,40 @@ def test_post_federation_stage_replaces_only_the_final_evaluation(toy, tmp_path)
     assert final_yes.keys() == final_no.keys() and len(final_yes) > 0
     assert all(abs(final_yes[k] + final_no[k] - 1.0) < 1e-9 for k in final_yes)
     assert final_yes != {key(r): r.score for r in plain.raw.scores if r.eval_round == 8}
+
+
+def test_the_point_a_post_federation_stage_replaced_is_kept_beside_it(toy, tmp_path):
+    plain = run(_cfg(toy, tmp_path / "plain", fast_adaptation=False))
+    yes = run(_cfg(toy, tmp_path / "yes", method="distilled", fast_adaptation=False))
+    key = lambda r: (r.eval_round, r.client, r.task, r.owner, r.role)  # noqa: E731
+    # before the stage, a Distilled client holds what a Counter client holds: the kept rows are plain's final point
+    kept = {key(r): r.score for r in yes.raw.scores_before_post_federation}
+    assert kept == {key(r): r.score for r in plain.raw.scores if r.eval_round == 8} and kept
+    assert plain.raw.scores_before_post_federation == []  # no stage, nothing replaced
+    a, p = yes.summary.aggregate, plain.summary.aggregate
+    assert a.self_last_before_post_federation.mean == p.self_last.mean != a.self_last.mean
+    assert a.others_last_before_post_federation.mean == p.others_last.mean
+    assert p.self_last_before_post_federation.mean is None and p.others_last_before_post_federation.n == 0
+    # the file holds them, its schema accepts them, and the rules check them
+    on_disk = read_result(next((tmp_path / "yes").rglob("result.json")))
+    assert on_disk.raw.scores_before_post_federation == yes.raw.scores_before_post_federation
+    assert check_result(on_disk) == []
+    moved = on_disk.model_copy(deep=True)
+    rows = moved.raw.scores_before_post_federation
+    rows[0] = rows[0].model_copy(update={"eval_round": 7})
+    assert any("scores_before_post_federation seed 0: rows for rounds [7]" in q for q in check_result(moved))
+    lacking = on_disk.model_copy(deep=True)
+    del lacking.raw.scores_before_post_federation[-1]
+    assert any("cells differ from the final point's" in q for q in check_result(lacking))
+    stageless = on_disk.model_copy(deep=True)
+    stageless.raw.post_federation_costs.clear()
+    assert any("without a post_federation stage" in q for q in check_result(stageless))
+    # the board's markdown shows before and after for the staged method only
+    text = summary_markdown([plain, yes])
+    assert "before and after each method's post-federation stage" in text
+    assert "| distilled 1.0 |" in text.split("post-federation stage")[-1]
+    assert "counter 1.0" not in text.split("post-federation stage (its A_last")[-1]
+    assert "post-federation stage (its A_last" not in summary_markdown([plain])
 
 
 def test_a_malformed_post_federation_result_is_a_plugin_error(toy, tmp_path):

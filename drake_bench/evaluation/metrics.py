@@ -151,8 +151,8 @@ class DiagnosticRecord(_Strict):
 class RawTables(_Strict):
     """Everything the summary is computed from (diagnostics are kept beside it, for inspection only).
 
-    ``server_costs``, ``diagnostics``, ``post_federation_costs`` and ``absences`` came later than the other tables:
-    result files written before them have none, and read as empty tables.
+    ``server_costs``, ``diagnostics``, ``post_federation_costs``, ``absences`` and ``scores_before_post_federation``
+    came later than the other tables: result files written before them have none, and read as empty tables.
     """
 
     scores: list[ScoreRecord] = Field(default_factory=list)
@@ -169,6 +169,13 @@ class RawTables(_Strict):
         default_factory=list, description="One record per (seed, round, client) that took no part in the round "
                                           "(partial participation, or a lost node); empty when every client trained "
                                           "every round.")
+    scores_before_post_federation: list[ScoreRecord] = Field(
+        default_factory=list,
+        description="The last evaluation point as the clients held it after their last local training, before the "
+                    "method's post_federation stage replaced their models (TAP's post-training, a method's final "
+                    "global model): the rows of ``scores`` at that round are the replacement's. Empty for a method "
+                    "without post_federation. Summarised apart (``self_last_before_post_federation``), never in the "
+                    "headline metrics.")
 
 
 # --------------------------------------------------------------------------- summary records
@@ -240,6 +247,12 @@ class SeedSummary(_Strict):
     post_federation_seconds: float | None = Field(
         default=None, description="Seconds of the method's post_federation call (all clients); None for a method "
                                   "without one (and for result files from before it was measured).")
+    self_last_before_post_federation: float | None = Field(
+        default=None, description="Self at the last evaluation point before post_federation replaced the models "
+                                  "(from raw.scores_before_post_federation); None for a method without the stage and "
+                                  "for result files from before it was recorded.")
+    others_last_before_post_federation: float | None = Field(
+        default=None, description="Others at the same point.")
 
 
 _NO_VALUE = MeanStd(mean=None, std=None, n=0)
@@ -269,6 +282,8 @@ class Aggregate(_Strict):
     uplink_elements_per_round: MeanStd = _NO_VALUE
     downlink_elements_per_round: MeanStd = _NO_VALUE
     post_federation_seconds: MeanStd = _NO_VALUE
+    self_last_before_post_federation: MeanStd = _NO_VALUE
+    others_last_before_post_federation: MeanStd = _NO_VALUE
 
 
 class Summary(_Strict):
@@ -416,9 +431,12 @@ def server_cost_summary(server_costs: Sequence[ServerCostRecord]) -> dict[str, f
 def seed_summary(
     seed: int, scores: Sequence[ScoreRecord], costs: Sequence[CostRecord] = (),
     server_costs: Sequence[ServerCostRecord] = (), post_federation_costs: Sequence[PostFederationCostRecord] = (),
+    scores_before_post_federation: Sequence[ScoreRecord] = (),
 ) -> SeedSummary:
     """All metrics of one seed from its score and cost records (records of other seeds are ignored)."""
     scores = [r for r in scores if r.seed == seed]
+    before = [r for r in scores_before_post_federation if r.seed == seed]
+    _check_unique(before)
     costs = [c for c in costs if c.seed == seed]
     server_costs = [c for c in server_costs if c.seed == seed]
     post = [c.post_federation_seconds for c in post_federation_costs if c.seed == seed]
@@ -477,6 +495,8 @@ def seed_summary(
         **cost_summary(costs),  # type: ignore[arg-type]
         **server_cost_summary(server_costs),
         post_federation_seconds=float(sum(post)) if post else None,
+        self_last_before_post_federation=_mean(_client_self(before).values()),
+        others_last_before_post_federation=_mean(_client_others(before).values()),
     )
 
 
@@ -532,7 +552,8 @@ def summarize(raw: RawTables, seeds: Sequence[int] | None = None) -> Summary:
     """
     if seeds is None:
         seeds = sorted({r.seed for r in raw.scores} | {c.seed for c in raw.costs})
-    per_seed = [seed_summary(s, raw.scores, raw.costs, raw.server_costs, raw.post_federation_costs) for s in seeds]
+    per_seed = [seed_summary(s, raw.scores, raw.costs, raw.server_costs, raw.post_federation_costs,
+                             raw.scores_before_post_federation) for s in seeds]
     aggregate = Aggregate(**{f: mean_std([getattr(s, f) for s in per_seed]) for f in _AGG_FIELDS})
     return Summary(
         conventions=dict(CONVENTIONS),

@@ -139,11 +139,32 @@ def compute_rows(results: Sequence["RunResult"]) -> list[list[str]]:
     return out
 
 
+POST_FEDERATION_HEADERS = ["Method", "Self A_last before", "Self A_last after", "Others A_last before",
+                           "Others A_last after", "Stage seconds"]
+
+
+def post_federation_rows(results: Sequence["RunResult"]) -> list[list[str]]:
+    """Per result whose method has a post-federation stage and recorded the point it replaced: the last point's Self
+    and Others on the clients' own last models (before) beside the stage's models (after, the board's A_last). A
+    stage that hands every client a shared model, or post-trains one, can lift or sink a method's A_last on its
+    own; this shows by how much."""
+    out = []
+    for r in results:
+        a = r.summary.aggregate
+        if a.self_last_before_post_federation.mean is None:
+            continue
+        out.append([score_label(r), fmt(a.self_last_before_post_federation), fmt(a.self_last),
+                    fmt(a.others_last_before_post_federation), fmt(a.others_last),
+                    fmt(a.post_federation_seconds, scale=1.0, digits=1)])
+    return out
+
+
 def summary_markdown(results: Sequence["RunResult"]) -> str:
     """The same table as GitHub-flavoured markdown (ends with a newline), followed by Self A_last by model
     (:func:`model_rows`) where the clients hold different models, the wire-format table
-    (:func:`wire_rows`) when any result counted elements and the compute table (:func:`compute_rows`) when any
-    result was probed."""
+    (:func:`wire_rows`) when any result counted elements, the compute table (:func:`compute_rows`) when any
+    result was probed and the post-federation table (:func:`post_federation_rows`) when any result recorded the
+    point its stage replaced."""
     text = _markdown(HEADERS, rows(results))
     groups = model_groups(results)
     if groups:
@@ -159,6 +180,11 @@ def summary_markdown(results: Sequence["RunResult"]) -> str:
         text += ("\nTraining compute as the evaluator's probe counted it (FLOPs of matrix products and attention, "
                  "forward and backward), relative to SFT at the benchmark's local steps; training TFLOPs at the steps "
                  "the method ran, setup and any post-federation stage included.\n\n" + _markdown(COMPUTE_HEADERS, compute))
+    post = post_federation_rows(results)
+    if post:
+        text += ("\nThe last evaluation point before and after each method's post-federation stage (its A_last is the "
+                 "after): before scores what every client held after its last local training, after what the stage "
+                 "gave it.\n\n" + _markdown(POST_FEDERATION_HEADERS, post))
     return text + numerics_note(results) + judge_note(results)
 
 
