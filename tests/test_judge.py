@@ -65,7 +65,13 @@ def test_the_prompt_is_the_aya_papers_with_the_three_slots():
                            "[Reference]\nR.")
 
 
-def test_free_text_is_rated_and_every_other_item_keeps_its_rule():
+def test_free_text_is_rated_and_every_other_item_keeps_its_rule(monkeypatch):
+    import drake_bench.evaluation.scoring as scoring
+
+    def no_rouge(*_a):
+        raise AssertionError("a judged item's Rouge-L was computed, then thrown away")
+
+    monkeypatch.setattr(scoring, "rouge_l_f1", no_rouge)
     ConstantJudge.shown.clear()
     samples = [_sample(AnswerType.FREE_TEXT, "a cat on a mat"), _sample(AnswerType.YES_NO, "yes", choices=["yes", "no"]),
                _sample(AnswerType.FREE_TEXT, "two dogs")]

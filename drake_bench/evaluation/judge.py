@@ -112,8 +112,14 @@ def judged_scores(judge: Judge, predictions: Sequence[str], samples: Sequence[Sa
     """Scores of aligned answers and samples: free-text items rated by ``judge`` (one call for all of them), every
     other item by its own rule (:func:`~drake_bench.evaluation.scoring.score_batch`), and so are free-text items of
     an evaluation set with its own scorer (GSM8K's number, HumanEval's tests: a judge does not replace them)."""
-    scores = score_batch(predictions, samples)
+    if len(predictions) != len(samples):
+        raise ValueError(f"judged_scores: {len(predictions)} predictions for {len(samples)} samples")
     free = [i for i, s in enumerate(samples) if s.answer_type == AnswerType.FREE_TEXT and s.meta.get("scorer") is None]
+    rated = set(free)
+    rest = [i for i in range(len(samples)) if i not in rated]  # the rating replaces a free-text item's own score
+    scores = [0.0] * len(samples)
+    for i, score in zip(rest, score_batch([predictions[i] for i in rest], [samples[i] for i in rest])):
+        scores[i] = score
     if not free:
         return scores
     ratings = judge.rate([JudgeQuery(samples[i].question, predictions[i], samples[i].answer) for i in free])
