@@ -165,17 +165,52 @@ class ComputeProbe(BaseModel):
     def matched_local_steps(self) -> int:
         """The local steps that spend the reference's federation FLOPs (at least 1): the rounds scale with the steps,
         setup and the post-federation stage do not."""
+        steps = self._steps_in_budget()
+        return self.local_steps if steps is None else max(1, round(steps))
+
+    def _steps_in_budget(self) -> float | None:
+        """The local steps a round (unrounded) that the reference's FLOPs leave once the method's fixed costs are
+        paid; None for a method whose rounds cost nothing (zero-shot: nothing to match)."""
         per_step = self._all_rounds(self.first_round_flops, self.round_flops) / self.local_steps
         if per_step <= 0:
-            return self.local_steps
-        budget = self.reference_total_flops - self.fixed_flops
-        return max(1, round(budget / per_step))
+            return None
+        return (self.reference_total_flops - self.fixed_flops) / per_step
+
+    @property
+    def over_budget(self) -> bool:
+        """True when the floor of one local step, not the budget, set the matched steps: the method's setup and
+        post-federation stage leave it less than half a step a round, so even matched it spends more than the
+        reference (``matched_relative_compute`` says how much more)."""
+        steps = self._steps_in_budget()
+        return steps is not None and steps < 0.5
+
+    def relative_compute_at(self, steps: int) -> float:
+        """Method over reference, federation-wide, with the method at ``steps`` local steps a round and the
+        reference at the benchmark's."""
+        return self.flops_at_steps(steps) / self.reference_total_flops if self.reference_total_flops else float("nan")
+
+    @property
+    def matched_relative_compute(self) -> float:
+        """:meth:`relative_compute_at` the matched steps: 1 up to rounding to whole steps, above it when
+        :attr:`over_budget`."""
+        return self.relative_compute_at(self.matched_local_steps)
+
+    def over_budget_note(self) -> str:
+        """What a compute-matched run of an :attr:`over_budget` method says (empty otherwise)."""
+        if not self.over_budget:
+            return ""
+        fixed = self.fixed_flops / self.reference_total_flops
+        return (f"method {self.method!r}: its setup and post-federation stage alone cost {fixed:.2f}x "
+                f"{self.reference}'s federation FLOPs, so compute matching leaves it the minimum of 1 local step a "
+                f"round and it still spends {self.matched_relative_compute:.2f}x {self.reference}'s FLOPs "
+                "(fl.extra.compute.matched_relative_compute): this run is not at equal compute")
 
     def summary(self) -> dict[str, Any]:
         """The probe plus its derived numbers, as written into the result file."""
         return {**self.model_dump(mode="json"), "measured_relative_compute": self.measured_relative_compute,
                 "matched_local_steps": self.matched_local_steps, "method_total_flops": self.method_total_flops,
-                "reference_total_flops": self.reference_total_flops}
+                "reference_total_flops": self.reference_total_flops,
+                "matched_relative_compute": self.matched_relative_compute, "over_budget": self.over_budget}
 
 
 class _Measured(BaseModel):

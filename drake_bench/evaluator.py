@@ -302,6 +302,8 @@ class Evaluator:
             self.measure_compute(method, run_fed)
         if cfg.compute_matched:
             assert self.compute is not None
+            if self.compute.over_budget:  # matched in name only: say so where the run is watched, not just in the file
+                warnings.warn(self.compute.over_budget_note(), RuntimeWarning, stacklevel=2)
             return self.compute.matched_local_steps
         return cfg.local_steps or self.spec.fl.local_steps
 

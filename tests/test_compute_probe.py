@@ -190,3 +190,47 @@ def test_the_federation_total_prices_the_first_round_then_the_later_ones():
     v1 = ComputeProbe(**{**probe.model_dump(), "version": 1, "first_round_flops": None,
                          "reference_first_round_flops": None})
     assert v1.method_total_flops == 50 + 4 * (2 * 20 + 60)
+
+
+def test_fixed_costs_beyond_the_budget_are_over_budget_not_matched():
+    """Setup and a post-federation stage do not shrink with the local steps: when they leave less than half a step
+    a round of SFT's budget, matching can only give the floor of one step, and the run spends more than SFT."""
+    from drake_bench.compute import ComputeProbe
+
+    base = dict(method="m", local_steps=10, rounds=4, clients_per_model={"s": 2, "m": 1}, probe_clients={"s": 0, "m": 2},
+                first_round_flops={"s": 10, "m": 30}, round_flops={"s": 20, "m": 60}, reference_setup_flops=0,
+                reference_first_round_flops={"s": 10, "m": 30}, reference_round_flops={"s": 10, "m": 30},
+                declared_relative_compute=1.0)
+    # 35 FLOPs a step against a 200-FLOP budget: setup 150 leaves 1.43 steps, setup 190 leaves 0.29
+    fits, over = ComputeProbe(setup_flops=150, **base), ComputeProbe(setup_flops=190, **base)
+    assert fits.matched_local_steps == over.matched_local_steps == 1
+    assert not fits.over_budget and fits.over_budget_note() == ""
+    assert fits.matched_relative_compute == pytest.approx((150 + 35) / 200)
+    assert over.over_budget and over.matched_relative_compute == pytest.approx((190 + 35) / 200)
+    assert "'m'" in over.over_budget_note() and "1.12x sft" in over.over_budget_note()
+    assert over.summary()["over_budget"] is True and ComputeProbe.from_record(over.summary()) == over
+    # a method whose rounds cost nothing has nothing to match, so nothing to be over
+    free = ComputeProbe(setup_flops=0, **{**base, "first_round_flops": {"s": 0, "m": 0}, "round_flops": {"s": 0, "m": 0}})
+    assert not free.over_budget and free.matched_local_steps == 10
+
+
+def test_a_stage_costlier_than_sfts_federation_is_run_and_marked_over_budget(toy_mixed, out, fedit_measured):
+    """FedAvg + post-train with 10 post-training steps against SFT's 2 rounds of 4: the run warns, runs one step a
+    round, records by how much it overspends, and the board's compute table marks the row."""
+    from drake_bench.compute import ComputeProbe
+    from drake_bench.evaluation.table import summary_markdown
+
+    cfg = {"model_loader": "testing", "post_steps": 10}
+    with torch_threads(1), pytest.warns(RuntimeWarning, match=r"'fedavg-post-train'.*minimum of 1 local step"):
+        res = run(_cfg(toy_mixed, out / "over", "fedavg-post-train", compute_matched=True, method_config=cfg))
+    record = res.fl.extra["compute"]
+    assert res.fl.local_steps == record["matched_local_steps"] == 1 and record["over_budget"] is True
+    assert record["matched_relative_compute"] > 1.2  # about (10 + 2) / 8
+    assert record["matched_relative_compute"] == pytest.approx(ComputeProbe.from_record(record).relative_compute_at(1))
+    text = summary_markdown([fedit_measured, res])
+    assert f"{record['matched_relative_compute']:.3f} (over budget)" in text and "not at equal compute" in text
+    assert "over budget" not in summary_markdown([fedit_measured])
+    from drake_bench.leaderboard.html import _flops_cell  # the board page's column, the same mark
+
+    assert "over budget" in _flops_cell(res) and f'data-sort="{record["matched_relative_compute"]:.6f}"' in _flops_cell(res)
+    assert ">1.00<" in _flops_cell(fedit_measured).replace("</td>", "<")

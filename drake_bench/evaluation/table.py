@@ -119,23 +119,32 @@ def wire_rows(results: Sequence["RunResult"]) -> list[list[str]]:
     return out
 
 
-COMPUTE_HEADERS = ["Method", "Local steps", "Relative compute (measured)", "Declared", "Training TFLOPs",
-                   "Setup TFLOPs"]
+COMPUTE_HEADERS = ["Method", "Local steps", "Relative compute (measured)", "Declared", "Relative compute as run",
+                   "Training TFLOPs", "Setup TFLOPs"]
+
+
+OVER_BUDGET_NOTE = (" Over budget: the method's setup and post-federation stage alone leave it less than half a local "
+                    "step a round, so compute matching gives it the minimum of one and it still spends more than "
+                    "SFT: that row is not at equal compute.")
 
 
 def compute_rows(results: Sequence["RunResult"]) -> list[list[str]]:
     """Per result the evaluator's compute probe measured (drake_bench/compute.py): the steps the method ran, its
-    federation training FLOPs over SFT's at the benchmark's steps, what the plugin declares, and the totals at
-    the steps it ran."""
+    federation training FLOPs over SFT's at the benchmark's steps, what the plugin declares, the same ratio at the
+    steps it ran (about 1 on a compute-matched board, unless a method's fixed costs leave it no steps to cut:
+    marked "over budget"), and the totals at the steps it ran."""
     out = []
     for r in results:
-        probe = r.fl.extra.get("compute")
-        if not probe:
+        record = r.fl.extra.get("compute")
+        if not record:
             continue
-        setup, steps = probe["setup_flops"], r.fl.local_steps
-        training = ComputeProbe.from_record(probe).flops_at_steps(steps)
-        out.append([r.label, str(steps), f"{probe['measured_relative_compute']:.3f}",
-                    f"{probe['declared_relative_compute']:g}", f"{training / 1e12:.3g}", f"{setup / 1e12:.3g}"])
+        probe, steps = ComputeProbe.from_record(record), r.fl.local_steps
+        as_run = f"{probe.relative_compute_at(steps):.3f}"
+        if steps == probe.matched_local_steps and probe.over_budget:
+            as_run += " (over budget)"
+        out.append([r.label, str(steps), f"{record['measured_relative_compute']:.3f}",
+                    f"{record['declared_relative_compute']:g}", as_run,
+                    f"{probe.flops_at_steps(steps) / 1e12:.3g}", f"{record['setup_flops'] / 1e12:.3g}"])
     return out
 
 
@@ -178,8 +187,10 @@ def summary_markdown(results: Sequence["RunResult"]) -> str:
     compute = compute_rows(results)
     if compute:
         text += ("\nTraining compute as the evaluator's probe counted it (FLOPs of matrix products and attention, "
-                 "forward and backward), relative to SFT at the benchmark's local steps; training TFLOPs at the steps "
-                 "the method ran, setup and any post-federation stage included.\n\n" + _markdown(COMPUTE_HEADERS, compute))
+                 "forward and backward), relative to SFT at the benchmark's local steps and at the steps the method "
+                 "ran; training TFLOPs at the steps the method ran, setup and any post-federation stage included."
+                 + (OVER_BUDGET_NOTE if any("over budget" in row[4] for row in compute) else "")
+                 + "\n\n" + _markdown(COMPUTE_HEADERS, compute))
     post = post_federation_rows(results)
     if post:
         text += ("\nThe last evaluation point before and after each method's post-federation stage (its A_last is the "

@@ -23,6 +23,7 @@ from pathlib import Path
 from statistics import mean, pstdev
 from typing import Any, Sequence
 
+from ..compute import ComputeProbe
 from ..evaluation.metrics import MeanStd
 from ..results import RunResult
 from ..source_revision import describe
@@ -164,6 +165,18 @@ def _cell(text: str, value: float | None, cls: str = "num") -> str:
     return f'<td class="{cls}"{sort}>{html.escape(text)}</td>'
 
 
+def _flops_cell(res: RunResult) -> str:
+    """The method's training FLOPs over SFT's at the steps it ran (the compute probe's record), marked where its
+    fixed costs put it over a compute-matched budget; a dash for a run without a probe."""
+    record = res.fl.extra.get("compute")
+    if not record:
+        return _cell("–", None)
+    probe, steps = ComputeProbe.from_record(record), res.fl.local_steps
+    ratio = probe.relative_compute_at(steps)
+    over = steps == probe.matched_local_steps and probe.over_budget
+    return _cell(f"{ratio:.2f}" + (" over budget" if over else ""), ratio, "num over-budget" if over else "num")
+
+
 def _pair(v: tuple[float, float] | None) -> str:
     return "–" if v is None else f"{v[0]:.2f} ± {v[1]:.2f}"
 
@@ -208,7 +221,7 @@ table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ccc;paddin
 #board th{background:#f0f0f0;cursor:pointer;white-space:nowrap}#board th.sorted-desc:after{content:" \\25BC"}
 #board th.sorted-asc:after{content:" \\25B2"}td.num{text-align:right;white-space:nowrap}
 td.paper{color:#666;text-align:right;white-space:nowrap;font-style:italic}tr.detail{display:none}
-tr.detail.open{display:table-row}tr.is-refused td.label{color:#a00}.drill{max-width:1200px;white-space:normal}.ok{color:#070}.refused{color:#a00}
+tr.detail.open{display:table-row}tr.is-refused td.label{color:#a00}.drill{max-width:1200px;white-space:normal}.ok{color:#070}.refused{color:#a00}.over-budget{color:#a60}
 code.cmd{background:#f6f6f6;padding:2px 4px;font-size:12px;word-break:break-all}.tie{color:#a60}
 img{max-width:100%}.meta td{border:none;padding:1px 8px}
 """
@@ -248,7 +261,9 @@ def board_page(board: BoardDefinition, rows: list[Row], *, note: str = "") -> st
     head += [f"<th data-col='{k}'>{t}</th>" for k, t in METRICS]
     head += [f"<th data-col='paper_{k}' title='{html.escape(paper['table'])}'>{t}</th>" for k, t in paper_cols] if paper else []
     head += ["<th data-col='uplink'>Uplink MB/round</th>", "<th data-col='downlink'>Downlink MB/round</th>",
-             "<th data-col='train_s'>Train s/round</th>", "<th data-col='memory'>Peak memory MB</th>",
+             "<th data-col='train_s'>Train s/round</th>",
+             "<th data-col='flops' title='training FLOPs over SFT&#39;s, at the local steps the method ran'>FLOPs x SFT</th>",
+             "<th data-col='memory'>Peak memory MB</th>",
              "<th data-col='rules'>Rules</th>", "<th>Drill-down</th>"]
     body = []
     for i, r in enumerate(rows):
@@ -264,7 +279,8 @@ def board_page(board: BoardDefinition, rows: list[Row], *, note: str = "") -> st
                 cells.append(f'<td class="paper"{"" if v is None else f" data-sort={v[0]}"}>'
                              f'{"–" if v is None else f"{v[0]:.2f} ± {v[1]:.2f}"}</td>')
         cells += [_cell(*_ms(a.uplink_bytes_per_round, 1e-6, 3)), _cell(*_ms(a.downlink_bytes_per_round, 1e-6, 3)),
-                  _cell(*_ms(a.train_seconds_per_round, 1, 2)), _cell(*_ms(a.peak_memory_bytes, 1e-6, 0))]
+                  _cell(*_ms(a.train_seconds_per_round, 1, 2)), _flops_cell(r.result),
+                  _cell(*_ms(a.peak_memory_bytes, 1e-6, 0))]
         verdict = "ok" if not r.refusals else f"refused ({', '.join(sorted({x.rule for x in r.refusals}))})"
         cells.append(f'<td class="{"ok" if not r.refusals else "refused"}" data-sort="{len(r.refusals)}">{verdict}</td>')
         cells.append(f'<td><button class="drill" data-detail="{did}">details</button></td>')
