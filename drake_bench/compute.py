@@ -184,6 +184,11 @@ class ComputeProbe(BaseModel):
         steps = self._steps_in_budget()
         return steps is not None and steps < 0.5
 
+    def over_budget_at(self, steps: int) -> bool:
+        """:attr:`over_budget` for a run at ``steps`` local steps: only a run at the matched steps is one that
+        matching could not bring to the budget (a run at other steps was not matched at all)."""
+        return steps == self.matched_local_steps and self.over_budget
+
     def relative_compute_at(self, steps: int) -> float:
         """Method over reference, federation-wide, with the method at ``steps`` local steps a round and the
         reference at the benchmark's."""

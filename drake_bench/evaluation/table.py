@@ -140,7 +140,7 @@ def compute_rows(results: Sequence["RunResult"]) -> list[list[str]]:
             continue
         probe, steps = ComputeProbe.from_record(record), r.fl.local_steps
         as_run = f"{probe.relative_compute_at(steps):.3f}"
-        if steps == probe.matched_local_steps and probe.over_budget:
+        if probe.over_budget_at(steps):
             as_run += " (over budget)"
         out.append([r.label, str(steps), f"{record['measured_relative_compute']:.3f}",
                     f"{record['declared_relative_compute']:g}", as_run,

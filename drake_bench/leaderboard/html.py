@@ -173,7 +173,7 @@ def _flops_cell(res: RunResult) -> str:
         return _cell("–", None)
     probe, steps = ComputeProbe.from_record(record), res.fl.local_steps
     ratio = probe.relative_compute_at(steps)
-    over = steps == probe.matched_local_steps and probe.over_budget
+    over = probe.over_budget_at(steps)
     return _cell(f"{ratio:.2f}" + (" over budget" if over else ""), ratio, "num over-budget" if over else "num")
 
 
