@@ -188,8 +188,13 @@ def die_with(watch_pid: int) -> None:
     threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
 
 
+def package_origin() -> str:
+    """Where this process's ``drake_bench`` was imported from (its folder, resolved)."""
+    return str(Path(__file__).resolve().parent)
+
+
 def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, config: dict, threads: int,
-                 environ: dict[str, str]) -> None:
+                 environ: dict[str, str], parent_origin: str) -> None:
     die_with(parent_pid)
     os.environ.clear()  # the evaluator's environment now, not the fork server's from when it started
     os.environ.update(environ)
@@ -199,6 +204,9 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
 
     quiet_libraries()
     torch.set_num_threads(threads)
+    if package_origin() != parent_origin:  # another drake_bench would run the method: other code, other numbers
+        conn.send_bytes(dumps(("error", "PluginError", mismatch_message(parent_origin, package_origin()))))
+        return
     try:
         if target is not None:  # registered in the parent's process by register_method: import it here
             register_method(import_target(target), name=name)
@@ -276,6 +284,47 @@ class hidden_main:  # noqa: N801 - a context manager used like a function
             setattr(self.main, attr, value)
 
 
+def mismatch_message(parent: str, worker: str) -> str:
+    return (f"the method's worker process imported drake_bench from {worker}, but the evaluator runs the one in "
+            f"{parent}: the worker must run the same code. A folder named drake_bench in the current directory or "
+            "early on PYTHONPATH shadows the installed package; run from another folder, or install that folder "
+            "(`pip install -e .`) so both are the same")
+
+
+def import_path() -> list[str]:
+    """This process's ``sys.path`` as another process must see it: ``''`` (the folder Python started in) made
+    absolute, as multiprocessing's spawn does."""
+    from multiprocessing.process import ORIGINAL_DIR
+
+    return [os.path.abspath(ORIGINAL_DIR) if entry == "" else str(entry) for entry in sys.path]
+
+
+class same_import_path:  # noqa: N801 - a context manager used like a function
+    """Start the fork server that forks the method workers with this process's ``sys.path``.
+
+    Python 3.11's fork server ignores the ``sys.path`` it is handed (CPython gh-117378; fixed from 3.12.8 and
+    3.13.1) and starts as ``python -c``, which puts the current folder first. In a clone of this repository that
+    folder holds the source ``drake_bench/``, which shadows the installed package: its ``methods/``, ``loaders/``
+    and ``splits/`` only become ``drake_bench.*`` when installed, so every method failed to import in its worker.
+    The server therefore starts with ``PYTHONSAFEPATH=1`` (no current folder) and ``PYTHONPATH`` set to this
+    process's path (the workaround CPython's maintainers give); both are this block's only, and a worker puts the
+    evaluator's own environment back before anything else (:func:`_worker_main`), so a method never sees them."""
+
+    _KEYS = ("PYTHONPATH", "PYTHONSAFEPATH")
+
+    def __enter__(self) -> None:
+        self.saved = {key: os.environ.get(key) for key in self._KEYS}
+        os.environ["PYTHONPATH"] = os.pathsep.join(import_path())
+        os.environ["PYTHONSAFEPATH"] = "1"
+
+    def __exit__(self, *exc: object) -> None:
+        for key, value in self.saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 FORKSERVER_PRELOAD = ["drake_bench.isolation", "drake_bench.guard", "drake_bench.registry"]
 """What the forkserver imports before it forks any method worker."""
 MODEL_PRELOAD = [
@@ -308,7 +357,7 @@ def warm_forkserver(models: bool = True) -> None:
     if ctx.get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        with hidden_main():
+        with hidden_main(), same_import_path():
             forkserver.ensure_running()
 
 
@@ -332,11 +381,12 @@ class MethodProcess:
                     "be imported by a worker process: define it at module level in an importable module (or register "
                     "it through an entry point), or run with isolation='inline'")
             target = f"{cls.__module__}:{cls.__qualname__}"
+        environ = environment_for(numerics)  # read before same_import_path() changes this process's environment
         self._proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), name, target, config,
-                                                            threads or torch.get_num_threads(),
-                                                            environment_for(numerics)),
+                                                            threads or torch.get_num_threads(), environ,
+                                                            package_origin()),
                                  daemon=True)
-        with hidden_main():
+        with hidden_main(), same_import_path():
             self._proc.start()
         child.close()
         status, *rest = self._receive("start-up", None, None)
@@ -365,8 +415,11 @@ class MethodProcess:
         try:
             return loads(self._conn.recv_bytes())
         except EOFError:
+            self._proc.join(5)
             code = self._proc.exitcode
-            raise self.error(call, f"its worker process died (exit code {code})", client, round_idx) from None
+            hint = (f"; it imports drake_bench from this process's sys.path, which gives {package_origin()}"
+                    if call == "start-up" else "")
+            raise self.error(call, f"its worker process died (exit code {code}){hint}", client, round_idx) from None
 
     def _raise(self, kind: str, text: str, call: str, client: int | None, round_idx: int | None) -> None:
         """Re-raise a worker's error here: drake_bench's own by class, anything else as a located PluginError."""

@@ -86,3 +86,20 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1].strip()
     readme = (ROOT / "README.md").read_text()
     assert ci in readme, f"the last line of .ci/run ({ci!r}) must be the README's test command"
+
+
+def test_ci_runs_the_readme_first_command_non_editable_from_the_repository_root():
+    """The newcomer's path is tested as a newcomer takes it: the README's first command, verbatim, in a fresh venv,
+    from the repository root (``.ci/run`` starts with ``cd`` there); only a short schedule is added to it."""
+    readme = (ROOT / "README.md").read_text()
+    first = re.search(r"```bash\n(pip install[^\n]*drake-bench run[^\n]*)\n```", readme)
+    assert first, "the README's first set-up command (the main job) was not found"
+    command = first.group(1).strip()
+    assert "pip install -e" not in command and "pip install . " in command
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert 'cd "$(dirname "$0")/.."' in ci
+    step = next((line for line in ci.splitlines() if line.startswith(command)), None)
+    assert step is not None, f".ci/run must run the README's first command verbatim ({command!r})"
+    added = step[len(command):].split(")")[0].split()
+    assert added[:4] == ["--rounds", "4", "--local-steps", "1"], added  # a short schedule, nothing else changed
+    assert "python -m venv .ci-newcomer" in ci and ". .ci-newcomer/bin/activate" in ci
