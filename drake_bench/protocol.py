@@ -85,11 +85,38 @@ class Message:
             if (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()):
                 raise ValueError(f"tensor {k!r} contains NaN or Inf")
         try:
-            json.dumps(self.metadata, allow_nan=False)
+            where = _first_non_str_key(self.metadata, "metadata")
+            if where is None:
+                json.dumps(self.metadata, allow_nan=False)
+        except RecursionError:
+            raise ValueError("metadata is nested too deeply to cross as JSON") from None
         except TypeError as exc:
             raise ValueError(f"metadata is not JSON-serialisable: {exc}") from None
         except ValueError:
             raise ValueError("metadata contains NaN or Infinity (not valid JSON)") from None
+        if where is not None:
+            path, key = where
+            raise ValueError(f"{path} has the key {key!r} ({type(key).__name__}): metadata crosses as JSON, which "
+                             f"turns every key into a string, so what comes back from a checkpoint or a worker "
+                             f"process would differ from what was returned (a run would not resume the same); use "
+                             f"str keys")
+
+
+def _first_non_str_key(value: Any, path: str) -> tuple[str, Any] | None:
+    """``(where, key)`` of the first dict key in ``value`` that is not a str, else None."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return path, key
+            found = _first_non_str_key(item, f"{path}[{key!r}]")
+            if found is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = _first_non_str_key(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 class State(Message):

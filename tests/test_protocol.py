@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from drake_bench import Method, MethodMeta, PluginError, RunConfig, State, run
+from drake_bench import Message, Method, MethodMeta, PluginError, RunConfig, State, run
 from drake_bench.examples.majority import MajorityAnswer
 from drake_bench.protocol import protocol_problems
 from drake_bench.registry import create_method, register_method
@@ -151,6 +151,14 @@ class WrongShapes(Counter):
     def init_server(self):
         return State(metadata={"x": object()}) if self.config.wrong == "init_server" else super().init_server()
 
+    def client_update(self, ctx, state, message, batches):
+        upload, new = super().client_update(ctx, state, message, batches)
+        if self.config.wrong == "int-keys":  # valid JSON, but JSON gives back "3", so a resume would differ
+            new = State(new.tensors, {**new.metadata, "seen": {3: 1}})
+        if self.config.wrong == "mixed-keys":  # also valid JSON; sorting its keys for the byte count raised TypeError
+            upload = Message(upload.tensors, {"a": 1, 2: 3})
+        return upload, new
+
     def predict(self, ctx, state, queries):
         out = super().predict(ctx, state, queries)
         return out[:-1] if self.config.wrong == "predict" else out
@@ -163,6 +171,8 @@ register_method(WrongShapes)
     ("init_client", r"init_client \(seed 0, client 1\): returned dict, expected a Message"),
     ("init_server", r"init_server \(seed 0\): metadata is not JSON-serialisable"),
     ("predict", r"predict \(seed 0, client 1, round \d+\): must return a list of \d+ strings, got \d+ items"),
+    ("int-keys", r"client_update \(seed 0, client 1, round 1\): the new state: metadata\['seen'\] has the key 3 \(int\)"),
+    ("mixed-keys", r"client_update \(seed 0, client 1, round 1\): the upload: metadata has the key 2 \(int\)"),
 ])
 def test_malformed_returns_are_located_plugin_errors(toy, tmp_path, wrong, message):
     with pytest.raises(PluginError, match=message):
