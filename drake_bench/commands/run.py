@@ -17,13 +17,13 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
+from ..console import DataTable, literal, print_table
 from ..errors import DrakeBenchError
 from ..evaluation.external import CODE_EXECUTION_ENV, code_execution_allowed, code_executing_tasks
 from ..run_config import RunConfig
 from ..runner import default_jobs
-from ..console import print_table
 
 _err = Console(stderr=True)
 _out = Console()
@@ -46,7 +46,7 @@ OPTION_OF_FIELD = {"seeds": "--seeds", "rounds": "--rounds", "local_steps": "--l
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+    _err.print(Text.assemble(("error: ", "bold red"), literal(exc)), highlight=False, soft_wrap=True)
     return typer.Exit(code=1)
 
 
@@ -232,7 +232,7 @@ def register(app: typer.Typer) -> None:
         from ..manifest import archived_benchmarks, available_benchmarks, load_benchmark
         from ..registry import available_methods, method_class
 
-        t = Table(title="benchmarks (archived versions load by pinned name, e.g. drake-synth@1.3.0)")
+        t = DataTable(title="benchmarks (archived versions load by pinned name, e.g. drake-synth@1.3.0)")
         for col in ("name", "version", "clients", "tasks", "unseen", "modality", "kind", "rounds x steps"):
             t.add_column(col, no_wrap=True)
         for name in available_benchmarks() + archived_benchmarks():
@@ -242,7 +242,7 @@ def register(app: typer.Typer) -> None:
                       str(len(s.tasks) - len(s.unseen_tasks)), str(len(s.unseen_tasks)), s.modality, kind,
                       f"{s.fl.rounds} x {s.fl.local_steps}")
         print_table(_out, t)
-        m = Table(title="methods (entry point group drake_bench.methods; `drake-bench describe NAME` for its config)")
+        m = DataTable(title="methods (entry point group drake_bench.methods; `drake-bench describe NAME` for its config)")
         for col in ("name", "version", "summary"):
             m.add_column(col, no_wrap=col != "summary")
         for name in available_methods():
@@ -250,7 +250,7 @@ def register(app: typer.Typer) -> None:
                 cls = method_class(name)
                 m.add_row(name, cls.meta.version, cls.meta.summary)
             except DrakeBenchError as exc:
-                m.add_row(name, "?", f"[red]{exc}[/]")
+                m.add_row(name, "?", literal(exc, style="red"))
         print_table(_out, m)
 
     @app.command("describe")
@@ -270,18 +270,20 @@ def register(app: typer.Typer) -> None:
         except DrakeBenchError as exc:
             raise _fail(exc) from None
         meta = cls.meta
-        _out.print(f"[bold]{meta.name}[/] {meta.version}: {meta.summary}", highlight=False)
+        _out.print(Text.assemble(literal(meta.name, style="bold"), " ", literal(f"{meta.version}: {meta.summary}")),
+                   highlight=False)
         if meta.reference:
-            _out.print(f"reference: {meta.reference}", highlight=False)
+            _out.print(literal(f"reference: {meta.reference}"), highlight=False)
         optional = sorted({proto.__name__ for call, proto in OPTIONAL_CALLS.items() if callable(getattr(cls, call, None))})
-        _out.print(f"class: {cls.__module__}.{cls.__qualname__}; declared relative compute {meta.relative_compute:g} (measured by --measure-compute); "
-                   f"optional protocols: {', '.join(optional) or 'none'}", highlight=False)
+        _out.print(literal(f"class: {cls.__module__}.{cls.__qualname__}; declared relative compute "
+                           f"{meta.relative_compute:g} (measured by --measure-compute); "
+                           f"optional protocols: {', '.join(optional) or 'none'}"), highlight=False)
         print_table(_out, config_table(cls.Config, f"{meta.name} config (set with --set {meta.name}.KEY=VALUE)"))
 
 
-def config_table(config_cls: type, title: str) -> Table:
+def config_table(config_cls: type, title: str) -> DataTable:
     """One row per pydantic field: name, type, default and its description."""
-    table = Table(title=title)
+    table = DataTable(title=title)
     for col in ("field", "type", "default", "description"):
         table.add_column(col, no_wrap=col != "description", overflow="fold")
     for key, info in config_cls.model_fields.items():

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from rich.table import Table
-
 from ..compute import ComputeProbe
+from ..console import DataTable
 from .metrics import MeanStd, mean_std
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,9 +51,9 @@ def rows(results: Sequence["RunResult"]) -> list[list[str]]:
     return out
 
 
-def summary_table(results: Sequence["RunResult"], title: str | None = None) -> Table:
+def summary_table(results: Sequence["RunResult"], title: str | None = None) -> DataTable:
     """A rich table of :func:`rows`."""
-    table = Table(title=title)
+    table = DataTable(title=title)
     for i, h in enumerate(HEADERS):
         table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)  # "fedit 1.0" on one line
     for row in rows(results):
@@ -81,6 +80,14 @@ def model_groups(results: Sequence["RunResult"]) -> dict[str, list[int]]:
     for client, model in allocations.pop():
         groups.setdefault(model, []).append(int(client))
     return {m: sorted(c) for m, c in sorted(groups.items())} if len(groups) > 1 else {}
+
+
+MODEL_NOTE = "Self A_last by model: per seed, the mean over the clients that hold each model, then mean ± std over seeds."
+
+
+def model_headers(groups: dict[str, list[int]]) -> list[str]:
+    """The by-model table's header (summary.md's and the board page's): each model with its number of clients."""
+    return ["Method", *(f"{m} ({len(c)} client{'s' * (len(c) > 1)})" for m, c in groups.items())]
 
 
 def model_rows(results: Sequence["RunResult"], groups: dict[str, list[int]]) -> list[list[str]]:
@@ -177,9 +184,7 @@ def summary_markdown(results: Sequence["RunResult"]) -> str:
     text = _markdown(HEADERS, rows(results))
     groups = model_groups(results)
     if groups:
-        headers = ["Method", *(f"{m} ({len(c)} client{'s' * (len(c) > 1)})" for m, c in groups.items())]
-        text += ("\nSelf A_last by model: per seed, the mean over the clients that hold each model, then mean ± std "
-                 "over seeds.\n\n" + _markdown(headers, model_rows(results, groups)))
+        text += f"\n{MODEL_NOTE}\n\n" + _markdown(model_headers(groups), model_rows(results, groups))
     wire = wire_rows(results)
     if wire:
         text += ("\nCommunication at equal precision: elements sent per round (summed over clients) beside the bytes "
