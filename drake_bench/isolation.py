@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from . import errors as errors_mod
+from .descendants import become_subreaper, end_descendants
 from .errors import DrakeBenchError, PluginError
 from .guard import peak_memory_bytes, plugin_error
 from .lock import pid_alive
@@ -196,6 +197,7 @@ def package_origin() -> str:
 def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, config: dict, threads: int,
                  environ: dict[str, str], parent_origin: str) -> None:
     die_with(parent_pid)
+    become_subreaper()  # every process a call starts stays this worker's, and ends with the call
     os.environ.clear()  # the evaluator's environment now, not the fork server's from when it started
     os.environ.update(environ)
     from .guard import GuardedMethod
@@ -216,8 +218,10 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
                 "post_federation": guarded.has_post_federation, "adaptation": guarded.has_adaptation,
                 "diagnostics": guarded.has_diagnostics, "client_diagnostics": guarded.has_client_diagnostics,
                 "clients_together": guarded.trains_clients_together, "cpu_capability": cpu_capability()}
+        end_descendants()
         conn.send_bytes(dumps(("ok", info)))
     except BaseException as exc:  # noqa: BLE001 - every failure goes back as text
+        end_descendants()
         conn.send_bytes(dumps(("error", type(exc).__name__, str(exc))))
         return
     while True:
@@ -234,6 +238,7 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
             reply = dumps(("ok", value, peak_memory_bytes()))
         except BaseException as exc:  # noqa: BLE001
             reply = dumps(("error", type(exc).__name__, str(exc)))
+        end_descendants()  # before the answer: nothing the call started acts after it
         conn.send_bytes(reply)
 
 

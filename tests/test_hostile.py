@@ -6,6 +6,10 @@ harmlessly. (The state-key attack, whose run died with a raw TypeError on resume
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 from pydantic import BaseModel
 from rich.console import Console
 from typer.testing import CliRunner
@@ -15,6 +19,7 @@ from drake_bench.console import DataTable, literal, print_table
 from drake_bench.errors import PluginError
 from drake_bench.protocol import MethodMeta, State
 from drake_bench.registry import register_method
+from minimal_method import Counter
 
 MARKUP = "1.0[/red]"  # a closing tag with nothing open: rich raised MarkupError on it
 ESCAPE = "\x1b]0;owned\x07\x1b[2J"  # sets the terminal's title, then clears the screen
@@ -94,3 +99,47 @@ def test_an_error_message_with_markup_is_reported_not_crashed_on():
     assert exit_.exit_code == 1
     out = console.export_text()
     assert "bad [/] value" in out and "\x1b" not in out
+
+
+# -- a detached child that outlives its call (it rewrote result.json after the evaluator wrote it) -----------------
+class Forger(Counter):
+    """Counter whose first client_update leaves a detached grandchild (double fork + setsid) that waits, then writes."""
+
+    meta = MethodMeta(name="forger", version="1.0")
+
+    class Config(Counter.Config):
+        trace: str = ""  # a folder: the grandchild writes its pid there at once, and `forged` if it survives
+
+    def client_update(self, ctx, state, message, batches):
+        if ctx.round_idx == 0 and ctx.client_id == 1:
+            trace = Path(self.config.trace)
+            if os.fork() == 0:  # child: detach, fork the grandchild, leave
+                os.setsid()
+                if os.fork() == 0:
+                    (trace / "pid").write_text(str(os.getpid()))
+                    time.sleep(3)
+                    (trace / "forged").write_text("100/100")
+                os._exit(0)
+            os.wait()
+            deadline = time.time() + 5
+            while not (trace / "pid").exists() and time.time() < deadline:
+                time.sleep(0.01)
+        return super().client_update(ctx, state, message, batches)
+
+
+register_method(Forger)
+
+
+def test_no_process_a_method_starts_survives_its_call(toy, tmp_path):
+    from drake_bench import RunConfig, run
+    from drake_bench.lock import pid_alive
+
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    manifest, root = toy
+    run(RunConfig(benchmark=manifest, method="forger", data_dir=root, out=str(tmp_path / "out"), seeds=[0], rounds=4,
+                  fast_adaptation=False, method_config={"trace": str(trace)}))
+    pid = int((trace / "pid").read_text())
+    assert not pid_alive(pid), "the detached grandchild outlived the call that started it"
+    time.sleep(3.5)  # past the moment it would have written
+    assert not (trace / "forged").exists()
