@@ -579,7 +579,18 @@ class BuiltBenchmark:
         return ds
 
     def size(self, task_id: str, split: str) -> int:
-        return int(self.info["sizes"][task_id][split])
+        """Rows of one task split, as ``build_info.json`` records them.
+
+        A failed build keeps the tasks that built and records the others in ``failed_tasks`` (their shards are
+        removed), so a task the manifest has can be absent here: that is the folder's fault and is said as a data
+        error naming the file, the task and the rebuild, never a bare ``KeyError`` from inside a stream."""
+        try:
+            return int(self.info["sizes"][task_id][split])
+        except (KeyError, TypeError):
+            why = "its build failed" if task_id in (self.info.get("failed_tasks") or []) else "it was not built"
+            raise DataNotBuiltError(
+                f"{self.root / BUILD_INFO} records no {split} split of task {task_id!r} ({why}); "
+                f"{self.rebuild_hint(f'data/{task_id}/{split}')}") from None
 
     def samples(self, task_id: str, split: str, indices: Iterable[int]) -> list[Sample]:
         idx = list(indices)

@@ -256,3 +256,49 @@ def toy(toy_built, tmp_path_factory):
     path = tmp_path_factory.mktemp("manifest") / "toy.json"
     path.write_text(json.dumps(manifest_dict(spec)))
     return str(path), str(root)
+
+
+# ---------------------------------------------------------------------- the tiny leaderboard board
+@pytest.fixture(scope="session")
+def tiny_board(tmp_path_factory, worker_id) -> tuple[Path, Path]:
+    """(board JSON, leaderboard root) of the built tiny board; one build for the whole session.
+
+    The toy benchmark, the example plugin (``majority-answer``) and the minimal counter, 3 seeds x 2 rounds x 1
+    step, built by ``drake-bench leaderboard build`` and shared by the xdist workers through a file lock: a second
+    build of a built board runs nothing. Here so that every leaderboard test file uses the one build."""
+    import json
+
+    from filelock import FileLock
+    from minimal_method import Counter
+    from typer.testing import CliRunner
+
+    from drake_bench.build import build_benchmark
+    from drake_bench.cli import app
+    from drake_bench.loaders import _LOADERS, register_loader
+    from drake_bench.registry import register_method
+    from drake_bench.stream import open_built
+
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    base = shared / "tiny-board"
+    with FileLock(str(shared / "tiny-board.lock")):
+        if "toy" not in _LOADERS:
+            register_loader(ToyLoader())
+        base.mkdir(exist_ok=True)
+        spec = toy_spec()
+        if not (base / "built").exists():
+            build_benchmark(spec, source_dir=None, out=base / "built", show_progress=False)
+        (base / "toy.json").write_text(json.dumps(manifest_dict(spec)))
+        built = open_built(spec, data_dir=base / "built")
+        board = {"name": "tiny", "title": "Tiny test board", "description": "toy benchmark, model-free methods",
+                 "benchmark": str(base / "toy.json"), "benchmark_version": "0.0.1", "data_dir": str(base / "built"),
+                 "data_hash": built.data_hash, "content_hash": built.content_hash,
+                 "scenario": "static", "seeds": [0, 1, 2], "rounds": 2, "local_steps": 1, "eval_every_rounds": 1,
+                 "others_subsample": 2, "fast_adaptation": False, "fast_adaptation_tasks": None,
+                 "communication_budget_bytes": 1e6, "paper": {"key": "table-2-drake"},
+                 "entries": [{"method": "majority-answer"}, {"method": "counter"}]}
+        (base / "tiny.json").write_text(json.dumps(board))
+        register_method(Counter)  # idempotent: test_leaderboard.py registers it too
+        r = CliRunner().invoke(app, ["leaderboard", "build", str(base / "tiny.json"), "--root", str(base / "lb"),
+                                     "--jobs", "2"])
+        assert r.exit_code == 0, r.output
+    return base / "tiny.json", base / "lb"

@@ -27,7 +27,6 @@ from drake_bench.leaderboard.submission import SUBMISSION_FILE, SubmissionError,
 from drake_bench.registry import register_method
 from drake_bench.results import read_result
 
-from conftest import ToyLoader, toy_spec
 from minimal_method import Counter
 
 register_method(Counter)
@@ -38,40 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def _cli(*args: str) -> tuple[int, str]:
     r = CliRunner().invoke(app, list(args))
     return r.exit_code, r.output + (r.stderr if r.stderr_bytes is not None else "")
-
-
-@pytest.fixture(scope="session")
-def tiny_board(tmp_path_factory, worker_id) -> tuple[Path, Path]:
-    """(board JSON, leaderboard root) of the built tiny board; one build for the whole session."""
-    from filelock import FileLock
-
-    from drake_bench.build import build_benchmark
-    from drake_bench.loaders import _LOADERS, register_loader
-    from drake_bench.manifest import manifest_dict
-    from drake_bench.stream import open_built
-
-    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
-    base = shared / "tiny-board"
-    with FileLock(str(shared / "tiny-board.lock")):
-        if "toy" not in _LOADERS:
-            register_loader(ToyLoader())
-        base.mkdir(exist_ok=True)
-        spec = toy_spec()
-        if not (base / "built").exists():
-            build_benchmark(spec, source_dir=None, out=base / "built", show_progress=False)
-        (base / "toy.json").write_text(json.dumps(manifest_dict(spec)))
-        built = open_built(spec, data_dir=base / "built")
-        board = {"name": "tiny", "title": "Tiny test board", "description": "toy benchmark, model-free methods",
-                 "benchmark": str(base / "toy.json"), "benchmark_version": "0.0.1", "data_dir": str(base / "built"),
-                 "data_hash": built.data_hash, "content_hash": built.content_hash,
-                 "scenario": "static", "seeds": [0, 1, 2], "rounds": 2, "local_steps": 1, "eval_every_rounds": 1,
-                 "others_subsample": 2, "fast_adaptation": False, "fast_adaptation_tasks": None,
-                 "communication_budget_bytes": 1e6, "paper": {"key": "table-2-drake"},
-                 "entries": [{"method": "majority-answer"}, {"method": "counter"}]}
-        (base / "tiny.json").write_text(json.dumps(board))
-        code, out = _cli("leaderboard", "build", str(base / "tiny.json"), "--root", str(base / "lb"), "--jobs", "2")
-        assert code == 0, out
-    return base / "tiny.json", base / "lb"
 
 
 def _copy_board(tiny_board, tmp_path) -> tuple[Path, Path]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -13,6 +13,10 @@ from rich.table import Table
 
 from ..console import print_table
 from ..errors import DrakeBenchError
+
+if TYPE_CHECKING:  # pragma: no cover - the CLI imports the leaderboard lazily, so `drake-bench --help` stays fast
+    from ..leaderboard.boards import BoardDefinition
+    from ..leaderboard.rules import Refusal
 
 _err = Console(stderr=True)
 _out = Console()
@@ -25,7 +29,7 @@ def _fail(exc: Exception) -> typer.Exit:
     return typer.Exit(code=1)
 
 
-def _board(name: str):  # noqa: ANN202 - BoardDefinition, imported lazily
+def _board(name: str) -> BoardDefinition:
     from ..leaderboard.boards import load_board
 
     try:
@@ -36,10 +40,41 @@ def _board(name: str):  # noqa: ANN202 - BoardDefinition, imported lazily
         raise _fail(exc) from None
 
 
-def _print_refusals(refusals: list) -> None:  # noqa: ANN001
-    for r in refusals:
-        _err.print(f"[red]refused[/] [bold]\\[{escape(r.rule)}][/] {escape(r.file)}: {escape(r.message)}",
-                   highlight=False, soft_wrap=True)
+VERBOSE_HELP = "List every refusal, not one line per rule."
+
+
+def _print_refusals(refusals: list[Refusal], verbose: bool = False) -> None:
+    """Every refusal with ``verbose``, else one line per rule (:func:`~drake_bench.leaderboard.rules.summarise`):
+    one changed number breaks dozens of derived values, which would bury the other rules broken."""
+    from ..leaderboard.rules import summarise
+
+    if verbose:
+        for r in refusals:
+            _err.print(f"[red]refused[/] [bold]\\[{escape(r.rule)}][/] {escape(r.file)}: {escape(r.message)}",
+                       highlight=False, soft_wrap=True)
+        return
+    for line in summarise(refusals):
+        _err.print(f"[red]refused[/] {escape(line)}", highlight=False, soft_wrap=True)
+    if len(refusals) > len({r.rule for r in refusals}):
+        _err.print("(--verbose lists every refusal)", highlight=False)
+
+
+def _warn(message: str) -> None:
+    _err.print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def _check_root(boards: list[BoardDefinition], root: Path, *, writes: bool) -> None:
+    """Say when ``root`` holds no result file of ``boards`` (run outside a clone, every board reads unbuilt); a
+    command that writes pages fails when the root does not exist at all, rather than write empty pages (and, for
+    ``render``, a new ``leaderboard/`` folder wherever it was run)."""
+    from ..leaderboard.render import empty_root
+
+    why = empty_root(boards, root)
+    if why is None:
+        return
+    if writes and not root.is_dir():
+        raise _fail(DrakeBenchError(why))
+    _warn(why)
 
 
 def register(app: typer.Typer) -> None:
@@ -77,12 +112,15 @@ def register(app: typer.Typer) -> None:
         _out.print("hours: the wall time the result files record for their seeds (one process a seed, on the machine "
                    "that made them); what is left is estimated from them, entry by entry", highlight=False,
                    soft_wrap=True)
+        _check_root(list(canonical_boards().values()), root, writes=False)  # last: the line a reader sees
 
     @lb.command("build")
     def build_cmd(
         board: Annotated[str, typer.Argument(help="A canonical board name (`drake-bench leaderboard list`) or a board JSON file.")],
         root: Annotated[Path, typer.Option(help=ROOT_HELP)] = Path("leaderboard"),
-        methods: Annotated[str | None, typer.Option(help="Only these entries (comma-separated method names).")] = None,
+        methods: Annotated[str | None, typer.Option(help="Only these entries (comma-separated method names); with "
+                                                         "--dry-run any method, an entry or not: the board's command "
+                                                         "for it.")] = None,
         jobs: Annotated[int | None, typer.Option(help="Worker processes per `drake-bench run` (default: one per core, at most two).")] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", "--print-commands",
                                               help="Print the plan and the commands; run nothing.")] = False,
@@ -91,12 +129,15 @@ def register(app: typer.Typer) -> None:
         """Build a board: run every entry that has no complete result file (resuming partial ones from the
         evaluator's checkpoints), then render it. Run again after an interruption: it continues."""
         from ..leaderboard import build as b
+        from ..leaderboard.boards import BoardEntry
         from ..leaderboard.render import render as render_board
 
         bd = _board(board)
-        only = [m.strip() for m in methods.split(",")] if methods else None
+        only = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
         try:
             planned = b.plan(bd, root)
+            if not dry_run:
+                b.require_entries(bd, only or [], root)
         except DrakeBenchError as exc:
             raise _fail(exc) from None
         t = Table(title=f"{bd.name}: {bd.title}")
@@ -113,8 +154,20 @@ def register(app: typer.Typer) -> None:
             _out.print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} ({', '.join(p.entry.key for p in stale)}): "
                        "build refuses to replace committed results; each one's state says what to do",
                        highlight=False, soft_wrap=True)
-        if not todo and not stale:
-            _out.print("nothing to run: every entry has a complete result file")
+        if only:  # the board's command for each method asked for, whatever its state: how a submitter gets it
+            for p in selected:
+                if p.state == "done":
+                    _out.print(f"{p.entry.key} is complete ({p.result}); the board's command that made it:",
+                               highlight=False, soft_wrap=True)
+                    _out.print("made by: " + b.reproduce_command(bd, p.entry, root), highlight=False, soft_wrap=True)
+            for m in b.off_board(bd, only):
+                _out.print(f"{m} is not an entry of board {bd.name}; the board's command for it (run it, then "
+                           "`drake-bench leaderboard submit` its result file):", highlight=False, soft_wrap=True)
+                _out.print("to run: " + b.reproduce_command(bd, BoardEntry(method=m), root), highlight=False,
+                           soft_wrap=True)
+        elif not todo and not stale:
+            _out.print("nothing to run: every entry has a complete result file (`--dry-run --methods NAME` prints the "
+                       "board's command for a method, an entry or your own)", highlight=False, soft_wrap=True)
         for cmd in b.commands(bd, todo, jobs):
             _out.print(("would run: " if dry_run else "runs: ") + shlex.join(cmd), highlight=False, soft_wrap=True)
         if dry_run:
@@ -165,16 +218,21 @@ def register(app: typer.Typer) -> None:
         results: Annotated[Path | None, typer.Option(help="Read result files from this folder instead of the board's.")] = None,
         out: Annotated[Path | None, typer.Option(help="Write summary.md, the plot and board.html here (default: the board's folder).")] = None,
         link_base: Annotated[str | None, typer.Option(help="Link result files under this URL instead of by relative path.")] = None,
+        verbose: Annotated[bool, typer.Option("--verbose", help=VERBOSE_HELP)] = False,
     ) -> None:
         """Re-render a board from its result files: summary.md, accuracy_over_rounds.png and board.html."""
         from ..leaderboard.render import render
 
         bd = _board(board)
+        if results is None:
+            _check_root([bd], root, writes=out is None)
+        elif not results.is_dir():
+            raise _fail(DrakeBenchError(f"--results {results} is not a folder"))
         try:
             page, refusals = render(bd, root, results=results, out=out, link_base=link_base)
         except DrakeBenchError as exc:
             raise _fail(exc) from None
-        _print_refusals(refusals)
+        _print_refusals(refusals, verbose)
         _out.print(f"board: {page}")
 
     @lb.command("validate")
@@ -182,10 +240,12 @@ def register(app: typer.Typer) -> None:
         paths: Annotated[list[Path], typer.Argument(help="Result files, folders of them, or submission folders.")],
         board: Annotated[str | None, typer.Option(help="The board to check against (default: the submission's, or "
                                                        "the canonical board of the files' benchmark, scenario and allocation).")] = None,
+        verbose: Annotated[bool, typer.Option("--verbose", help=VERBOSE_HELP)] = False,
     ) -> None:
-        """Check result files against a board's rules; every refusal names the rule and the file. Exit 1 on any."""
+        """Check result files against a board's rules: one line per rule broken, naming it, its count and the first
+        file (--verbose: every refusal). Exit 1 on any, and when the paths hold no result file."""
         from ..leaderboard.boards import board_for, load_board
-        from ..leaderboard.render import board_files
+        from ..leaderboard.render import CLONE_HINT, board_files
         from ..leaderboard.rules import RULES, read_for_board, validate
         from ..leaderboard.submission import is_submission, validate_submission
 
@@ -195,6 +255,9 @@ def register(app: typer.Typer) -> None:
         try:
             chosen = load_board(board) if board else None
             for p in paths:
+                if not p.exists():
+                    raise DrakeBenchError(f"{p} does not exist ({p.absolute()}); {CLONE_HINT}: give a path "
+                                          "inside it (e.g. /path/to/drake_bench/leaderboard/drake-synth-dynamic)")
                 if p.is_dir() and is_submission(p):
                     sub, why = validate_submission(p, chosen)
                     refusals += why
@@ -215,9 +278,12 @@ def register(app: typer.Typer) -> None:
                 refusals += why
                 checked += len(files)
                 _out.print(f"board {target.name}: {len(files)} result file(s)")
+            if not checked and not refusals:  # "ok: 0 result file(s)" would pass a folder that holds none
+                raise DrakeBenchError(f"no result file in {', '.join(map(str, paths))} (checkpoints are not results): "
+                                      f"nothing to check ({CLONE_HINT})")
         except DrakeBenchError as exc:
             raise _fail(exc) from None
-        _print_refusals(refusals)
+        _print_refusals(refusals, verbose)
         if refusals:
             broken = sorted({r.rule for r in refusals})
             _err.print(f"{len(refusals)} refusal(s); rules broken: " + "; ".join(f"{r} ({RULES[r]})" for r in broken),
@@ -261,6 +327,7 @@ def register(app: typer.Typer) -> None:
         from ..leaderboard.render import site
 
         chosen = [_board(b.strip()) for b in boards.split(",")] if boards else list(canonical_boards().values())
+        _check_root(chosen, root, writes=True)
         try:
             pages = site(chosen, out, root, link_base)
         except DrakeBenchError as exc:

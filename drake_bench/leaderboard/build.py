@@ -14,7 +14,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..compute import PROBE_VERSION, probe_is_current, recorded_probe_version
 from ..errors import DrakeBenchError
@@ -111,42 +111,45 @@ def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[Planne
     return out
 
 
-def run_options(board: BoardDefinition) -> list[str]:
-    """The ``drake-bench run`` options every entry of the board shares."""
-    opts = ["--benchmark", board.benchmark, "--scenario", board.scenario]
+def board_command(board: BoardDefinition, entries: Sequence[BoardEntry], out: str | Path,
+                  jobs: int | None = None) -> list[str]:
+    """The ``drake-bench run`` command that runs ``entries`` on ``board``'s configuration, writing under ``out``.
+
+    The one place a board's command is assembled, from every flag its rules check: ``build`` prints it before it
+    runs that configuration, ``build --dry-run --methods X`` prints it for any method (a plugin not on the board
+    too), and the web page shows it as a row's Reproduce command. A second assembly drifts: the page's own once
+    dropped ``--compute-matched`` and so described a run the board refuses."""
+    cmd = ["drake-bench", "run", "--benchmark", board.benchmark, "--scenario", board.scenario]
     if board.allocation:
-        opts += ["--allocation", board.allocation]
-    opts += ["--seeds", ",".join(map(str, board.seeds)), "--rounds", str(board.rounds), "--local-steps",
-             str(board.local_steps), "--eval-every", str(board.eval_every_rounds)]
+        cmd += ["--allocation", board.allocation]
+    cmd += ["--seeds", ",".join(map(str, board.seeds)), "--rounds", str(board.rounds), "--local-steps",
+            str(board.local_steps), "--eval-every", str(board.eval_every_rounds)]
     if board.others_subsample is not None:
-        opts += ["--others-subsample", str(board.others_subsample)]
+        cmd += ["--others-subsample", str(board.others_subsample)]
     if board.fast_adaptation:
-        opts += ["--adaptation-tasks", str(board.fast_adaptation_tasks or 0)]
+        cmd += ["--adaptation-tasks", str(board.fast_adaptation_tasks or 0)]
     else:
-        opts += ["--no-fast-adaptation"]
+        cmd += ["--no-fast-adaptation"]
     if board.compute_matched:
-        opts += ["--compute-matched"]
-    opts += ["--numerics", board.numerics]
+        cmd += ["--compute-matched"]
+    cmd += ["--numerics", board.numerics]
     if board.data_dir:
-        opts += ["--data-dir", board.data_dir]
-    return opts
+        cmd += ["--data-dir", board.data_dir]
+    cmd += ["--methods", ",".join(e.method for e in entries)]
+    for e in entries:
+        for k, v in sorted(e.settings.items()):
+            cmd += ["--set", f"{e.method}.{k}={v if isinstance(v, str) else _json(v)}"]
+    if jobs:
+        cmd += ["--jobs", str(jobs)]
+    return cmd + ["--out", str(out)]
 
 
 def commands(board: BoardDefinition, entries: list[PlannedEntry], jobs: int | None = None) -> list[list[str]]:
-    """``drake-bench run`` commands for ``entries``: one per results folder (an ablation's settings get their own)."""
+    """:func:`board_command` for ``entries``: one per results folder (an ablation's settings get their own)."""
     by_out: dict[Path, list[PlannedEntry]] = {}
     for p in entries:
         by_out.setdefault(p.out, []).append(p)
-    cmds = []
-    for out, group in by_out.items():
-        cmd = ["drake-bench", "run", *run_options(board), "--methods", ",".join(p.entry.method for p in group)]
-        for p in group:
-            for k, v in sorted(p.entry.settings.items()):
-                cmd += ["--set", f"{p.entry.method}.{k}={v if isinstance(v, str) else _json(v)}"]
-        if jobs:
-            cmd += ["--jobs", str(jobs)]
-        cmds.append(cmd + ["--out", str(out)])
-    return cmds
+    return [board_command(board, [p.entry for p in group], out, jobs) for out, group in by_out.items()]
 
 
 def _json(v: Any) -> str:
@@ -156,9 +159,9 @@ def _json(v: Any) -> str:
 
 
 def reproduce_command(board: BoardDefinition, entry: BoardEntry, root: str | Path = DEFAULT_ROOT) -> str:
-    """The one command that reproduces one row (what the web page shows beside it)."""
-    p = PlannedEntry(entry, "", board.entry_out(entry, root), Path(), "missing")
-    return shlex.join(commands(board, [p])[0])
+    """The one command that makes ``entry`` on ``board`` (a board entry, or any method with its settings), into
+    the folder ``build`` would write it to: what ``build --dry-run --methods`` and the web page show."""
+    return shlex.join(board_command(board, [entry], board.entry_out(entry, root)))
 
 
 def run_configs(board: BoardDefinition, entries: list[PlannedEntry]) -> list[Any]:
@@ -176,11 +179,35 @@ def run_configs(board: BoardDefinition, entries: list[PlannedEntry]) -> list[Any
     ) for p in entries]
 
 
+def off_board(board: BoardDefinition, methods: Sequence[str]) -> list[str]:
+    """The ``methods`` that are no entry of ``board`` (a plugin's, or a typo): ``build --dry-run --methods`` prints
+    the board's command for them, since that is how a method's author runs the board's settings for a submission;
+    ``build`` itself runs only the entries the board's definition lists."""
+    entries = {e.method for e in board.entries}
+    return [m for m in methods if m not in entries]
+
+
+def require_entries(board: BoardDefinition, methods: Sequence[str], root: str | Path = DEFAULT_ROOT) -> None:
+    """Refuse, before anything runs, ``methods`` that are no entry of ``board``, with the board's command for them:
+    filtering them out silently would run nothing and say "nothing to run", as if they were done."""
+    other = off_board(board, methods)
+    if other:
+        cmd = shlex.join(board_command(board, [BoardEntry(method=m) for m in other],
+                                       board.entry_out(BoardEntry(method=other[0]), root)))
+        raise DrakeBenchError(
+            f"board {board.name} has no entry {', '.join(other)} (its entries: "
+            f"{', '.join(sorted({e.method for e in board.entries}))}); build runs only those. To run "
+            f"{'it' if len(other) == 1 else 'them'} on the board's settings, e.g. for a submission "
+            f"(docs/leaderboard.md): {cmd}")
+
+
 def build(board: BoardDefinition, root: str | Path = DEFAULT_ROOT, *, jobs: int | None = None,
           methods: list[str] | None = None, console: Any = None) -> list[PlannedEntry]:
-    """Run every entry that is not done (``methods``: only these), then return the plan as it stands after."""
+    """Run every entry that is not done (``methods``: only these, each an entry of the board), then return the plan
+    as it stands after."""
     from ..runner import run_methods
 
+    require_entries(board, methods or [], root)
     planned = [p for p in plan(board, root) if not methods or p.entry.method in methods]
     stale = [p for p in planned if p.state == "stale"]
     if stale:  # rebuilding them means replacing committed results: the user decides, by moving them

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Sequence
 
 from ..results import RunResult
-from .boards import DEFAULT_ROOT, BoardDefinition
+from .boards import DEFAULT_ROOT, BoardDefinition, BoardEntry
 from .build import reproduce_command
 from .html import Row, board_page, link
 from .rules import Refusal, validate
+from .submission import submission_of
 
 
 def board_files(folder: str | Path) -> list[Path]:
@@ -24,15 +25,42 @@ def board_files(folder: str | Path) -> list[Path]:
     return sorted(p for p in folder.rglob("result.json") if "checkpoints" not in p.relative_to(folder).parts)
 
 
-def _command_for(board: BoardDefinition, res: RunResult, root: str | Path) -> str:
-    """The board's command for an entry of the board; the run's own settings for any other file."""
-    for e in board.entries:
-        if e.method == res.method.name and e.settings == res.method_settings:
-            return reproduce_command(board, e, root)
-    rc = res.fl.extra.get("run_config") or {}
-    return (f"drake-bench run --benchmark {rc.get('benchmark', res.benchmark.name)} --scenario {res.scenario.tag} "
-            f"--methods {res.method.name} --seeds {','.join(map(str, res.seeds))} --out {rc.get('out', 'runs')} "
-            "(as its run_config records; the method's package must be installed)")
+CLONE_HINT = "the committed boards' results are in the leaderboard/ folder of a clone of the drake_bench repository"
+"""Where the results are, said by every command that found none where it looked (each adds how to point at them)."""
+
+
+def _holds_results(folder: Path) -> bool:
+    """Whether ``folder`` holds a result file, stopping at the first (a built board's checkpoints are many files)."""
+    return folder.is_dir() and any("checkpoints" not in p.relative_to(folder).parts for p in folder.rglob("result.json"))
+
+
+def empty_root(boards: Sequence[BoardDefinition], root: str | Path = DEFAULT_ROOT) -> str | None:
+    """Why ``root`` shows every one of ``boards`` unbuilt, or None when one of them holds a result file there.
+
+    The default root is ``./leaderboard``, which outside a clone of the repository holds nothing: each board then
+    reads 0/N and renders an empty page, although its committed results are one ``--root`` away. Saying so names
+    the root the command read and the way to the results."""
+    if any(_holds_results(b.results_dir(root)) for b in boards):
+        return None
+    root = Path(root)
+    shown = f"--root {root}" + ("" if root.is_absolute() else f" ({root.resolve()})")
+    what = f"board {boards[0].name}" if len(boards) == 1 else "any of these boards"
+    state = "does not exist" if not root.is_dir() else f"holds no result file of {what}"
+    return (f"{shown} {state}; {CLONE_HINT}: run from the clone's top folder, or point --root at that folder "
+            "(--root /path/to/drake_bench/leaderboard)")
+
+
+def command_for(board: BoardDefinition, path: str | Path, res: RunResult, root: str | Path = DEFAULT_ROOT) -> str:
+    """The command a row of the board's page gives to reproduce the result file ``path``.
+
+    A submitted file's is the command its submission says produced it (its method may need settings or a
+    package the board's flags do not carry); any other file's is the board's command for its method and settings
+    (:func:`~.build.reproduce_command`, the one ``build`` runs), so that what the page describes is a run the board
+    accepts, ``--compute-matched`` and every other flag included, whether or not the method is an entry."""
+    sub = submission_of(path)
+    if sub is not None:
+        return sub.command
+    return reproduce_command(board, BoardEntry(method=res.method.name, settings=res.method_settings), root)
 
 
 def rows_for(board: BoardDefinition, files: Sequence[str | Path], page_dir: Path, root: str | Path = DEFAULT_ROOT,
@@ -43,7 +71,7 @@ def rows_for(board: BoardDefinition, files: Sequence[str | Path], page_dir: Path
     for path, res in results:
         mine = [r for r in refusals if r.file == path or path in r.message]
         rows.append(Row(label=res.label, method=res.method.name, result=res,
-                        files=[link(path, page_dir, link_base)], command=_command_for(board, res, root), refusals=mine))
+                        files=[link(path, page_dir, link_base)], command=command_for(board, path, res, root), refusals=mine))
     return rows, refusals
 
 

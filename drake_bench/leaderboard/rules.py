@@ -65,6 +65,26 @@ class Refusal:
         return f"[{self.rule}] {self.file}: {self.message}"
 
 
+def summarise(refusals: Sequence[Refusal]) -> list[str]:
+    """One line per broken rule, in :data:`RULES` order: how many refusals it holds and the first of them.
+
+    One edited number breaks dozens of values derived from it (every mean, std and per-task score the summary
+    recomputes from the raw tables), so a refusal listed line by line buries the other rules a file breaks under
+    them; a count per rule with its first refusal says what to fix (``validate --verbose`` lists every line)."""
+    by_rule: dict[str, list[Refusal]] = {}
+    for r in refusals:
+        by_rule.setdefault(r.rule, []).append(r)
+    order = {rule: i for i, rule in enumerate(RULES)}
+    lines = []
+    for rule, group in sorted(by_rule.items(), key=lambda kv: order.get(kv[0], len(order))):
+        n, files = len(group), len({r.file for r in group})
+        what = (f"{n} derived value{'s differ' if n > 1 else ' differs'} from the raw tables" if rule == "recompute"
+                else f"{n} refusal{'s' if n > 1 else ''}")
+        lines.append(f"[{rule}] {what}{f' in {files} files' if files > 1 else ''} "
+                     f"(first: {group[0].file}: {group[0].message})")
+    return lines
+
+
 def _run_config(res: RunResult) -> dict[str, Any]:
     return dict(res.fl.extra.get("run_config") or {})
 

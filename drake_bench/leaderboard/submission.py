@@ -24,7 +24,7 @@ from .._base import StrictModel
 from .._version import __version__
 from ..errors import DrakeBenchError
 from .boards import BoardDefinition, load_board
-from .rules import Refusal, read_for_board, validate
+from .rules import Refusal, read_for_board, summarise, validate
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results import RunResult
@@ -98,7 +98,8 @@ def submit(board: BoardDefinition, results: Sequence[str | Path], out: str | Pat
         raise SubmissionError(f"a submission is one method at one version; these results are of {names}")
     _, refusals = validate(paths, board)
     if refusals:
-        raise SubmissionError(f"the results break board {board.name}'s rules:\n" + "\n".join(f"  - {r}" for r in refusals))
+        raise SubmissionError(f"the results break board {board.name}'s rules (`drake-bench leaderboard validate "
+                              "--verbose` lists every refusal):\n" + "\n".join(f"  - {line}" for line in summarise(refusals)))
     other = [f"{p}: {why}" for p, res in zip(paths, runs) if (why := package_mismatch(package, res))]
     if other:
         raise SubmissionError("cannot submit:\n" + "\n".join(f"  - {x}" for x in other))
@@ -128,6 +129,23 @@ def submit(board: BoardDefinition, results: Sequence[str | Path], out: str | Pat
 
 def is_submission(path: str | Path) -> bool:
     return (Path(path) / SUBMISSION_FILE).is_file()
+
+
+def submission_of(path: str | Path) -> Submission | None:
+    """The submission whose ``submission.json`` lists the result file ``path`` (in a folder above it), if any.
+
+    A submitted row is reproduced by the command its submitter ran, which the board cannot rebuild from its own
+    flags when the method needs settings or a package of its own; an unreadable ``submission.json`` is the
+    validator's to refuse (rule ``submission``), so here it counts as none."""
+    path = Path(path)
+    for folder in path.parents:
+        if is_submission(folder):
+            try:
+                sub = Submission.model_validate(json.loads((folder / SUBMISSION_FILE).read_text(encoding="utf-8")))
+            except (OSError, ValueError):
+                return None
+            return sub if path.relative_to(folder).as_posix() in sub.files else None
+    return None
 
 
 def validate_submission(folder: str | Path, board: BoardDefinition | None = None) -> tuple[Submission | None, list[Refusal]]:
