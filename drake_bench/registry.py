@@ -22,16 +22,30 @@ GROUP = "drake_bench.methods"
 _explicit: dict[str, Any] = {}
 
 
-def _entry_points() -> dict[str, EntryPoint]:
-    found: dict[str, EntryPoint] = {}
+def _grouped() -> dict[str, list[EntryPoint]]:
+    """Every entry point of the group by name, one per distinct target (a package installed twice is one)."""
+    found: dict[str, list[EntryPoint]] = {}
     for ep in entry_points(group=GROUP):
-        if ep.name in found and found[ep.name].value != ep.value:
-            raise PluginError(
-                f"method name clash: {ep.name!r} is registered by both {found[ep.name].value!r} "
-                f"({_dist(found[ep.name])}) and {ep.value!r} ({_dist(ep)}); uninstall one"
-            )
-        found[ep.name] = ep
+        same = found.setdefault(ep.name, [])
+        if all(other.value != ep.value for other in same):
+            same.append(ep)
     return found
+
+
+def _entry_points() -> dict[str, EntryPoint]:
+    """The names that exactly one plugin claims. A name two packages claim is left out here and refused where it is
+    asked for (:func:`method_class`), so that one pair of clashing third-party plugins does not stop every run."""
+    return {name: eps[0] for name, eps in _grouped().items() if len(eps) == 1}
+
+
+def _clash(name: str) -> PluginError | None:
+    """The error for a method name that two or more installed plugins claim, else None."""
+    eps = _grouped().get(name, [])
+    if len(eps) < 2:
+        return None
+    claims = " and ".join(f"{ep.value!r} ({_dist(ep)})" for ep in eps)
+    return PluginError(f"method name clash: {name!r} is registered by {claims}; uninstall one of them (results are "
+                       "filed under the method's name, so two methods cannot share one)")
 
 
 def _dist(ep: EntryPoint) -> str:
@@ -47,22 +61,26 @@ def register_method(cls: Any, name: str | None = None) -> Any:
     key = name or cls.meta.name
     if key in _explicit and _explicit[key] is not cls:
         raise PluginError(f"method name clash: {key!r} is already registered in this process by {_explicit[key]!r}")
-    eps = _entry_points()
-    if key in eps and f"{cls.__module__}:{cls.__qualname__}" != eps[key].value:
-        raise PluginError(f"method name clash: {key!r} is already provided by entry point {eps[key].value!r}")
+    claimed = _grouped().get(key, [])
+    if claimed and all(f"{cls.__module__}:{cls.__qualname__}" != ep.value for ep in claimed):
+        raise PluginError(f"method name clash: {key!r} is already provided by entry point {claimed[0].value!r}")
     _explicit[key] = cls
     return cls
 
 
 def available_methods() -> list[str]:
-    """Names of every method registered by entry point or :func:`register_method`."""
-    return sorted(set(_entry_points()) | set(_explicit))
+    """Names of every method registered by entry point or :func:`register_method` (a clashing name too: asking
+    for it says which plugins claim it)."""
+    return sorted(set(_grouped()) | set(_explicit))
 
 
 def method_class(name: str) -> Any:
     """The class registered as ``name`` (imported on first use); refuses one that is not a Method."""
     if name in _explicit:
         return _explicit[name]
+    clash = _clash(name)
+    if clash is not None:
+        raise clash
     eps = _entry_points()
     if name not in eps:
         raise UnknownNameError("method", name, available_methods())

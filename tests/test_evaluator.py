@@ -299,12 +299,18 @@ def test_third_party_plugin_installed_in_a_temporary_environment_runs(toy, tmp_p
     assert out.returncode == 0, out.stderr[-2000:]
     assert "third-party 0.0.1 complete" in out.stdout
     assert "package: drake_plugin_demo 0.0.1" in out.stdout  # the result names the package that registered it
-    # a second package claiming an existing name is refused with both packages named
+    # a second package claiming an existing name is refused with both packages named, where that name is asked
+    # for; every other method still runs (one clashing pair used to stop every run)
     target2 = _install_plugin(tmp_path / "b", "drake_plugin_clash", "sft")
-    code2 = "from drake_bench.registry import available_methods; available_methods()"
+    code2 = textwrap.dedent("""
+        from drake_bench.registry import available_methods, create_method, method_class
+        assert "sft" in available_methods() and create_method("fedit").meta.name == "fedit"
+        method_class("sft")
+    """)
     env["PYTHONPATH"] = f"{target2}:{tests_dir}"
     out = subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True, env=env)
-    assert out.returncode != 0 and "name clash: 'sft'" in out.stderr
+    assert out.returncode != 0 and "name clash: 'sft'" in out.stderr, out.stderr[-2000:]
+    assert "drake_plugin_clash:ThirdParty" in out.stderr and "drake_bench.methods.sft:SFT" in out.stderr
 
 
 def test_resume_refuses_a_checkpoint_of_another_configuration(toy, tmp_path):
