@@ -202,7 +202,7 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
     os.environ.update(environ)
     from .guard import GuardedMethod
     from .progress import quiet_libraries
-    from .registry import create_method, register_method
+    from .registry import create_method, method_class, register_method
 
     quiet_libraries()
     torch.set_num_threads(threads)
@@ -212,7 +212,14 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
     try:
         if target is not None:  # registered in the parent's process by register_method: import it here
             register_method(import_target(target), name=name)
-        method = create_method(name, config)
+        method_class(name)  # the imports: no time limit (seconds of torch, peft, transformers on a cold cache)
+    except BaseException as exc:  # noqa: BLE001 - every failure goes back as text
+        end_descendants()
+        conn.send_bytes(dumps(("error", type(exc).__name__, str(exc))))
+        return
+    conn.send_bytes(dumps(("imported",)))
+    try:
+        method = create_method(name, config)  # the plugin's __init__: a plugin call, under --call-timeout
         guarded = GuardedMethod(method)
         info = {"meta": method.meta.model_dump(mode="json"), "config": method.config.model_dump(mode="json"),
                 "post_federation": guarded.has_post_federation, "adaptation": guarded.has_adaptation,
@@ -395,6 +402,8 @@ class MethodProcess:
             self._proc.start()
         child.close()
         status, *rest = self._receive("start-up", None, None)
+        if status == "imported":  # the plugin's own code runs from here on: its __init__ is under the call limit
+            status, *rest = self._receive("__init__", None, None)
         if status != "ok":
             self.close()
             self._raise(rest[0], rest[1], "start-up", None, None)
@@ -439,7 +448,12 @@ class MethodProcess:
             payload = dumps((call, self.seed, rng_seed, list(args)))
         except TypeError as exc:  # a state or message this side cannot send (it came back from the method)
             raise self.error(call, str(exc), client, round_idx) from None
-        self._conn.send_bytes(payload)
+        try:
+            self._conn.send_bytes(payload)
+        except OSError:  # BrokenPipeError and kin: the worker is gone (killed, or it ended itself)
+            self._proc.join(5)
+            raise self.error(call, f"its worker process died before the call (exit code {self._proc.exitcode})",
+                             client, round_idx) from None
         status, *rest = self._receive(call, client, round_idx)
         if status != "ok":
             self._raise(rest[0], rest[1], call, client, round_idx)

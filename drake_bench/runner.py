@@ -175,15 +175,32 @@ def _run_in_workers(configs: Sequence[RunConfig], jobs: int, threads: int, conso
         for c, (status, _payload) in zip(configs, outcomes):
             if status == "ok":
                 bar.update(tasks[c.method], description=f"{c.method}: done", completed=1, total=1)
-    results = []
+    results, failures = [], {}
     for c, (status, payload) in zip(configs, outcomes):
         if status != "ok":
-            raise DrakeBenchError(f"method {c.method!r}: {payload}")
+            failures[c.method] = payload
+            continue
         res = RunResult.model_validate_json(payload)
         if not console.is_terminal:
             console.print(f"{c.method}: wrote {res.path(c.out)}", highlight=False)
         results.append(res)
+    if failures:
+        raise SomeRunsFailed(failures, results)
     return results
+
+
+class SomeRunsFailed(DrakeBenchError):
+    """Some methods of a multi-method run failed; the others finished and their result files are written.
+
+    One error used to stand for the whole run: with 11 of 14 methods failing, the 3 that finished printed no table.
+    ``failures`` is method -> the located error, ``results`` the finished methods' results in the order given."""
+
+    def __init__(self, failures: dict[str, str], results: list[RunResult]):
+        self.failures, self.results = failures, results
+        lines = [f"method {name!r}: {why}" for name, why in failures.items()]
+        done = f"; {len(results)} finished ({', '.join(r.method.name for r in results)})" if results else ""
+        head = f"{len(failures)} of {len(failures) + len(results)} methods failed{done}"
+        super().__init__(lines[0] if len(lines) == 1 and not results else head + ":\n" + "\n".join(lines))
 
 
 def run_methods(configs: Sequence[RunConfig], jobs: int | None = None, threads: int = 1,

@@ -143,3 +143,66 @@ def test_no_process_a_method_starts_survives_its_call(toy, tmp_path):
     assert not pid_alive(pid), "the detached grandchild outlived the call that started it"
     time.sleep(3.5)  # past the moment it would have written
     assert not (trace / "forged").exists()
+
+
+# -- a run where some methods fail still reports the ones that finished -------------------------------------------
+class FailsInPredict(Counter):
+    meta = MethodMeta(name="fails-in-predict", version="1.0")
+
+    def predict(self, ctx, state, queries):
+        raise RuntimeError("planted fault")
+
+
+register_method(FailsInPredict)
+register_method(Counter)  # idempotent: other test modules register it too
+
+
+def test_a_run_with_failed_methods_prints_the_finished_ones_and_every_failure(toy, tmp_path):
+    manifest, root = toy
+    result = CliRunner().invoke(app, ["run", "--benchmark", manifest, "--data-dir", root, "--methods",
+                                      "fails-in-predict,counter", "--rounds", "4", "--no-fast-adaptation",
+                                      "--out", str(tmp_path / "out"), "--jobs", "2"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1, result.output
+    assert "counter 1.0" in result.output  # the finished method's row
+    assert "1 of 2 methods failed; 1 finished (counter)" in result.output
+    assert "method 'fails-in-predict': PluginError" in result.output and "planted fault" in result.output
+    assert (tmp_path / "out").rglob("counter/*/result.json")
+
+
+def test_a_hang_in_a_plugins_init_is_under_the_call_time_limit():
+    from drake_bench.isolation import MethodProcess
+
+    started = time.perf_counter()
+    try:
+        MethodProcess("hangs-in-init", {}, call_timeout=3)
+    except PluginError as exc:
+        assert "no answer within 3 s" in str(exc) and "__init__" in str(exc)
+    else:
+        raise AssertionError("a plugin that hangs in __init__ started")
+    assert time.perf_counter() - started < 60
+
+
+def test_a_call_to_a_worker_that_is_gone_is_a_located_error():
+    from drake_bench.isolation import MethodProcess
+
+    worker = MethodProcess("counter", {})
+    worker._proc.kill()
+    worker._proc.join(5)
+    try:
+        worker.init_server()
+    except PluginError as exc:
+        assert "failed in init_server" in str(exc) and "worker process died" in str(exc)
+    else:
+        raise AssertionError("a call to a dead worker returned")
+    finally:
+        worker.close()
+
+
+class HangsInInit(Counter):
+    meta = MethodMeta(name="hangs-in-init", version="1.0")
+
+    def __init__(self, config=None):
+        time.sleep(600)
+
+
+register_method(HangsInInit)

@@ -23,7 +23,7 @@ from ..console import DataTable, literal, print_table
 from ..errors import DrakeBenchError
 from ..evaluation.external import CODE_EXECUTION_ENV, code_execution_allowed, code_executing_tasks
 from ..run_config import RunConfig
-from ..runner import default_jobs
+from ..runner import SomeRunsFailed, default_jobs
 
 _err = Console(stderr=True)
 _out = Console()
@@ -211,10 +211,15 @@ def register(app: typer.Typer) -> None:
             option = OPTION_OF_FIELD.get(str(err["loc"][0]), str(err["loc"][0]))
             raise typer.BadParameter(f"{option}: {err['msg']}") from None
         started = time.perf_counter()
+        failed: DrakeBenchError | None = None
         try:
             results = run_methods(configs, jobs=jobs, threads=threads, console=_err)
+        except SomeRunsFailed as exc:  # the table of those that finished, then every failure
+            results, failed = exc.results, exc
         except DrakeBenchError as exc:
             raise _fail(exc) from None
+        if not results:
+            raise _fail(failed) from None
         print_table(_out, summary_table(results, title=f"{spec.name} / {results[0].scenario.tag} ({len(seed_list)} seed(s))"))
         if judge_note(results):  # judged free text is on another scale than Rouge-L: say so under the table too
             _out.print(judge_note(results).strip(), highlight=False, soft_wrap=True)
@@ -225,6 +230,8 @@ def register(app: typer.Typer) -> None:
         (scen_dir / "summary.md").write_text(summary_markdown(results) + "\n")
         _out.print(f"results: {', '.join(str(r.path(out)) for r in results)}")
         _out.print(f"plot: {plot}   summary: {scen_dir / 'summary.md'}   ({time.perf_counter() - started:.0f} s)")
+        if failed is not None:
+            raise _fail(failed)
 
     @app.command("list")
     def list_cmd() -> None:
