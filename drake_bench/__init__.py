@@ -43,6 +43,7 @@ from .spec import BenchmarkSpec, ClientSpec, TaskSpec  # noqa: E402
 from .stream import ClientStream, FederatedData, load_client_stream, load_federated_data  # noqa: E402
 
 from .evaluator import run  # noqa: E402
+from .evaluation.standalone import evaluate_client  # noqa: E402
 from .runner import run_methods  # noqa: E402
 
 
@@ -93,6 +94,7 @@ __all__ = [
     "TaskSpec",
     "UnknownNameError",
     "available_benchmarks",
+    "evaluate_client",
     "load_benchmark",
     "load_client_stream",
     "load_federated_data",

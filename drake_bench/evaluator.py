@@ -38,6 +38,7 @@ from .access import DATA_ACCESS_KEY, AccessLedger
 from .client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
 from .compute import ComputeProbe, probe_compute
 from .errors import DrakeBenchError
+from .evaluation.cells import EvalCell, cell_records, evaluation_limits, plan_cells
 from .evaluation.metrics import (AbsenceRecord, AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord,
                                  RawTables, ScoreRecord, ServerCostRecord)
 from .evaluation.external import code_executing_tasks, require_code_execution
@@ -552,35 +553,20 @@ class Evaluator:
         The queries (answers removed) go out through the client calls, one job per client; the answers stay here and
         every score is computed here."""
         cfg, fed = self.config, run.fed
-        others_limit = cfg.others_subsample if cfg.others_subsample is not None else self.spec.fl.others_subsample
-        self_limit = cfg.self_subsample if cfg.self_subsample is not None else self.spec.fl.self_subsample
-        seen = {c: fed.seen_tasks(c, round_idx) for c in fed.clients}
-        cache: dict[tuple[str, int, int | None], list[Sample]] = {}
-
-        def items(task: str, owner: int, limit: int | None) -> list[Sample]:
-            key = (task, owner, limit)
-            if key not in cache:
-                cache[key] = fed.test_samples(task, owner=owner, limit=limit)
-            return cache[key]
-
+        # which items for which (client, owner, task, role): one plan, shared with evaluate_client (evaluation.cells)
+        self_limit, others_limit = evaluation_limits(self.spec, cfg.self_subsample, cfg.others_subsample)
+        planned: dict[int, list[EvalCell]] = {c: [] for c in fed.clients}
+        for cell in plan_cells(fed, round_idx, self_limit, others_limit):
+            planned[cell.client].append(cell)
         jobs: list[PredictJob] = []
-        cells: list[list[tuple[int, str, str, list[Sample]]]] = []  # per job: (owner, task, role, items) per group
+        cells: list[list[EvalCell]] = []  # per job: its cells, one per query group
         for c in fed.clients:
             job = PredictJob(c, self.ctx(c, round_idx, run.seed), states[c], [])
-            mine = []
-            for j in fed.clients:
-                role = "self" if j == c else "others"
-                limit = self_limit if role == "self" else others_limit
-                if limit == 0:  # Others switched off for this run
-                    continue
-                for task in seen[j]:
-                    samples = items(task, j, limit)
-                    if not samples:
-                        continue
-                    queries = [s.as_query(run.uid_key) for s in samples]
-                    run.access.asked(queries)
-                    job.groups.append(queries)
-                    mine.append((j, task, role, samples))
+            mine = planned[c]
+            for cell in mine:
+                queries = [s.as_query(run.uid_key) for s in cell.samples]
+                run.access.asked(queries)
+                job.groups.append(queries)
             if cfg.predict_per_client and job.groups:  # one call: the cells' queries in order, cut back below
                 job.groups = [[q for group in job.groups for q in group]]
             jobs.append(job)
@@ -594,15 +580,9 @@ class Evaluator:
         # every answer of the evaluation point scored in one call (a judge rates them in one batch), then cut back
         # into the (client, owner, task) cells in order
         flat_preds = [a for preds in answers for p in preds for a in p]
-        flat_samples = [s for mine in cells for (_, _, _, samples) in mine for s in samples]
-        scores = iter(self.score(flat_preds, flat_samples))
-        records = []
-        for job, mine in zip(jobs, cells):
-            for j, task, role, samples in mine:
-                cell = [next(scores) for _ in samples]
-                records.append(ScoreRecord(seed=run.seed, eval_round=round_idx + 1, client=job.client, task=task,
-                                           owner=j, role=role, n=len(samples), score=float(np.mean(cell))))
-        return records
+        flat_samples = [s for mine in cells for cell in mine for s in cell.samples]
+        return cell_records([cell for mine in cells for cell in mine], self.score(flat_preds, flat_samples),
+                            seed=run.seed, eval_round=round_idx + 1)
 
     def save_checkpoint(self, run: SeedRun, completed_rounds: int) -> None:
         checkpoint.save(run.run_dir, checkpoint.RunProgress(

@@ -28,7 +28,10 @@ class AnswerType(str, Enum):
 
 
 class Sample(BaseModel):
-    """One benchmark item. ``images`` holds PIL images (decoded lazily by the store)."""
+    """One benchmark item. ``images`` holds PIL images (decoded lazily by the store).
+
+    The evaluator's full record; its fields are :class:`MethodSample`'s (see there for their types and sizes) plus
+    the task identity, source and metadata a method never sees."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
 
@@ -67,7 +70,40 @@ _HIDDEN = ("task_id", "source", "meta", "id")
 
 
 class MethodSample(BaseModel):
-    """A training item as a method sees it: no task id, no source, an opaque uid."""
+    """A training item as a method sees it: no task id, no source, an opaque uid.
+
+    What a batch of :meth:`ClientStream.round <drake_bench.stream.ClientStream.round>` and a plugin's
+    ``client_update`` hold, and, with ``answer`` blanked, what ``predict`` (and
+    :func:`drake_bench.evaluate_client`'s ``predict_fn``) is asked about (:meth:`Sample.as_query`). Frozen.
+
+    Attributes:
+        uid: 16 hexadecimal characters, an opaque id of the item: a hash of its id. Where the evaluator (or
+            ``evaluate_client``) hands items out it is keyed with a secret drawn per run (per call), so it cannot be
+            turned back into a task name and row, and is stable within the run only; a ``load_client_stream`` batch
+            gives the same unkeyed uid for an item every time.
+        images: ``list`` of PIL images (``PIL.Image.Image``), in prompt order; ``[]`` for text-only benchmarks
+            (``modality == "text"``, e.g. ``fedllm-synth``, ``fed-llm-large``, ``fed-aya``). Decoded from the built
+            shards when the item is read; treat them as read-only (``.copy()`` or ``.convert(...)`` before drawing on
+            one). The embedded synthetic benchmarks (``drake-synth``, ``hflb-synth``) give 64x64 ``RGB`` images
+            decoded from lossless WebP (``image.format == "WEBP"``), 1 to 5 per item in ``drake-synth``, one in
+            ``hflb-synth``; built real benchmarks keep each source's own images (JPEG or PNG, the source's size and
+            mode, so convert with ``.convert("RGB")`` and resize to what a model wants). How many a task gives is its
+            ``TaskSpec.num_images``.
+        question: the question or instruction shown to the model (a ``str``; multilingual for Fed-Aya).
+        choices: the options of a ``multiple_choice`` or ``yes_no`` item, as strings in their order (``["yes",
+            "no"]`` for the yes/no items of the embedded benchmarks; 2 to 6 options in ``drake-synth``); ``[]`` for
+            ``open`` and ``free_text`` items.
+        answer: the ground truth as a ``str``: for choice items the text of the correct option (one of ``choices``,
+            not its letter), a short answer for ``open`` items, a reference response for ``free_text``. ``""`` in a
+            query (what ``predict`` receives): answers never leave the evaluator.
+        answer_type: an :class:`AnswerType`, the rule the answer is scored by
+            (:func:`drake_bench.evaluation.scoring.score_prediction`): the option named by a response for
+            ``multiple_choice`` / ``yes_no`` (its text, or its letter A, B, ...), token recall for ``open``, Rouge-L
+            for ``free_text``.
+
+    Task identity, source and metadata are hidden: reading ``task_id``, ``source``, ``meta`` or ``id`` raises
+    :class:`~drake_bench.errors.LeakageError`.
+    """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
 

@@ -136,13 +136,22 @@ class ClientTrainView:
     def schedule(self, local_steps: int) -> IngestionSchedule:
         return IngestionSchedule.from_segments(self._segments, self.rounds, local_steps)
 
-    def round_samples(self, round_idx: int, local_steps: int, batch_size: int) -> Iterator[list[Sample]]:
-        """The same draw as :meth:`FederatedData.round_samples`, from this client's own rows."""
+    def round_refs(self, round_idx: int, local_steps: int, batch_size: int) -> list[list[tuple[int, int]]]:
+        """The (task position, row) references of every batch of a round, drawn as
+        :meth:`FederatedData.round_samples` draws them (nothing decoded yet)."""
         sched = self.schedule(local_steps)
         rng = np.random.default_rng([self.seed, self.client, round_idx, SALT_ROUND_BATCHES])
-        for positions in sched.batch_indices(round_idx, batch_size, rng):
-            refs = [(int(t), int(r)) for t, r in sched.arrivals[positions]]
-            yield _fetch_rows(refs, lambda t, rows: _decode_subset(self._tables[t], rows))
+        return [[(int(t), int(r)) for t, r in sched.arrivals[positions]]
+                for positions in sched.batch_indices(round_idx, batch_size, rng)]
+
+    def decode(self, refs: list[tuple[int, int]]) -> list[Sample]:
+        """The samples of one batch's references, in order."""
+        return _fetch_rows(refs, lambda t, rows: _decode_subset(self._tables[t], rows))
+
+    def round_samples(self, round_idx: int, local_steps: int, batch_size: int) -> Iterator[list[Sample]]:
+        """The same draw as :meth:`FederatedData.round_samples`, from this client's own rows."""
+        for refs in self.round_refs(round_idx, local_steps, batch_size):
+            yield self.decode(refs)
 
 
 def _copy_rows(dataset: Any, rows: np.ndarray) -> Any:
@@ -171,20 +180,47 @@ def _fetch_rows(refs: list[tuple[Any, int]], read) -> list[Sample]:  # noqa: ANN
     return [fetched[t][r] for t, r in refs]
 
 
-class RoundBatches:
-    """The batches of one round, decoded lazily; ``len()`` is the number of local steps."""
+class RoundBatches(Sequence[list[MethodSample]]):
+    """The batches of one round: a read-only sequence of ``len()`` = local steps batches, each decoded when read.
 
-    __slots__ = ("_view", "round_idx", "_steps", "_batch_size")
+    ``batches[k]`` is local step ``k``'s batch (negative indices count from the end; out of range raises
+    IndexError), ``batches[i:j]`` a list of batches, and iterating gives the same batches in order, bit for bit:
+    which rows make up each batch is drawn once per round (seeded by seed, client and round), so reading one
+    step alone, out of order or twice gives the same items. A batch is a list of at most ``batch_size``
+    :class:`~drake_bench.sample.MethodSample` (fewer when memory holds fewer items; empty before the client's
+    first item arrives)."""
+
+    __slots__ = ("_view", "round_idx", "_steps", "_batch_size", "_refs")
 
     def __init__(self, view: ClientTrainView, round_idx: int, local_steps: int, batch_size: int):
         self._view, self.round_idx, self._steps, self._batch_size = view, round_idx, local_steps, batch_size
+        self._refs: list[list[tuple[int, int]]] | None = None
+
+    def _round_refs(self) -> list[list[tuple[int, int]]]:
+        if self._refs is None:
+            self._refs = self._view.round_refs(self.round_idx, self._steps, self._batch_size)
+        return self._refs
+
+    def _batch(self, step: int) -> list[MethodSample]:
+        return [s.for_method() for s in self._view.decode(self._round_refs()[step])]
 
     def __len__(self) -> int:
         return self._steps
 
+    def __getitem__(self, index: int | slice) -> Any:  # list[MethodSample], or a list of them for a slice
+        if isinstance(index, slice):
+            return [self._batch(k) for k in range(*index.indices(self._steps))]
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"RoundBatches indices must be ints or slices, got {type(index).__name__}")
+        k = int(index) + self._steps if index < 0 else int(index)
+        if not 0 <= k < self._steps:
+            raise IndexError(f"batch {int(index)} outside a round of {self._steps} local steps "
+                             f"(client {self._view.client}, round {self.round_idx})")
+        return self._batch(k)
+
     def __iter__(self) -> Iterator[list[MethodSample]]:
-        for batch in self._view.round_samples(self.round_idx, self._steps, self._batch_size):
-            yield [s.for_method() for s in batch]
+        for k in range(self._steps):
+            yield self._batch(k)
 
     def __repr__(self) -> str:
         return f"RoundBatches(client={self._view.client}, round={self.round_idx}, steps={len(self)})"
