@@ -37,6 +37,7 @@ from . import checkpoint, numerics
 from .access import DATA_ACCESS_KEY, AccessLedger
 from .client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
 from .compute import ComputeProbe, probe_compute
+from .confine import Confinement, dataset_caches
 from .errors import DrakeBenchError
 from .evaluation.cells import EvalCell, cell_records, evaluation_limits, plan_cells
 from .evaluation.metrics import (AbsenceRecord, AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord,
@@ -69,7 +70,7 @@ from .run_config import RunConfig
 from .sample import Sample
 from .scenarios import parse_scenario
 from .source_revision import drake_bench_source
-from .store import shard_path
+from .store import data_home, shard_path
 from .synth.public import sampler as public_sampler
 from .stream import FederatedData, load_federated_data
 
@@ -108,6 +109,10 @@ around its own steps in this invocation: a resumed seed counts only what ran aft
 
 VERIFIED_KEY = "verified_files"
 """Checkpoint key of the shard hashes a seed verified in the rounds it has run (so a resumed seed keeps them)."""
+
+SANDBOX_KEY = "sandbox"
+"""``fl.extra`` key of what the method's worker could not see: ``"namespaces"`` (drake_bench/confine.py: no benchmark
+file, checkpoint or result readable from the worker) or ``"none (why)"``. An execution field."""
 
 SEED_FINGERPRINTS_KEY = "seed_fingerprints"
 """``fl.extra`` key of each finished seed's fingerprint (:meth:`Evaluator.fingerprint`). The result file is written
@@ -251,6 +256,8 @@ class Evaluator:
         self.verified_files: dict[str, str] = {}
         self.compute: ComputeProbe | None = None
         self.cpu_capability: str | None = None  # the instruction set the method's process computes with (numerics.py)
+        self.sandbox: str = "none (not started)"  # what the method's worker could not see (confine.py)
+        self.data_root: Path | None = None  # the built benchmark read, hidden from the method's worker
         self.method_version: str | None = None
         # the code this run imports, as it is now (a later edit of the checkout does not change what runs)
         self.method_package = method_package(config.method)
@@ -372,6 +379,7 @@ class Evaluator:
     def init_or_resume(self, seed: int) -> SeedRun:
         """Open the data, create and set up the method, then either resume the checkpoint or initialise every state."""
         fed = self.federated_data(seed)
+        self.data_root = fed.store.root
         self.data_hash = fed.store.data_hash
         self.content_hash = fed.store.content_hash
         method = self.start_method(seed)
@@ -389,15 +397,25 @@ class Evaluator:
         """Any registered method under this run's isolation (the compute probe opens SFT beside the method)."""
         cfg = self.config
         if cfg.isolation == "process":
-            proc = MethodProcess(name, method_config, seed=seed, call_timeout=cfg.call_timeout, numerics=cfg.numerics)
-            self.cpu_capability = proc.cpu_capability
+            proc = MethodProcess(name, method_config, seed=seed, call_timeout=cfg.call_timeout, numerics=cfg.numerics,
+                                 confinement=self.confinement(seed))
+            self.cpu_capability, self.sandbox = proc.cpu_capability, proc.sandbox
             return proc
+        self.sandbox = "none (inline)"
         # inline, the method computes in this process, under the numerics it started with (`drake-bench run`'s
         # workers apply the run's setting first thing; a caller's own process is left as it is): the record says
         self.cpu_capability = numerics.cpu_capability()
         if (note := numerics.shortfall(cfg.numerics, self.cpu_capability)) is not None:
             warnings.warn(note, RuntimeWarning, stacklevel=2)
         return GuardedMethod(create_method(name, method_config), seed)
+
+    def confinement(self, seed: int) -> Confinement:
+        """What the method's worker must not see: every folder that holds test answers, the run's checkpoints (and
+        its uid secret) or results; the seed's work folder stays (drake_bench/confine.py)."""
+        home = data_home()
+        hidden = [home / "built", home / "hub", Path(self.config.out), *dataset_caches()]
+        hidden += [Path(p) for p in (self.data_root, self.config.data_dir) if p is not None]
+        return Confinement(hidden=tuple(str(p) for p in hidden), kept=(str(self.run_dir(seed) / "work"),))
 
     @staticmethod
     def setup_seed(seed: int) -> int:
@@ -411,6 +429,7 @@ class Evaluator:
         """The fingerprint ``seed`` would run under now, without running it (the method is started and its models
         described, not set up): what a seed kept in an earlier result file must match to be reused."""
         fed = self.federated_data(seed)
+        self.data_root = fed.store.root
         self.data_hash = fed.store.data_hash
         self.content_hash = fed.store.content_hash
         method = self.start_method(seed)
@@ -823,7 +842,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
                 num_clients=len(ev.spec.clients),
                 extra={"compute_matched": config.compute_matched, "run_config": config.model_dump(mode="json"),
                        DATA_ACCESS_KEY: dict(access), PHASE_SECONDS_KEY: dict(phases),
-                       SEED_FINGERPRINTS_KEY: dict(fingerprints),
+                       SEED_FINGERPRINTS_KEY: dict(fingerprints), SANDBOX_KEY: ev.sandbox,
                        **({"compute": ev.compute.summary()} if ev.compute is not None else {})},
             ),
             evaluation=ev.evaluation,

@@ -15,8 +15,9 @@ in ``inline`` mode, so both modes give the same numbers. A call can be given a t
 worker that exceeds it is killed and the run stops with a located error. Workers die with their
 parent: on Linux through the parent-death signal, elsewhere through a watchdog thread.
 
-What this does not stop: a plugin reading the built benchmark's files from disk. A leaderboard
-that must exclude that runs submissions in a sandbox without the data folder mounted.
+On disk, the worker confines itself before the plugin is imported (:mod:`drake_bench.confine`): the benchmark's
+files, the run's checkpoints and results are masked from it; and no process a call starts outlives the call
+(:mod:`drake_bench.descendants`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numpy as np
 import torch
 
 from . import errors as errors_mod
+from .confine import Confinement, ConfinementUnavailable, confine
 from .descendants import become_subreaper, end_descendants
 from .errors import DrakeBenchError, PluginError
 from .guard import peak_memory_bytes, plugin_error
@@ -194,8 +196,20 @@ def package_origin() -> str:
     return str(Path(__file__).resolve().parent)
 
 
+def _enter_sandbox(confinement: dict[str, list[str]] | None) -> str:
+    """Confine this worker before anything else runs (the kernel refuses a namespace to a process with threads):
+    :data:`~drake_bench.confine.SANDBOX`, or ``"none (why)"``."""
+    if confinement is None:
+        return "none (not asked for)"
+    try:
+        return confine(Confinement(hidden=tuple(confinement["hidden"]), kept=tuple(confinement["kept"])))
+    except ConfinementUnavailable as exc:
+        return f"none ({exc.strerror or exc})"
+
+
 def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, config: dict, threads: int,
-                 environ: dict[str, str], parent_origin: str) -> None:
+                 environ: dict[str, str], parent_origin: str, confinement: dict[str, list[str]] | None) -> None:
+    sandbox = _enter_sandbox(confinement)
     die_with(parent_pid)
     become_subreaper()  # every process a call starts stays this worker's, and ends with the call
     os.environ.clear()  # the evaluator's environment now, not the fork server's from when it started
@@ -224,7 +238,8 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
         info = {"meta": method.meta.model_dump(mode="json"), "config": method.config.model_dump(mode="json"),
                 "post_federation": guarded.has_post_federation, "adaptation": guarded.has_adaptation,
                 "diagnostics": guarded.has_diagnostics, "client_diagnostics": guarded.has_client_diagnostics,
-                "clients_together": guarded.trains_clients_together, "cpu_capability": cpu_capability()}
+                "clients_together": guarded.trains_clients_together, "cpu_capability": cpu_capability(),
+                "sandbox": sandbox}
         end_descendants()
         conn.send_bytes(dumps(("ok", info)))
     except BaseException as exc:  # noqa: BLE001 - every failure goes back as text
@@ -377,7 +392,7 @@ class MethodProcess:
     """The evaluator's handle on a method running in a worker process; same calls as GuardedMethod."""
 
     def __init__(self, name: str, config: dict[str, Any], seed: int | None = None, call_timeout: float | None = None,
-                 threads: int | None = None, numerics: str = "native"):
+                 threads: int | None = None, numerics: str = "native", confinement: Confinement | None = None):
         from .registry import _explicit
 
         ctx = _start_method()
@@ -396,7 +411,7 @@ class MethodProcess:
         environ = environment_for(numerics)  # read before same_import_path() changes this process's environment
         self._proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), name, target, config,
                                                             threads or torch.get_num_threads(), environ,
-                                                            package_origin()),
+                                                            package_origin(), _confinement_args(confinement)),
                                  daemon=True)
         with hidden_main(), same_import_path():
             self._proc.start()
@@ -418,6 +433,7 @@ class MethodProcess:
         self.has_client_diagnostics: bool = info["client_diagnostics"]
         self.trains_clients_together: bool = info["clients_together"]
         self.cpu_capability: str | None = info.get("cpu_capability")  # what the worker's kernels use (numerics.py)
+        self.sandbox: str = info["sandbox"]  # what the worker could not see (confine.py), or "none (why)"
 
     # -- transport --------------------------------------------------------------------
     def _receive(self, call: str, client: int | None, round_idx: int | None) -> tuple:
@@ -541,6 +557,10 @@ class MethodProcess:
             pass
         self.kill()
         self._conn.close()
+
+
+def _confinement_args(confinement: Confinement | None) -> dict[str, list[str]] | None:
+    return None if confinement is None else {"hidden": list(confinement.hidden), "kept": list(confinement.kept)}
 
 
 def _rebuild(cls: type, text: str) -> BaseException:

@@ -206,3 +206,54 @@ class HangsInInit(Counter):
 
 
 register_method(HangsInInit)
+
+
+# -- reading the answers from disk (scored 100.00), or the run's uid secret ----------------------------------------
+class DiskReader(Counter):
+    """Counter that, in setup, looks for the benchmark's shards and the run's progress file (its uid secret) and
+    fails the run if it can read any of them; it also writes a file in its own work folder, which it may."""
+
+    meta = MethodMeta(name="disk-reader", version="1.0")
+
+    class Config(Counter.Config):
+        data_dir: str = ""
+
+    def setup(self, federation):
+        found = sorted(str(p) for p in Path(self.config.data_dir).rglob("*.parquet"))
+        home = Path(os.environ["DRAKE_BENCH_HOME"]) / "built"
+        found += sorted(str(p) for p in home.rglob("*.parquet")) if home.is_dir() else []
+        progress = federation.workdir.parent / "progress.json"
+        if progress.exists():
+            found.append(str(progress))
+        if found:
+            raise RuntimeError(f"read {len(found)} files it must not see, e.g. {found[0]}")
+        (federation.workdir / "scratch.txt").write_text("a method may write here")
+        super().setup(federation)
+
+
+register_method(DiskReader)
+
+
+def test_the_method_worker_cannot_read_the_shards_nor_the_run_secret(toy, tmp_path, monkeypatch):
+    from drake_bench import RunConfig, run
+    from drake_bench.confine import SANDBOX
+
+    manifest, root = toy
+    monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path / "home"))
+    (tmp_path / "home" / "built" / "x" / "data").mkdir(parents=True)
+    (tmp_path / "home" / "built" / "x" / "data" / "test-0.parquet").write_bytes(b"answers")
+    out = tmp_path / "out"
+    res = run(RunConfig(benchmark=manifest, method="disk-reader", data_dir=root, out=str(out), seeds=[0], rounds=4,
+                        fast_adaptation=False, resume=False, method_config={"data_dir": root}))
+    assert res.fl.extra["sandbox"] == SANDBOX
+    assert list(out.rglob("work/scratch.txt"))  # its own work folder stayed writable, and the evaluator sees it
+    assert list(Path(root).rglob("*.parquet"))  # the evaluator's own view is untouched
+
+
+def test_an_inline_run_records_that_it_had_no_sandbox(toy, tmp_path):
+    from drake_bench import RunConfig, run
+
+    manifest, root = toy
+    res = run(RunConfig(benchmark=manifest, method="counter", data_dir=root, out=str(tmp_path / "out"), seeds=[0],
+                        rounds=4, fast_adaptation=False, isolation="inline"))
+    assert res.fl.extra["sandbox"] == "none (inline)"
