@@ -93,3 +93,21 @@ def test_real_names_resolve_without_network():
 def test_unknown_names_are_named_in_the_error(bad):
     with pytest.raises(UnknownNameError, match=bad):
         model_info(bad)
+
+
+def test_a_real_checkpoint_missing_offline_is_one_located_error(monkeypatch, tmp_path):
+    """transformers' own error is a 60-line traceback; load_base names the checkpoint, the cache and the way out."""
+    from huggingface_hub import constants
+
+    from drake_bench.errors import DrakeBenchError
+    from drake_bench.models import load_base
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(DrakeBenchError) as err:
+        load_base("qwen2.5-0.5b")
+    text = str(err.value)
+    assert "'Qwen/Qwen2.5-0.5B' is not in the Hugging Face cache" in text and "hf download Qwen/Qwen2.5-0.5B" in text
+    assert "\n" not in text

@@ -45,4 +45,20 @@ def load_base(name: str, device: str = "cpu", dtype: Any = None, *, seed: int = 
         else:
             path = verify_shipped(name)
         return load_pretrained(str(path), device=device, dtype=dtype)
-    return load_pretrained(entry.source, device=device, dtype=dtype)
+    try:
+        return load_pretrained(entry.source, device=device, dtype=dtype)
+    except OSError as exc:  # transformers' "couldn't connect / not in the cache" (a 60-line traceback before)
+        raise DrakeBenchError(_not_available(name, entry.source, exc)) from None
+
+
+def _not_available(name: str, source: str, exc: OSError) -> str:
+    """One paragraph for a real checkpoint that cannot be loaded: where it was looked for and how to get it."""
+    from huggingface_hub import constants
+
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if source.startswith((".", "/", "~")):
+        return f"load_base({name!r}): the folder {source!r} holds no loadable checkpoint: {first}"
+    offline = " (offline: HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else ""
+    return (f"load_base({name!r}): checkpoint {source!r} is not in the Hugging Face cache {constants.HF_HUB_CACHE}"
+            f"{offline} and could not be downloaded: {first} Download it on a machine with network "
+            f"(`hf download {source}`) and copy the cache over, or pass a local folder's path")
