@@ -852,9 +852,14 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
             notes=notes + [n for n in [numerics.shortfall(config.numerics, ev.cpu_capability)] if n],
         )
 
+    def write(res: RunResult) -> None:
+        path = res.path(config.out)
+        if config.resume:
+            refuse_dropping_seeds(path, config.seeds)
+        write_result(res, path)
+
     def write_partial(note: str) -> None:
-        partial = result("partial", [note])
-        write_result(partial, partial.path(config.out))
+        write(result("partial", [note]))
 
     earlier = EarlierSeeds(config, ev) if config.resume else None
     for seed in config.seeds:
@@ -879,5 +884,24 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
         if len(done) < len(config.seeds):  # on disk before the next seed starts: a kill loses at most one seed
             write_partial(f"seeds {done} finished, {[s for s in config.seeds if s not in done]} not yet run")
     final = result("complete", [])
-    write_result(final, final.path(config.out))
+    write(final)
     return final
+
+
+def refuse_dropping_seeds(path: Path, seeds: Sequence[int]) -> None:
+    """Refuse to replace a result file that holds seeds this run does not: a later run with other ``--seeds`` into
+    the same folder replaced a finished result silently. Nothing is lost by the refusal: the seeds this run finished
+    keep their checkpoints, so the command the error gives resumes them and takes the file's seeds from the file."""
+    if not path.exists():
+        return
+    try:
+        held = read_result(path).seeds
+    except DrakeBenchError:
+        return  # unreadable: resuming from it was refused already, with its own error
+    dropped = sorted(set(held) - set(seeds))
+    if dropped:
+        union = ",".join(str(s) for s in sorted(set(held) | set(seeds)))
+        raise DrakeBenchError(
+            f"{path} holds seeds {held} of this method; this run (seeds {list(seeds)}) would replace it and lose seeds "
+            f"{dropped}. Run --seeds {union} to add to it (finished seeds are not run again), use another --out, or "
+            "--no-resume to replace it")

@@ -257,3 +257,27 @@ def test_an_inline_run_records_that_it_had_no_sandbox(toy, tmp_path):
     res = run(RunConfig(benchmark=manifest, method="counter", data_dir=root, out=str(tmp_path / "out"), seeds=[0],
                         rounds=4, fast_adaptation=False, isolation="inline"))
     assert res.fl.extra["sandbox"] == "none (inline)"
+
+
+def test_a_run_with_other_seeds_does_not_silently_replace_a_finished_result(toy, tmp_path):
+    from drake_bench import RunConfig, run
+    from drake_bench.errors import DrakeBenchError
+    from drake_bench.results import read_result
+
+    manifest, root = toy
+
+    def cfg(seeds):
+        return RunConfig(benchmark=manifest, method="counter", data_dir=root, out=str(tmp_path / "out"), seeds=seeds,
+                         rounds=4, fast_adaptation=False, isolation="inline")
+
+    first = run(cfg([0]))
+    path = first.path(str(tmp_path / "out"))
+    try:
+        run(cfg([1]))
+    except DrakeBenchError as exc:
+        assert "holds seeds [0]" in str(exc) and "--seeds 0,1" in str(exc)
+    else:
+        raise AssertionError("seeds [1] replaced the finished seed-0 result")
+    assert read_result(path).seeds == [0]
+    both = run(cfg([0, 1]))  # the command the error gives: seed 0 from the file, seed 1 from its checkpoint
+    assert both.seeds == [0, 1] and read_result(path).seeds == [0, 1]
