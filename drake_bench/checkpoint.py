@@ -14,16 +14,22 @@ Layout (one folder per seed)::
 
 from __future__ import annotations
 
+import errno
 import json
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import CheckpointError, DrakeBenchError
+from .errors import CheckpointError, DrakeBenchError, JSONFileError
+from .json_files import read_json
 from .protocol import Message, State
 
 PROGRESS = "progress.json"
+PROGRESS_MAX_BYTES = 1 << 30
+"""``progress.json`` holds every raw record of the seed so far, one object each (4x a result file's layout): its
+limit is far above any run's, only there to refuse a file that is not a checkpoint at all before reading it whole."""
 
 
 @dataclass
@@ -37,37 +43,72 @@ class RunProgress:
 
 
 def save(run_dir: Path, progress: RunProgress) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
+    """Write the checkpoint of ``progress.completed_rounds`` rounds; the one before it stays the checkpoint until
+    ``progress.json`` is replaced. A write that fails (a full disk, above all) is one :class:`CheckpointError` naming
+    the file, not a stack: the checkpoint before it and the result files stay, and the run resumes from them."""
     name = f"round-{progress.completed_rounds:04d}"
     tmp = run_dir / (name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    for c, st in progress.clients.items():
-        st.save(tmp / f"client-{c}.safetensors")
-    if progress.server is not None:
-        progress.server.save(tmp / "server.safetensors")
-    for c, msg in progress.messages.items():
-        if msg is not None:
-            State(tensors=msg.tensors, metadata=msg.metadata).save(tmp / f"message-{c}.safetensors")
-    tmp.mkdir(parents=True, exist_ok=True)
-    final = run_dir / name
-    if final.exists():
-        shutil.rmtree(final)
-    tmp.rename(final)
-    doc = {
-        "completed_rounds": progress.completed_rounds,
-        "round_dir": name,
-        "clients": sorted(progress.clients),
-        "messages": sorted(c for c, m in progress.messages.items() if m is not None),
-        "records": progress.records,
-        "extra": progress.extra,
-    }
-    tmp_json = run_dir / (PROGRESS + ".tmp")
-    tmp_json.write_text(json.dumps(doc, sort_keys=True))
-    tmp_json.replace(run_dir / PROGRESS)  # the commit point
+    writing = tmp
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        for c, st in progress.clients.items():
+            writing = tmp / f"client-{c}.safetensors"
+            st.save(writing)
+        if progress.server is not None:
+            writing = tmp / "server.safetensors"
+            progress.server.save(writing)
+        for c, msg in progress.messages.items():
+            if msg is not None:
+                writing = tmp / f"message-{c}.safetensors"
+                State(tensors=msg.tensors, metadata=msg.metadata).save(writing)
+        writing = tmp
+        tmp.mkdir(parents=True, exist_ok=True)
+        final = run_dir / name
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+        doc = {
+            "completed_rounds": progress.completed_rounds,
+            "round_dir": name,
+            "clients": sorted(progress.clients),
+            "messages": sorted(c for c, m in progress.messages.items() if m is not None),
+            "records": progress.records,
+            "extra": progress.extra,
+        }
+        tmp_json = writing = run_dir / (PROGRESS + ".tmp")
+        tmp_json.write_text(json.dumps(doc, sort_keys=True))
+        writing = run_dir / PROGRESS
+        tmp_json.replace(writing)  # the commit point
+    except Exception as exc:
+        why = _write_failure(exc)
+        if why is None:
+            raise
+        raise CheckpointError(
+            f"cannot write the checkpoint of round {progress.completed_rounds} in {run_dir}: {writing}: {why}; the "
+            "checkpoint before it and the result files written so far stay, and running the same command again "
+            f"resumes from them{' once there is space' if _disk_full(exc) else ''}") from None
     for old in run_dir.glob("round-*"):
         if old.name != name:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return f"(os error {errno.ENOSPC})" in str(exc) or f"(os error {errno.EDQUOT})" in str(exc)
+
+
+def _write_failure(exc: BaseException) -> str | None:
+    """Why writing failed, when ``exc`` is an I/O error: an OSError, or safetensors' own error for one (its Rust
+    core says ``I/O error: No space left on device (os error 28)``); None for any other error."""
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    text = " ".join(str(exc).split())
+    if type(exc).__name__ == "SafetensorError" and "I/O error" in text:
+        return text.split("I/O error: ", 1)[-1][:200]
+    return None
 
 
 def _broken(run_dir: Path, problem: str) -> CheckpointError:
@@ -94,13 +135,18 @@ def load(run_dir: Path) -> RunProgress | None:
     if not path.is_file():
         return None
     try:
-        doc = json.loads(path.read_text())
-    except (ValueError, OSError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise _broken(run_dir, f"{path} is not valid JSON ({exc}); it was cut short or edited") from None
+        # drake_bench wrote it (json.dumps, which writes NaN for a NaN a method reported): NaN reads back
+        doc = read_json(path, what="checkpoint record", max_bytes=PROGRESS_MAX_BYTES, allow_nan=True)
+    except JSONFileError as exc:
+        raise _broken(run_dir, f"{exc}; it was cut short or edited") from None
     shape = {"completed_rounds": int, "round_dir": str, "clients": list, "messages": list, "records": dict}
     wrong = [k for k, t in shape.items() if not isinstance(doc.get(k) if isinstance(doc, dict) else None, t)]
+    if not wrong:
+        wrong = [k for k in ("clients", "messages") if not all(type(c) is int for c in doc[k])]
     if wrong:
         raise _broken(run_dir, f"{path} lacks or has malformed fields {wrong}")
+    if not re.fullmatch(r"round-\d+", doc["round_dir"]):  # a folder beside progress.json, never a path elsewhere
+        raise _broken(run_dir, f"{path} names the round folder {doc['round_dir']!r}, not a round-NNNN folder beside it")
     rdir = run_dir / doc["round_dir"]
     if not rdir.is_dir():
         raise _broken(run_dir, f"the round folder {rdir} that {path} names is missing")

@@ -17,7 +17,8 @@ from typing import Any
 import jsonschema
 from pydantic import ValidationError
 
-from .errors import ManifestError, UnknownNameError
+from .errors import JSONFileError, ManifestError, UnknownNameError
+from .json_files import MANIFEST_MAX_BYTES, read_json
 from .spec import BenchmarkSpec, StorageRule
 
 SCHEMA_FILE = "manifest.schema.json"
@@ -76,13 +77,13 @@ def parse_manifest(data: Any, where: str = "<manifest>") -> BenchmarkSpec:
 
 
 def read_manifest(path: str | Path) -> BenchmarkSpec:
+    """A manifest file given by path, validated (:func:`parse_manifest`); a file that is not JSON, or is hostile
+    JSON (too large, nested too deep, ...: :func:`drake_bench.json_files.read_json`), is one line naming it."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ManifestError(f"manifest file not found: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise ManifestError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        data = read_json(path, what="manifest", max_bytes=MANIFEST_MAX_BYTES)
+    except JSONFileError as exc:
+        raise ManifestError(f"manifest file not found: {path}" if exc.missing else str(exc)) from None
     return parse_manifest(data, where=str(path))
 
 

@@ -14,6 +14,7 @@ inside the file the raw tables are stored column-wise (:mod:`drake_bench.result_
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
@@ -34,7 +35,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 from . import result_encoding
 from ._base import StrictModel
 from ._version import __version__
-from .errors import DrakeBenchError
+from .errors import DrakeBenchError, JSONFileError
 from .evaluation.metrics import (
     AbsenceRecord,
     AdaptationRecord,
@@ -48,6 +49,7 @@ from .evaluation.metrics import (
     summarize,
 )
 from .evaluation.scoring import SCORER_VERSION
+from .json_files import read_json
 
 RESULT_SCHEMA_VERSION = "2.0"
 READABLE_SCHEMA_VERSIONS = ("1.0", RESULT_SCHEMA_VERSION)
@@ -503,37 +505,44 @@ def write_result(result: RunResult, path: str | Path, *, check: bool = True) -> 
         problems = check_result(result)
         if problems:
             raise _fail(str(path), "fails check_result (provenance, complete raw tables, a summary that recomputes)", problems)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    text = result_encoding.dumps(data)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(result_encoding.dumps(data))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:  # a full disk, above all: one line, not the evaluator's whole stack
+        raise ResultFileError(_unwritable(f"result file {path}", exc)) from None
     return path
 
 
+def _unwritable(what: str, exc: OSError) -> str:
+    """One line for a result file that could not be written (a full disk, above all): which, why, and that what was
+    written before it stays (a partial result, the seeds' checkpoints) and the same command resumes from it."""
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return (f"cannot write {what}: {exc.strerror or exc}; the result files and checkpoints written before it stay, "
+            f"and running the same command again resumes from them{' once there is space' if full else ''}")
+
+
 def _load(path: str | Path) -> Any:
-    path = Path(path)
+    """A result file's JSON, or one line naming the file and why it cannot be read (not there, too large, not UTF-8,
+    not JSON, nested too deep, a number out of range: :func:`drake_bench.json_files.read_json`)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ResultFileError(f"result file {path} does not exist") from None
-    except OSError as exc:
-        raise ResultFileError(f"cannot read result file {path}: {exc}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ResultFileError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
+        return read_json(path, what="result file")
+    except JSONFileError as exc:
+        raise ResultFileError(str(exc)) from None
 
 
 EXECUTION_FIELDS = ("created_at", "environment", "train_seconds", "aggregate_seconds", "post_federation_seconds",
-                    "phase_seconds", "seed_fingerprints",
+                    "phase_seconds", "seed_fingerprints", "sandbox",
                     "peak_memory_bytes", "train_seconds_total", "train_seconds_per_round", "aggregate_seconds_total",
                     "aggregate_seconds_per_round")
 """Result fields that say how and where a run executed (clock times, memory of the processes, when, on what),

@@ -10,8 +10,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from ..console import print_table
+from ..console import literal, print_table
 from ..errors import DrakeBenchError
 
 if TYPE_CHECKING:  # pragma: no cover - the CLI imports the leaderboard lazily, so `drake-bench --help` stays fast
@@ -53,9 +54,19 @@ def _print_refusals(refusals: list[Refusal], verbose: bool = False) -> None:
             _err.print(f"[red]refused[/] [bold]\\[{escape(r.rule)}][/] {escape(r.file)}: {escape(r.message)}",
                        highlight=False, soft_wrap=True)
         return
-    for line in summarise(refusals):
+    # a file that does not read as a result (not JSON, hostile JSON, fails the schema) breaks no other rule: each
+    # is one line of its own, its first reason; the rules the readable files break are summed up, one line each
+    unread = [r for r in refusals if r.rule == "schema"]
+    for r in unread:
+        first, *more = r.message.strip().splitlines() or [""]
+        line = first.strip() + (f" (and {len(more)} more: --verbose)" if more else "")
+        _err.print(Text.assemble(("refused ", "red"), ("[schema] ", "bold"),  # the file, once: most reasons name it
+                                 literal(line if r.file in line else f"{r.file}: {line}")),
+                   highlight=False, soft_wrap=True)
+    rest = [r for r in refusals if r.rule != "schema"]
+    for line in summarise(rest):
         _err.print(f"[red]refused[/] {escape(line)}", highlight=False, soft_wrap=True)
-    if len(refusals) > len({r.rule for r in refusals}):
+    if len(rest) > len({r.rule for r in rest}) or any(r.message.strip().count("\n") for r in unread):
         _err.print("(--verbose lists every refusal)", highlight=False)
 
 
@@ -221,7 +232,7 @@ def register(app: typer.Typer) -> None:
         verbose: Annotated[bool, typer.Option("--verbose", help=VERBOSE_HELP)] = False,
     ) -> None:
         """Re-render a board from its result files: summary.md, accuracy_over_rounds.png and board.html."""
-        from ..leaderboard.render import render
+        from ..leaderboard.render import render, unreadable
 
         bd = _board(board)
         if results is None:
@@ -233,6 +244,10 @@ def register(app: typer.Typer) -> None:
         except DrakeBenchError as exc:
             raise _fail(exc) from None
         _print_refusals(refusals, verbose)
+        skipped = unreadable(refusals)
+        if skipped:
+            _err.print(f"note: {len(skipped)} file(s) that do not read as result files (above) are left off the page",
+                       highlight=False, soft_wrap=True)
         _out.print(f"board: {page}")
 
     @lb.command("validate")
@@ -268,16 +283,24 @@ def register(app: typer.Typer) -> None:
                     files.append(p)
             if files:
                 target = chosen
-                if target is None:
-                    res, why = read_for_board(files[0])
-                    target = res and board_for(res.benchmark.name, res.scenario.tag, res.model_allocation.name)
-                    if target is None:
-                        raise DrakeBenchError(f"{files[0]}: no canonical board matches its benchmark, scenario and "
-                                              "allocation; name one with --board")
-                _, why = validate(files, target)
-                refusals += why
+                unread: list[Refusal] = []
+                if target is None:  # the board of the first file that reads as a result
+                    for f in files:
+                        res, why = read_for_board(f)
+                        unread += why
+                        if res is not None:
+                            target = board_for(res.benchmark.name, res.scenario.tag, res.model_allocation.name)
+                            if target is None:
+                                raise DrakeBenchError(f"{f}: no canonical board matches its benchmark, scenario and "
+                                                      "allocation; name one with --board")
+                            break
+                if target is None:  # not one file reads: each is refused, no board is needed to say so
+                    refusals += unread
+                else:
+                    _, why = validate(files, target)
+                    refusals += why
+                    _out.print(f"board {target.name}: {len(files)} result file(s)")
                 checked += len(files)
-                _out.print(f"board {target.name}: {len(files)} result file(s)")
             if not checked and not refusals:  # "ok: 0 result file(s)" would pass a folder that holds none
                 raise DrakeBenchError(f"no result file in {', '.join(map(str, paths))} (checkpoints are not results): "
                                       f"nothing to check ({CLONE_HINT})")

@@ -319,6 +319,10 @@ def _register_check(app: typer.Typer) -> None:
                 problems = check_result(res)
                 readable.append((p, res))
             except DrakeBenchError as exc:
+                if "\n" not in str(exc):  # a file that does not read (not there, not JSON, hostile JSON): one line
+                    bad += 1
+                    _err.print(literal(exc, "red"), highlight=False, soft_wrap=True)
+                    continue
                 problems = [str(exc)]
             if problems:
                 bad += 1

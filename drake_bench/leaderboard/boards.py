@@ -17,19 +17,21 @@ import json
 import re
 from functools import cached_property
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .._base import StrictModel
-from ..errors import DrakeBenchError
+from ..errors import DrakeBenchError, JSONFileError
+from ..json_files import SMALL_FILE_MAX_BYTES, parse_json, read_json
 from ..numerics import Numerics
 
 DEFINITIONS = "definitions"
 DEFAULT_ROOT = "leaderboard"
 """Canonical boards live in ``leaderboard/<name>/`` of the repository (``--root`` moves them)."""
 MIN_SEEDS = 3
+WHAT = "board definition"
 
 
 class BoardError(DrakeBenchError):
@@ -113,6 +115,21 @@ class BoardDefinition(StrictModel):
                                      description="Reference entries not on this board -> why they do not run on it.")
     folder: str | None = Field(default=None, description="Where results live, relative to the root; None: <name>.")
 
+    @field_validator("folder")
+    @classmethod
+    def _inside_the_root(cls, folder: str | None) -> str | None:
+        # build, render and html write under <root>/<folder>: a board file (a test-only board, or one a submitter
+        # hands over) must not point them at another place on the disk
+        if folder is None:
+            return folder
+        posix, windows = PurePosixPath(folder), PureWindowsPath(folder)
+        if "\0" in folder or posix.is_absolute() or windows.is_absolute() or windows.drive or windows.root:
+            raise ValueError(f"{folder!r} is not a folder inside the leaderboard root (--root): give a relative path")
+        if ".." in windows.parts:  # (Windows' parts split at / and \ both)
+            raise ValueError(f"{folder!r} leads out of the leaderboard root (--root) through '..': give a folder "
+                             "inside it")
+        return folder
+
     @field_validator("seeds")
     @classmethod
     def _distinct(cls, seeds: list[int]) -> list[int]:
@@ -187,29 +204,37 @@ def canonical_boards() -> dict[str, BoardDefinition]:
     out: dict[str, BoardDefinition] = {}
     for item in sorted(_definitions_dir().iterdir(), key=lambda p: p.name):
         if item.name.endswith(".json"):
-            board = _parse(item.read_text(encoding="utf-8"), f"drake_bench/leaderboard/{DEFINITIONS}/{item.name}")
+            where = f"drake_bench/leaderboard/{DEFINITIONS}/{item.name}"
+            try:
+                data = parse_json(item.read_bytes(), where=where, what=WHAT)
+            except JSONFileError as exc:
+                raise BoardError(str(exc)) from None
+            board = _parse(data, where)
             out[board.name] = board
     return out
 
 
-def _parse(text: str, where: str) -> BoardDefinition:
+def _parse(data: Any, where: str) -> BoardDefinition:
     try:
-        return BoardDefinition.model_validate(json.loads(text))
-    except json.JSONDecodeError as exc:
-        raise BoardError(f"{where} is not valid JSON (line {exc.lineno}): {exc.msg}") from None
+        return BoardDefinition.model_validate(data)
     except ValidationError as exc:
         lines = "\n".join(f"  - {'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}" for e in exc.errors()[:10])
         raise BoardError(f"{where} is not a valid board definition:\n{lines}") from None
 
 
 def load_board(name_or_path: str | Path) -> BoardDefinition:
-    """A canonical board by name, or a board definition file by path (``*.json``)."""
+    """A canonical board by name, or a board definition file by path (``*.json``; a file that is not JSON, or is
+    hostile JSON, is one line naming it: :func:`drake_bench.json_files.read_json`)."""
     text = str(name_or_path)
     if text.endswith(".json") or Path(text).is_file():
         path = Path(text)
         if not path.is_file():
             raise BoardError(f"board definition {path} does not exist")
-        return _parse(path.read_text(encoding="utf-8"), str(path))
+        try:
+            data = read_json(path, what=WHAT, max_bytes=SMALL_FILE_MAX_BYTES)
+        except JSONFileError as exc:
+            raise BoardError(str(exc)) from None
+        return _parse(data, str(path))
     boards = canonical_boards()
     if text not in boards:
         raise BoardError(f"no board {text!r}; canonical boards: {', '.join(boards)} (or give a board JSON file)")

@@ -8,11 +8,13 @@ the rules they break: a board shows what it holds, and why a row does not count 
 
 from __future__ import annotations
 
+import errno
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from ..results import RunResult
-from .boards import DEFAULT_ROOT, BoardDefinition, BoardEntry
+from .boards import DEFAULT_ROOT, BoardDefinition, BoardEntry, BoardError
 from .build import reproduce_command
 from .html import Row, board_page, link
 from .rules import Refusal, validate
@@ -85,7 +87,8 @@ def render(board: BoardDefinition, root: str | Path = DEFAULT_ROOT, *, results: 
 
     folder = Path(results) if results is not None else board.results_dir(root)
     out_dir = Path(out) if out is not None else board.results_dir(root)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with _writing(out_dir):
+        out_dir.mkdir(parents=True, exist_ok=True)
     files = board_files(folder) if folder.exists() else []
     rows, refusals = rows_for(board, files, out_dir, root, link_base)
     runs = [r.result for r in rows]
@@ -94,17 +97,42 @@ def render(board: BoardDefinition, root: str | Path = DEFAULT_ROOT, *, results: 
     plot = out_dir / "accuracy_over_rounds.png"
     if runs:
         lines.append(summary_markdown(runs))
-        plot_accuracy_over_rounds(runs, plot)
+        with _writing(plot):
+            plot_accuracy_over_rounds(runs, plot)
     else:
         # a plot left from an earlier render would show entries this page no longer holds
         plot.unlink(missing_ok=True)
         lines += [f"No accepted result file yet: `drake-bench leaderboard build {board.name}` runs the board's entries.", ""]
+    skipped = unreadable(refusals)
     if refusals:
         lines += ["## Refused by the board's rules", ""] + [f"* `{r.rule}` {r.file}: {r.message}" for r in refusals] + [""]
-    (out_dir / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if skipped:  # no row can show a file that does not read as a result: the page says it left them off
+        note = " ".join(x for x in (note, f"{len(skipped)} file(s) that do not read as result files are left off "
+                                          f"this page (summary.md says why): {', '.join(skipped)}.") if x)
+    with _writing(out_dir / "summary.md"):
+        (out_dir / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     page = out_dir / "board.html"
-    page.write_text(board_page(board, rows, note=note), encoding="utf-8")
+    with _writing(page):
+        page.write_text(board_page(board, rows, note=note), encoding="utf-8")
     return page, refusals
+
+
+def unreadable(refusals: Sequence[Refusal]) -> list[str]:
+    """The files among ``refusals`` that do not read as result files at all (rule ``schema``: not JSON, hostile
+    JSON, not a result), so no page row shows them, in order, each once."""
+    return list(dict.fromkeys(r.file for r in refusals if r.rule == "schema"))
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """A page, plot or folder that cannot be written (a full disk, above all) is one :class:`BoardError` naming it:
+    the board's result files are only read, so they stay as they were, and rendering again writes the pages."""
+    try:
+        yield
+    except OSError as exc:
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise BoardError(f"cannot write {path}: {exc.strerror or exc}; the board's result files are untouched, and "
+                         f"rendering again writes its pages{' once there is space' if full else ''}") from None
 
 
 def site(boards: Sequence[BoardDefinition], out: str | Path, root: str | Path = DEFAULT_ROOT,
@@ -113,7 +141,8 @@ def site(boards: Sequence[BoardDefinition], out: str | Path, root: str | Path = 
     import html as _html
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with _writing(out):
+        out.mkdir(parents=True, exist_ok=True)
     pages = []
     items = []
     for board in boards:
@@ -121,12 +150,14 @@ def site(boards: Sequence[BoardDefinition], out: str | Path, root: str | Path = 
         files = board_files(folder) if folder.exists() else []
         rows, refusals = rows_for(board, files, out, root, link_base)
         page = out / f"{board.name}.html"
-        page.write_text(board_page(board, rows), encoding="utf-8")
+        with _writing(page):
+            page.write_text(board_page(board, rows), encoding="utf-8")
         pages.append(page)
         ok = sum(1 for r in rows if not r.refusals)
         items.append(f"<li><a href='{board.name}.html'>{_html.escape(board.title)}</a>: {len(rows)} result file(s), "
                      f"{ok} passing every rule, {len(board.entries)} entries defined</li>")
     index = out / "index.html"
-    index.write_text("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>drake_bench boards</title></head>"
-                     f"<body><h1>drake_bench boards</h1><ul>{''.join(items)}</ul></body></html>\n", encoding="utf-8")
+    with _writing(index):
+        index.write_text("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>drake_bench boards</title></head>"
+                         f"<body><h1>drake_bench boards</h1><ul>{''.join(items)}</ul></body></html>\n", encoding="utf-8")
     return [index, *pages]

@@ -11,19 +11,19 @@ rerun the command to reproduce the digits.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Sequence
 
 from pydantic import Field, ValidationError, model_validator
 
 from .._base import StrictModel
 from .._version import __version__
-from ..errors import DrakeBenchError
-from .boards import BoardDefinition, load_board
+from ..errors import DrakeBenchError, JSONFileError
+from ..json_files import SMALL_FILE_MAX_BYTES, read_json
+from .boards import BoardDefinition, canonical_boards
 from .rules import Refusal, read_for_board, summarise, validate
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SUBMISSION_FILE = "submission.json"
 RESULTS_DIR = "results"
+MISSING = "listed in submission.json but missing"
 
 
 class SubmissionError(DrakeBenchError):
@@ -78,7 +79,49 @@ def package_mismatch(package: str, result: RunResult) -> str | None:
 
 
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    with open(path, "rb") as f:  # in blocks: a listed file may be of any size
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def read_submission(path: str | Path) -> Submission:
+    """``submission.json`` read and validated; a file that is not JSON, is hostile JSON
+    (:func:`drake_bench.json_files.read_json`) or lacks a field raises :class:`SubmissionError`, one line naming it."""
+    try:
+        data = read_json(path, what=SUBMISSION_FILE, max_bytes=SMALL_FILE_MAX_BYTES)
+    except JSONFileError as exc:
+        raise SubmissionError(str(exc)) from None
+    try:
+        return Submission.model_validate(data)
+    except ValidationError as exc:
+        raise SubmissionError(f"{path}: {_first_error(exc)}") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    e = exc.errors()[0]
+    where = ".".join(map(str, e["loc"]))
+    return f"{where}: {e['msg']}" if where else e["msg"]
+
+
+def entry_problem(folder: Path, rel: str) -> str | None:
+    """Why the ``files`` entry ``rel`` of the submission in ``folder`` names no file inside that folder, or None: an
+    absolute path, a path through ``..``, a link to a file elsewhere, or no such file."""
+    posix, windows = PurePosixPath(rel), PureWindowsPath(rel)
+    if not rel or "\0" in rel:
+        return "an empty path, or one with a NUL character: entries are paths inside the submission folder"
+    if posix.is_absolute() or windows.is_absolute() or windows.drive or windows.root:
+        return "an absolute path: entries are paths inside the submission folder (results/...)"
+    if ".." in windows.parts:  # (Windows' parts split at / and \ both)
+        return "a path out of the submission folder (through '..'): entries are paths inside it (results/...)"
+    path = folder / rel
+    try:
+        if not path.is_file():
+            return MISSING
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return "a link to a file outside the submission folder: entries are files inside it"
+    except (OSError, RuntimeError) as exc:  # a name too long for the disk; a loop of links
+        return f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
+    return None
 
 
 def submit(board: BoardDefinition, results: Sequence[str | Path], out: str | Path, *, package: str, command: str,
@@ -141,8 +184,8 @@ def submission_of(path: str | Path) -> Submission | None:
     for folder in path.parents:
         if is_submission(folder):
             try:
-                sub = Submission.model_validate(json.loads((folder / SUBMISSION_FILE).read_text(encoding="utf-8")))
-            except (OSError, ValueError):
+                sub = read_submission(folder / SUBMISSION_FILE)
+            except SubmissionError:
                 return None
             return sub if path.relative_to(folder).as_posix() in sub.files else None
     return None
@@ -154,15 +197,17 @@ def validate_submission(folder: str | Path, board: BoardDefinition | None = None
     folder = Path(folder)
     meta = folder / SUBMISSION_FILE
     try:
-        sub = Submission.model_validate(json.loads(meta.read_text(encoding="utf-8")))
-    except (OSError, ValueError) as exc:
-        msg = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        sub = read_submission(meta)
+    except SubmissionError as exc:
+        msg = str(exc).removeprefix(f"{meta}: ")
         return None, [Refusal("submission", str(meta), f"not a valid submission.json: {msg}")]
     refusals: list[Refusal] = []
-    try:
-        board = board or load_board(sub.board)
-    except DrakeBenchError as exc:
-        return sub, [Refusal("submission", str(meta), str(exc))]
+    if board is None:  # by its name only: a path in a submitted file must not pick the board it is checked against
+        boards = canonical_boards()
+        if sub.board not in boards:
+            return sub, [Refusal("submission", str(meta), f"board {sub.board!r} is not a canonical board "
+                                                          f"({', '.join(boards)}); --board checks it against another")]
+        board = boards[sub.board]
     if sub.board != board.name:
         refusals.append(Refusal("submission", str(meta), f"made for board {sub.board!r}, validated against {board.name!r}"))
     listed = set(sub.files)
@@ -171,11 +216,21 @@ def validate_submission(folder: str | Path, board: BoardDefinition | None = None
         refusals.append(Refusal("submission", str(folder / rel), "a result file submission.json does not list"))
     paths = []
     for rel, sha in sorted(sub.files.items()):
-        path = folder / rel
-        if not path.is_file():
-            refusals.append(Refusal("submission", str(path), "listed in submission.json but missing"))
+        why = entry_problem(folder, rel)
+        if why == MISSING:
+            refusals.append(Refusal("submission", str(folder / rel), why))
             continue
-        if _sha256(path) != sha:
+        if why:  # the entry is not a file of the folder: it is named, and nothing outside the folder is read
+            shown = repr(rel) if len(rel) <= 100 else f"{rel[:60]!r}... ({len(rel)} characters)"
+            refusals.append(Refusal("submission", str(meta), f"files entry {shown}: {why}"))
+            continue
+        path = folder / rel
+        try:
+            digest = _sha256(path)
+        except OSError as exc:
+            refusals.append(Refusal("submission", str(path), f"cannot be read: {exc.strerror or exc}"))
+            continue
+        if digest != sha:
             refusals.append(Refusal("submission", str(path), "sha256 differs from the one submission.json lists (the "
                                                              "file changed after it was submitted)"))
         paths.append(path)
