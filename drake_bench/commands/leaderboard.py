@@ -338,6 +338,37 @@ def register(app: typer.Typer) -> None:
         _out.print(f"submission: {folder} (open a pull request adding it under leaderboard/{bd.name}/submissions/; "
                    "docs/leaderboard.md)")
 
+    @lb.command("verify")
+    def verify_cmd(
+        results: Annotated[list[Path], typer.Argument(help="Result files, or folders (a submission) holding them.")],
+    ) -> None:
+        """Rerun each result file's recorded configuration and compare it digit for digit (the method installed at
+        the file's version); write verification.json beside it, which the board page reads (verified or
+        self-reported). Exit 1 when a file is not reproduced."""
+        from ..leaderboard.render import board_files
+        from ..leaderboard.verify import verify
+
+        files = [f for p in results for f in (board_files(p) if p.is_dir() else [p])]
+        if not files:
+            raise _fail(DrakeBenchError(f"no result file in {', '.join(map(str, results))}"))
+        failed = 0
+        for f in files:
+            try:
+                record = verify(f, console=_err)
+            except DrakeBenchError as exc:
+                _err.print(Text.assemble(("cannot verify ", "red"), literal(f), ": ", literal(exc)), soft_wrap=True)
+                failed += 1
+                continue
+            if record.reproduced:
+                _out.print(Text.assemble(("verified ", "green"), literal(f), " (rerun digit for digit, sandbox ",
+                                         literal(record.sandbox), ")"), soft_wrap=True)
+            else:
+                failed += 1
+                _err.print(Text.assemble(("not reproduced ", "bold red"), literal(f), f": {len(record.differences)}+ "
+                                         "fields differ, first: ", literal(record.differences[0])), soft_wrap=True)
+        if failed:
+            raise typer.Exit(code=1)
+
     @lb.command("html")
     def html_cmd(
         out: Annotated[Path, typer.Option(help="Folder for <board>.html pages and index.html.")] = Path("site"),

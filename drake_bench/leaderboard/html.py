@@ -65,6 +65,7 @@ class Row:
     files: list[str]
     command: str
     refusals: list[Refusal] = field(default_factory=list)
+    verification: str = "self-reported"  # verify.verification_state: verified, differs or self-reported
 
 
 # ---------------------------------------------------------------------------------------------------- ranking
@@ -338,6 +339,19 @@ def per_task(res: RunResult) -> list[dict[str, Any]]:
     return out
 
 
+VERIFICATION_LABELS = {"verified": "verified", "differs": "rerun differs", "self-reported": "self-reported"}
+VERIFICATION_TEXT = {
+    "verified": "Verified: <code>drake-bench leaderboard verify</code> reran this file's configuration and got this "
+                "file's numbers, digit for digit (its record, verification.json, names this file's sha256).",
+    "differs": "Not reproduced: <code>drake-bench leaderboard verify</code> reran this file's configuration and got "
+               "other numbers (verification.json lists where they differ).",
+    "self-reported": "Self-reported: no rerun of this file's configuration has been recorded for the file as it is "
+                     "(<code>drake-bench leaderboard verify FILE</code> makes one). Every rule reads the file itself, "
+                     "so a file whose summary recomputes passes them whoever wrote it.",
+}
+"""What the page says of an entry's verification (drake_bench/leaderboard/verify.py)."""
+
+
 def _detail(row: Row, tags: dict[str, str]) -> str:
     """The drill-down under a row: how to reproduce it, what computed it, its files, rules, cost, clients, tasks."""
     res = row.result
@@ -351,6 +365,7 @@ def _detail(row: Row, tags: dict[str, str]) -> str:
     rules = ("<p class='ok'>passes every rule of this board</p>" if not row.refusals else
              "<ul class='refused'>" + "".join(f"<li><b>{html.escape(r.rule)}</b>: {html.escape(r.message)}</li>"
                                               for r in row.refusals) + "</ul>")
+    rules += f"<p>{VERIFICATION_TEXT[row.verification]}</p>"
     files = "".join(f'<li><a href="{html.escape(f)}">{html.escape(f)}</a></li>' for f in row.files)
     a = res.summary.aggregate
     env = res.environment
@@ -424,7 +439,9 @@ def _entry(i: int, row: Row, place: Standing, paper: dict[str, Any] | None, tags
               _flops_cell(row.result), _cost_cell(a.peak_memory_bytes, 1e-6, 0)]
     rules = sorted({x.rule for x in row.refusals})
     verdict = "ok" if not rules else f"refused ({', '.join(rules)})"
-    cells.append(f'<td class="{"refused" if rules else "ok"}" data-sort="{len(row.refusals)}">{html.escape(verdict)}</td>')
+    badge = f'<br><span class="verification {row.verification}">{VERIFICATION_LABELS[row.verification]}</span>'
+    cells.append(f'<td class="{"refused" if rules else "ok"}" data-sort="{len(row.refusals)}">{html.escape(verdict)}'
+                 f'{badge}</td>')
     cells.append(f'<td><button class="drill" data-detail="{did}">details</button></td>')
     cls = "entry" + (" is-refused" if row.refusals else "")
     return (f'<tr class="{cls}" data-method="{html.escape(row.label)}" data-detail="{did}">{"".join(cells)}</tr>'
@@ -492,6 +509,7 @@ td.num{text-align:right;white-space:nowrap}td.paper{color:#666;text-align:right;
 table.hide-cost .cost{display:none}
 tr.detail{display:none}tr.detail.open{display:table-row}tr.is-refused td.label{color:#a00}
 .drill{max-width:1200px;white-space:normal}.ok{color:#070}.refused{color:#a00}.over-budget{color:#a60}
+.verification{font-size:11px}.verification.verified{color:#070}.verification.differs{color:#a00}.verification.self-reported{color:#777}
 code.cmd{background:#f6f6f6;padding:2px 4px;font-size:12px;word-break:break-all}
 img{max-width:100%}.meta td{border:none;padding:1px 8px}.machines ul{margin-top:0}.machines{font-size:13px}
 .nav a{margin-right:1em}table.sub td.num{text-align:right}

@@ -19,6 +19,7 @@ from .build import reproduce_command
 from .html import Row, board_page, link
 from .rules import Refusal, validate
 from .submission import submission_of
+from .verify import verification_state
 
 
 def board_files(folder: str | Path) -> list[Path]:
@@ -73,7 +74,8 @@ def rows_for(board: BoardDefinition, files: Sequence[str | Path], page_dir: Path
     for path, res in results:
         mine = [r for r in refusals if r.file == path or path in r.message]
         rows.append(Row(label=res.label, method=res.method.name, result=res,
-                        files=[link(path, page_dir, link_base)], command=command_for(board, path, res, root), refusals=mine))
+                        files=[link(path, page_dir, link_base)], command=command_for(board, path, res, root), refusals=mine,
+                        verification=verification_state(path)))
     return rows, refusals
 
 

@@ -1,0 +1,89 @@
+"""``drake-bench leaderboard verify``: a reproduced entry is told from a typed one, and the page says which is which.
+
+A forged file whose summary is recomputed from edited raw scores passes ``check`` and every board rule (they read the
+file itself); only rerunning its configuration tells. These tests rerun entries of the tiny board (toy benchmark,
+model-free methods, seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from drake_bench.cli import app
+from drake_bench.leaderboard.verify import VERIFICATION_FILE, verification_state
+from drake_bench.registry import register_method
+from drake_bench.results import check_result, read_result, summarize, write_result
+
+from minimal_method import Counter
+
+register_method(Counter)
+
+
+def _entry(tiny_board, tmp_path: Path, method: str) -> Path:
+    """A copy of one entry's result folder of the built tiny board."""
+    _, root = tiny_board
+    src = next(p for p in root.rglob("result.json") if f"/{method}/" in p.as_posix() and "checkpoints" not in p.parts)
+    dst = tmp_path / method / "result.json"
+    dst.parent.mkdir(parents=True)
+    shutil.copy(src, dst)
+    return dst
+
+
+def _forge(path: Path) -> None:
+    """Every score of the file set to 1.0 and its summary recomputed: internally consistent, as a careful forger's."""
+    res = read_result(path)
+    raw = res.raw.model_copy(update={"scores": [s.model_copy(update={"score": 1.0}) for s in res.raw.scores]})
+    forged = res.model_copy(update={"raw": raw, "summary": summarize(raw, seeds=res.seeds)})
+    write_result(forged, path)
+    assert check_result(path) == []  # check has nothing against it
+
+
+def test_a_rerun_reproduces_a_built_entry_digit_for_digit_and_the_record_names_the_file(tiny_board, tmp_path):
+    path = _entry(tiny_board, tmp_path, "counter")
+    assert verification_state(path) == "self-reported"
+    result = CliRunner().invoke(app, ["leaderboard", "verify", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "verified" in result.output
+    record = json.loads((path.parent / VERIFICATION_FILE).read_text())
+    assert record["reproduced"] is True and record["differences"] == [] and record["sandbox"] == "namespaces"
+    assert verification_state(path) == "verified"
+    path.write_text(path.read_text().replace('"status": "complete"', '"status": "complete" '))  # any edit voids it
+    assert verification_state(path) == "self-reported"
+
+
+def test_a_forged_consistent_file_is_not_reproduced(tiny_board, tmp_path):
+    path = _entry(tiny_board, tmp_path, "counter")
+    _forge(path)
+    result = CliRunner().invoke(app, ["leaderboard", "verify", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "not reproduced" in result.output and "score" in result.output
+    assert verification_state(path) == "differs"
+
+
+def test_the_page_marks_entries_verified_or_self_reported(tiny_board, tmp_path):
+    from drake_bench.leaderboard.boards import load_board
+    from drake_bench.leaderboard.render import render
+
+    board_json, root = tiny_board
+    lb = tmp_path / "lb"
+    shutil.copytree(root, lb)
+    board = load_board(str(board_json))
+    counter = next(p for p in lb.rglob("result.json") if "/counter/" in p.as_posix() and "checkpoints" not in p.parts)
+    assert CliRunner().invoke(app, ["leaderboard", "verify", str(counter)]).exit_code == 0
+    render(board, lb)
+    page = next(lb.rglob("board.html")).read_text()
+    assert page.count('class="verification verified"') == 1
+    assert page.count('class="verification self-reported"') == 1  # majority-answer: never rerun
+
+
+def test_a_file_made_by_another_version_of_its_method_is_not_verified_against_this_one(tiny_board, tmp_path):
+    path = _entry(tiny_board, tmp_path, "counter")
+    data = json.loads(path.read_text())
+    data["method"]["version"] = "9.9"
+    path.write_text(json.dumps(data))
+    result = CliRunner().invoke(app, ["leaderboard", "verify", str(path)])
+    assert result.exit_code == 1 and "made by counter 9.9, but counter 1.0 is installed" in result.output
