@@ -18,10 +18,11 @@ lazily on row access), so clients share one table per task and hold only indices
 mismatch is a :class:`~drake_bench.errors.DataIntegrityError` naming the file, both hashes
 and the rebuild command. The check is cached in ``.verified.json`` by the file's size,
 mtime and ctime (ctime cannot be set back, so an edit that restores the mtime is still
-seen), so an unchanged shard is hashed once, not once per run. ``datasets``' decoded copy
+seen), so an unchanged training shard is hashed once, not once per run. ``datasets``' decoded copy
 (``.arrow_cache``) is what rows are actually read from: it lives in a folder named by the
 verified shard hash, and a copy whose size or times changed since it was made from a
-verified shard is dropped and made again. Reading or decoding errors of a shard are
+verified shard is dropped and made again. Test shards, which decide scores, skip both caches:
+hashed and decoded afresh on every open (:meth:`BuiltBenchmark._fresh_arrow`). Reading or decoding errors of a shard are
 :class:`~drake_bench.errors.DataError` naming the file (never a plugin's fault).
 """
 
@@ -529,9 +530,36 @@ class BuiltBenchmark:
                     raise UnknownNameError("built task", task_id, sorted(self.info.get("sizes", {})), where=str(self.root))
                 raise DataNotBuiltError(f"{path}: shard missing; {self.rebuild_hint(path.relative_to(self.root).as_posix())}")
             rel = path.relative_to(self.root).as_posix()
-            sha = self.verify_file(rel)
-            self._tables[key] = self._open_arrow(rel, path, sha)
+            if split == "test":  # what decides scores: hashed and decoded afresh, never taken from a cache
+                sha = self.verify_file(rel, use_cache=False)
+                self._tables[key] = self._fresh_arrow(path)
+            else:
+                sha = self.verify_file(rel)
+                self._tables[key] = self._open_arrow(rel, path, sha)
         return self._tables[key]
+
+    def _fresh_arrow(self, path: Path):
+        """A decoded copy of a just-verified shard, made by this process in a folder of its own and removed with it.
+
+        The shared decoded copy and the verification record beside it are files anyone who can write the data folder
+        can rewrite together: editing a test answer in ``.arrow_cache`` and the stat key in ``.verified.json`` made a
+        plugin answering "42" score 1.0 while the result cited the clean data hash. Test splits are small beside
+        training (a few MB in the embedded benchmarks), so they are re-hashed and decoded on every open instead.
+        The folder lies inside the data root (or ``data_home()/built``), which a method's worker cannot see."""
+        import weakref
+
+        from .lock import pid_alive
+
+        base = self.root / ARROW_CACHE if os.access(self.root, os.W_OK) else data_home() / "built" / ARROW_CACHE
+        base.mkdir(parents=True, exist_ok=True)
+        for stale in base.glob("fresh-*-*"):  # left by a process that was killed before it could remove its own
+            pid = stale.name.split("-")[1]
+            if pid.isdigit() and not pid_alive(int(pid)):
+                shutil.rmtree(stale, ignore_errors=True)
+        folder = Path(tempfile.mkdtemp(prefix=f"fresh-{os.getpid()}-", dir=base))
+        ds = self._from_parquet(path, folder)
+        weakref.finalize(ds, shutil.rmtree, str(folder), True)  # when the table goes, or at exit
+        return ds
 
     def _from_parquet(self, path: Path, cache_dir: Path):
         from datasets import Dataset

@@ -250,19 +250,25 @@ def test_data_integrity_errors_are_integrity_and_data_errors():
 
 
 # -------------------------------------------------------------------------- the cache
-def test_a_second_open_does_not_rehash_unchanged_shards(copy, monkeypatch):
+def test_a_second_open_rehashes_no_unchanged_training_shard_and_every_test_shard(copy, monkeypatch):
+    """Training shards are hashed once while unchanged (the cache); test shards, which decide scores, on every open."""
     spec, root = copy
     calls: list[Path] = []
     real = store.file_sha256
     monkeypatch.setattr(store, "file_sha256", lambda p: (calls.append(Path(p)), real(p))[1])
+
+    def hashed(split: str) -> list[Path]:
+        return [c for c in calls if c.name.startswith(f"{split}-")]
+
     _read_all(spec, root)
-    first = len(calls)
-    assert first >= 2  # the copy came without the cache: its shards were hashed
+    first_train, first_test = len(hashed("train")), len(hashed("test"))
+    assert first_train >= 2 and first_test >= 1  # the copy came without the cache: its shards were hashed
     _read_all(spec, root)
-    assert len(calls) == first  # unchanged: size and times match the cache
+    assert len(hashed("train")) == first_train  # unchanged: size and times match the cache
+    assert len(hashed("test")) == 2 * first_test  # hashed again
     os.utime(shard_path(root, *SHARD))  # touched (mtime moves): hashed again, and still fine
     _read_all(spec, root)
-    assert calls[first:] == [shard_path(root, *SHARD)]
+    assert hashed("train")[first_train:] == [shard_path(root, *SHARD)]
 
 
 def test_a_fresh_build_seeds_the_cache(toy_loader, tmp_path, monkeypatch):
@@ -296,6 +302,35 @@ def test_an_edited_decoded_copy_is_made_again_from_the_verified_shard(copy):
     with pa.OSFile(str(arrow), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     assert [s.answer for s in BuiltBenchmark.open(root).samples(*SHARD, range(4))] == before
+
+
+def test_a_test_split_is_read_from_its_shard_even_when_its_decoded_copy_and_record_are_edited_together(copy):
+    """The poisoning attack: a test answer edited in the decoded copy and the copy's stat key rewritten in
+    .verified.json (shards and build_info.json untouched) made every later run score "42" as right. Test splits are
+    hashed and decoded afresh on every open, so what is scored is the verified shard's."""
+    from drake_bench.store import _VerifiedCache
+
+    spec, root = copy
+    task = ("c1-t0", "test")
+    before = [s.answer for s in BuiltBenchmark.open(root).samples(*task, range(4))]
+    built = BuiltBenchmark.open(root)
+    rel = _rel(*task)
+    sha = built.verify_file(rel)
+    ds = built._open_arrow(rel, root / rel, sha)  # the shared decoded copy, as every test split had one before
+    files = [Path(f["filename"]) for f in ds.cache_files]
+    del ds
+    table = pa.ipc.open_stream(files[0].read_bytes()).read_all()
+    i = table.schema.get_field_index("answer")
+    table = table.set_column(i, table.schema.field(i), pa.array(["42"] * table.num_rows, pa.string()))
+    with pa.OSFile(str(files[0]), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    stats = {os.path.relpath(f, root): store._stat_key(f) for f in files}
+    _VerifiedCache(root).update(arrow={rel: {"sha256": sha, "files": stats}})  # the record rewritten to match
+    assert [s.answer for s in BuiltBenchmark.open(root).samples(*task, range(4))] == before != ["42"] * 4
+    import gc
+
+    gc.collect()
+    assert not list((root / ARROW_CACHE).glob("fresh-*"))  # a fresh copy goes with its table
 
 
 # -------------------------------------------------------------------------- checkpoints a user can act on
