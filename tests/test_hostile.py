@@ -281,3 +281,16 @@ def test_a_run_with_other_seeds_does_not_silently_replace_a_finished_result(toy,
     assert read_result(path).seeds == [0]
     both = run(cfg([0, 1]))  # the command the error gives: seed 0 from the file, seed 1 from its checkpoint
     assert both.seeds == [0, 1] and read_result(path).seeds == [0, 1]
+
+
+def test_a_method_version_that_reads_as_mathtext_does_not_stop_the_plot(toy, tmp_path):
+    from drake_bench import RunConfig, run
+    from drake_bench.evaluation.plots import plot_accuracy_over_rounds
+
+    manifest, root = toy
+    res = run(RunConfig(benchmark=manifest, method="counter", data_dir=root, out=str(tmp_path / "out"), seeds=[0],
+                        rounds=4, fast_adaptation=False, isolation="inline"))
+    hostile = res.model_copy(update={"method": res.method.model_copy(update={"version": "1.0 $\\frac{$ $x^$"})})
+    fig = plot_accuracy_over_rounds([hostile], tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").stat().st_size > 0
+    assert any("$\\frac{$" in t.get_text().replace("\\$", "$") for t in fig.legends[0].get_texts())

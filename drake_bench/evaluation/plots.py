@@ -32,8 +32,14 @@ def _save(fig: Figure, path: str | Path) -> Figure:
     return fig
 
 
+def plain(text: str) -> str:
+    """``text`` as matplotlib must show it: two ``$`` in a method's name or version made it mathtext, and a malformed
+    expression there (``$\\frac$``) stopped the run's plot."""
+    return text.replace("$", r"\$")
+
+
 def _label(result: "RunResult") -> str:
-    return result.label
+    return plain(result.label)
 
 
 MARKERS = "os^Dv<>pPXh*"
@@ -106,7 +112,7 @@ def plot_accuracy_over_rounds(results: Sequence["RunResult"], path: str | Path) 
         ax.grid(alpha=0.3)
     legend_below(fig, len(styles))
     bench = results[0]
-    fig.suptitle(f"{bench.benchmark.name} / {bench.scenario.tag}")
+    fig.suptitle(plain(f"{bench.benchmark.name} / {bench.scenario.tag}"))
     return _save(fig, path)
 
 
@@ -204,12 +210,12 @@ def plot_diagnostics_over_rounds(results: Sequence["RunResult"], path: str | Pat
     for ax, value in zip(axes, values):
         for r in results:
             _draw_curve(ax, diagnostic_curve(r, value), _label(r), scale=1.0)
-        ax.set_title(f"{value} (mean over rows)")
+        ax.set_title(plain(f"{value} (mean over rows)"))
         ax.set_xlabel("round")
         ax.set_ylabel(value)
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize="small")
     bench = results[0]
-    fig.suptitle(f"{bench.benchmark.name} / {bench.scenario.tag}: method diagnostics")
+    fig.suptitle(plain(f"{bench.benchmark.name} / {bench.scenario.tag}: method diagnostics"))
     return _save(fig, path)
