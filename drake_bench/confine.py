@@ -31,7 +31,10 @@ CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 8192, 16384, 1 << 18
 
 SANDBOX = "namespaces"
-"""What a confined run records as its sandbox (``fl.extra.sandbox``); an unconfined one records ``none``."""
+"""What a confined run records as its sandbox (``fl.extra.sandbox``); an unconfined one records ``none (why)``."""
+SANDBOX_KEY = "sandbox"
+"""``fl.extra`` key of what the method's worker could not see (:data:`SANDBOX`, or ``"none (why)"``): an execution
+field (it says how a run executed, not what it computed)."""
 
 
 class ConfinementUnavailable(OSError):

@@ -37,7 +37,7 @@ from . import checkpoint, numerics
 from .access import DATA_ACCESS_KEY, AccessLedger
 from .client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
 from .compute import ComputeProbe, probe_compute
-from .confine import Confinement, dataset_caches
+from .confine import SANDBOX_KEY, Confinement, dataset_caches
 from .errors import DrakeBenchError
 from .evaluation.cells import EvalCell, cell_records, evaluation_limits, plan_cells
 from .evaluation.metrics import (AbsenceRecord, AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord,
@@ -109,10 +109,6 @@ around its own steps in this invocation: a resumed seed counts only what ran aft
 
 VERIFIED_KEY = "verified_files"
 """Checkpoint key of the shard hashes a seed verified in the rounds it has run (so a resumed seed keeps them)."""
-
-SANDBOX_KEY = "sandbox"
-"""``fl.extra`` key of what the method's worker could not see: ``"namespaces"`` (drake_bench/confine.py: no benchmark
-file, checkpoint or result readable from the worker) or ``"none (why)"``. An execution field."""
 
 SEED_FINGERPRINTS_KEY = "seed_fingerprints"
 """``fl.extra`` key of each finished seed's fingerprint (:meth:`Evaluator.fingerprint`). The result file is written

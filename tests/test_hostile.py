@@ -294,3 +294,26 @@ def test_a_method_version_that_reads_as_mathtext_does_not_stop_the_plot(toy, tmp
     fig = plot_accuracy_over_rounds([hostile], tmp_path / "plot.png")
     assert (tmp_path / "plot.png").stat().st_size > 0
     assert any("$\\frac{$" in t.get_text().replace("\\$", "$") for t in fig.legends[0].get_texts())
+
+
+def test_a_board_that_requires_the_sandbox_refuses_an_unconfined_run(tiny_board, tmp_path):
+    import json
+    import shutil
+
+    from drake_bench.leaderboard.boards import load_board
+    from drake_bench.leaderboard.rules import validate
+
+    board_json, root = tiny_board
+    board = load_board(str(board_json)).model_copy(update={"sandbox": True})
+    files = [p for p in root.rglob("result.json") if "checkpoints" not in p.parts]
+    _, refusals = validate(files, board)
+    assert not [r for r in refusals if r.rule == "sandbox"]  # built confined
+    unconfined = tmp_path / "result.json"
+    shutil.copy(files[0], unconfined)
+    data = json.loads(unconfined.read_text())
+    data["fl"]["extra"]["sandbox"] = "none (unshare: Operation not permitted)"
+    unconfined.write_text(json.dumps(data))
+    _, refusals = validate([unconfined], board)
+    assert [r.rule for r in refusals if r.rule == "sandbox"] == ["sandbox"]
+    _, refusals = validate([unconfined], board.model_copy(update={"sandbox": False}))
+    assert not [r for r in refusals if r.rule == "sandbox"]  # the boards built before the confinement

@@ -99,6 +99,11 @@ class BoardDefinition(StrictModel):
     fast_adaptation_tasks: int | None = Field(default=2, ge=1,
                                               description="First N unseen tasks adapted to (as `run --adaptation-tasks`).")
     compute_matched: bool = False
+    sandbox: bool = Field(
+        default=False,
+        description="Every entry's method worker ran confined (fl.extra.sandbox 'namespaces': no benchmark file, "
+                    "checkpoint or result readable from it, drake_bench/confine.py). False for the boards built "
+                    "before the confinement existed, whose files record none; a rebuild turns it on.")
     numerics: Numerics = Field(
         default="portable",
         description="The floating-point setting every entry runs under (RunConfig.numerics): 'portable' so that any "

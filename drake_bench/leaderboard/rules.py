@@ -18,6 +18,7 @@ from typing import Any
 
 from ..access import DATA_ACCESS_KEY
 from ..compute import PROBE_VERSION, probe_is_current, recorded_probe_version
+from ..confine import SANDBOX, SANDBOX_KEY
 from ..errors import DrakeBenchError
 from ..results import (PREDICT_CALLS_KEY, WEIGHTS_SHA256, RunResult, benchmark_differences, check_result,
                        provenance_problems, read_result, weights_conflicts)
@@ -46,6 +47,8 @@ RULES: dict[str, str] = {
     "method-config": "the method's name, version and full config are recorded; the settings given agree with it",
     "unique": "a method name + version + settings appears once on a board, and no run appears under two names",
     "isolation": "the method ran in its own process (run isolation 'process'), seeing only what the protocol gives",
+    "sandbox": "on a board that requires it, the method's worker ran confined (fl.extra.sandbox 'namespaces'): it "
+               "could read no benchmark file, checkpoint or result",
     "test-split": "the evaluator recorded, per seed, that the method was handed no test item with its answer",
     "budget": "mean bytes (uplink + downlink) per client and round, as measured, within the board's budget",
     "submission": "a submission folder names its board, method, version, package, source URL or wheel hash and "
@@ -245,6 +248,10 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
 
     if rc.get("isolation", "process") != "process":
         refuse("isolation", f"run_config.isolation {rc.get('isolation')!r}; boards take only 'process' runs")
+    if board.sandbox and fl.extra.get(SANDBOX_KEY) != SANDBOX:
+        refuse("sandbox", f"fl.extra.sandbox {fl.extra.get(SANDBOX_KEY)!r}: the board takes only runs whose method "
+                          f"worker could not read the benchmark's files ({SANDBOX!r}; a kernel without unprivileged "
+                          "namespaces records 'none')")
 
     access = fl.extra.get(DATA_ACCESS_KEY)
     if not isinstance(access, dict):
