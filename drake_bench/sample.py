@@ -80,7 +80,9 @@ class MethodSample(BaseModel):
         uid: 16 hexadecimal characters, an opaque id of the item: a hash of its id. Where the evaluator (or
             ``evaluate_client``) hands items out it is keyed with a secret drawn per run (per call), so it cannot be
             turned back into a task name and row, and is stable within the run only; a ``load_client_stream`` batch
-            gives the same unkeyed uid for an item every time.
+            gives the same unkeyed uid for an item every time (stable across runs and machines, so usable as a
+            cache key), which is not secret: hashing a task's item ids finds them. The stream is your own code's
+            view; what a plugin is shown is keyed.
         images: ``list`` of PIL images (``PIL.Image.Image``), in prompt order; ``[]`` for text-only benchmarks
             (``modality == "text"``, e.g. ``fedllm-synth``, ``fed-llm-large``, ``fed-aya``). Decoded from the built
             shards when the item is read; treat them as read-only (``.copy()`` or ``.convert(...)`` before drawing on

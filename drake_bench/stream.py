@@ -250,7 +250,11 @@ class ClientStream:
         raise AttributeError(f"ClientStream has no attribute {name!r}")
 
     def round(self, round_idx: int, local_steps: int | None = None, batch_size: int | None = None) -> RoundBatches:
-        """Batches of round ``round_idx`` (0-based). Independent of earlier rounds: resumable anywhere."""
+        """Batches of round ``round_idx`` (0-based). Independent of earlier rounds: resumable anywhere.
+
+        Any round can be asked for, in any order: the stream is the schedule of your own training code, and round
+        ``r`` holds only what the scenario has made available by round ``r``. Round by round is the evaluator's
+        rule for plugins, which are handed one round at a time."""
         if isinstance(round_idx, bool) or not isinstance(round_idx, (int, np.integer)):
             raise TypeError(f"round_idx must be an int, got {round_idx!r}")
         if not 0 <= round_idx < self.num_rounds:
