@@ -10,7 +10,8 @@ A_AUC):
 
 * every method both sides have: our mean ± population std over seeds and rank, the paper's mean ± std and rank.
   A rank is 1 + the number of methods whose whole ``mean ± std`` interval lies above this one's, so methods whose
-  intervals overlap share a rank (``=``), the rule the board page uses;
+  intervals overlap share a rank (``=``): a rank the paper's own tables can be set beside (the board page instead
+  numbers rows in mean order and lists, for each, the ranks its interval overlaps; the ties are the same pairs);
 * the pairs the paper *resolves* (intervals apart): how many keep the paper's order here, how many are reversed,
   and how many of each the board resolves in turn (its intervals apart too). A pair the paper does not resolve
   has no order to keep and is left out;
