@@ -11,6 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from drake_bench.cli import app
@@ -42,12 +43,27 @@ def _forge(path: Path) -> None:
     assert check_result(path) == []  # check has nothing against it
 
 
-def test_a_rerun_reproduces_a_built_entry_digit_for_digit_and_the_record_names_the_file(tiny_board, tmp_path):
-    path = _entry(tiny_board, tmp_path, "counter")
-    assert verification_state(path) == "self-reported"
-    result = CliRunner().invoke(app, ["leaderboard", "verify", str(path)])
+@pytest.fixture(scope="module")
+def verified_board(tiny_board, tmp_path_factory) -> tuple[Path, Path, str]:
+    """A copy of the tiny board whose counter entry was verified once (a rerun costs the entry's own run), with
+    the verify command's output."""
+    board_json, root = tiny_board
+    lb = tmp_path_factory.mktemp("verified") / "lb"
+    shutil.copytree(root, lb)
+    counter = next(p for p in lb.rglob("result.json") if "/counter/" in p.as_posix() and "checkpoints" not in p.parts)
+    assert verification_state(counter) == "self-reported"
+    result = CliRunner().invoke(app, ["leaderboard", "verify", str(counter)])
     assert result.exit_code == 0, result.output
-    assert "verified" in result.output
+    return board_json, counter, result.output
+
+
+def test_a_rerun_reproduces_a_built_entry_digit_for_digit_and_the_record_names_the_file(verified_board, tmp_path):
+    _, counter, output = verified_board
+    assert "verified" in output
+    path = tmp_path / "counter" / "result.json"  # a copy, so the edit below leaves the shared board alone
+    path.parent.mkdir()
+    shutil.copy(counter, path)
+    shutil.copy(counter.parent / VERIFICATION_FILE, path.parent / VERIFICATION_FILE)
     record = json.loads((path.parent / VERIFICATION_FILE).read_text())
     assert record["reproduced"] is True and record["differences"] == [] and record["sandbox"] == "namespaces"
     assert verification_state(path) == "verified"
@@ -64,17 +80,13 @@ def test_a_forged_consistent_file_is_not_reproduced(tiny_board, tmp_path):
     assert verification_state(path) == "differs"
 
 
-def test_the_page_marks_entries_verified_or_self_reported(tiny_board, tmp_path):
+def test_the_page_marks_entries_verified_or_self_reported(verified_board):
     from drake_bench.leaderboard.boards import load_board
     from drake_bench.leaderboard.render import render
 
-    board_json, root = tiny_board
-    lb = tmp_path / "lb"
-    shutil.copytree(root, lb)
-    board = load_board(str(board_json))
-    counter = next(p for p in lb.rglob("result.json") if "/counter/" in p.as_posix() and "checkpoints" not in p.parts)
-    assert CliRunner().invoke(app, ["leaderboard", "verify", str(counter)]).exit_code == 0
-    render(board, lb)
+    board_json, counter, _ = verified_board
+    lb = next(p for p in counter.parents if p.name == "lb")
+    render(load_board(str(board_json)), lb)
     page = next(lb.rglob("board.html")).read_text()
     assert page.count('class="verification verified"') == 1
     assert page.count('class="verification self-reported"') == 1  # majority-answer: never rerun
