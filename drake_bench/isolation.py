@@ -443,13 +443,23 @@ class MethodProcess:
             raise self.error(call, f"no answer within {timeout:g} s (--call-timeout); the worker was stopped", client,
                              round_idx)
         try:
-            return loads(self._conn.recv_bytes())
+            data = self._conn.recv_bytes()
         except EOFError:
             self._proc.join(5)
             code = self._proc.exitcode
             hint = (f"; it imports drake_bench from this process's sys.path, which gives {package_origin()}"
                     if call == "start-up" else "")
             raise self.error(call, f"its worker process died (exit code {code}){hint}", client, round_idx) from None
+        try:
+            reply = loads(data)
+            if not isinstance(reply, (tuple, list)) or not reply or reply[0] not in ("ok", "error", "imported"):
+                raise ValueError(f"a reply must be ('ok' | 'error' | 'imported', ...), got {str(reply)[:80]!r}")
+            return tuple(reply)
+        except Exception as exc:  # noqa: BLE001 - the method wrote on the evaluator's pipe itself
+            self.kill()
+            raise self.error(call, f"its worker sent {len(data)} bytes that are not a reply of drake_bench's worker "
+                                   f"({type(exc).__name__}: {str(exc)[:200]}); the worker was stopped", client,
+                             round_idx) from None
 
     def _raise(self, kind: str, text: str, call: str, client: int | None, round_idx: int | None) -> None:
         """Re-raise a worker's error here: drake_bench's own by class, anything else as a located PluginError."""

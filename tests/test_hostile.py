@@ -317,3 +317,36 @@ def test_a_board_that_requires_the_sandbox_refuses_an_unconfined_run(tiny_board,
     assert [r.rule for r in refusals if r.rule == "sandbox"] == ["sandbox"]
     _, refusals = validate([unconfined], board.model_copy(update={"sandbox": False}))
     assert not [r for r in refusals if r.rule == "sandbox"]  # the boards built before the confinement
+
+
+class PipeWriter(Counter):
+    """Counter that finds the worker's connection to the evaluator (gc) and writes garbage on it before answering."""
+
+    meta = MethodMeta(name="pipe-writer", version="1.0")
+
+    def init_server(self):
+        import gc
+        from multiprocessing.connection import Connection
+
+        for conn in [o for o in gc.get_objects() if isinstance(o, Connection)]:
+            try:
+                conn.send_bytes(b"\xff" * 64)
+            except OSError:
+                pass
+        return super().init_server()
+
+
+register_method(PipeWriter)
+
+
+def test_bytes_a_plugin_writes_on_the_evaluators_pipe_are_a_located_error():
+    import pytest
+
+    from drake_bench.isolation import MethodProcess
+
+    worker = MethodProcess("pipe-writer", {})
+    try:
+        with pytest.raises(PluginError, match=r"failed in init_server.*not a reply of drake_bench's worker"):
+            worker.init_server()
+    finally:
+        worker.close()
