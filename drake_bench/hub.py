@@ -509,10 +509,15 @@ def fetch_benchmark(
     info_path = _download(repo_id, BUILD_INFO, revision, cache_dir, local_files_only, "the build's file list")
     commit = info_path.parent.name
     where = f"{repo_id}@{revision}" + (f" (commit {commit})" if commit != revision else "")
-    try:
-        info = json.loads(info_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise IntegrityError(f"{BUILD_INFO} of {where} is not valid JSON ({exc.msg}): cached file {info_path}") from None
+    from .errors import JSONFileError
+    from .json_files import MANIFEST_MAX_BYTES, read_json
+
+    try:  # a file from the Hub: whatever it holds, one located error
+        info = read_json(info_path, what=f"{BUILD_INFO} of {where}", max_bytes=MANIFEST_MAX_BYTES)
+    except JSONFileError as exc:
+        raise IntegrityError(f"{exc} (cached file {info_path})") from None
+    if not isinstance(info, dict):
+        raise IntegrityError(f"{BUILD_INFO} of {where} is not a JSON object: cached file {info_path}")
     if info.get("benchmark") != spec.name:
         raise IntegrityError(f"{where} holds benchmark {info.get('benchmark')!r}, not {spec.name!r}")
     expected = spec.content_hash or manifest_dict(spec)["content_hash"]

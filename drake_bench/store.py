@@ -313,7 +313,7 @@ class _VerifiedCache:
     def load(self) -> dict[str, Any]:
         try:
             doc = json.loads(self.path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # a cache: anything unreadable is no cache
             return {"files": {}, "arrow": {}}
         if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict) or not isinstance(doc.get("arrow"), dict):
             return {"files": {}, "arrow": {}}
@@ -363,10 +363,15 @@ class BuiltBenchmark:
             raise DataNotBuiltError(
                 f"benchmark {name!r} has no built data at {root} (missing {BUILD_INFO}). {hint}".strip()
             )
-        try:
-            info = json.loads(info_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise DataNotBuiltError(f"{info_path} is not valid JSON ({exc.msg}); rebuild or re-download") from None
+        from .errors import JSONFileError
+        from .json_files import MANIFEST_MAX_BYTES, read_json
+
+        try:  # a downloaded or copied folder's record: refused in one line whatever it holds
+            info = read_json(info_path, what="build record", max_bytes=MANIFEST_MAX_BYTES)
+        except JSONFileError as exc:
+            raise DataNotBuiltError(f"{exc}; rebuild or re-download") from None
+        if not isinstance(info, dict):
+            raise DataNotBuiltError(f"{info_path} is not a build record (a JSON object); rebuild or re-download")
         bench = cls(root=root, info=info)
         bench._check_data_hash()
         return bench

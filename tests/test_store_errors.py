@@ -54,3 +54,15 @@ def test_a_task_whose_build_failed_is_a_data_error_naming_the_file_and_the_rebui
     # a client whose tasks all built streams as before
     other = next(c.id for c in spec.clients if failed["id"] not in c.tasks)
     assert next(iter(load_client_stream(spec, other, scenario="static", data_dir=root).rounds()))[0] == 0
+
+
+@pytest.mark.parametrize("content", [b"[" * 100_000, b"\xff\xfe not utf-8", b'{"sizes": ' + b"9" * 5000 + b"}", b"[1, 2]"],
+                         ids=["deep", "not-utf8", "huge-int", "not-an-object"])
+def test_a_hostile_build_record_is_one_data_error_naming_it(tmp_path, content):
+    from drake_bench.errors import DataNotBuiltError
+    from drake_bench.store import BUILD_INFO, BuiltBenchmark
+
+    (tmp_path / BUILD_INFO).write_bytes(content)
+    with pytest.raises(DataNotBuiltError) as err:
+        BuiltBenchmark.open(tmp_path, "x")
+    assert str(tmp_path / BUILD_INFO) in str(err.value) and "\n" not in str(err.value)
