@@ -70,6 +70,12 @@ def dataset_caches() -> list[Path]:
     return found + ([datasets_cache] if datasets_cache.is_dir() else [])
 
 
+def _import_folders() -> list[str]:
+    """Where this process imports code from (the interpreter's prefixes and every folder on ``sys.path``)."""
+    folders = {sys.prefix, sys.base_prefix, *(p for p in sys.path if p and os.path.isdir(p))}
+    return sorted(str(Path(f).resolve()) for f in folders)
+
+
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
@@ -95,6 +101,11 @@ def confine(confinement: Confinement) -> str:
     if not sys.platform.startswith("linux"):
         raise ConfinementUnavailable(errno.ENOSYS, "mount namespaces exist on Linux only")
     masks = confinement.masks()
+    for mask in masks:  # e.g. --out ~ with a venv in the home folder: masking it would hide the worker's own code
+        inside = next((n for n in _import_folders() if n == mask or n.startswith(mask + os.sep)), None)
+        if inside is not None:
+            raise ConfinementUnavailable(errno.EINVAL, f"{mask} holds {inside}, which the method's worker imports "
+                                                       "from; write the run's output elsewhere")
     kept = [str(Path(k).resolve()) for k in confinement.kept]
     kept = [k for k in kept if any(k == m or k.startswith(m + os.sep) for m in masks)]  # others stay visible anyway
     for k in kept:

@@ -350,3 +350,23 @@ def test_bytes_a_plugin_writes_on_the_evaluators_pipe_are_a_located_error():
             worker.init_server()
     finally:
         worker.close()
+
+
+def test_an_output_folder_that_holds_the_import_path_is_not_masked_and_the_run_says_why(tmp_path):
+    """Masking such a folder (``--out ~`` with a venv in the home folder) would hide the worker's own code."""
+    import sys
+
+    from drake_bench.confine import Confinement, ConfinementUnavailable, confine
+
+    site = tmp_path / "home" / "venv" / "site-packages"
+    site.mkdir(parents=True)
+    saved = list(sys.path)
+    sys.path.insert(0, str(site))
+    try:
+        confine(Confinement(hidden=(str(tmp_path / "home"),)))
+    except ConfinementUnavailable as exc:
+        assert f"{tmp_path / 'home'} holds {site}" in str(exc)
+    else:
+        raise AssertionError("the folder holding the import path was masked")
+    finally:
+        sys.path[:] = saved
