@@ -14,7 +14,6 @@ Layout (one folder per seed)::
 
 from __future__ import annotations
 
-import errno
 import json
 import re
 import shutil
@@ -25,6 +24,7 @@ from typing import Any
 from .errors import CheckpointError, DrakeBenchError, JSONFileError
 from .json_files import read_json
 from .protocol import Message, State
+from .write_failure import once_there_is_space, write_failure
 
 PROGRESS = "progress.json"
 PROGRESS_MAX_BYTES = 1 << 30
@@ -82,33 +82,16 @@ def save(run_dir: Path, progress: RunProgress) -> None:
         writing = run_dir / PROGRESS
         tmp_json.replace(writing)  # the commit point
     except Exception as exc:
-        why = _write_failure(exc)
+        why = write_failure(exc)
         if why is None:
             raise
         raise CheckpointError(
             f"cannot write the checkpoint of round {progress.completed_rounds} in {run_dir}: {writing}: {why}; the "
             "checkpoint before it and the result files written so far stay, and running the same command again "
-            f"resumes from them{' once there is space' if _disk_full(exc) else ''}") from None
+            f"resumes from them{once_there_is_space(exc)}") from None
     for old in run_dir.glob("round-*"):
         if old.name != name:
             shutil.rmtree(old, ignore_errors=True)
-
-
-def _disk_full(exc: BaseException) -> bool:
-    if isinstance(exc, OSError):
-        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    return f"(os error {errno.ENOSPC})" in str(exc) or f"(os error {errno.EDQUOT})" in str(exc)
-
-
-def _write_failure(exc: BaseException) -> str | None:
-    """Why writing failed, when ``exc`` is an I/O error: an OSError, or safetensors' own error for one (its Rust
-    core says ``I/O error: No space left on device (os error 28)``); None for any other error."""
-    if isinstance(exc, OSError):
-        return exc.strerror or str(exc)
-    text = " ".join(str(exc).split())
-    if type(exc).__name__ == "SafetensorError" and "I/O error" in text:
-        return text.split("I/O error: ", 1)[-1][:200]
-    return None
 
 
 def _broken(run_dir: Path, problem: str) -> CheckpointError:

@@ -14,7 +14,6 @@ inside the file the raw tables are stored column-wise (:mod:`drake_bench.result_
 
 from __future__ import annotations
 
-import errno
 import functools
 import hashlib
 import json
@@ -50,6 +49,7 @@ from .evaluation.metrics import (
 )
 from .evaluation.scoring import SCORER_VERSION
 from .json_files import read_json
+from .write_failure import once_there_is_space, write_failure
 
 RESULT_SCHEMA_VERSION = "2.0"
 READABLE_SCHEMA_VERSIONS = ("1.0", RESULT_SCHEMA_VERSION)
@@ -527,9 +527,8 @@ def write_result(result: RunResult, path: str | Path, *, check: bool = True) -> 
 def _unwritable(what: str, exc: OSError) -> str:
     """One line for a result file that could not be written (a full disk, above all): which, why, and that what was
     written before it stays (a partial result, the seeds' checkpoints) and the same command resumes from it."""
-    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    return (f"cannot write {what}: {exc.strerror or exc}; the result files and checkpoints written before it stay, "
-            f"and running the same command again resumes from them{' once there is space' if full else ''}")
+    return (f"cannot write {what}: {write_failure(exc)}; the result files and checkpoints written before it stay, "
+            f"and running the same command again resumes from them{once_there_is_space(exc)}")
 
 
 def _load(path: str | Path) -> Any:

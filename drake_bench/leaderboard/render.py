@@ -8,12 +8,12 @@ the rules they break: a board shows what it holds, and why a row does not count 
 
 from __future__ import annotations
 
-import errno
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
 from ..results import RunResult
+from ..write_failure import once_there_is_space, write_failure
 from .boards import DEFAULT_ROOT, BoardDefinition, BoardEntry, BoardError
 from .build import reproduce_command
 from .html import Row, board_page, link
@@ -132,9 +132,8 @@ def _writing(path: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-        raise BoardError(f"cannot write {path}: {exc.strerror or exc}; the board's result files are untouched, and "
-                         f"rendering again writes its pages{' once there is space' if full else ''}") from None
+        raise BoardError(f"cannot write {path}: {write_failure(exc)}; the board's result files are untouched, and "
+                         f"rendering again writes its pages{once_there_is_space(exc)}") from None
 
 
 def site(boards: Sequence[BoardDefinition], out: str | Path, root: str | Path = DEFAULT_ROOT,
