@@ -54,9 +54,14 @@ class Confinement:
         folders = sorted({str(Path(h).resolve()) for h in self.hidden if Path(h).is_dir()}, key=len)
         out: list[str] = []
         for f in folders:
-            if not any(f == o or f.startswith(o + os.sep) for o in out):
+            if not any(_within(f, o) for o in out):
                 out.append(f)
         return out
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it (both resolved)."""
+    return path == folder or path.startswith(folder + os.sep)
 
 
 def dataset_caches() -> list[Path]:
@@ -101,13 +106,14 @@ def confine(confinement: Confinement) -> str:
     if not sys.platform.startswith("linux"):
         raise ConfinementUnavailable(errno.ENOSYS, "mount namespaces exist on Linux only")
     masks = confinement.masks()
+    code = _import_folders()
     for mask in masks:  # e.g. --out ~ with a venv in the home folder: masking it would hide the worker's own code
-        inside = next((n for n in _import_folders() if n == mask or n.startswith(mask + os.sep)), None)
+        inside = next((n for n in code if _within(n, mask)), None)
         if inside is not None:
             raise ConfinementUnavailable(errno.EINVAL, f"{mask} holds {inside}, which the method's worker imports "
                                                        "from; write the run's output elsewhere")
     kept = [str(Path(k).resolve()) for k in confinement.kept]
-    kept = [k for k in kept if any(k == m or k.startswith(m + os.sep) for m in masks)]  # others stay visible anyway
+    kept = [k for k in kept if any(_within(k, m) for m in masks)]  # the others stay visible anyway
     for k in kept:
         Path(k).mkdir(parents=True, exist_ok=True)
     # each kept folder is bound to a staging point outside every mask, then moved back once the masks are on

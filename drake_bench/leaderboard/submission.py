@@ -10,7 +10,6 @@ rerun the command to reproduce the digits.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 from datetime import datetime, timezone
@@ -23,6 +22,7 @@ from .._base import StrictModel
 from .._version import __version__
 from ..errors import DrakeBenchError, JSONFileError
 from ..json_files import SMALL_FILE_MAX_BYTES, read_json
+from ..store import file_sha256
 from .boards import BoardDefinition, canonical_boards
 from .rules import Refusal, read_for_board, summarise, validate
 
@@ -76,11 +76,6 @@ def package_mismatch(package: str, result: RunResult) -> str | None:
         return None
     return (f"made with {result.method.name} from package {result.method.package!r}; the submission says to install "
             f"{package!r}")
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:  # in blocks: a listed file may be of any size
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def read_submission(path: str | Path) -> Submission:
@@ -149,7 +144,7 @@ def submit(board: BoardDefinition, results: Sequence[str | Path], out: str | Pat
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise SubmissionError(f"{out} exists and is not empty; choose a new folder")
-    wheel_sha = _sha256(Path(wheel)) if wheel else None
+    wheel_sha = file_sha256(Path(wheel)) if wheel else None
     files: dict[str, str] = {}
     for p, res in zip(paths, runs):
         rel = res.path(RESULTS_DIR).as_posix()
@@ -158,7 +153,7 @@ def submit(board: BoardDefinition, results: Sequence[str | Path], out: str | Pat
         target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(p, target)
-        files[rel] = _sha256(target)
+        files[rel] = file_sha256(target)
     try:
         sub = Submission(board=board.name, method=names[0][0], version=names[0][1], package=package,
                          source_url=source_url, wheel_sha256=wheel_sha, command=command,
@@ -226,7 +221,7 @@ def validate_submission(folder: str | Path, board: BoardDefinition | None = None
             continue
         path = folder / rel
         try:
-            digest = _sha256(path)
+            digest = file_sha256(path)
         except OSError as exc:
             refusals.append(Refusal("submission", str(path), f"cannot be read: {exc.strerror or exc}"))
             continue

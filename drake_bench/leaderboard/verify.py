@@ -16,7 +16,6 @@ and refuses otherwise, saying what is installed: verifying against other code wo
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -29,7 +28,10 @@ from pydantic import Field
 from .._base import StrictModel
 from .._version import __version__
 from ..errors import DrakeBenchError
+from ..confine import SANDBOX_KEY
+from ..json_files import SMALL_FILE_MAX_BYTES
 from ..results import RunResult, comparable_differences, read_result
+from ..store import file_sha256
 
 VERIFICATION_FILE = "verification.json"
 """Beside a result file: the record of its last verification."""
@@ -48,14 +50,6 @@ class Verification(StrictModel):
     cpu_model: str | None = None
     sandbox: str | None = Field(default=None, description="What the rerun's method worker could not see.")
     created_at: str
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def rerun_config(result: RunResult, out: str | Path) -> Any:
@@ -102,7 +96,7 @@ def verify(path: str | Path, *, work: str | Path | None = None, console: Any = N
     differences = comparable_differences(result, rerun)
     record = Verification(result_sha256=sha, reproduced=not differences, differences=differences[:20],
                           drake_bench_version=__version__, drake_bench_source=drake_bench_source(),
-                          cpu_model=cpu_model(), sandbox=rerun.fl.extra.get("sandbox"),
+                          cpu_model=cpu_model(), sandbox=rerun.fl.extra.get(SANDBOX_KEY),
                           created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     target = path.parent / VERIFICATION_FILE
     tmp_file = target.with_suffix(".tmp")
@@ -114,14 +108,14 @@ def verify(path: str | Path, *, work: str | Path | None = None, console: Any = N
 def verification_state(path: str | Path) -> State:
     """``verified`` when a record beside ``path`` reproduced this very file, ``differs`` when its rerun did not,
     ``self-reported`` when there is no record for the file as it is now (none, or the file changed since)."""
-    from ..json_files import read_json
     from ..errors import JSONFileError
+    from ..json_files import read_json
 
     record_path = Path(path).parent / VERIFICATION_FILE
     if not record_path.is_file():
         return "self-reported"
     try:
-        record = Verification.model_validate(read_json(record_path, what="verification record", max_bytes=1 << 20))
+        record = Verification.model_validate(read_json(record_path, what="verification record", max_bytes=SMALL_FILE_MAX_BYTES))
     except (JSONFileError, ValueError):
         return "self-reported"
     if record.result_sha256 != file_sha256(path):
