@@ -570,22 +570,20 @@ class Evaluator:
         cfg, fed = self.config, run.fed
         # which items for which (client, owner, task, role): one plan, shared with evaluate_client (evaluation.cells)
         self_limit, others_limit = evaluation_limits(self.spec, cfg.self_subsample, cfg.others_subsample)
+        plan = plan_cells(fed, round_idx, self_limit, others_limit)  # client by client, in fed.clients order
         planned: dict[int, list[EvalCell]] = {c: [] for c in fed.clients}
-        for cell in plan_cells(fed, round_idx, self_limit, others_limit):
+        for cell in plan:
             planned[cell.client].append(cell)
         jobs: list[PredictJob] = []
-        cells: list[list[EvalCell]] = []  # per job: its cells, one per query group
-        for c in fed.clients:
+        for c in fed.clients:  # one job per client, one query group per cell: the answers come back in plan order
             job = PredictJob(c, self.ctx(c, round_idx, run.seed), states[c], [])
-            mine = planned[c]
-            for cell in mine:
+            for cell in planned[c]:
                 queries = [s.as_query(run.uid_key) for s in cell.samples]
                 run.access.asked(queries)
                 job.groups.append(queries)
             if cfg.predict_per_client and job.groups:  # one call: the cells' queries in order, cut back below
                 job.groups = [[q for group in job.groups for q in group]]
             jobs.append(job)
-            cells.append(mine)
         answers = self.clients.predict(run, jobs)
         for job, preds in zip(jobs, answers):  # (the guard checks each call; this, what came back)
             for queries, p in zip(job.groups, preds, strict=True):
@@ -595,9 +593,8 @@ class Evaluator:
         # every answer of the evaluation point scored in one call (a judge rates them in one batch), then cut back
         # into the (client, owner, task) cells in order
         flat_preds = [a for preds in answers for p in preds for a in p]
-        flat_samples = [s for mine in cells for cell in mine for s in cell.samples]
-        return cell_records([cell for mine in cells for cell in mine], self.score(flat_preds, flat_samples),
-                            seed=run.seed, eval_round=round_idx + 1)
+        flat_samples = [s for cell in plan for s in cell.samples]
+        return cell_records(plan, self.score(flat_preds, flat_samples), seed=run.seed, eval_round=round_idx + 1)
 
     def save_checkpoint(self, run: SeedRun, completed_rounds: int) -> None:
         checkpoint.save(run.run_dir, checkpoint.RunProgress(
