@@ -88,6 +88,13 @@ def _check_root(boards: list[BoardDefinition], root: Path, *, writes: bool) -> N
     _warn(why)
 
 
+def _result_files(paths: list[Path]) -> list[Path]:
+    """The result files ``paths`` name: each file as given, each folder's result files (checkpoints left out)."""
+    from ..leaderboard.render import board_files
+
+    return [f for p in paths for f in (board_files(p) if p.is_dir() else [p])]
+
+
 def register(app: typer.Typer) -> None:
     lb = typer.Typer(help="Canonical boards: build, render, validate result files, submit, and a static web page.",
                      no_args_is_help=True)
@@ -326,11 +333,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write a self-contained submission folder (result files, method, version, package, source URL or wheel
         hash, command); refused, with the rules named, when the results break the board's rules."""
-        from ..leaderboard.render import board_files
         from ..leaderboard.submission import submit
 
         bd = _board(board)
-        files = [f for p in results for f in (board_files(p) if p.is_dir() else [p])]
+        files = _result_files(results)
         try:
             folder = submit(bd, files, out, package=package, command=command, source_url=source_url, wheel=wheel)
         except DrakeBenchError as exc:
@@ -345,10 +351,9 @@ def register(app: typer.Typer) -> None:
         """Rerun each result file's recorded configuration and compare it digit for digit (the method installed at
         the file's version); write verification.json beside it, which the board page reads (verified or
         self-reported). Exit 1 when a file is not reproduced."""
-        from ..leaderboard.render import board_files
-        from ..leaderboard.verify import verify
+        from ..leaderboard.verify import MAX_DIFFERENCES, verify
 
-        files = [f for p in results for f in (board_files(p) if p.is_dir() else [p])]
+        files = _result_files(results)
         if not files:
             raise _fail(DrakeBenchError(f"no result file in {', '.join(map(str, results))}"))
         failed = 0
@@ -364,8 +369,9 @@ def register(app: typer.Typer) -> None:
                                          literal(record.sandbox), ")"), soft_wrap=True)
             else:
                 failed += 1
-                _err.print(Text.assemble(("not reproduced ", "bold red"), literal(f), f": {len(record.differences)}+ "
-                                         "fields differ, first: ", literal(record.differences[0])), soft_wrap=True)
+                many = f"{len(record.differences)}{'+' if len(record.differences) == MAX_DIFFERENCES else ''}"
+                _err.print(Text.assemble(("not reproduced ", "bold red"), literal(f), f": {many} fields differ, first: ",
+                                         literal(record.differences[0])), soft_wrap=True)
         if failed:
             raise typer.Exit(code=1)
 

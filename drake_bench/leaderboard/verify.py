@@ -37,6 +37,8 @@ VERIFICATION_FILE = "verification.json"
 """Beside a result file: the record of its last verification."""
 
 State = Literal["verified", "differs", "self-reported"]
+MAX_DIFFERENCES = 20
+"""How many differing fields a record keeps (the first ones: one edited score breaks every mean derived from it)."""
 
 
 class Verification(StrictModel):
@@ -44,7 +46,7 @@ class Verification(StrictModel):
 
     result_sha256: str = Field(description="sha256 of the result file verified: a later edit voids the record.")
     reproduced: bool = Field(description="The rerun equals the file in everything but execution fields.")
-    differences: list[str] = Field(default_factory=list, description="The first fields that differ (at most 20).")
+    differences: list[str] = Field(default_factory=list, description=f"The first fields that differ (at most {MAX_DIFFERENCES}).")
     drake_bench_version: str
     drake_bench_source: str | None = None
     cpu_model: str | None = None
@@ -94,7 +96,7 @@ def verify(path: str | Path, *, work: str | Path | None = None, console: Any = N
     with tempfile.TemporaryDirectory(prefix="drake-bench-verify-", dir=work) as tmp:
         (rerun,) = run_methods([rerun_config(result, tmp)], jobs=1, console=console)
     differences = comparable_differences(result, rerun)
-    record = Verification(result_sha256=sha, reproduced=not differences, differences=differences[:20],
+    record = Verification(result_sha256=sha, reproduced=not differences, differences=differences[:MAX_DIFFERENCES],
                           drake_bench_version=__version__, drake_bench_source=drake_bench_source(),
                           cpu_model=cpu_model(), sandbox=rerun.fl.extra.get(SANDBOX_KEY),
                           created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
