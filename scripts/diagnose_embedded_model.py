@@ -20,7 +20,7 @@ with AdamW (``--steps`` steps of ``--batch`` items) and scored with the evaluato
 cloze log-likelihood, :func:`drake_bench.models.predict`) on the same held-out items, and on ``--eval-items``
 of its own training items (can it fit what it saw?); at every step count of ``--steps`` along the way. A
 variant changes one lever from ``reference`` (the reference entries' LoRA settings trained on the task alone):
-the learning rate, the mixture (the client's four tasks in turn, as every board trains), what is trainable
+the learning rate, gradient clipping, the mixture (the client's four tasks in turn, as every board trains), what is trainable
 (``lm_head`` or the projector through peft's ``modules_to_save``), or the read-out (the option letter as the
 target and the scored text).
 
@@ -69,12 +69,15 @@ class Variant:
     lora: bool = True  # False: only modules_to_save train
     letter: bool = False  # the option letter is the training target and the scored text
     rank: int | None = None
+    max_grad_norm: float | None = None  # clip the adapter's gradient norm (the reference does not clip)
 
 
 VARIANTS: dict[str, Variant] = {
     "reference": Variant(),
     "mixed 4 tasks": Variant(mixed=True),
+    "lr 1e-3": Variant(learning_rate=1e-3),
     "lr 3e-4": Variant(learning_rate=3e-4),
+    "clip 1.0": Variant(max_grad_norm=1.0),
     "lr 3e-2": Variant(learning_rate=3e-2),
     "+ lm_head": Variant(modules_to_save=("lm_head",)),
     "lm_head only": Variant(modules_to_save=("lm_head",), lora=False),
@@ -266,7 +269,8 @@ def finetune_job(model_name: str, task_id: str, name: str, steps: tuple[int, ...
         engine.target = lambda s: " " + prompting.answer_letter(s) if prompting.is_choice(s) else original_target(s)
     points, losses, t0 = [], [], time.time()
     for step in range(1, max(steps) + 1):
-        losses.append(train_step(model, proc, stream[(step - 1) * batch: step * batch], opt))
+        losses.append(train_step(model, proc, stream[(step - 1) * batch: step * batch], opt,
+                                 max_grad_norm=variant.max_grad_norm))
         if step in steps:
             points.append({"steps": step, "held_out": _accuracy(model, proc, held, variant.letter),
                            "training_items": _accuracy(model, proc, seen, variant.letter),
