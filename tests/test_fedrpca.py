@@ -4,6 +4,18 @@ client-side proximal term, and runs through the standard evaluator (a toy benchm
 The six checks of the method's spec (beta = 1 is FedAvg; planted low-rank + sparse recovery on 3072 x 50; scale
 equivariance; client-permutation invariance; ||beta mean(S)|| = ||mean(M)|| under adaptive beta; zeros in, zeros
 out), plus: the ADMM stops at its cap and says so; architectures are never stacked together.
+
+Mutations and bugs these tests catch (each tried on the code, the test failing on it and passing on the code as it
+is):
+
+* adaptive beta's numerator ||M 1|| taken over the whole stack of same-shaped matrices instead of per matrix
+  (``mat.sum(dim=1)`` -> ``x.sum(dim=2)`` in :func:`fedrpca_updates`):
+  test_adaptive_beta_is_per_matrix_in_a_stack_of_matrices and
+  test_adaptive_beta_is_per_matrix_through_the_real_aggregate_call;
+* the bug it fixed: a client's update formed against the server's *current* global instead of the global it was
+  sent, wrong for a client that skipped rounds under partial participation:
+  test_a_client_that_skipped_rounds_is_measured_from_the_global_it_was_sent (and, through the evaluator,
+  test_fedrpca_runs_under_partial_participation_through_the_evaluator).
 """
 
 from __future__ import annotations
@@ -99,6 +111,26 @@ def test_adaptive_beta_gives_the_sparse_term_the_norm_of_the_fedavg_update():
     assert float(torch.linalg.norm(scaled_sparse)) == pytest.approx(float(torch.linalg.norm(x.mean(dim=1))), rel=1e-9)
     assert diag["beta"] == pytest.approx(1 / diag["energy_ratio"], rel=1e-12) and diag["beta"] > 1
     assert 0 < diag["sparse_fraction"] <= 1 and diag["clients"] == 10 and diag["admm_converged"]
+
+
+def test_adaptive_beta_is_per_matrix_in_a_stack_of_matrices():
+    """Three same-shaped matrices solved in one stack (as the plugin solves every LoRA A of one shape together), of
+    very different scales and structures: each gets the update and beta it gets alone, beta = ||M_i 1|| / ||S_i 1||
+    of its own M_i and S_i, and its scaled sparse term has the norm of its own FedAvg update."""
+    xs = torch.stack([_structured(300, 5, seed=11), 50.0 * _structured(300, 5, seed=12, spikes=0.2),
+                      0.02 * _structured(300, 5, seed=13, spikes=0.01)])
+    together = fedrpca_updates(xs)
+    betas = []
+    for x, (update, diag) in zip(xs, together):
+        (alone, alone_diag), = fedrpca_updates(x[None])
+        res = pcp(x)
+        assert _rel(update, alone) < 1e-9 and diag["beta"] == pytest.approx(alone_diag["beta"], rel=1e-9)
+        assert diag["beta"] == pytest.approx(float(torch.linalg.norm(x.sum(1)) / torch.linalg.norm(res.sparse.sum(1))),
+                                             rel=1e-9)
+        scaled = update - res.low_rank.mean(dim=1)
+        assert float(torch.linalg.norm(scaled)) == pytest.approx(float(torch.linalg.norm(x.mean(dim=1))), rel=1e-9)
+        betas.append(diag["beta"])
+    assert max(betas) / min(betas) > 1.05  # the three betas do differ: one beta for the stack would not do
 
 
 def test_zeros_in_zeros_out_without_nan():
@@ -255,6 +287,89 @@ def test_architectures_are_never_stacked_together_and_clients_are_permutable(plu
     assert all(_rel(perm[1].tensors[k], out[1].tensors[k]) < 1e-9 for k in out[1].tensors)
 
 
+def test_adaptive_beta_is_per_matrix_through_the_real_aggregate_call(plugin_dir):
+    """The plugin stacks every LoRA matrix of one shape of an architecture into one batched solve; each matrix's row
+    reports the beta of its own client updates (||M 1|| / ||S 1|| of that matrix alone), and its new global is the
+    global plus that matrix's own FedRPCA update."""
+    method = _setup("fedrpca", plugin_dir, rpca_max_iter=100)
+    uploads = _uploads(method, seed=3)
+    server = method.init_server()
+    out, _ = method.aggregate(0, server, uploads)
+    rows = {r.key: r.values for r in method.round_diagnostics(0)}
+    arch, members = "llava-llama-s", [1, 2, 3]
+    keys = [k for k in out[1].tensors if f"{arch}/{short_key(k)}" in rows]
+    shapes: dict[tuple[int, ...], int] = {}
+    for k in keys:
+        shapes[tuple(out[1].tensors[k].shape)] = shapes.get(tuple(out[1].tensors[k].shape), 0) + 1
+    shape = max(shapes, key=lambda sh: shapes[sh])
+    assert shapes[shape] > 1  # matrices of one shape are solved in one stack: the case that matters
+    betas = []
+    for k in [k for k in keys if tuple(out[1].tensors[k].shape) == shape][:6]:  # six of that stack (each solved alone)
+        start = server.tensors[f"{arch}/{k}"]
+        m = torch.stack([uploads[c].tensors[k].double().reshape(-1) - start.double().reshape(-1) for c in members], 1)
+        (update, diag), = fedrpca_updates(m[None], max_iter=100)
+        row = rows[f"{arch}/{short_key(k)}"]
+        assert row["beta"] == pytest.approx(diag["beta"], rel=1e-6), k
+        assert _rel(out[1].tensors[k].double() - start.double(), update.view(start.shape)) < 1e-4, k
+        betas.append(row["beta"])
+    assert max(betas) / min(betas) > 1.05
+
+
+def _delta_uploads(method, starts: dict, seed: int) -> dict[int, Message]:
+    """Each client's upload: the adapter it started from plus a structured update (:func:`_uploads`'s)."""
+    base = _uploads(method, seed)
+    return {c: Message(tensors={k: starts[c][k] + (v - method.clients.initial(c)[k]) for k, v in base[c].tensors.items()})
+            for c in starts}
+
+
+def test_a_client_that_skipped_rounds_is_measured_from_the_global_it_was_sent(plugin_dir):
+    """Partial participation. Round 1: clients 1, 2 (llama-s) and 4, 5 (qwen2-s) take part, 3 and 6 do not; round 2:
+    clients 1 and 3, and 5 and 6. Client 3 (and 6) still holds the initial adapter, the global it was last sent,
+    while the server's global has moved: its update is its upload minus that initial adapter, and the new global
+    is the round-1 global plus the rule's merge of those updates (FedProx's server: their mean; FedRPCA: its rule on
+    the same stack). The server keeps an older global only while some client holds it."""
+    for name, cfg in (("fedprox", {}), ("fedrpca", {"rpca_max_iter": 100})):
+        method = _setup(name, plugin_dir, **cfg)
+        s0 = method.init_server()
+        init = {c: method.clients.initial(c) for c in ALLOC}
+        first = _delta_uploads(method, {c: init[c] for c in (1, 2, 4, 5)}, seed=1)
+        messages, s1 = GuardedMethod(method).aggregate(0, s0, first)
+        assert set(messages) == {1, 2, 4, 5}
+        starts = {1: messages[1].tensors, 3: init[3], 5: messages[5].tensors, 6: init[6]}
+        second = _delta_uploads(method, starts, seed=2)
+        out, s2 = GuardedMethod(method).aggregate(1, s1, second)
+        for arch, pair in (("llava-llama-s", (1, 3)), ("llava-qwen2-s", (5, 6))):
+            checked = list(messages[pair[0]].tensors.items())
+            for k, g1 in (checked if name == "fedprox" else checked[:4]):  # FedRPCA: four matrices, each solved alone
+                deltas = torch.stack([second[c].tensors[k].double().reshape(-1) - starts[c][k].double().reshape(-1)
+                                      for c in pair], 1)
+                stale = torch.stack([second[c].tensors[k].double().reshape(-1) - g1.double().reshape(-1)
+                                     for c in pair], 1)
+                if name == "fedprox":
+                    want = g1.double() + mean_update(deltas).view(g1.shape)
+                    wrong = g1.double() + mean_update(stale).view(g1.shape)
+                else:
+                    want = g1.double() + fedrpca_updates(deltas[None], max_iter=100)[0][0].view(g1.shape)
+                    wrong = g1.double() + fedrpca_updates(stale[None], max_iter=100)[0][0].view(g1.shape)
+                got = out[pair[0]].tensors[k].double()
+                step = float(torch.linalg.norm(want - g1.double()))
+                assert float(torch.linalg.norm(got - want)) <= 1e-4 * step, (name, arch, k)
+                assert float(torch.linalg.norm(wrong - want)) > 1e-2 * step, (name, arch, k)  # the two do differ
+        # the bookkeeping: after round 1 clients 3 and 6 held version 0 of their architecture's global, so the
+        # server kept it (nothing older than the current global before that)
+        assert not any(k.startswith("held@") for k in s0.tensors)
+        assert {k.split("/", 2)[1] for k in s1.tensors if k.startswith("held@0/")} == {"llava-llama-s", "llava-qwen2-s"}
+        assert s1.metadata["holds"] == {"1": 1, "2": 1, "3": 0, "4": 1, "5": 1, "6": 0}
+        # version 0 is held by nobody now; version 1 still by clients 2 and 4, who skipped round 2
+        assert not any(k.startswith("held@0/") for k in s2.tensors)
+        assert {k.split("/", 2)[1] for k in s2.tensors if k.startswith("held@1/")} == {"llava-llama-s", "llava-qwen2-s"}
+        assert all(torch.equal(s2.tensors[f"held@1/llava-llama-s/{k}"], v) for k, v in messages[2].tensors.items())
+        # a round with every client brings them all to the current global: nothing older is kept
+        now = {c: (out.get(c) or messages[c]).tensors for c in ALLOC}
+        _, s3 = method.aggregate(2, s2, _delta_uploads(method, now, seed=3))
+        assert not any(k.startswith("held@") for k in s3.tensors) and set(s3.metadata["holds"].values()) == {3}
+
+
 def test_zero_updates_return_the_global_adapter_and_no_nan_through_the_plugin(plugin_dir):
     method = _setup("fedrpca", plugin_dir)
     server = method.init_server()
@@ -354,6 +469,21 @@ def test_fedrpca_with_fedprox_runs_through_the_evaluator_and_reports_diagnostics
     # uplink: FedIT's bytes (the whole float32 adapter plus "{}")
     fedit_like = {c.client: c.uplink_bytes for c in res.raw.costs if c.round == 1}
     assert fedit_like[2] == fedit_like[4] and fedit_like[1] != fedit_like[3]
+
+
+def test_fedrpca_runs_under_partial_participation_through_the_evaluator(toy_mixed, tmp_path):
+    """Three of the four clients a round, seed 0: rounds 1-3 draw [1, 2, 3], [2, 3, 4], [1, 3, 4]. In round 2 the
+    qwen2-s pair (2, 4) is solved by Robust PCA while client 4, absent in round 1, still holds the initial adapter;
+    the run (its server state checkpointed every round) completes and checks."""
+    manifest, root = toy_mixed
+    res = run(RunConfig(benchmark=manifest, method="fedrpca", data_dir=root, out=str(tmp_path), rounds=3,
+                        local_steps=1, scenario="static", fast_adaptation=False, others_subsample=1, self_subsample=1,
+                        clients_per_round=3, isolation="inline",
+                        method_config={"model_loader": "testing", "rpca_max_iter": 100}))
+    assert check_result(res) == [] and res.status == "complete"
+    assert {(a.round, a.client) for a in res.raw.absences} == {(1, 4), (2, 1), (3, 2)}
+    pair = [d for d in res.raw.diagnostics if d.round == 2 and d.key.startswith("llava-qwen2-s/")]
+    assert pair and all(d.values["aggregated_by"] == "rpca" and d.values["clients"] == 2 for d in pair)
 
 
 @pytest.mark.parametrize("name", ["fedprox", "task-arithmetic", "ties"])

@@ -5,6 +5,15 @@ only its trainable set (local adapter, alpha, own slot), never the frozen slots 
 properties; with CMGA off (or one type) and a unit server step a round is FedAvg of the adapters; the evaluator's
 measured uplink equals L_j (2 m_j r + M + 2 r^2); the relative-depth map reaches every native entry for every zoo
 depth. Text models and toy items keep the file to seconds.
+
+Mutations these tests catch (each tried on the plugin, the test failing on it and passing on the code as it is):
+
+* the server applying each type's raw pseudo-gradient Delta_j to its share slot instead of the CMGA-aligned one
+  (``aggregate``'s ``for j, update in aligned.items()`` fed the columns' own ``delta``):
+  test_the_server_steps_each_slot_by_its_aligned_update_not_its_raw_one (two types of one depth: the applied
+  updates are orthogonal, of equal norm and of the raw updates' total energy) and
+  test_the_server_step_is_the_aligned_update_of_the_uploads_on_the_depth_grid (three depths: the step equals
+  align_columns of the pseudo-gradients recomputed from the uploads).
 """
 
 from __future__ import annotations
@@ -278,6 +287,77 @@ def test_a_heterogeneous_round_aligns_the_types_and_sends_each_its_part(tmp_path
     final = method.post_federation(None, states, server)
     assert torch.equal(final[1].tensors["own_up.2"], server.tensors[share_key(0, 2, "up")])
     assert torch.equal(final[4].tensors["bank_down.5"][0], server.tensors[share_key(0, 2, "down")])  # phi(5;8->4)
+
+
+TWO_OF_ONE_DEPTH = {1: "tiny-llama-s", 2: "tiny-llama-s", 3: "tiny-qwen2-s"}  # two types, both 4 blocks: grid = depth
+
+
+def _pseudo_gradients(method, start: dict[str, torch.Tensor], uploads) -> dict[int, dict[str, list[torch.Tensor]]]:
+    """Delta_j = S_j - sum_k (n_k / sum n) S_j,k per type, kind and entry, recomputed from the uploads (float64)."""
+    out: dict[int, dict[str, list[torch.Tensor]]] = {}
+    for j in range(method.layout.count):
+        members = [c for c in sorted(uploads) if method.type_of[c] == j]
+        n = [float(uploads[c].metadata["n"]) for c in members]
+        out[j] = {kind: [start[share_key(j, e, kind)].double()
+                         - sum(w * uploads[c].tensors[f"own_{kind}.{e}"].double() for w, c in zip(n, members)) / sum(n)
+                         for e in range(method.layout.depths[j])] for kind in ("down", "up")}
+    return out
+
+
+def _applied(method, start: dict[str, torch.Tensor], server: dict[str, torch.Tensor], eta: float):
+    """(S_j before - S_j after) / eta_s per type, kind and entry: the update the server actually took."""
+    return {j: {kind: [(start[share_key(j, e, kind)].double() - server[share_key(j, e, kind)].double()) / eta
+                       for e in range(method.layout.depths[j])] for kind in ("down", "up")}
+            for j in range(method.layout.count)}
+
+
+def test_the_server_steps_each_slot_by_its_aligned_update_not_its_raw_one(tmp_path):
+    """Two types of one depth (llama-s, qwen2-s: 4 blocks each, so grid position = entry): at every entry and kind the
+    two updates the server applies are orthogonal and of equal norm (CMGA's polar factor with the Frobenius rescale),
+    their total energy is the raw updates', and they are not the raw pseudo-gradients, which here are neither
+    orthogonal nor of equal norm. Applying Delta_j itself breaks all three."""
+    method = _method(tmp_path, TWO_OF_ONE_DEPTH, server_lr=0.5)
+    uploads, _ = _round(method, TWO_OF_ONE_DEPTH, steps={1: 2, 2: 3, 3: 2})  # step 1 cannot move a slot: W_up = 0
+    start = method.init_server()
+    _, server = GuardedMethod(method).aggregate(0, start, uploads)
+    raw = _pseudo_gradients(method, start.tensors, uploads)
+    got = _applied(method, start.tensors, server.tensors, eta=0.5)
+    raw_cos, raw_ratio = [], []
+    for kind in ("down", "up"):
+        for e in range(4):
+            G = torch.stack([raw[j][kind][e].reshape(-1) for j in (0, 1)], 1)
+            A = torch.stack([got[j][kind][e].reshape(-1) for j in (0, 1)], 1)
+            assert float(G.norm()) > 0
+            raw_cos.append(abs(float(torch.nn.functional.cosine_similarity(G[:, 0], G[:, 1], dim=0))))
+            raw_ratio.append(float(G[:, 0].norm() / G[:, 1].norm()))
+            cos = float(torch.nn.functional.cosine_similarity(A[:, 0], A[:, 1], dim=0))
+            assert abs(cos) < 1e-4, (kind, e, cos)  # aligned: orthogonal
+            assert abs(float(A[:, 0].norm() - A[:, 1].norm())) < 1e-4 * float(A.norm()), (kind, e)  # equal norms
+            assert abs(float(A.norm() - G.norm())) < 1e-4 * float(G.norm()), (kind, e)  # the energy is kept
+            assert float((A - G).norm()) > 1e-2 * float(G.norm()), (kind, e)  # and it is not the raw update
+    # the raw updates overlap and differ in size, so orthogonality and equal norms are what CMGA did
+    assert max(raw_cos) > 1e-2 and max(abs(r - 1) for r in raw_ratio) > 0.05, (raw_cos, raw_ratio)
+
+
+def test_the_server_step_is_the_aligned_update_of_the_uploads_on_the_depth_grid(tmp_path):
+    """Three depths (4, 6, 8 blocks): every type's slot moves by eta_s times the CMGA alignment, on the grid K = 8, of
+    the pseudo-gradients recomputed here from the uploads and the round-start slots."""
+    method = _method(tmp_path, THREE)
+    uploads, _ = _round(method, THREE, steps={1: 2, 2: 3, 3: 2, 4: 2})
+    start = method.init_server()
+    _, server = GuardedMethod(method).aggregate(0, start, uploads)
+    raw = _pseudo_gradients(method, start.tensors, uploads)
+    cfg = method.config
+    want, _ = align_columns([Column(j, 1.0, raw[j]) for j in sorted(raw)], method.layout.depths, enabled=True,
+                            granularity=cfg.cmga_granularity, eps=cfg.cmga_eps, eps_mode=cfg.cmga_eps_mode,
+                            rescale=cfg.cmga_rescale)
+    got = _applied(method, start.tensors, server.tensors, eta=method.server_lr(0))
+    for j in raw:
+        for kind in ("down", "up"):
+            for e, d in enumerate(got[j][kind]):
+                scale = float(want[j][kind][e].norm())
+                assert scale > 0 and float((d - want[j][kind][e]).norm()) < 1e-4 * scale, (j, kind, e)
+                assert float((d - raw[j][kind][e]).norm()) > 1e-2 * scale, (j, kind, e)
 
 
 def test_variants_are_config_and_homo_training_is_the_plain_adapter(tmp_path):

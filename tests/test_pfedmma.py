@@ -5,6 +5,14 @@ The method's unit-level invariants: after each aggregation every client holds th
 own down/up; per-round traffic is m (r^2 + r) floats (plus n_i); with the adapters disabled, or with zero up
 weights and biases, the model is the base bit for bit; the gradient-scale layer at lr equals no scale at lr / α on
 the first step (no momentum, no weight decay); the pairing by relative depth is a total map for every zoo model.
+
+Mutations these tests catch (each tried on the adapter layer, the test failing on it and passing on the code as it
+is):
+
+* the adapter branch reading the raw hidden state h instead of the block's pre-attention norm LN1(h) (``u =
+  self.norm(h)`` -> ``u = h`` in :class:`MMABlock`): test_every_adapted_block_adds_alpha_times_the_branch_of_ln1_h
+  (each instrumented block's output against Block(h) + alpha A(LN1(h)), read in a real forward pass, vision and
+  language blocks alike).
 """
 
 from __future__ import annotations
@@ -172,6 +180,56 @@ def test_adapters_disabled_or_zero_up_reproduce_the_base_bit_for_bit(name, tmp_p
         method.clients.load_canonical(1, lang_only)
         with method.clients.pool.use(1) as model:
             assert not torch.equal(_logits(model, processor, items), want)
+
+
+@pytest.mark.parametrize("name", ["tiny-llava-llama-s", "tiny-llava-qwen2-m"])
+def test_every_adapted_block_adds_alpha_times_the_branch_of_ln1_h(name, tmp_path):
+    """Paper Eq. 2 as MMA's code places it: at every instrumented block, in a real forward pass of the client's model,
+    h_out = Block(h) + alpha up(relu(shared(relu(down(LN1(h)))))), with LN1 the block's own pre-attention norm, for
+    the language blocks and the vision blocks (CLIP ``layer_norm1`` on llava-llama-s, Swin ``layernorm_before`` on
+    llava-qwen2-m) alike. Read on the raw h, the same branch gives another output: h is not LN1(h) here."""
+    alloc = {1: name}
+    method = _method(tmp_path, alloc)
+    _, processor = toy_loader(name)
+    items = [s.for_method() for s in toy_samples(2, seed=3)]
+    seen: dict[str, dict] = {}
+
+    def first(x):
+        return x[0] if isinstance(x, tuple) else x
+
+    with method.clients.pool.use(1) as model:
+        blocks = dict(mma_blocks(model))
+
+        def hooks(path):  # what the adapted block was given and gave, and what its frozen block alone gave
+            def outer(module, args, kwargs, output):
+                seen[path].update(h=args[0] if args else kwargs["hidden_states"], out=first(output))
+
+            def inner(module, args, output):
+                seen.setdefault(path, {})["base"] = first(output)
+            return outer, inner
+
+        handles = []
+        for path, b in blocks.items():
+            outer, inner = hooks(path)
+            handles += [b.get_base_layer().register_forward_hook(inner), b.register_forward_hook(outer, with_kwargs=True)]
+        try:
+            _logits(model, processor, items)
+        finally:
+            for handle in handles:
+                handle.remove()
+        assert set(seen) == set(blocks) and {b._mma_meta["default"]["modality"] for b in blocks.values()} == {
+            "vision", "language"}
+        with torch.no_grad():
+            for path, rec in seen.items():
+                block = blocks[path]
+                h, got, base_out = rec["h"], rec["out"], rec["base"]
+                alpha = block.scaling["default"]
+                want = base_out + alpha * block.branch("default", block.norm(h))
+                raw = base_out + alpha * block.branch("default", h)
+                scale = float((want - base_out).abs().max())
+                assert scale > 0, path
+                assert float((got - want).abs().max()) <= 1e-4 * scale, path
+                assert float((raw - want).abs().max()) > 1e-2 * scale, path  # LN1 does matter at this block
 
 
 def test_gradient_scale_layer_is_identity_forward_and_scales_gradients():

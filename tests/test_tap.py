@@ -10,6 +10,18 @@
 * end to end through the evaluator: the post-federation seconds and the replacement diagnostics reach the result
   file, which checks, and the replacement curve draws from it.
 
+Mutations these tests catch (each tried on the plugin, the test failing on it and passing on the code as it is):
+
+* h_p recorded from the FL copy's pass instead of the personal copy's (``meta["h_p"].update(h_l)``):
+  test_the_personal_history_is_the_personal_copys_own_running_loss;
+* Stage 2's teacher left as the final server components, not post-trained P steps (the teacher's ``train_copy``
+  result dropped), the KD weight beta_o ignored in the step's loss, and the KL direction reversed (KL(student ||
+  teacher)): test_stage2_step_is_task_loss_plus_beta_tau2_kl_of_the_post_trained_teacher_to_the_student (the
+  loss the student's first step minimises against the paper's formula, recomputed); the direction also
+  test_distillation_term_is_tau2_kl_teacher_to_student_by_hand;
+* ``segment_attention`` not passed to the model pool (the bug it fixed: ``false`` was ignored):
+  test_segment_attention_option_reaches_the_pool.
+
 Speed (the file must stay under 25 s): one text-only tiny model (no vision tower, so the 10 components of a text
 federation) serves the unit tests, its pool built once per module and shared by the four entries (their components
 and settings are the same); the evaluator runs a two-client text benchmark inline. One embedded round per benchmark
@@ -32,7 +44,7 @@ from drake_bench.evaluator import RunConfig, run
 from drake_bench.manifest import manifest_dict
 from drake_bench.methods.tap import aggregation, history, keys
 from drake_bench.methods.tap.distill import distill_loss
-from drake_bench.methods.tap.experts import activate, adapter_parameters, rest, trainable
+from drake_bench.methods.tap.experts import activate, adapter_parameters, answer_loss, rest, trainable
 from drake_bench.methods.tap.memory import draw_batches, recall, remember
 from drake_bench.methods.tap.plugin import (PERSONAL, SALT_STAGE2, TAP, FedAvgPostTrain, TAPLocal, TAPNoKD, as_copy,
                                             split_state)
@@ -204,6 +216,32 @@ def test_replacement_copies_exactly_the_components_of_the_replaced_key(tap, afte
             assert comp not in personal
 
 
+def test_the_personal_history_is_the_personal_copys_own_running_loss(tap, after_round0):
+    """Round 1 of client 1 rebuilt from the plugin's parts: the FL copy (the server's components) trains and gives
+    h_l; the replacement is decided from h_l and the stored h_p; the personal copy, so replaced, trains on the same
+    batches and gives h_p. The state's h_p is that second pass's running loss (the personal model's), which here
+    differs from the FL copy's."""
+    states, _, messages, _ = after_round0
+    batches = _batches(81)
+    lr = tap.config.learning_rate_at(1)
+    fl, personal, _ = split_state(dict(states[1].tensors))
+    fl.update(as_copy(dict(messages[1].tensors)))
+    fl1, run_l = tap.clients.train_copy(1, fl, batches, lr)
+    replaced = history.decide(run_l.values(), states[1].metadata["h_p"], tap.margins(run_l.values()))
+    personal1, run_p = tap.clients.train_copy(1, history.replace(personal, fl1, replaced), batches, lr)
+    _, after = tap.client_update(_ctx(1, 1), states[1], messages[1], batches)
+    tap.client_diagnostics(_ctx(1, 1))
+    h_l, h_p = after.metadata["h_l"], after.metadata["h_p"]
+    assert after.metadata["last_replaced"] == replaced
+    assert set(run_p.values()) == set(run_l.values()) == {YN, OPEN}
+    for k in (YN, OPEN):
+        assert h_l[k] == pytest.approx(run_l.values()[k], rel=1e-6)
+        assert h_p[k] == pytest.approx(run_p.values()[k], rel=1e-6)
+        assert abs(run_p.values()[k] - run_l.values()[k]) > 1e-3 * run_l.values()[k]  # the two passes differ
+    got = split_state(dict(after.tensors))[1]
+    assert all(torch.allclose(got[c][k], personal1[c][k], atol=1e-7) for c in personal1 for k in personal1[c])
+
+
 # ------------------------------------------------------------------------------------------- the server
 def test_componentwise_fedavg_is_the_weighted_mean_over_owners_and_never_mixes_shapes():
     g = torch.Generator().manual_seed(0)
@@ -286,6 +324,81 @@ def test_distillation_term_is_zero_when_teacher_and_student_agree():
     assert float(distill_loss(z, z.flip(0), 2.0, 2)) > 0
 
 
+def test_distillation_term_is_tau2_kl_teacher_to_student_by_hand():
+    """Two classes, teacher logits (ln 3, 0), student (0, 0): p_T = (3/4, 1/4), p_S = (1/2, 1/2), so the term is
+    KL(p_T || p_S) = 3/4 ln(3/2) + 1/4 ln(1/2) = 0.1308, not KL(p_S || p_T) = 0.1438. At tau = 2 the softmaxes
+    read z / 2, the KL is multiplied by tau^2 = 4, summed over tokens and divided by the items."""
+    student, teacher = torch.zeros(1, 2, dtype=torch.float64), torch.tensor([[math.log(3.0), 0.0]], dtype=torch.float64)
+    forward = 0.75 * math.log(1.5) + 0.25 * math.log(0.5)
+    reverse = 0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25)
+    assert float(distill_loss(student, teacher, 1.0, 1)) == pytest.approx(forward, rel=1e-9)
+    assert abs(forward - reverse) > 0.01
+    p = math.sqrt(3.0) / (1.0 + math.sqrt(3.0))  # softmax((ln 3) / 2, 0)
+    kl_tau2 = p * math.log(2 * p) + (1 - p) * math.log(2 * (1 - p))
+    two_tokens = (student.repeat(2, 1), teacher.repeat(2, 1))
+    assert float(distill_loss(*two_tokens, 2.0, 2)) == pytest.approx(4 * 2 * kl_tau2 / 2, rel=1e-9)
+    assert float(distill_loss(*two_tokens, 2.0, 1)) == pytest.approx(4 * 2 * kl_tau2, rel=1e-9)
+
+
+def test_stage2_step_is_task_loss_plus_beta_tau2_kl_of_the_post_trained_teacher_to_the_student(tap, after_round0,
+                                                                                                monkeypatch):
+    """The loss the student's first Stage 2 step minimises (read where it is backpropagated) is, recomputed here,
+    CE_o + beta_o tau^2 KL(softmax(z_T / tau) || softmax(z_S / tau)) / n_o (paper eq. 5-6, one key per batch so
+    lambda_o = 1), with z_T the logits of the final server components post-trained P steps at eta_0 on the same
+    batches, z_S the personal copy's. beta = 50, tau = 0.5 and eta_0 = 0.03 (a teacher far enough from the student
+    for the KL's asymmetry to show), so weight, direction and teacher each move the term far past the tolerance."""
+    states, _, _, server = after_round0
+    entries, images = remember([], {}, [_items(AnswerType.YES_NO, 4, 31)], 8)  # one key: one loss term a step
+    state = State(tensors=dict(states[1].tensors), metadata={**states[1].metadata, "memory": entries})
+    fed = tap.federation
+    beta, tau = 50.0, 0.5
+    method = _sibling("tap", tap, post_steps=2, beta_choice=beta, temperature=tau, initial_learning_rate=0.03)
+    cfg = method.config
+    totals: list[float] = []
+    backward = torch.Tensor.backward
+
+    def spy(self, *args, **kwargs):
+        totals.append(float(self.detach()))
+        return backward(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "backward", spy)
+    method.post_federation(fed, {1: state}, server)
+    monkeypatch.undo()
+    assert len(totals) == 2 * cfg.post_steps  # the teacher's P steps, then the student's
+
+    rng = np.random.default_rng([int(fed.seed), 1, SALT_STAGE2])
+    batches = draw_batches(recall(entries, images), cfg.post_steps, fed.batch_size, rng)
+    fl, personal, _ = split_state(dict(state.tensors))
+    final = {**fl, **as_copy(aggregation.view_for(dict(server.tensors), server.metadata["owners"]["1"],
+                                                  method.shapes(1), method.arch[1], True))}
+    teacher, _ = tap.clients.train_copy(1, final, batches, cfg.initial_learning_rate)
+    z_t = tap.clients.teacher_logits(1, teacher, batches)[0][YN]
+    z_final = tap.clients.teacher_logits(1, final, batches)[0][YN]
+    tap.clients.load_copy(1, personal)
+    model, processor = tap.clients.model(1), tap.clients.processor(1)
+    model.train()
+    activate(model, YN)
+    try:
+        with torch.no_grad():
+            ce, z_s = answer_loss(model, processor, batches[0], with_logits=True, packed=cfg.packed_training)
+    finally:
+        rest(model)
+    n = len(batches[0])
+
+    def kl(p: torch.Tensor, q: torch.Tensor) -> float:  # KL(softmax(p / tau) || softmax(q / tau)), summed over tokens
+        lp, lq = torch.log_softmax(p.double() / tau, -1), torch.log_softmax(q.double() / tau, -1)
+        return float((lp.exp() * (lp - lq)).sum())
+
+    got = totals[cfg.post_steps] - float(ce)  # the distillation part of the step's loss
+    want = beta * tau ** 2 * kl(z_t, z_s) / n
+    assert got == pytest.approx(want, rel=1e-4)
+    wrong = {"beta ignored": tau ** 2 * kl(z_t, z_s) / n,
+             "KL(student || teacher)": beta * tau ** 2 * kl(z_s, z_t) / n,
+             "teacher not post-trained": beta * tau ** 2 * kl(z_final, z_s) / n}
+    for name, value in wrong.items():  # each slip would move the term well past the tolerance above
+        assert abs(value - want) > 5e-3 * want, name
+
+
 def test_stage2_with_beta_zero_is_plain_local_fine_tuning_of_the_personal_copy(tap, after_round0):
     """post_federation of TAP at beta = 0 against an independent loop: the same P batches from the client's memory,
     a fresh AdamW at eta_0 over the adapters, the engine's own answer-token loss, one key per batch, clipping."""
@@ -328,6 +441,21 @@ def test_stage2_with_beta_zero_is_plain_local_fine_tuning_of_the_personal_copy(t
     kd = split_state(dict(with_kd.tensors))[1]
     assert any(not torch.allclose(kd[c][k], got[c][k], atol=1e-6) for c in kd for k in kd[c])  # the term acts
     assert "stage2_teacher_loss" in with_kd.metadata and "stage2_teacher_loss" not in out.metadata
+
+
+def test_segment_attention_option_reaches_the_pool(tap, tmp_path):
+    """``segment_attention`` (default true) switches the pool's language model to per-item segment attention for
+    packed steps; false keeps transformers' masked SDPA, as runs before it did."""
+    from drake_bench.models.engine import packs
+    from drake_bench.models.kernels import SEGMENT_ATTENTION
+
+    assert tap.config.segment_attention is True and tap.clients.pool.segment_attention is True
+    assert packs(tap.clients.model(1)) and tap.clients.model(1).config._attn_implementation == SEGMENT_ATTENTION
+    off = create_method("tap", {"model_loader": "testing", "segment_attention": False})
+    off.setup(_federation(tmp_path))
+    assert off.clients.pool.segment_attention is False
+    model = off.clients.model(1)
+    assert packs(model) and model.config._attn_implementation == "sdpa"
 
 
 # ------------------------------------------------------------------------------------------- the evaluator

@@ -16,7 +16,10 @@ starting from the architecture's shared initial adapter (what every client of it
 from the global adapter the server last sent it (its own initial adapter in round 1), trains locally, and uploads
 its whole adapter, as in FedIT, so uplink and downlink bytes are FedIT's. The server forms each client's update as
 upload minus the global adapter it started from, merges the updates of each LoRA matrix with the method's rule
-(:mod:`.rules`), and sends every client of the architecture the new global adapter. Evaluation and fast
+(:mod:`.rules`), adds the result to the architecture's current global, and sends the new global adapter to every
+client of the architecture that took part. Under partial participation a client that skipped rounds started from
+the older global it was last sent, not the current one: the server keeps each such version while a client holds it
+(:meth:`DeltaAggregation.aggregate`). Evaluation and fast
 adaptation follow FedIT's rules (docs/design-notes.md#evaluated-model, #adaptation-init): a client is scored with
 its adapter after local training; fast adaptation starts from the architecture's global adapter after the last
 round, the method's own aggregate of the final local adapters.
@@ -32,6 +35,7 @@ from typing import Any, Literal
 import torch
 from pydantic import ConfigDict, Field, field_validator
 
+from drake_bench.errors import DrakeBenchError
 from drake_bench.protocol import ClientContext, Diagnostic, Message, MethodMeta, State
 from drake_bench.sample import MethodSample
 
@@ -41,6 +45,9 @@ from .rules import fedrpca_updates, mean_update, stack_columns, task_arithmetic_
 
 LORA_MATRIX = re.compile(r"(^|\.)lora_[AB](\.|$)")
 """Adapter tensors the server rules apply to (one LoRA A or B each); any other tensor is plainly averaged."""
+
+HELD = "held@"
+"""Server-state prefix of an earlier global adapter that some client still holds: ``held@<version>/<arch>/<key>``."""
 
 MAX_STACK_ELEMENTS = 2**24
 """Same-shaped matrices are solved together in stacks of at most this many float64 entries (128 MiB each)."""
@@ -145,34 +152,78 @@ class DeltaAggregation(FedIT):
         return groups
 
     def init_server(self) -> State:
-        """The global adapter of every architecture before round 1: its clients' shared initial adapter."""
+        """The global adapter of every architecture before round 1: its clients' shared initial adapter (version 0
+        of every architecture's global, which every client holds)."""
         tensors: dict[str, torch.Tensor] = {}
         for arch, members in self.architectures().items():
             tensors.update({f"{arch}/{k}": v.clone() for k, v in self.clients.initial(members[0]).items()})
-        return State(tensors=tensors)
+        return State(tensors=tensors, metadata={"round": 0, "version": {a: 0 for a in self.architectures()},
+                                                "holds": {str(c): 0 for c in sorted(self.arch)}})
 
     def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+        """Per architecture: each upload's update against the global that client started from, merged by the rule
+        and added to the architecture's current global.
+
+        Under partial participation a client that skipped rounds started from an older global than the current one
+        (the last one it was sent), so the server keeps, besides each architecture's current global, every earlier
+        version some client still holds (``held@<version>/<arch>/<key>``), and records which version each client
+        was sent (metadata ``holds``, client -> version; ``version``, architecture -> the current global's). A
+        version is dropped as soon as no client holds it; with every client in every round none is kept. A server
+        state without these records (a checkpoint written before them) reads as every client holding the current
+        global, which is what the server then assumed."""
         self._rows = []
+        meta = server_state.metadata or {}
+        version = {a: int(v) for a, v in (meta.get("version") or {}).items()}
+        holds = {str(c): int(v) for c, v in (meta.get("holds") or {}).items()}
         groups: dict[str, list[int]] = {}
         for c in sorted(uploads):
             groups.setdefault(self.arch[c], []).append(c)
         out: dict[int, Message] = {}
         server = dict(server_state.tensors)
         for arch, members in groups.items():
-            new = self.merge_architecture(arch, {k[len(arch) + 1:]: v for k, v in server_state.tensors.items()
-                                                 if k.startswith(f"{arch}/")},
-                                          [uploads[c].tensors for c in members])
+            current_v = version.get(arch, 0)
+            current = {k[len(arch) + 1:]: v for k, v in server_state.tensors.items() if k.startswith(f"{arch}/")}
+            starts = [self._started_from(server_state.tensors, arch, current, current_v,
+                                         holds.get(str(c), current_v), c) for c in members]
+            new = self.merge_architecture(arch, current, [uploads[c].tensors for c in members], starts)
+            others = [c for c, a in self.arch.items() if a == arch and c not in members]
+            if any(holds.get(str(c), current_v) == current_v for c in others):  # still held: keep it as it was
+                server.update({f"{HELD}{current_v}/{arch}/{k}": v for k, v in current.items()})
             server.update({f"{arch}/{k}": v for k, v in new.items()})
+            version[arch] = round_idx + 1
             for c in members:
                 out[c] = Message(tensors=new)
-        return out, State(tensors=server, metadata={"round": round_idx + 1})
+                holds[str(c)] = round_idx + 1
+        in_use = {(self.arch[int(c)], v) for c, v in holds.items() if int(c) in self.arch}
+        for k in [k for k in server if k.startswith(HELD)]:
+            v, arch, _ = k[len(HELD):].split("/", 2)
+            if (arch, int(v)) not in in_use or int(v) == version.get(arch, 0):
+                del server[k]
+        return out, State(tensors=server, metadata={"round": round_idx + 1, "version": version, "holds": holds})
 
-    def merge_architecture(self, arch: str, glob: dict[str, torch.Tensor],
-                           uploads: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-        """The new global adapter of one architecture from its clients' uploads and the global they started from."""
+    @staticmethod
+    def _started_from(tensors: dict[str, torch.Tensor], arch: str, current: dict[str, torch.Tensor], current_v: int,
+                      held_v: int, client: int) -> dict[str, torch.Tensor]:
+        """The global adapter ``client`` was last sent (version ``held_v`` of ``arch``'s global)."""
+        if held_v == current_v:
+            return current
+        prefix = f"{HELD}{held_v}/{arch}/"
+        start = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+        if not start:
+            raise DrakeBenchError(f"architecture {arch!r}: client {client} started from version {held_v} of the "
+                                  f"global adapter, which the server's state does not hold (current version "
+                                  f"{current_v}); its update cannot be formed")
+        return start
+
+    def merge_architecture(self, arch: str, glob: dict[str, torch.Tensor], uploads: list[dict[str, torch.Tensor]],
+                           starts: list[dict[str, torch.Tensor]] | None = None) -> dict[str, torch.Tensor]:
+        """The new global adapter of one architecture: ``glob`` (its current global) plus the rule's merge of the
+        clients' updates, upload minus ``starts[i]``, the global client i started from (``glob`` for every client
+        when not given)."""
+        starts = starts if starts is not None else [glob] * len(uploads)
         keys = list(uploads[0])
         missing = sorted(set(keys) - set(glob))
-        if missing or any(set(u) != set(keys) for u in uploads):
+        if missing or any(set(u) != set(keys) for u in uploads) or any(set(s) != set(glob) for s in starts):
             raise ValueError(f"architecture {arch!r}: uploads and the server's global adapter hold different "
                              f"tensors (e.g. {missing[:3]})")
         new: dict[str, torch.Tensor] = {}
@@ -187,7 +238,8 @@ class DeltaAggregation(FedIT):
             chunk = max(1, MAX_STACK_ELEMENTS // entries)
             for i in range(0, len(group), chunk):
                 part = group[i:i + chunk]
-                stack = torch.stack([stack_columns([u[k].double() - glob[k].double() for u in uploads]) for k in part])
+                stack = torch.stack([stack_columns([u[k].double() - g[k].double() for u, g in zip(uploads, starts)])
+                                     for k in part])
                 for k, update in zip(part, self.merge_matrices(arch, part, stack)):
                     new[k] = (glob[k].double() + update.view(shape)).to(glob[k].dtype)
         return {k: new[k] for k in keys}

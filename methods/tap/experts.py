@@ -156,6 +156,9 @@ class ExpertClients(LoraClients):
         """The pool with one adapter per component the benchmark's items can use (10 on a text benchmark, 20 on a
         multimodal one), holding one slot set per architecture.
 
+        The pool's bases take the settings' ``segment_attention`` (packed training steps attend per item, or under
+        the block-diagonal mask when it is off), as every LoRA entry's pool does.
+
         Every copy lives in its client's State and is written into the slots before each use, so the pool's own
         per-client storage would only be copied in and out for nothing: the pool is built over one
         representative client per architecture, and every client of that architecture works in its slots."""
@@ -171,7 +174,7 @@ class ExpertClients(LoraClients):
         self.pool = ModelPool(
             {r: federation.allocation[r] for r in reps.values()}, self.adapter_config, device=federation.device,
             offload_dir=self.settings.offload_dir, adapter_names=self.adapter_names, seed=federation.seed,
-            loader=self.loader, post_attach=self.post_attach)
+            loader=self.loader, post_attach=self.post_attach, segment_attention=self.settings.segment_attention)
         self.federation = federation
         self._init, self._params, self._loaded = {}, {}, {}
 
