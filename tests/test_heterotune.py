@@ -13,7 +13,12 @@ Mutations these tests catch (each tried on the plugin, the test failing on it an
   test_the_server_steps_each_slot_by_its_aligned_update_not_its_raw_one (two types of one depth: the applied
   updates are orthogonal, of equal norm and of the raw updates' total energy) and
   test_the_server_step_is_the_aligned_update_of_the_uploads_on_the_depth_grid (three depths: the step equals
-  align_columns of the pseudo-gradients recomputed from the uploads).
+  align_columns of the pseudo-gradients recomputed from the uploads);
+* the bug it fixed: each type's pseudo-gradient formed against the server's *current* slot instead of the slot each
+  client was sent, wrong for a client that skipped rounds under partial participation:
+  test_a_client_that_skipped_rounds_is_measured_from_the_slot_it_was_sent (and, through the evaluator,
+  test_heterotune_runs_under_partial_participation_through_the_evaluator); the fix leaves full participation bit for
+  bit as it was: test_full_participation_gives_the_old_server_state_exactly.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from drake_bench.methods.heterotune.cmga import Column, align_columns, cmga, geo
 from drake_bench.methods.heterotune.dema import DeMABlock, dema_blocks, fold_state
 from drake_bench.methods.heterotune.depths import grid_columns, model_shape, phi, read_entries
 from drake_bench.methods.heterotune.plugin import HeteroTune, HomoTraining, share_key
+from drake_bench.methods.lora_clients import average
 from drake_bench.models.engine import encode_for_training
 from drake_bench.models.identity import architecture
 from drake_bench.models.testing import toy_loader, toy_samples
@@ -360,6 +366,199 @@ def test_the_server_step_is_the_aligned_update_of_the_uploads_on_the_depth_grid(
                 assert float((d - raw[j][kind][e]).norm()) > 1e-2 * scale, (j, kind, e)
 
 
+# ------------------------------------------------------------------------------------------- partial participation
+SMALL_THREE = {1: "tiny-llama-s", 2: "tiny-llama-s", 3: "tiny-llama-s", 4: "tiny-llama-m"}  # two types, 4 and 6 blocks
+
+
+def _received(method, c: int, state: dict[str, torch.Tensor], message: Message | None) -> dict[str, torch.Tensor]:
+    """Client ``c``'s state once the message it holds is written in (its state as it is when it holds none)."""
+    tensors = dict(state)
+    if message is not None:
+        method.apply_message(method.type_of[c], tensors, dict(message.tensors))
+    return tensors
+
+
+def _synthetic_uploads(method, starts: dict[int, dict[str, torch.Tensor]], seed: int) -> dict[int, Message]:
+    """Each client's upload: what it started from plus a seeded random update of every uploaded tensor, with
+    unequal n_k (2 for odd clients, 6 for even ones). No training: the server rule alone is under test."""
+    g = torch.Generator().manual_seed(seed)
+    return {c: Message(tensors={k: v + 0.05 * torch.randn(v.shape, generator=g, dtype=v.dtype)
+                                for k, v in sorted(starts[c].items()) if method.uploaded(k)},
+                       metadata={"n": 2 if c % 2 else 6}) for c in sorted(starts)}
+
+
+def _slot(method, j: int, tensors: dict[str, torch.Tensor]) -> dict[str, list[torch.Tensor]]:
+    return {kind: [tensors[share_key(j, e, kind)] for e in range(method.layout.depths[j])] for kind in ("down", "up")}
+
+
+def _expected_slots(method, server: dict[str, torch.Tensor], uploads, starts, round_idx: int):
+    """Every type's new slot under the rule as it should be: client k's part of the pseudo-gradient measured from the
+    own slot it started from (``starts[k]``), sum_k w_k (S_j^(k) - S_j,k), aligned by CMGA, applied to the current
+    slot. Recomputed here from the uploads (float64)."""
+    cfg = method.config
+    columns = []
+    for j in range(method.layout.count):
+        members = [c for c in sorted(uploads) if method.type_of[c] == j]
+        n = [float(uploads[c].metadata["n"]) for c in members]
+        parts = {c: {kind: [starts[c][f"own_{kind}.{e}"].double() - uploads[c].tensors[f"own_{kind}.{e}"].double()
+                            for e in range(method.layout.depths[j])] for kind in ("down", "up")} for c in members}
+        if cfg.cmga_over == "clients":
+            columns += [Column(j, w / sum(n), parts[c]) for c, w in zip(members, n)]
+        elif members:
+            columns.append(Column(j, 1.0, {kind: [sum(w * parts[c][kind][e] for w, c in zip(n, members)) / sum(n)
+                                                  for e in range(method.layout.depths[j])] for kind in ("down", "up")}))
+    aligned, _ = align_columns(columns, method.layout.depths, enabled=cfg.use_cmga, granularity=cfg.cmga_granularity,
+                               eps=cfg.cmga_eps, eps_mode=cfg.cmga_eps_mode, rescale=cfg.cmga_rescale)
+    eta = method.server_lr(round_idx)
+    return {j: {kind: [server[share_key(j, e, kind)].double() - eta * d for e, d in enumerate(upd[kind])]
+                for kind in ("down", "up")} for j, upd in aligned.items()}
+
+
+@pytest.mark.parametrize("cmga_over", ["types", "clients"])
+def test_a_client_that_skipped_rounds_is_measured_from_the_slot_it_was_sent(cmga_over, tmp_path):
+    """Partial participation, three llama-s clients (type 0) and one llama-m (type 1). Round 1: clients 1, 2 and 4
+    take part, 3 does not; round 2: clients 1, 3 and 4. Client 3 still holds the initial slot (the last it was
+    sent: none, so its initial state) while the server's slot has moved: its part of type 0's pseudo-gradient is its
+    upload minus that initial slot, and the new slot is the round-1 slot minus eta_s times the CMGA alignment of
+    those pseudo-gradients. The server keeps an older slot only while some client of the type holds it."""
+    method = _method(tmp_path, SMALL_THREE, cmga_over=cmga_over)
+    s0 = method.init_server()
+    init = {c: method.init_client(_ctx(c, SMALL_THREE)).tensors for c in SMALL_THREE}
+    first = _synthetic_uploads(method, {c: init[c] for c in (1, 2, 4)}, seed=1)
+    messages, s1 = GuardedMethod(method).aggregate(0, s0, first)
+    assert set(messages) == {1, 2, 4}
+    starts = {c: _received(method, c, init[c], messages.get(c)) for c in (1, 3, 4)}
+    assert torch.equal(starts[3]["own_down.0"], s0.tensors[share_key(0, 0, "down")])  # client 3: the initial slot
+    assert not torch.equal(starts[1]["own_down.0"], starts[3]["own_down.0"])  # client 1: the round-1 slot
+    second = _synthetic_uploads(method, starts, seed=2)
+    out, s2 = GuardedMethod(method).aggregate(1, s1, second)
+    want = _expected_slots(method, s1.tensors, second, starts, 1)
+    # the old rule: every client measured from the current (round-1) slot
+    stale = _expected_slots(method, s1.tensors, second, {c: starts[1] if method.type_of[c] == 0 else starts[c]
+                                                         for c in starts}, 1)
+    for j in (0, 1):
+        got = _slot(method, j, s2.tensors)
+        for kind in ("down", "up"):
+            for e, g in enumerate(got[kind]):
+                w, start = want[j][kind][e], s1.tensors[share_key(j, e, kind)].double()
+                step = float((w - start).norm())
+                assert step > 0 and float((g.double() - w).norm()) <= 1e-5 * step, (j, kind, e)
+                if j == 0:  # the two rules do differ where a client was stale
+                    assert float((stale[j][kind][e] - w).norm()) > 1e-2 * step, (j, kind, e)
+    assert torch.equal(out[3].tensors[share_key(0, 2, "up")], s2.tensors[share_key(0, 2, "up")])
+    # the bookkeeping: after round 1 client 3 held version 0 of type 0's slot, so the server kept it (type 1's
+    # only client took part: nothing of it is kept; nothing was kept before round 1)
+    held = lambda st, v: {k.split("/", 1)[1] for k in st.tensors if k.startswith(f"held@{v}/")}  # noqa: E731
+    assert not any(k.startswith("held@") for k in s0.tensors)
+    assert held(s1, 0) == {share_key(0, e, kind) for e in range(4) for kind in ("down", "up")}
+    assert all(torch.equal(s1.tensors[f"held@0/{k}"], s0.tensors[k]) for k in held(s1, 0))
+    assert s1.metadata["holds"] == {"1": 1, "2": 1, "3": 0, "4": 1} and s1.metadata["version"] == {"0": 1, "1": 1}
+    # version 0 is held by nobody now; version 1 of type 0 still by client 2, who skipped round 2
+    assert not held(s2, 0) and held(s2, 1) == held(s1, 0)
+    assert all(torch.equal(s2.tensors[f"held@1/{k}"], messages[2].tensors[k]) for k in held(s2, 1))
+    assert s2.metadata["holds"] == {"1": 2, "2": 1, "3": 2, "4": 2}
+    # a server state that lost a version some client holds is refused, not silently measured from the current slot
+    lost = State(tensors={k: v for k, v in s1.tensors.items() if not k.startswith("held@")}, metadata=s1.metadata)
+    with pytest.raises(DrakeBenchError, match="version 0"):
+        method.aggregate(1, lost, second)
+    # a round with every client brings them all to the current slot: nothing older is kept
+    now = {c: _received(method, c, init[c], out.get(c) or messages.get(c)) for c in SMALL_THREE}
+    _, s3 = method.aggregate(2, s2, _synthetic_uploads(method, now, seed=3))
+    assert not any(k.startswith("held@") for k in s3.tensors) and set(s3.metadata["holds"].values()) == {3}
+
+
+def _old_aggregate(method, round_idx: int, server_state: State, uploads) -> dict[str, torch.Tensor]:
+    """The server state's tensors under the rule before partial participation was handled, written out as it was:
+    every pseudo-gradient measured from the server's current slot."""
+    cfg = method.config
+    server = dict(server_state.tensors)
+    by_type: dict[int, list[int]] = {}
+    for c in sorted(uploads):
+        by_type.setdefault(method.type_of[c], []).append(c)
+    columns = []
+    for j, members in sorted(by_type.items()):
+        n = [float(uploads[c].metadata.get("n", 0)) for c in members]
+        w = [1.0] * len(members) if cfg.weighting == "equal" or sum(n) <= 0 else n
+        local = [k for k in uploads[members[0]].tensors if not k.startswith("own_")]
+        for k, v in average([{k: uploads[c].tensors[k] for k in local} for c in members], w).items():
+            server[f"type{j}/{k}"] = v
+        if not cfg.use_dema:
+            continue
+        L, total = method.layout.depths[j], sum(w)
+
+        def start(kind, e):
+            return server[share_key(j, e, kind)].double()
+
+        def after(c, kind, e):
+            return uploads[c].tensors[f"own_{kind}.{e}"].double()
+
+        if cfg.cmga_over == "clients":
+            columns += [Column(j, wi / total, {kind: [start(kind, e) - after(c, kind, e) for e in range(L)]
+                                               for kind in ("down", "up")}) for c, wi in zip(members, w)]
+        else:
+            columns.append(Column(j, 1.0, {kind: [start(kind, e) - sum((wi / total) * after(c, kind, e)
+                                                                       for c, wi in zip(members, w))
+                                                  for e in range(L)] for kind in ("down", "up")}))
+    if columns:
+        aligned, _ = align_columns(columns, method.layout.depths, enabled=cfg.use_cmga,
+                                   granularity=cfg.cmga_granularity, eps=cfg.cmga_eps, eps_mode=cfg.cmga_eps_mode,
+                                   rescale=cfg.cmga_rescale)
+        eta = method.server_lr(round_idx)
+        for j, update in aligned.items():
+            for kind in ("down", "up"):
+                for e, d in enumerate(update[kind]):
+                    key = share_key(j, e, kind)
+                    server[key] = (server[key].double() - eta * d).to(server[key].dtype)
+    return server
+
+
+def _same_tensors(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert set(a) == set(b)
+    assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])][:3]
+
+
+def _full_rounds(method, rounds: int):
+    """``rounds`` rounds with every client on synthetic uploads, each checked against :func:`_old_aggregate` bit for
+    bit (and no older slot kept). Returns the clients' initial states, the last messages and the server state."""
+    server = method.init_server()
+    states = {c: method.init_client(_ctx(c, THREE)).tensors for c in THREE}
+    messages: dict[int, Message] = {}
+    for r in range(rounds):
+        starts = {c: _received(method, c, states[c], messages.get(c)) for c in THREE}
+        uploads = _synthetic_uploads(method, starts, seed=10 + r)
+        want = _old_aggregate(method, r, server, uploads)
+        messages, server = GuardedMethod(method).aggregate(r, server, uploads)
+        _same_tensors(server.tensors, want)
+    return states, messages, server
+
+
+@pytest.mark.parametrize("name, config", [("heterotune", {}), ("heterotune", {"cmga_over": "clients"}),
+                                          ("homo-training", {})])
+def test_full_participation_gives_the_old_server_state_exactly(name, config, tmp_path):
+    """Three rounds with every client (three depths, unequal n_k): each round's server state is, tensor for tensor
+    and bit for bit, what the old rule (every pseudo-gradient from the current slot) gives, and no older slot is
+    ever kept (the same test passes on the plugin before the fix: the reference is the old rule)."""
+    _full_rounds(_method(tmp_path, THREE, name=name, **config), 3)
+
+
+def test_a_server_state_from_before_the_bookkeeping_reads_as_every_client_on_the_current_slot(tmp_path):
+    """A server state written before partial participation was handled (no ``version`` / ``holds``, as in an
+    earlier checkpoint) reads as every client holding the current slot, what the server then assumed: a round with
+    client 2 missing is the old rule's, and from then on the slot client 2 holds is kept for it."""
+    method = _method(tmp_path, THREE)
+    states, messages, server = _full_rounds(method, 2)
+    assert set(server.metadata["holds"].values()) == {2} and set(server.metadata["version"].values()) == {2}
+    old = State(tensors=dict(server.tensors), metadata={"round": 2, "types": list(method.layout.architectures)})
+    starts = {c: _received(method, c, states[c], messages.get(c)) for c in (1, 3, 4)}
+    uploads = _synthetic_uploads(method, starts, seed=20)
+    _, resumed = GuardedMethod(method).aggregate(2, old, uploads)
+    want = _old_aggregate(method, 2, old, uploads)
+    # client 2, absent, holds the slot it was (by the old reading) sent: it is kept, under the label 0
+    want.update({f"held@0/{k}": v for k, v in old.tensors.items() if k.startswith("share.0.")})
+    _same_tensors(resumed.tensors, want)
+    assert resumed.metadata["holds"] == {"1": 3, "2": 0, "3": 3, "4": 3}
+
+
 def test_variants_are_config_and_homo_training_is_the_plain_adapter(tmp_path):
     from drake_bench.commands.run import method_settings
 
@@ -408,3 +607,17 @@ def test_heterotune_runs_through_the_evaluator_and_its_uplink_equals_the_formula
     keys = {d.key for d in res.raw.diagnostics}
     assert {"cmga.down.0", "communication.llava-llama-m", "alpha.llava-qwen2-s"} <= keys
     assert res.summary.adaptation is not None
+
+
+def test_heterotune_runs_under_partial_participation_through_the_evaluator(toy_mixed, tmp_path):
+    """Three of the four clients a round, seed 0: rounds 1-3 draw [1, 2, 3], [2, 3, 4], [1, 3, 4]. In round 2 the
+    qwen2-s pair (2, 4) forms its pseudo-gradient while client 4, absent in round 1, still holds the initial slot
+    (kept by the server); the run (its server state checkpointed every round) completes and checks."""
+    manifest, root = toy_mixed
+    res = run(RunConfig(benchmark=manifest, method="heterotune", data_dir=root, out=str(tmp_path), rounds=3,
+                        local_steps=1, scenario="static", fast_adaptation=False, others_subsample=1, self_subsample=1,
+                        clients_per_round=3, isolation="inline", method_config={"model_loader": "testing"}))
+    assert check_result(res) == [] and res.status == "complete"
+    assert {(a.round, a.client) for a in res.raw.absences} == {(1, 4), (2, 1), (3, 2)}
+    rows = {(d.round, d.key): d.values for d in res.raw.diagnostics}
+    assert rows[(2, "communication.llava-qwen2-s")]["clients"] == 2

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from drake_bench.errors import DrakeBenchError
 from drake_bench.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
 from drake_bench.sample import MethodSample
 
@@ -26,6 +27,10 @@ LOCAL_ROLES = ("down", "up", "mix")  # the type's local state: averaged within t
 OWN_ROLES = ("own_down", "own_up")  # the client's own share slot: uploaded, aligned, written into the bank
 BANK_ROLES = ("bank_down", "bank_up")  # the frozen copies of every slot this client reads: never uploaded
 
+HELD = "held@"
+"""Server-state prefix of an earlier version of a type's own share slot that some client of the type still holds
+(it skipped the rounds since): ``held@<version>/share.<type>.<entry>.<kind>``."""
+
 
 def role(key: str) -> str:
     """``down.3`` -> ``down``."""
@@ -39,6 +44,11 @@ def block(key: str) -> int:
 def share_key(type_index: int, entry: int, kind: str) -> str:
     """The server's name for entry ``entry`` of slot ``type_index``'s ``kind`` matrix."""
     return f"share.{type_index}.{entry}.{kind}"
+
+
+def held_key(version: int, key: str) -> str:
+    """The server's name for version ``version`` of the share-slot entry ``key`` (a copy some client still holds)."""
+    return f"{HELD}{version}/{key}"
 
 
 class HeteroClients(CanonicalLoraClients):
@@ -145,13 +155,26 @@ class HeteroTune(LoraMethod):
     types learnt, read at the relative depth of the block (:func:`.depths.phi`). Widths never meet (the slots are
     r x r); depths meet through the depth map.
 
-    **Round** (the paper's Fig. 3). A client starts from the server's last message (round 1: the one initial state of its
-    type): its type's averaged local adapter and alpha, and the bank entries it reads, written into its own slot
-    and its frozen bank rows. It trains on the round's batches with a fresh AdamW (weight decay on the local
+    **Round** (the paper's Fig. 3). A client starts from the server's last message to it (round 1: the one initial
+    state of its type): its type's averaged local adapter and alpha, and the bank entries it reads, written into its
+    own slot and its frozen bank rows. It trains on the round's batches with a fresh AdamW (weight decay on the local
     adapter only) and the share regulariser, and uploads its local adapter, alpha and own slot with n_k. The server
-    averages the local adapters and alphas within each type (weights n_k), forms each type's pseudo-gradient
-    Delta_j = S_j - mean_k S_j,k of its slot, aligns the M' types' Delta by CMGA (:mod:`.cmga`) on the canonical
-    depth grid, and sets S_j <- S_j - eta_s Delta~_j. Every client is sent its type's part.
+    averages the local adapters and alphas within each type (weights n_k) over the clients that took part, forms
+    each type's pseudo-gradient Delta_j = sum_k w_k (S_j^(k) - S_j,k) of its slot (S_j^(k): the slot client k was
+    sent; with every client in every round that is the current S_j for all, and Delta_j = S_j - sum_k w_k S_j,k),
+    aligns the M' types' Delta by CMGA (:mod:`.cmga`) on the canonical depth grid, and sets
+    S_j <- S_j - eta_s Delta~_j. Every client that took part is sent its type's part.
+
+    **Partial participation** (``RunConfig.participation`` / ``clients_per_round``): a client that skipped rounds
+    starts from the older message it was last sent, so its own slot started from an older S_j than the server's
+    current one. The server keeps each such older version of a type's slot while a client of the type still holds
+    it (``held@<version>/share.<j>.<e>.<kind>``), records which version each client was sent (metadata ``holds``,
+    client -> version; ``version``, type -> the current slot's), measures each upload against the version its
+    client holds (:meth:`aggregate`), and drops a version once no client holds it. With every client in every round
+    nothing older is kept and the server state is what it was before this bookkeeping existed, bit for bit. A server
+    state without these records (a checkpoint written before them) reads as every client holding the current slot,
+    what the server then assumed. Draws are the evaluator's (uniform over clients), not the paper's per-type
+    stratified 10%.
 
     **Variants** (the paper's ablations, all config): ``use_cmga=false`` ('w/o CMGA': each slot takes its type's mean),
     ``use_dema=false`` (Homo-Training, also registered as ``homo-training``), ``learn_alpha=false`` ('w/o LW'),
@@ -169,8 +192,9 @@ class HeteroTune(LoraMethod):
     one frozen vision tower, as LLaVA-1.5 freezes its CLIP: it is no source of heterogeneity); there is no per-type
     classification head (answers come from the frozen LM head, so nothing like the paper's head is trained or
     sent); the loss is the engine's answer-token cross-entropy; the local schedule is the benchmark's local steps,
-    not 20 epochs; every client takes part in every round (drake_bench's evaluator), not 10% stratified by type;
-    r = 16 and the zoo's learning rate 3e-3 for widths 48-128. docs/methods/heterotune.md gives each with its reason.
+    not 20 epochs; every client takes part in every round unless the run samples them (``participation``,
+    ``clients_per_round``: a uniform draw, not 10% stratified by type); r = 16 and the zoo's learning rate 3e-3 for
+    widths 48-128. docs/methods/heterotune.md gives each with its reason.
     """
 
     meta = MethodMeta(
@@ -243,7 +267,9 @@ class HeteroTune(LoraMethod):
                     tensors[f"type{j}/{k}"] = v.clone()
                 elif role(k) in OWN_ROLES:
                     tensors[share_key(j, block(k), role(k).removeprefix("own_"))] = v.clone()
-        return State(tensors=tensors, metadata={"round": 0, "types": list(self.layout.architectures)})
+        return State(tensors=tensors, metadata={"round": 0, "types": list(self.layout.architectures),
+                                                "version": {str(j): 0 for j in range(self.layout.count)},
+                                                "holds": {str(c): 0 for c in sorted(self.type_of)}})
 
     def client_update(self, ctx: ClientContext, state: State, message: Message | None,
                       batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
@@ -270,9 +296,22 @@ class HeteroTune(LoraMethod):
 
     def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
         """Local adapters and alphas: the n_k-weighted mean within each type. Share slots: each type's pseudo-gradient,
-        aligned across types by CMGA (or not, ``use_cmga=false``), applied with the server step. Every client gets
-        its type's part."""
+        aligned across types by CMGA (or not, ``use_cmga=false``), applied with the server step. Every client that
+        took part gets its type's part.
+
+        Under partial participation a client that skipped rounds started from an older version of its type's slot
+        than the current one (the last one it was sent); its part of the pseudo-gradient is measured from that
+        version, which the server kept (``held@<version>/share.<j>.<e>.<kind>``) while some client of the type held
+        it. Metadata ``holds`` records the version each client was sent, ``version`` each type's current one; a
+        version is dropped as soon as no client holds it, so with every client in every round none is kept. A server
+        state without these records (a checkpoint written before them) reads as every client holding the current
+        slot, which is what the server then assumed."""
         self._rows = []
+        meta = server_state.metadata or {}
+        recorded_v = {int(j): int(v) for j, v in (meta.get("version") or {}).items()}
+        version = {j: recorded_v.get(j, 0) for j in range(self.layout.count)}
+        recorded = {int(c): int(v) for c, v in (meta.get("holds") or {}).items()}
+        holds = {c: recorded.get(c, version.get(t, 0)) for c, t in sorted(self.type_of.items())}
         server = dict(server_state.tensors)
         by_type: dict[int, list[int]] = {}
         for c in sorted(uploads):
@@ -285,7 +324,8 @@ class HeteroTune(LoraMethod):
             for k, v in mean.items():
                 server[f"type{j}/{k}"] = v
             if self.config.use_dema:
-                columns += self._columns(j, members, w, server, uploads)
+                sent = {c: self._slot_sent(server_state.tensors, j, version.get(j, 0), holds[c], c) for c in members}
+                columns += self._columns(j, members, w, server, uploads, sent)
         reports = []
         if columns:
             aligned, reports = align_columns(
@@ -297,29 +337,86 @@ class HeteroTune(LoraMethod):
                     for e, d in enumerate(update[kind]):
                         key = share_key(j, e, kind)
                         server[key] = (server[key].double() - eta * d).to(server[key].dtype)
+        self._hold(round_idx, server_state.tensors, server, by_type, version, holds)
         if self.config.report_diagnostics:
             self._rows = self._diagnostics(server, uploads, by_type, reports)
         messages = {c: Message(tensors=self.message_for(self.type_of[c], server)) for c in uploads}
-        return messages, State(tensors=server, metadata={**server_state.metadata, "round": round_idx + 1,
-                                                         "types": list(self.layout.architectures)})
+        return messages, State(tensors=server, metadata={
+            **server_state.metadata, "round": round_idx + 1, "types": list(self.layout.architectures),
+            "version": {str(j): v for j, v in sorted(version.items())},
+            "holds": {str(c): v for c, v in sorted(holds.items())}})
+
+    def _slot_keys(self, j: int) -> list[str]:
+        return [share_key(j, e, kind) for e in range(self.layout.depths[j]) for kind in KINDS]
+
+    def _slot_sent(self, tensors: dict[str, torch.Tensor], j: int, current_v: int, held_v: int,
+                   client: int) -> dict[str, torch.Tensor] | None:
+        """Type ``j``'s own slot as ``client`` was sent it (version ``held_v``); None when that is the current one."""
+        if held_v == current_v:
+            return None
+        keys = self._slot_keys(j)
+        missing = [k for k in keys if held_key(held_v, k) not in tensors]
+        if missing:
+            raise DrakeBenchError(
+                f"type {self.layout.architectures[j]!r}: client {client} started from version {held_v} of the type's "
+                f"share slot, which the server's state does not hold (current version {current_v}; missing e.g. "
+                f"{held_key(held_v, missing[0])}); its pseudo-gradient cannot be formed")
+        return {k: tensors[held_key(held_v, k)] for k in keys}
+
+    def _hold(self, round_idx: int, before: dict[str, torch.Tensor], server: dict[str, torch.Tensor],
+              by_type: dict[int, list[int]], version: dict[int, int], holds: dict[int, int]) -> None:
+        """The bookkeeping after a round (in place): the slot each type had before the round is kept while a client
+        of the type that did not take part still holds it; the clients that took part now hold the new version
+        (this round's); a kept version that no client holds any more is dropped."""
+        for j, members in sorted(by_type.items()):
+            current_v = version.get(j, 0)
+            absent = [c for c, t in self.type_of.items() if t == j and c not in members]
+            if self.config.use_dema and any(holds[c] == current_v for c in absent):
+                for k in self._slot_keys(j):
+                    server[held_key(current_v, k)] = before[k].clone()
+            version[j] = round_idx + 1
+            for c in members:
+                holds[c] = round_idx + 1
+        in_use = {(self.type_of[c], v) for c, v in holds.items()}
+        for k in [k for k in server if k.startswith(HELD)]:
+            v, key = k[len(HELD):].split("/", 1)
+            j = int(key.split(".")[1])
+            if (j, int(v)) not in in_use or int(v) == version.get(j, 0):
+                del server[k]
 
     def _columns(self, j: int, members: list[int], w: list[float], server: dict[str, torch.Tensor],
-                 uploads: dict[int, Message]) -> list[Column]:
-        """CMGA's columns of type j: its group-mean pseudo-gradient (``cmga_over="types"``) or one per client."""
+                 uploads: dict[int, Message], sent: dict[int, dict[str, torch.Tensor] | None] | None = None
+                 ) -> list[Column]:
+        """CMGA's columns of type j: its group-mean pseudo-gradient (``cmga_over="types"``) or one per client.
+
+        Client k's part is measured from the slot it was sent, ``sent[k]`` (None or absent: the current slot in
+        ``server``): Delta_j = sum_k w_k (S_j^(k) - S_j,k), computed as S_j - sum_k w_k S_j,k plus, for each client
+        sent an older slot, w_k (S_j^(k) - S_j), so that with every client on the current slot it is the plain
+        formula to the bit."""
         L = self.layout.depths[j]
         total = sum(w)
+        sent = sent or {}
 
         def start(kind: str, e: int) -> torch.Tensor:
             return server[share_key(j, e, kind)].double()
+
+        def started(c: int, kind: str, e: int) -> torch.Tensor:
+            held = sent.get(c)
+            return start(kind, e) if held is None else held[share_key(j, e, kind)].double()
 
         def after(c: int, kind: str, e: int) -> torch.Tensor:
             return uploads[c].tensors[f"own_{kind}.{e}"].double()
 
         if self.config.cmga_over == "clients":
-            return [Column(j, wi / total, {kind: [start(kind, e) - after(c, kind, e) for e in range(L)]
+            return [Column(j, wi / total, {kind: [started(c, kind, e) - after(c, kind, e) for e in range(L)]
                                            for kind in KINDS}) for c, wi in zip(members, w)]
         delta = {kind: [start(kind, e) - sum((wi / total) * after(c, kind, e) for c, wi in zip(members, w))
                         for e in range(L)] for kind in KINDS}
+        stale = [(c, wi) for c, wi in zip(members, w) if sent.get(c) is not None]
+        for kind in KINDS:
+            for e in range(L):
+                for c, wi in stale:
+                    delta[kind][e] = delta[kind][e] + (wi / total) * (started(c, kind, e) - start(kind, e))
         return [Column(j, 1.0, delta)]
 
     def _diagnostics(self, server: dict[str, torch.Tensor], uploads: dict[int, Message], by_type: dict[int, list[int]],
