@@ -22,6 +22,7 @@ group's tasks, which is what lets a group's clients help each other more than ot
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -59,16 +60,26 @@ def _join(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-MIX_GENERATIONS = {1: 19, 2: 24}
+MIX_GENERATIONS = {1: 19, 2: 24, 3: 25}
 """Public-mix generation -> number of item kinds. Generation 1: kinds 0-18 (captions, lists, generic questions
 over colour, shape, size, drawn style, position and count). Generation 2 adds kinds 19-23, generic questions over
-the groups' own skills (cracks, comic state marks, image distortions), in templates of their own."""
+the groups' own skills (cracks, comic state marks, image distortions), in templates of their own. Generation 3 adds
+kind 24, copying words of the world's vocabulary (:func:`vocabulary_item`), a quarter of its items."""
+
+VOCABULARY_SHARE = 0.25
+"""Share of generation-3 items that copy vocabulary words. Why: a word the pretraining never trains on keeps its input
+embedding at initialisation and an output row that the softmax pushes, like every other unused word's, along one
+shared direction (four dish names' rows of the shipped recipe-8 model are at cosine 0.994), so no fine-tuning of the
+decoder can make the model say one rather than another (docs/findings/embedded-model-diagnosis.md). A quarter of
+9,600 pretraining items, 4.5 words each, shows every word of the vocabulary about ten times."""
 
 
 def public_item(index: int, seed: int = 0, generation: int = 1) -> Sample:
     """The ``index``-th public multimodal item (independent of ``n``: mixes of growing n are prefixes)."""
     rng = rng_for("public", seed, index)
-    kind = int(rng.integers(0, MIX_GENERATIONS[generation]))
+    if generation >= 3 and rng.random() < VOCABULARY_SHARE:  # generations 1-2 draw nothing here: their items stay
+        return vocabulary_item(rng, f"public/{seed}/{index:07d}")
+    kind = int(rng.integers(0, MIX_GENERATIONS[min(generation, 2)]))
     if kind >= 19:
         return _skill_item(rng, kind, f"public/{seed}/{index:07d}")
     if kind >= 11:
@@ -323,6 +334,32 @@ def _skill_item(rng: np.random.Generator, kind: int, item_id: str) -> Sample:
     states = [state, state] if both else ([state, None] if first else [None, state])
     return item([picture(int(rng.integers(1, 3)), state=s) for s in states],
                 f"Answer yes or no: something is {state} in both pictures.", "yes" if both else "no", yn_)
+
+
+@functools.cache
+def vocabulary() -> tuple[str, ...]:
+    """The world's words, as the tokenizer's corpus holds them (:func:`corpus_texts`): the base lexicon and every word
+    of the task generators' answers and options (names, numbers, "o'clock"), sorted. Their surface forms only: which
+    word answers which question about which picture is nothing the mix says."""
+    words = set(BASE_WORDS)
+    from .registry import iter_generators
+
+    for gen in iter_generators():
+        for i in range(20):
+            item = gen.item(i, seed=0)
+            for text in [item.answer, *item.choices]:
+                words.update(w for w in text.lower().split() if any(ch.isalnum() for ch in w))
+    return tuple(sorted(words))
+
+
+def vocabulary_item(rng: np.random.Generator, item_id: str) -> Sample:
+    """Kind 24 (generation 3): copy three to six words of :func:`vocabulary`, text only, so every word is once an input
+    and once a target of the language model."""
+    words = vocabulary()
+    picked = [words[int(i)] for i in rng.choice(len(words), size=int(rng.integers(3, 7)), replace=False)]
+    text = " ".join(picked)
+    return Sample(id=item_id, images=[], question=f"Copy these words: {text}", choices=[], answer=text,
+                  answer_type=AnswerType.OPEN, task_id="public", source=PUBLIC_SOURCE, meta={"kind": 24})
 
 
 _SUBJECTS = ["bird", "friend", "house", "tree", "river", "stone", "book", "road", "market", "song"]
