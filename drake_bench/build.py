@@ -30,7 +30,7 @@ from .manifest import load_benchmark, manifest_dict
 from .progress import progress
 from .sample import Sample
 from .spec import BenchmarkSpec, SubsamplingRule, TaskSpec
-from .store import BUILD_INFO, built_root, finalize_build, shard_path, write_split
+from .store import BUILD_INFO, SPLITS, built_root, finalize_build, shard_path, write_split
 
 DONE_MARK = ".done"
 
@@ -55,11 +55,23 @@ def _seeded_order(pool: Sequence[Sample], rule: SubsamplingRule, task_id: str) -
     return [items[i] for i in perm]
 
 
-def subsample(pool: Sequence[Sample], rule: SubsamplingRule, task_id: str) -> tuple[list[Sample], list[Sample]]:
-    """Disjoint seeded train/test draws."""
+def validation_size(n_train: int, rule: SubsamplingRule) -> int:
+    """Items of a training draw of ``n_train`` held out as validation: the rule's share, rounded, at least one item
+    wherever the rule asks for a validation split (a tuning run must have something to score)."""
+    if rule.validation_ratio <= 0 or n_train < 2:
+        return 0
+    return min(n_train - 1, max(1, int(round(n_train * rule.validation_ratio))))
+
+
+def subsample(pool: Sequence[Sample], rule: SubsamplingRule, task_id: str
+              ) -> tuple[list[Sample], list[Sample], list[Sample]]:
+    """Disjoint seeded (train, validation, test) draws. The test draw does not depend on the validation share: the
+    validation items are the training draw's last ones, so adding a validation split leaves every test item in
+    place and only shortens training."""
     items = _seeded_order(pool, rule, task_id)
     n_train, n_test = split_sizes(len(items), rule)
-    return items[:n_train], items[n_train : n_train + n_test]
+    n_val = validation_size(n_train, rule)
+    return items[: n_train - n_val], items[n_train - n_val : n_train], items[n_train : n_train + n_test]
 
 
 def train_only_size(n: int, rule: SubsamplingRule) -> int:
@@ -131,6 +143,12 @@ def _task_done(root: Path, task_id: str, recipe: str | None = None) -> bool:
     mark = root / "data" / task_id / DONE_MARK
     if not (mark.is_file() and all(shard_path(root, task_id, s).is_file() for s in ("train", "test"))):
         return False
+    try:
+        wants_validation = bool(json.loads(mark.read_text()).get("validation"))
+    except (ValueError, AttributeError):
+        return False
+    if wants_validation and not shard_path(root, task_id, "validation").is_file():
+        return False
     if recipe is None:
         return True
     try:
@@ -144,7 +162,7 @@ def _clear_task(root: Path, task_id: str) -> None:
     """Remove a task's marker and shards, so a failed task never leaves half its splits in build_info.json."""
     folder = root / "data" / task_id
     (folder / DONE_MARK).unlink(missing_ok=True)
-    for split in ("train", "test"):
+    for split in SPLITS:
         shard_path(root, task_id, split).unlink(missing_ok=True)
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
@@ -171,19 +189,26 @@ def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, roo
     (root / "data" / task.id / DONE_MARK).unlink(missing_ok=True)
     pool = _read_pool(task, source_dir, check_expected)
     pool_note: dict[str, int] = {}
+    validation: list[Sample] = []
     if task.test_source is None:
-        train, test = subsample(pool, spec.subsampling, task.id)
+        train, validation, test = subsample(pool, spec.subsampling, task.id)
     else:
         test = _external_test(task, source_dir, check_expected)
         # Items are keyed by their text, so a training item with a test item's id asks the same question: it is
         # dropped from training (decontamination) rather than let the model see a test question with its answer.
         tested = {s.id for s in test}
         kept = [s for s in pool if s.id not in tested]
-        train = _seeded_order(kept, spec.subsampling, task.id)[: train_only_size(len(kept), spec.subsampling)]
+        drawn = _seeded_order(kept, spec.subsampling, task.id)[: train_only_size(len(kept), spec.subsampling)]
+        n_val = validation_size(len(drawn), spec.subsampling)
+        train, validation = drawn[: len(drawn) - n_val], drawn[len(drawn) - n_val :]
         pool_note = {"decontaminated": len(pool) - len(kept)}
+    shard_path(root, task.id, "validation").unlink(missing_ok=True)
     write_split(root, task.id, "train", train, spec.storage)
+    if validation:
+        write_split(root, task.id, "validation", validation, spec.storage)
     write_split(root, task.id, "test", test, spec.storage)
-    sizes = {"pool": len(pool), "train": len(train), "test": len(test), **pool_note}
+    sizes = {"pool": len(pool), "train": len(train), **({"validation": len(validation)} if validation else {}),
+             "test": len(test), **pool_note}
     (root / "data" / task.id / DONE_MARK).write_text(json.dumps({**sizes, "recipe": recipe or task_recipe(spec, task)}))
     return sizes
 

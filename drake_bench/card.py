@@ -30,14 +30,16 @@ CARD_FILE = "README.md"
 _HUB_LICENSE_ID = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
 
 
-def task_config(task_id: str) -> dict[str, Any]:
-    """The ``configs`` entry of one task: its train and test shards (glob so re-sharding keeps working)."""
+def card_splits(spec: BenchmarkSpec) -> tuple[str, ...]:
+    """The splits a version's shards hold: validation only where its subsampling rule carves one."""
+    return ("train", "validation", "test") if spec.subsampling.validation_ratio > 0 else ("train", "test")
+
+
+def task_config(task_id: str, splits: tuple[str, ...] = ("train", "test")) -> dict[str, Any]:
+    """The ``configs`` entry of one task: its shards of each split (glob so re-sharding keeps working)."""
     return {
         "config_name": task_id,
-        "data_files": [
-            {"split": "train", "path": f"data/{task_id}/train-*.parquet"},
-            {"split": "test", "path": f"data/{task_id}/test-*.parquet"},
-        ],
+        "data_files": [{"split": split, "path": f"data/{task_id}/{split}-*.parquet"} for split in splits],
     }
 
 
@@ -51,7 +53,7 @@ def client_config(spec: BenchmarkSpec, client_id: int) -> dict[str, Any]:
     return {
         "config_name": client_config_name(client_id),
         "data_files": [
-            {"split": split, "path": [f"data/{t}/{split}-*.parquet" for t in tasks]} for split in ("train", "test")
+            {"split": split, "path": [f"data/{t}/{split}-*.parquet" for t in tasks]} for split in card_splits(spec)
         ],
     }
 
@@ -87,7 +89,7 @@ def card_metadata(
     built = set(info.get("sizes", {})) | set(index_tasks)
     tasks = [t for t in spec.tasks if t.id in built]
     content_tasks = [t for t in tasks if t.id not in set(index_tasks)]
-    configs = [task_config(t.id) for t in content_tasks]
+    configs = [task_config(t.id, card_splits(spec)) for t in content_tasks]
     task_ids = {t.id for t in spec.tasks}
     for c in spec.clients:
         if all(t in built and t not in set(index_tasks) for t in c.tasks):
@@ -160,7 +162,8 @@ def card_body(spec: BenchmarkSpec, info: dict[str, Any], index_tasks: Collection
         lines.append(
             f"| {c.id} | {_cell(c.group)} | {_cell(', '.join(c.tasks))} | {client_config_name(c.id) if has_cfg else '-'} |"
         )
-    lines += ["", "## Tasks", "", "| task | group / split | source | license | train | test | published as |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "## Tasks", "", "| task | group / split | source | license | train | validation | test | published as |",
+              "|---|---|---|---|---|---|---|---|"]
     for t in spec.tasks:
         if t.id not in built:
             continue
@@ -169,8 +172,11 @@ def card_body(spec: BenchmarkSpec, info: dict[str, Any], index_tasks: Collection
         src = _source_name(t.source) + (f"; tested on {_source_name(t.test_source)}" if t.test_source is not None else "")
         lines.append(
             f"| {t.id} | {_cell(t.group)} / {_cell(t.split)} | {_cell(src)} | {_cell(t.source.license)} | "
-            f"{s.get('train', '-')} | {s.get('test', '-')} | {how} |"
+            f"{s.get('train', '-')} | {s.get('validation', '-')} | {s.get('test', '-')} | {how} |"
         )
+    if spec.subsampling.validation_ratio > 0:
+        lines += ["", f"Validation: {spec.subsampling.validation_ratio:.0%} of each task's training draw, held out to "
+                  "select hyperparameters on (`drake-bench tune`); it is in no training stream and no board scores it."]
     if spec.unseen_tasks:
         lines += ["", f"Unseen (held-out) tasks: {', '.join(spec.unseen_tasks)}."]
     lines += ["", "## Licenses", ""]

@@ -269,10 +269,11 @@ class Evaluator:
         return self._judge
 
     def score(self, predictions: list[str], samples: list[Sample]) -> list[float]:
-        """Each answer's score: the judge's rating for free text when the run has a judge, the scoring rules else."""
+        """Each answer's score: the judge's rating for free text when the run has a judge, else (and for every other
+        item) the scoring rules of the run's version (``RunConfig.scorer_version``)."""
         if self.config.judge is None:
-            return score_batch(predictions, samples)
-        return judged_scores(self.judge(), predictions, samples)
+            return score_batch(predictions, samples, self.config.scorer_version)
+        return judged_scores(self.judge(), predictions, samples, self.config.scorer_version)
 
     def _allocation(self) -> dict[int, str]:
         if self.spec.model_allocations:
@@ -293,6 +294,13 @@ class Evaluator:
         if self.evaluation.judge is not None:  # only a judge that rates here may be named in the result
             raise method.error("evaluation_settings", f"names a judge ({self.evaluation.judge!r}): the judge is the "
                                                       "evaluator's, chosen with RunConfig.judge (--judge)")
+        claimed = settings.get("scorer_version")
+        if claimed is not None and claimed != self.config.scorer_version:  # the file records the rules applied here
+            raise method.error("evaluation_settings", f"names scorer version {claimed!r}, but this run scores by "
+                                                      f"{self.config.scorer_version!r}: the scoring rules are the "
+                                                      "evaluator's, chosen with RunConfig.scorer_version "
+                                                      "(--scorer-version)")
+        self.evaluation = self.evaluation.model_copy(update={"scorer_version": self.config.scorer_version})
         if self.config.judge is not None:
             self.evaluation = self.evaluation.model_copy(update={"judge": self.judge().identity})
         if self.config.predict_per_client:  # other padding, so possibly other answers: a different evaluation
@@ -326,7 +334,8 @@ class Evaluator:
         """One seed's federation data under this run's settings."""
         cfg = self.config
         return load_federated_data(self.spec, self.scenario, seed, data_dir=cfg.data_dir, revision=cfg.revision,
-                                   rounds=cfg.rounds, local_steps=cfg.local_steps, batch_size=cfg.batch_size)
+                                   rounds=cfg.rounds, local_steps=cfg.local_steps, batch_size=cfg.batch_size,
+                                   scored_split=cfg.scored_split)
 
     def run_dir(self, seed: int) -> Path:
         return Path(self.config.out) / "checkpoints" / self.spec.name / self.scenario.tag() / self.config.method / f"seed-{seed}"
@@ -367,6 +376,8 @@ class Evaluator:
             key["participation"] = [cfg.participation, cfg.clients_per_round]  # checkpoints keep their fingerprint
         if cfg.numerics != "native":  # native is what every run did before the setting existed: their checkpoints
             key["numerics"] = cfg.numerics  # and result files keep their fingerprint
+        if cfg.scored_split != "test":  # a tuning run scores another split: its checkpoints never resume a test run's
+            key["scored_split"] = cfg.scored_split
         if cfg.client_batching and method.trains_clients_together:  # same numbers within float tolerance, not
             key["client_batching"] = True  # bit for bit: a checkpoint resumes only under the batching it ran with
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -106,6 +106,8 @@ def task_index(spec: BenchmarkSpec, root: Path, task: TaskSpec, info: dict[str, 
     splits: dict[str, Any] = {}
     for split in SPLITS:
         path = shard_path(root, task.id, split)
+        if split == "validation" and not path.is_file():  # a version without a validation split
+            continue
         ids, digest = shard_digest(path)
         rel = path.relative_to(root).as_posix()
         splits[split] = {"ids": ids, "content_digest": digest, "file": rel, "sha256": info["files"].get(rel)}
@@ -440,7 +442,7 @@ def _rebuild_index_task(
             f"task {task.id!r}: source loader {loader.name!r} failed reading {source_dir}: {type(exc).__name__}: {exc}"
         ) from exc
     hashes: dict[str, str] = {}
-    for split in SPLITS:
+    for split in (s for s in SPLITS if s in index["splits"]):  # an index of a version without validation has none
         entry = index["splits"][split]
         missing = [i for i in entry["ids"] if i not in pool]
         if missing:

@@ -10,6 +10,7 @@ import numpy as np
 # frozen, since changing one changes every published split.
 SALT_DIRICHLET_PROPORTIONS = 0xD2  # the Dir(alpha) draws of per-task client proportions (and their retries)
 SALT_DIRICHLET_SHUFFLE = 0xD3  # per-task, per-split shuffle of rows before they are cut into client shares
+_SPLIT_SALT = {"train": 0, "test": 1, "validation": 2}  # each split's shares are shuffled with a draw of their own
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class DirichletPartitioner:
         """For each client, for each task: the row indices it receives under proportions ``p``."""
         parts: list[list[np.ndarray]] = [[] for _ in range(self.num_partitions)]
         for t, n in enumerate(sizes):
-            perm = np.random.default_rng([self.seed, SALT_DIRICHLET_SHUFFLE, t, 0 if split == "train" else 1]).permutation(n)
+            perm = np.random.default_rng([self.seed, SALT_DIRICHLET_SHUFFLE, t, _SPLIT_SALT[split]]).permutation(n)
             bounds = np.round(np.cumsum(p[t]) * n).astype(int)
             bounds[-1] = n
             start = 0

@@ -272,7 +272,7 @@ class Method(Protocol):
         """Answers for evaluation queries (answers blanked), one string per query in order.
 
         Called on the client's own tasks (Self), other clients' tasks (Others) and unseen tasks during
-        fast adaptation. The evaluator scores the strings (exact choice, number or token recall).
+        fast adaptation. The evaluator scores the strings (exact choice, number or token F1).
         """
 
 

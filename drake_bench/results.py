@@ -47,7 +47,7 @@ from .evaluation.metrics import (
     Summary,
     summarize,
 )
-from .evaluation.scoring import SCORER_VERSION
+from .evaluation.scoring import LEGACY_SCORER_VERSION
 from .json_files import read_json
 from .write_failure import once_there_is_space, write_failure
 
@@ -211,7 +211,11 @@ class EvaluationSettings(StrictModel):
     batch_size: int = Field(ge=1)
     prompt_template_version: str
     padding_side: Literal["left", "right"] | None = None
-    scorer_version: str = SCORER_VERSION
+    scorer_version: str = Field(
+        default=LEGACY_SCORER_VERSION,
+        description="Version of the scoring rules applied (drake_bench/evaluation/scoring.py; RunConfig.scorer_version "
+                    "chooses it): '2.0' scores open answers by token F1 of a length-capped response, '1.0' by token "
+                    "recall. The evaluator always writes it; a file that records none was scored by '1.0'.")
     judge: str | None = Field(default=None, description="LLM judge model and version when used; None = offline scorer.")
     extra: dict[str, Any] = Field(default_factory=dict)
 
@@ -549,12 +553,17 @@ never what it computed: :func:`comparable` drops them."""
 EXECUTION_SETTINGS = ("backend", "client_cpus", "client_gpus", "flower_workers", "round_timeout", "superlink", "out",
                       "isolation", "call_timeout")
 """RunConfig fields that choose where a run executes, not what it computes (fl.extra.run_config keeps them)."""
+RECORDED_ELSEWHERE = ("scorer_version",)
+"""RunConfig fields the result records in a field of its own, where :func:`comparable` compares them: the scoring
+rules' version is ``evaluation.scorer_version``, which files written before the setting existed hold while their
+run config does not name it (so their rerun by ``leaderboard verify`` agrees with them)."""
 
 
 def comparable(result: RunResult) -> dict[str, Any]:
     """The result as JSON without its execution fields (:data:`EXECUTION_FIELDS`, and the :data:`EXECUTION_SETTINGS`
-    of its stored RunConfig): two runs of one configuration agree on this exactly, scores and bytes included, under
-    any backend, isolation or output folder (tests/test_flower.py checks the default and Flower backends)."""
+    of its stored RunConfig; its :data:`RECORDED_ELSEWHERE` fields are compared where the result records them): two
+    runs of one configuration agree on this exactly, scores and bytes included, under any backend, isolation or
+    output folder (tests/test_flower.py checks the default and Flower backends)."""
 
     def strip(obj: Any) -> Any:
         if isinstance(obj, dict):
@@ -566,7 +575,8 @@ def comparable(result: RunResult) -> dict[str, Any]:
     data = strip(result.model_dump(mode="json"))
     run_config = data["fl"]["extra"].get("run_config")
     if isinstance(run_config, dict):
-        data["fl"]["extra"]["run_config"] = {k: v for k, v in run_config.items() if k not in EXECUTION_SETTINGS}
+        data["fl"]["extra"]["run_config"] = {k: v for k, v in run_config.items()
+                                             if k not in EXECUTION_SETTINGS and k not in RECORDED_ELSEWHERE}
     return data
 
 

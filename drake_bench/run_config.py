@@ -14,6 +14,19 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from .numerics import Numerics
 
 
+class Selection(BaseModel):
+    """Where a run's hyperparameters were selected: a tuning record (:mod:`drake_bench.tuning`) and what it chose."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    split: Literal["validation", "test"] = Field(
+        description="The split the tuning runs were scored on; boards refuse 'test' (selection on test items).")
+    record_sha256: str | None = Field(default=None, description="sha256 of the tuning record file the values come from.")
+    criterion: str | None = Field(default=None, description="The summary metric the record maximised (e.g. self_a_last).")
+    settings: dict[str, Any] = Field(
+        default_factory=dict, description="The selected method_config values (each must equal the run's own).")
+
+
 class RunConfig(BaseModel):
     """One method on one benchmark and scenario, over one or more seeds."""
 
@@ -139,6 +152,24 @@ class RunConfig(BaseModel):
                     "or local path (greedy decoding, in the evaluator's process), or 'module:attribute' naming a "
                     "judge of your own (drake_bench.evaluation.judge.Judge). The judge's identity is recorded as "
                     "the result's evaluation.judge. None: Rouge-L, reproducible offline.")
+    scorer_version: Literal["1.0", "2.0"] = Field(
+        default="2.0",
+        description="The scoring rules' version (drake_bench/evaluation/scoring.py); they differ in open answers only. "
+                    "'2.0': token F1 of the response's first max(2n, n+3) normalised tokens against the n-token "
+                    "answer, so listing every candidate answer does not pay. '1.0': token recall, which a response "
+                    "listing every training answer games (it scored above every real method); the rule the "
+                    "committed boards were scored with, kept so that they reproduce. Recorded as the result's "
+                    "evaluation.scorer_version.")
+    scored_split: Literal["test", "validation"] = Field(
+        default="test",
+        description="The split Self, Others and unseen-task adaptation are scored on. 'validation' is for selecting "
+                    "hyperparameters (`drake-bench tune` runs it; the benchmark version must hold a validation split); "
+                    "boards take 'test' runs only, and a method never sees either split.")
+    selection: Selection | None = Field(
+        default=None,
+        description="How the method's hyperparameters in method_config were selected: the tuning record they come "
+                    "from and the split it scored (`drake-bench run --tuning-record FILE` fills it in). None: not "
+                    "stated (the method's defaults, or values given by hand). Boards refuse a selection on test.")
     out: str = Field(default="runs", description="Output folder: checkpoints, result files, plots.")
     resume: bool = Field(default=True, description="Continue from the checkpoints in `out` (only the same run configuration).")
 
@@ -156,6 +187,10 @@ class RunConfig(BaseModel):
         if self.client_batching and self.backend != "default":
             raise ValueError("client_batching groups clients in the default backend's process; under Flower each "
                              "node stands for one client (run without client_batching)")
+        if self.selection is not None:
+            differs = {k: v for k, v in self.selection.settings.items() if self.method_config.get(k, ...) != v}
+            if differs:
+                raise ValueError(f"method_config does not hold the selected values {differs} its selection records")
         if self.backend != "flower":
             flower_only = [f for f in ("superlink", "round_timeout", "flower_workers") if getattr(self, f) is not None]
             if flower_only:

@@ -100,8 +100,9 @@ class MethodSample(BaseModel):
             query (what ``predict`` receives): answers never leave the evaluator.
         answer_type: an :class:`AnswerType`, the rule the answer is scored by
             (:func:`drake_bench.evaluation.scoring.score_prediction`): the option named by a response for
-            ``multiple_choice`` / ``yes_no`` (its text, or its letter A, B, ...), token recall for ``open``, Rouge-L
-            for ``free_text``.
+            ``multiple_choice`` / ``yes_no`` (its text, or its letter A, B, ...), token F1 of the response's opening
+            for ``open`` (token recall under the scoring rules 1.0 of the committed boards), Rouge-L for
+            ``free_text``.
 
     Task identity, source and metadata are hidden: reading ``task_id``, ``source``, ``meta`` or ``id`` raises
     :class:`~drake_bench.errors.LeakageError`.

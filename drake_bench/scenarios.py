@@ -73,8 +73,9 @@ class BaseScenario(BaseModel, ABC):
         return np.arange(fed.store.size(task_id, "train"))
 
     def test_rows(self, fed: FederatedData, task_id: str, owner: int | None) -> np.ndarray:
-        """Test rows of ``task_id`` that measure ``owner``'s share of it (all rows when ``owner`` is None)."""
-        return np.arange(fed.store.size(task_id, "test"))
+        """Rows of ``task_id``'s scored split (``fed.scored_split``: test, or validation in a tuning run) that measure
+        ``owner``'s share of it (all rows when ``owner`` is None)."""
+        return np.arange(fed.store.size(task_id, fed.scored_split))
 
     @abstractmethod
     def segments(self, fed: FederatedData, client: int, per_task: list[np.ndarray]) -> list[Segment]:
@@ -202,8 +203,13 @@ class DirichletSplit:
         """``test[client position][task position]``: the test rows of that client's share."""
         return self._cut("test")
 
+    @cached_property
+    def validation(self) -> list[list[np.ndarray]]:
+        """``validation[client position][task position]``: the validation rows of that client's share."""
+        return self._cut("validation")
+
     def rows(self, split: str, client: int, task_id: str) -> np.ndarray:
-        table = self.train if split == "train" else self.test
+        table = getattr(self, split)  # train, test or validation: only the split asked for is cut
         return table[self._fed.clients.index(client)][self.tasks.index(task_id)]
 
 
@@ -249,7 +255,7 @@ class Dirichlet(BaseScenario):
     def test_rows(self, fed: FederatedData, task_id: str, owner: int | None) -> np.ndarray:
         if owner is None:
             return super().test_rows(fed, task_id, owner)
-        return self._split(fed).rows("test", owner, task_id)
+        return self._split(fed).rows(fed.scored_split, owner, task_id)
 
     def segments(self, fed: FederatedData, client: int, per_task: list[np.ndarray]) -> list[Segment]:
         return _mixed_pool(fed, client, per_task)

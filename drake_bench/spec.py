@@ -2,7 +2,7 @@
 
 These models are the single source of the manifest format: ``splits/*.json`` are
 instances of :class:`BenchmarkSpec`, and ``drake_bench/schemas/manifest.schema.json``
-is generated from it (``python scripts/make_manifests.py``). Every field that the
+is generated from it (``tests/test_manifest.py`` keeps the two equal). Every field that the
 papers do not state carries its provenance, so users see what was inferred.
 """
 
@@ -61,6 +61,15 @@ class TestSourceSpec(SourceSpec):
 class TaskSizes(StrictModel):
     train: int | None = None
     test: int | None = None
+    validation: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_no_validation(self, handler: Any) -> Any:
+        """Sizes without a validation split serialise as before the field existed (earlier manifests' hashes)."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("validation", ...) is None:
+            del data["validation"]
+        return data
 
 
 class TaskSpec(StrictModel):
@@ -139,11 +148,30 @@ class ModelAllocation(StrictModel):
 
 
 class SubsamplingRule(StrictModel):
+    """How a task's pool becomes its splits (``drake_bench.build.subsample``): a seeded order of the pool, then
+    ``test`` items (or the ``1 - train_ratio`` share of a small pool) held out, and ``validation_ratio`` of the rest
+    carved off the end of the training draw, so the test split stays what it was without a validation split."""
+
     large_threshold: int = 11000
     train: int = 10000
     test: int = 1000
     train_ratio: float = 0.8
     seed: int = 0
+    validation_ratio: float = Field(
+        default=0.0, ge=0.0, lt=1.0,
+        description="Share of each task's training draw held out as its validation split: the split a method's "
+        "hyperparameters are selected on (`drake-bench tune`), never in a training stream and never scored on a "
+        "board. 0: no validation split (every benchmark version before the split existed).",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_no_validation(self, handler: Any) -> Any:
+        """A rule without a validation split serialises as it did before the field existed, so the manifests of
+        earlier versions keep their content hashes and their tasks' build recipes."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("validation_ratio", ...) == 0.0:
+            del data["validation_ratio"]
+        return data
 
 
 class StorageRule(StrictModel):

@@ -47,7 +47,8 @@ BUILD_INFO = "build_info.json"
 ARROW_CACHE = ".arrow_cache"  # datasets' decoded copy of the shards, made on first read
 VERIFIED = ".verified.json"  # shards whose hash matched, keyed by size and times, so unchanged files are not rehashed
 ZSTD_LEVEL = 19  # shards are written once and read many times: spend the write time on size
-SPLITS = ("train", "test")
+SPLITS = ("train", "validation", "test")  # validation only where the manifest's subsampling rule asks for it
+SCORED_SPLITS = ("validation", "test")  # splits whose answers decide a score (a board's, or a tuning run's)
 
 
 def data_home() -> Path:
@@ -535,7 +536,7 @@ class BuiltBenchmark:
                     raise UnknownNameError("built task", task_id, sorted(self.info.get("sizes", {})), where=str(self.root))
                 raise DataNotBuiltError(f"{path}: shard missing; {self.rebuild_hint(path.relative_to(self.root).as_posix())}")
             rel = path.relative_to(self.root).as_posix()
-            if split == "test":  # what decides scores: hashed and decoded afresh, never taken from a cache
+            if split in SCORED_SPLITS:  # what decides scores: hashed and decoded afresh, never taken from a cache
                 sha = self.verify_file(rel, use_cache=False)
                 self._tables[key] = self._fresh_arrow(path)
             else:

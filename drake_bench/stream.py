@@ -277,8 +277,25 @@ class ClientStream:
 
 
 # --------------------------------------------------------------------------- evaluator view
+SCORED_SPLITS = ("test", "validation")
+
+
+def check_scored_split(spec: BenchmarkSpec, split: str) -> None:
+    """Refuse a scored split the benchmark version does not hold, naming the version and what to do."""
+    if split not in SCORED_SPLITS:
+        raise ScenarioError(f"scored split must be one of {SCORED_SPLITS}, got {split!r}")
+    if split == "validation" and spec.subsampling.validation_ratio <= 0:
+        raise ScenarioError(
+            f"{spec.name} {spec.version} has no validation split (its manifest's subsampling.validation_ratio is 0); "
+            "select hyperparameters on a version that holds one (docs/data.md#the-validation-split), never on its "
+            "test split")
+
+
 class FederatedData:
-    """The evaluator's full view of a benchmark under one scenario and seed."""
+    """The evaluator's full view of a benchmark under one scenario and seed.
+
+    ``scored_split`` is the split Self, Others and unseen-task adaptation are scored on: ``"test"`` for every run a
+    board takes, ``"validation"`` for a tuning run (:mod:`drake_bench.tuning`). Training streams never read either."""
 
     def __init__(
         self,
@@ -289,8 +306,11 @@ class FederatedData:
         rounds: int | None = None,
         local_steps: int | None = None,
         batch_size: int | None = None,
+        scored_split: str = "test",
     ) -> None:
+        check_scored_split(spec, scored_split)
         self.spec, self.scenario, self.seed, self.store = spec, scenario, seed, store
+        self.scored_split = scored_split
         self.config = StreamConfig(rounds or spec.fl.rounds, local_steps or spec.fl.local_steps, batch_size or spec.fl.batch_size)
         self._schedules: dict[tuple[int, int], IngestionSchedule] = {}
         self.scenario.check(self)  # a misfitting scenario fails here, before any stream is built
@@ -366,7 +386,8 @@ class FederatedData:
 
     # -- test data ----------------------------------------------------------------
     def test_rows(self, task_id: str, owner: int | None = None, limit: int | None = None) -> np.ndarray:
-        """Test rows of a task (``owner``'s share when the scenario splits tasks, as Dirichlet does), optionally a seeded subsample."""
+        """Rows of a task's scored split (``owner``'s share when the scenario splits tasks, as Dirichlet does),
+        optionally a seeded subsample."""
         rows = self.scenario.test_rows(self, task_id, owner)
         if limit is not None and len(rows) > limit:
             rng = np.random.default_rng([self.seed, _key(task_id), owner or 0, SALT_TEST_SUBSAMPLE])
@@ -375,7 +396,7 @@ class FederatedData:
 
     def test_samples(self, task_id: str, owner: int | None = None, limit: int | None = None) -> list[Sample]:
         """The decoded items of :meth:`test_rows`."""
-        return self.store.samples(task_id, "test", self.test_rows(task_id, owner, limit).tolist())
+        return self.store.samples(task_id, self.scored_split, self.test_rows(task_id, owner, limit).tolist())
 
 
 # --------------------------------------------------------------------------- public entry points
@@ -399,16 +420,20 @@ def load_federated_data(
     rounds: int | None = None,
     local_steps: int | None = None,
     batch_size: int | None = None,
+    scored_split: str = "test",
 ) -> FederatedData:
-    """The evaluator's view (all clients). ``clients`` limits what a Hub download fetches."""
+    """The evaluator's view (all clients). ``clients`` limits what a Hub download fetches; ``scored_split``: see
+    :class:`FederatedData`."""
     spec = load_benchmark(benchmark)
     sc = parse_scenario(scenario if scenario is not None else spec.scenarios.default)
     _check_schedule(seed=seed, rounds=rounds, local_steps=local_steps, batch_size=batch_size)
+    check_scored_split(spec, scored_split)
     needed = None
     if revision is not None and clients is not None:
         needed = sc.needed_tasks(spec, clients)
     store = open_built(spec, data_dir=data_dir, revision=revision, tasks=needed, repo_id=repo_id)
-    return FederatedData(spec, sc, seed, store, rounds=rounds, local_steps=local_steps, batch_size=batch_size)
+    return FederatedData(spec, sc, seed, store, rounds=rounds, local_steps=local_steps, batch_size=batch_size,
+                         scored_split=scored_split)
 
 
 def load_client_stream(

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Why does fine-tuning not turn what the embedded model knows into its answers? (not a test; a diagnosis)
 
-Two measurements on the choice tasks (yes/no and multiple choice) of drake-synth, each on fresh items drawn
+Measurements on the choice tasks (yes/no and multiple choice) of drake-synth, each on fresh items drawn
 from the task generators with seeds disjoint from the built benchmark (training 4242, evaluation 9001), so
 nothing here reads a benchmark split:
 
@@ -29,6 +29,7 @@ there, so an interrupted diagnosis resumes. ``--report-only`` rewrites the table
 
     python scripts/diagnose_embedded_model.py probe                       # ~5 min, 2 cores
     python scripts/diagnose_embedded_model.py finetune --variants reference,"lr 3e-2" --steps 200,800
+    python scripts/diagnose_embedded_model.py vocabulary --tasks all      # seconds
     python scripts/diagnose_embedded_model.py report
 
 Writes ``records.jsonl``, ``diagnosis.md`` and ``diagnosis.json`` (the tables) under ``--out`` (default
@@ -281,6 +282,40 @@ def finetune_job(model_name: str, task_id: str, name: str, steps: tuple[int, ...
             "points": points, "seconds": round(time.time() - t0, 1)}
 
 
+# --------------------------------------------------------------------------- answer vocabulary
+
+
+def vocabulary_job(model_name: str, task_id: str, items: int = 60) -> dict:
+    """Which of a task's answer tokens the pretraining never trained, and how alike their output rows are.
+
+    A token that was never a pretraining input keeps its initial embedding, whose norm is about
+    ``initializer_range * sqrt(hidden)``; its output row, never a target either, only ever had the softmax push it down
+    along the mean hidden state, the same direction for every such token. Counted on the option texts (choice items)
+    or answers (open items) of ``items`` fresh items."""
+    import torch
+
+    from drake_bench.models import load_base
+
+    model, proc = load_base(model_name)
+    tok = proc.tokenizer
+    text_cfg = getattr(model.config, "text_config", model.config)
+    init_norm = float(text_cfg.initializer_range) * float(text_cfg.hidden_size) ** 0.5
+    emb = model.get_input_embeddings().weight.detach().float()
+    head = model.get_output_embeddings().weight.detach().float()
+    texts = sorted({t.strip() for s in _items(task_id, items, TRAIN_SEED) for t in (s.choices or [s.answer])})
+    ids = sorted({i for t in texts for i in tok(" " + t, add_special_tokens=False)["input_ids"]})
+    norms = emb[ids].norm(dim=1)
+    untrained = [i for i, n in zip(ids, norms.tolist()) if abs(n - init_norm) < 0.25 * init_norm]
+    first = sorted({tok(" " + t, add_special_tokens=False)["input_ids"][0] for t in texts})
+    rows = torch.nn.functional.normalize(head[first], dim=1)
+    cos = rows @ rows.T
+    off = cos[~torch.eye(len(first), dtype=torch.bool)]
+    return {"kind": "vocabulary", "model": model_name, "task": task_id, "answer_type": _items(task_id, 1, TRAIN_SEED)[0].answer_type.value,
+            "answer_tokens": len(ids), "untrained_tokens": len(untrained),
+            "untrained_examples": tok.convert_ids_to_tokens(untrained[:4]), "init_norm": init_norm,
+            "first_token_row_cosine": float(off.mean()) if len(off) else None}
+
+
 # --------------------------------------------------------------------------- records and report
 
 
@@ -334,6 +369,20 @@ def report(out: Path) -> str:
             cells += [_pct(r["probes"].get(f"{p}@{n}")) for p in ("tower", "projector", "lm") for n in sizes]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+    vocab = [r for r in recs if r["kind"] == "vocabulary"]
+    if vocab:
+        lines += ["## The answer vocabulary: tokens the pretraining never trained", "",
+                  "Per client task: its answer tokens (option texts or answers of 60 fresh items), how many keep their "
+                  "initial input embedding (never a pretraining input), and the mean cosine between the output rows "
+                  "of the options' first tokens (1: the model cannot tell them apart at its output).", "",
+                  "| task | type | answer tokens | never trained | e.g. | first-token output rows, mean cosine |",
+                  "|:---|:---|---:|---:|:---|---:|"]
+        for r in vocab:
+            cos = "" if r["first_token_row_cosine"] is None else f"{r['first_token_row_cosine']:.3f}"
+            eg = ", ".join(f"`{t}`" for t in r["untrained_examples"])
+            lines.append(f"| {r['task']} | {r['answer_type']} | {r['answer_tokens']} | {r['untrained_tokens']} | "
+                         f"{eg} | {cos} |")
+        lines.append("")
     if tunes:
         variants = list(dict.fromkeys(r["variant"] for r in tunes))
         steps = sorted({p["steps"] for r in tunes for p in r["points"]})
@@ -365,7 +414,7 @@ def report(out: Path) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("probe", "finetune", "report"))
+    ap.add_argument("what", choices=("probe", "finetune", "vocabulary", "report"))
     ap.add_argument("--model", default="tiny-llava-llama-m")
     ap.add_argument("--tasks", default=",".join(FOCUS_TASKS), help="comma-separated task ids, or 'all'")
     ap.add_argument("--probe-items", default="200,2000", help="training items of the probes (comma-separated)")
@@ -384,6 +433,12 @@ def main(argv: list[str] | None = None) -> None:
         sizes = tuple(int(x) for x in args.probe_items.split(","))
         jobs = [(("probe", args.model, t, None, None), probe_job, (args.model, t, sizes, args.eval_items))
                 for t in tasks]
+        _run(jobs, args.out, args.workers)
+    elif args.what == "vocabulary":
+        from drake_bench.manifest import load_benchmark
+
+        every = [t for c in load_benchmark(BENCH).clients for t in c.tasks] if args.tasks == "all" else tasks
+        jobs = [(("vocabulary", args.model, t, None, None), vocabulary_job, (args.model, t)) for t in every]
         _run(jobs, args.out, args.workers)
     elif args.what == "finetune":
         steps = tuple(int(x) for x in args.steps.split(","))

@@ -23,7 +23,8 @@ def test_build_every_task_from_fixtures(name: str, tmp_path) -> None:
     assert set(built.info["sizes"]) == {t.id for t in spec.tasks}
     assert built.info["failed_tasks"] == []
     for t in spec.tasks:
-        assert (built.size(t.id, "train"), built.size(t.id, "test")) == (4, 1), t.id  # 8:2 of 5
+        sizes = (built.size(t.id, "train"), built.size(t.id, "validation"), built.size(t.id, "test"))
+        assert sizes == (3, 1, 1), t.id  # 8:2 of 5, and at least one of the 4 training items held out as validation
         s = built.samples(t.id, "train", [0])[0]
         assert s.task_id == t.id and s.answer_type == t.answer_type
         assert len(s.images) >= max(1, t.num_images[0]) and s.images[0].size == (8, 8)

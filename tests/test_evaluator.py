@@ -489,6 +489,7 @@ def test_run_rejects_a_bad_scenario_or_allocation_before_building_anything(tmp_p
     (["--others-subsample", "-1"], "--others-subsample: Input should be greater than or equal to 0"),
     (["--methods", "sft,fedit,sft"], "--methods lists sft more than once"),
     (["--numerics", "fast"], "--numerics: Input should be 'portable' or 'native'"),
+    (["--scorer-version", "3.0"], "--scorer-version: Input should be '1.0' or '2.0'"),
 ])
 def test_run_rejects_bad_schedule_values_by_option_name(tmp_path, monkeypatch, options, message):
     from typer.testing import CliRunner

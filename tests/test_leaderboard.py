@@ -62,7 +62,10 @@ def test_canonical_boards_pin_the_shipped_benchmark_and_weights():
         assert {e.method for e in b.entries} <= set(available_methods())
         assert paper_results(b.paper.key)["methods"], b.name
     code, out = _cli("leaderboard", "build", "drake-synth-static", "--root", "/nonexistent", "--dry-run")
-    assert code == 0 and "would run: drake-bench run --benchmark drake-synth --scenario static" in out.replace("\n", " ")
+    # the board's own version, pinned: a bare name would run the newest drake-synth, which the board refuses
+    board = boards["drake-synth-static"]
+    assert code == 0 and (f"would run: drake-bench run --benchmark drake-synth@{board.benchmark_version} --scenario "
+                          "static") in out.replace("\n", " ")
 
 
 def test_build_runs_only_what_is_missing_then_renders(tiny_board, tmp_path):
@@ -408,6 +411,43 @@ def test_a_run_of_other_numerics_is_refused_and_build_will_not_replace_it(tiny_b
     with pytest.raises(DrakeBenchError, match=r"counter.*result.json: made under numerics 'native'"):
         build(board, root)
     assert _cli("leaderboard", "validate", str(path), "--board", str(board_json))[0] == 1
+
+
+def test_an_entry_scored_by_other_rules_is_refused_and_a_board_runs_its_own_scorer_version(tiny_board, tmp_path):
+    """A board takes one scoring rules' version (rule `scorer`): a file scored by another is refused, naming the file
+    and both versions, and its plan marks it stale; a file that records none reads as 1.0, the default of a board,
+    so the committed boards keep validating; build and the board's command run the board's version, not the run
+    default (2.0)."""
+    from drake_bench.leaderboard.build import board_command, build, run_configs
+
+    board_json, root = _copy_board(tiny_board, tmp_path)
+    board = load_board(board_json)
+    assert board.scorer_version == "1.0"  # the default: a board definition that names none
+    path = next(p for p in board_files(root / "tiny") if "counter" in p.parts)
+    assert read_result(path).evaluation.scorer_version == "1.0"  # built by `leaderboard build` under the board's
+    assert read_result(path).fl.extra["run_config"]["scorer_version"] == "1.0"
+    assert "--scorer-version 1.0" in " ".join(board_command(board, board.entries, root / "tiny" / "runs"))
+    assert {c.scorer_version for c in run_configs(board, plan(board, root))} == {"1.0"}
+
+    _rewrite(path, lambda d: d["evaluation"].pop("scorer_version"))  # as a file written before the field existed
+    assert read_result(path).evaluation.scorer_version == "1.0"
+    _, refusals = validate([path], board)
+    assert "scorer" not in {r.rule for r in refusals}, [str(r) for r in refusals]
+
+    _rewrite(path, lambda d: d["evaluation"].update(scorer_version="2.0"))
+    _, refusals = validate([path], board)
+    scorer = [str(r) for r in refusals if r.rule == "scorer"]
+    assert len(scorer) == 1 and str(path) in scorer[0] and "'2.0'" in scorer[0] and "the board's are '1.0'" in scorer[0]
+    assert {p.entry.method: p.state for p in plan(board, root)} == {"majority-answer": "done", "counter": "stale"}
+    with pytest.raises(DrakeBenchError, match=r"counter.*result.json: scored by rules '2.0'"):
+        build(board, root)
+    code, out = _cli("leaderboard", "validate", str(path), "--board", str(board_json))
+    assert code == 1 and "[scorer]" in out
+
+    on_2 = board.model_copy(update={"scorer_version": "2.0"})  # a board rebuilt on 2.0 refuses the 1.0 entries
+    _, refusals = validate(board_files(root / "tiny"), on_2)
+    assert {r.file for r in refusals if r.rule == "scorer"} == {str(p) for p in board_files(root / "tiny")} - {str(path)}
+    assert "--scorer-version 2.0" in " ".join(board_command(on_2, on_2.entries, root / "tiny" / "runs"))
 
 
 def test_ranks_mark_ties_where_intervals_overlap():

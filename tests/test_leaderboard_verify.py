@@ -99,3 +99,22 @@ def test_a_file_made_by_another_version_of_its_method_is_not_verified_against_th
     path.write_text(json.dumps(data))
     result = CliRunner().invoke(app, ["leaderboard", "verify", str(path)])
     assert result.exit_code == 1 and "made by counter 9.9, but counter 1.0 is installed" in result.output
+
+
+def test_a_rerun_is_scored_by_the_rules_the_file_was_scored_by(tiny_board, tmp_path):
+    """``verify`` reruns under the file's ``evaluation.scorer_version``, not the run default (2.0): a file written
+    before the setting existed records no scorer in its run config and was scored by 1.0 (as the committed boards
+    were), and its rerun does not differ from it for the setting's absence."""
+    from drake_bench.leaderboard.verify import rerun_config
+    from drake_bench.results import comparable_differences
+
+    path = _entry(tiny_board, tmp_path, "counter")
+    res = read_result(path)
+    assert res.evaluation.scorer_version == "1.0" and rerun_config(res, tmp_path / "a").scorer_version == "1.0"
+    old = res.model_copy(deep=True)
+    del old.fl.extra["run_config"]["scorer_version"]  # as a file made before RunConfig.scorer_version existed
+    assert rerun_config(old, tmp_path / "b").scorer_version == "1.0"
+    assert comparable_differences(old, res) == []  # the run config's copy is compared as evaluation.scorer_version
+    rescored = res.model_copy(update={"evaluation": res.evaluation.model_copy(update={"scorer_version": "2.0"})})
+    assert rerun_config(rescored, tmp_path / "c").scorer_version == "2.0"
+    assert comparable_differences(res, rescored) == ["evaluation.scorer_version: first '1.0', second '2.0'"]

@@ -22,8 +22,8 @@ def test_same_seed_same_bytes_and_counts(tmp_path):
         assert (a / rel).read_bytes() == (b / rel).read_bytes()
     spec = load_benchmark("drake-synth")
     assert ia["manifest_hash"] == spec.content_hash and ia["synth_scale"] == 0.1 and ia["embedded"] is True
-    assert ia["sizes"]["rel-count-across"] == {"train": 20, "test": 5}  # pool 25, 8:2
-    assert ia["sizes"]["vqa-instance-count"] == {"train": 40, "test": 10}  # large task: pool 50
+    assert ia["sizes"]["rel-count-across"] == {"train": 18, "validation": 2, "test": 5}  # pool 25, 8:2, a tenth held out
+    assert ia["sizes"]["vqa-instance-count"] == {"train": 36, "validation": 4, "test": 10}  # large task: pool 50
     bb = BuiltBenchmark.open(a)
     bb.verify()
     test = bb.samples("vqa-quality-yesno", "test", range(bb.size("vqa-quality-yesno", "test")))
@@ -31,7 +31,7 @@ def test_same_seed_same_bytes_and_counts(tmp_path):
     assert not {s.id for s in test} & {s.id for s in train}
     assert all(s.id.startswith("vqa-quality-yesno/") and s.choices == ["yes", "no"] for s in test + train)
     assert all(len(s.images) == 1 and s.images[0].size == (64, 64) for s in test)
-    assert Counter(s.answer_type.value for s in train) == {"yes_no": 20}
+    assert Counter(s.answer_type.value for s in train) == {"yes_no": 18}
     opened = bb.samples("rel-count-across", "train", [0])[0]
     assert len(opened.images) == 5 and opened.answer in opened.choices
 
@@ -50,7 +50,7 @@ def test_scale_change_rebuilds(tmp_path):
     r = build_synth("drake-synth", scale=0.1, out=tmp_path / "d", tasks=["rel-spatial"])
     build_synth("drake-synth", scale=0.2, out=r, tasks=["rel-spatial"])
     info = json.loads((r / BUILD_INFO).read_text())
-    assert info["synth_scale"] == 0.2 and info["sizes"]["rel-spatial"] == {"train": 40, "test": 10}
+    assert info["synth_scale"] == 0.2 and info["sizes"]["rel-spatial"] == {"train": 36, "validation": 4, "test": 10}
 
 
 def test_ensure_built(tmp_path, monkeypatch):

@@ -41,7 +41,8 @@ OPTION_OF_FIELD = {"seeds": "--seeds", "rounds": "--rounds", "local_steps": "--l
                    "client_batching": "--client-batching", "client_cpus": "--client-cpus",
                    "client_gpus": "--client-gpus", "flower_workers": "--flower-workers",
                    "round_timeout": "--round-timeout", "superlink": "--superlink", "numerics": "--numerics",
-                   "judge": "--judge", "predict_per_client": "--predict-per-client"}
+                   "judge": "--judge", "predict_per_client": "--predict-per-client",
+                   "scorer_version": "--scorer-version"}
 """RunConfig field -> the ``run`` option that sets it, so a bad value is reported by the name the user typed."""
 
 
@@ -135,12 +136,17 @@ def register(app: typer.Typer) -> None:
         round_timeout: Annotated[float | None, typer.Option(help=_help("round_timeout"))] = None,
         superlink: Annotated[str | None, typer.Option(help=_help("superlink"))] = None,
         judge: Annotated[str | None, typer.Option(help=_help("judge"))] = None,
+        scorer_version: Annotated[str, typer.Option(help=_help("scorer_version"))] = RunConfig.model_fields[
+            "scorer_version"].default,
         allow_code_execution: Annotated[bool, typer.Option(help="Let the evaluator run model-written code where a benchmark is scored that way (Fed-Scope's HumanEval: each completion runs its unit tests in a child process with a time limit; not a security sandbox). Sets DRAKE_BENCH_ALLOW_CODE_EXECUTION=1 for the run's processes. Scores do not depend on it: without it such a run is refused before it starts.")] = False,
         data_dir: Annotated[Path | None, typer.Option(help=_help("data_dir"))] = None,
         revision: Annotated[str | None, typer.Option(help=_help("revision"))] = None,
         set_: Annotated[list[str] | None, typer.Option(
             "--set", help="Method config: KEY=VALUE for every method that has KEY, METHOD.KEY=VALUE for one "
                           "(repeatable; VALUE read as JSON when it parses), e.g. --set learning_rate=1e-3.")] = None,
+        tuning_record: Annotated[Path | None, typer.Option(
+            help="A tuning record (`drake-bench tune`'s tuning.json) of one of --methods: its selected values join "
+                 "that method's config, and the result records their selection on the validation split.")] = None,
     ) -> None:
         """Run methods through the standard evaluator and print Self/Others A_last/A_AUC."""
         from ..evaluation.plots import plot_accuracy_over_rounds
@@ -198,10 +204,18 @@ def register(app: typer.Typer) -> None:
                     backend=backend,
                     client_cpus=client_cpus,
                     client_gpus=client_gpus, flower_workers=flower_workers, round_timeout=round_timeout,
-                    superlink=superlink, judge=judge,
+                    superlink=superlink, judge=judge, scorer_version=scorer_version,
                 )
                 for name in names
             ]
+            if tuning_record is not None:
+                from ..tuning import apply_record, read_record
+
+                tuned = read_record(tuning_record)[0].method
+                if tuned not in names:
+                    raise typer.BadParameter(f"--tuning-record: {tuning_record} tuned {tuned!r}, which is not among "
+                                             f"--methods {names}")
+                configs = [apply_record(c, tuning_record) if c.method == tuned else c for c in configs]
         except DrakeBenchError as exc:
             raise _fail(exc) from None
         except ValidationError as exc:
@@ -388,8 +402,9 @@ def _register_report(app: typer.Typer) -> None:
     ) -> None:
         """One board from result files written by separate runs: checked, then tabled and plotted together.
 
-        Refuses files whose benchmark (manifest or data hash), scenario or free-text scorer (an LLM judge or
-        Rouge-L) differ, or that ran one model name on different weights (different weights_sha256, or a
+        Refuses files whose benchmark (manifest or data hash), scenario, free-text scorer (an LLM judge or
+        Rouge-L) or scoring rules' version (evaluation.scorer_version: open answers by F1 or by recall)
+        differ, or that ran one model name on different weights (different weights_sha256, or a
         sha256 in one file and only a pretraining recipe in the other): their numbers are not comparable, and a
         board must not mix them silently. Results whose tiny models are identified by recipe only (made before the zoo
         shipped pinned weights) are said to be so. Refuses duplicates too: one file given twice (same
@@ -429,6 +444,9 @@ def _register_report(app: typer.Typer) -> None:
                 if first.evaluation.judge != res.evaluation.judge:  # ratings and Rouge-L are different scales
                     differs.append(f"free text scored by {res.evaluation.judge or 'Rouge-L'!r} (not "
                                    f"{first.evaluation.judge or 'Rouge-L'!r})")
+                if first.evaluation.scorer_version != res.evaluation.scorer_version:  # F1 and recall: other scales
+                    differs.append(f"scored by rules {res.evaluation.scorer_version} (not "
+                                   f"{first.evaluation.scorer_version}; drake_bench/evaluation/scoring.py)")
                 if differs:
                     raise _fail(DrakeBenchError(f"{p} is not comparable with {first_path} on one board: "
                                                 + "; ".join(differs)))

@@ -350,7 +350,7 @@ def drake() -> BenchmarkSpec:
     clients = [ClientSpec(id=c, group=CLIENT_GROUP[c], tasks=TABLE_37[c]) for c in sorted(TABLE_37)]
     return BenchmarkSpec(
         name="drake", hub_repo="drake-bench/drake",
-        version="1.0.0",
+        version="1.1.0",
         title="DRAKE: multi-modal personalized federated learning benchmark",
         description=("40 training tasks from 19 datasets in 3 groups (visual relation, multi-modal reasoning, VQA), "
                      "10 clients x 4 tasks in the FedMosaic paper's Table 37 order, and 7 unseen tasks for fast adaptation."),

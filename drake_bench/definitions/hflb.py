@@ -146,7 +146,7 @@ def hflb() -> BenchmarkSpec:
     L1, L3 = "llava-llama3.2-1b", "llava-llama3.2-3b"
     return BenchmarkSpec(
         name="hflb", hub_repo="drake-bench/hflb",
-        version="1.0.0",
+        version="1.1.0",
         title="HFLB: heterogeneous federated learning benchmark (FedDAT), dynamic 4-task split",
         description="7 VQA datasets over 9 clients (GQA split three ways by QA type), each client's data split into 4 tasks (FedMosaic paper Table 13).",
         modality="multimodal",

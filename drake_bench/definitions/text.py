@@ -99,7 +99,7 @@ def fed_llm_large() -> BenchmarkSpec:
         Choice(key="sources.client_rank", tag="R", decision="a source's clients are ranked by item count (descending), ties by client key; rank r is the r-th", reason="the source's client keys are not published in the paper"),
     ]
     return BenchmarkSpec(
-        name="fed-llm-large", hub_repo="drake-bench/fed-llm-large", version="1.0.0", title="Fed-LLM-Large: 52-client instruction-following PFL benchmark",
+        name="fed-llm-large", hub_repo="drake-bench/fed-llm-large", version="1.1.0", title="Fed-LLM-Large: 52-client instruction-following PFL benchmark",
         description="52 clients x 2 tasks from Fed-ChatbotIT, Fed-Aya (FedLLM-Bench) and Fed-FLAN (FedDPA); Rouge-L.",
         modality="text", tasks=tasks, clients=clients, fl=fl(rounds=4, local_steps=10, eval_every=1),
         scenarios=ScenarioDefaults(default="dynamic"),
@@ -142,7 +142,7 @@ def fed_aya() -> BenchmarkSpec:
         Choice(key="model_allocations.placement", tag="R", decision="odd clients Llama-3.2-1B, even clients Llama-3.2-3B", reason="FedMosaic paper Table 14 gives counts only"),
     ]
     return BenchmarkSpec(
-        name="fed-aya", hub_repo="drake-bench/fed-aya", version="1.0.0", title="Fed-Aya: multilingual QA over 12 languages, topic-shifted",
+        name="fed-aya", hub_repo="drake-bench/fed-aya", version="1.1.0", title="Fed-Aya: multilingual QA over 12 languages, topic-shifted",
         description="8 clients over 12 Aya languages; each client's data split into 4 topic tasks (Dynamic).",
         modality="text", tasks=tasks, clients=clients, fl=fl(rounds=20, local_steps=50, eval_every=5),
         scenarios=ScenarioDefaults(default="dynamic"),
@@ -209,7 +209,7 @@ def fed_scope() -> BenchmarkSpec:
         Choice(key="model_allocations.placement", tag="R", decision="clients 2 and 4 (one code, one math) use Llama-3.1-8B; clients 1, 3, 5 Llama-3.2-3B", reason="FedMosaic paper Table 14 gives counts only"),
     ]
     return BenchmarkSpec(
-        name="fed-scope", hub_repo="drake-bench/fed-scope", version="1.1.0", title="Fed-Scope: coding, math and general capability (FederatedScope-LLM datasets)",
+        name="fed-scope", hub_repo="drake-bench/fed-scope", version="1.2.0", title="Fed-Scope: coding, math and general capability (FederatedScope-LLM datasets)",
         description="5 clients each learning one of code / math / general datasets; Static scenario.",
         modality="text", tasks=tasks, clients=clients, fl=fl(rounds=20, local_steps=30, eval_every=5),
         scenarios=ScenarioDefaults(default="static"),

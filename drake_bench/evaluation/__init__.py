@@ -28,6 +28,8 @@ from .metrics import (
     summarize,
 )
 from .scoring import (
+    SCORER_VERSION,
+    SCORER_VERSIONS,
     Scored,
     normalize_answer,
     parse_choice,
@@ -45,6 +47,8 @@ __all__ = [
     "MetricError",
     "PostFederationCostRecord",
     "RawTables",
+    "SCORER_VERSION",
+    "SCORER_VERSIONS",
     "ScoreRecord",
     "Scored",
     "SeedSummary",

@@ -29,7 +29,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 from ..errors import DrakeBenchError
 from ..sample import AnswerType, Sample
 from ..spec import BenchmarkSpec
-from .scoring import score_batch
+from .scoring import SCORER_VERSION, score_batch
 
 JUDGE_PROMPT = """[Instruction]
 Please act as an impartial judge and evaluate the quality of the response provided by an AI assistant to the user question displayed below. A good answer should follow these rules:
@@ -108,17 +108,19 @@ def require_judged_tasks(spec: BenchmarkSpec, judge: str) -> None:
                               "rates only those (tasks tested on an evaluation set keep its scorer)")
 
 
-def judged_scores(judge: Judge, predictions: Sequence[str], samples: Sequence[Sample]) -> list[float]:
+def judged_scores(judge: Judge, predictions: Sequence[str], samples: Sequence[Sample],
+                  scorer_version: str = SCORER_VERSION) -> list[float]:
     """Scores of aligned answers and samples: free-text items rated by ``judge`` (one call for all of them), every
-    other item by its own rule (:func:`~drake_bench.evaluation.scoring.score_batch`), and so are free-text items of
-    an evaluation set with its own scorer (GSM8K's number, HumanEval's tests: a judge does not replace them)."""
+    other item by its own rule (:func:`~drake_bench.evaluation.scoring.score_batch`, rules ``scorer_version``), and
+    so are free-text items of an evaluation set with its own scorer (GSM8K's number, HumanEval's tests: a judge does
+    not replace them)."""
     if len(predictions) != len(samples):
         raise ValueError(f"judged_scores: {len(predictions)} predictions for {len(samples)} samples")
     free = [i for i, s in enumerate(samples) if s.answer_type == AnswerType.FREE_TEXT and s.meta.get("scorer") is None]
     rated = set(free)
     rest = [i for i in range(len(samples)) if i not in rated]  # the rating replaces a free-text item's own score
     scores = [0.0] * len(samples)
-    for i, score in zip(rest, score_batch([predictions[i] for i in rest], [samples[i] for i in rest])):
+    for i, score in zip(rest, score_batch([predictions[i] for i in rest], [samples[i] for i in rest], scorer_version)):
         scores[i] = score
     if not free:
         return scores

@@ -4,13 +4,19 @@ The FedMosaic paper (App. A.6) scores "the correct choice for multi-choice quest
 compared to the ground-truth answer for the open-ended questions"; the exact rules below are drake_bench's
 (docs/design-notes.md#open-answer-scoring).
 
-Every rule that can move a score is fixed here, with a version (:data:`SCORER_VERSION`)
-that result files record, so that two results are comparable only when scored alike.
+Every rule that can move a score is fixed here, under a version that result files record
+(``evaluation.scorer_version``), so that two results are comparable only when scored alike. Two versions exist
+and both stay selectable (``RunConfig.scorer_version``, ``drake-bench run --scorer-version``): they differ only in
+the open-answer rule.
 
 * multiple choice and yes/no: parse the response to an option index (:func:`parse_choice`),
   score 1 when it is the ground-truth option, else 0; an unparseable response scores 0.
-* open: normalise both strings (:func:`normalize_answer`) and score the token recall
-  ``|multiset(GT) ∩ multiset(pred)| / |GT|`` clipped to [0, 1]; exact match is logged too.
+* open, rule 2.0 (:data:`SCORER_VERSION`, the default for new runs): normalise both strings
+  (:func:`normalize_answer`), keep the first :func:`answer_cap` tokens of the response, and score the token F1
+  of the two multisets (:func:`open_f1`); exact match is logged too.
+* open, rule 1.0 (:data:`LEGACY_SCORER_VERSION`, what the committed boards were scored with): the token recall
+  ``|multiset(GT) ∩ multiset(pred)| / |GT|`` (:func:`open_recall`). Recall has no precision term, so a response
+  listing every answer a client trained on scores as if it knew each one (the answer-stuffing attack).
 * items of a published evaluation set with its own rule (GSM8K, HumanEval): that rule
   (:mod:`drake_bench.evaluation.external`).
 * free text: Rouge-L F1 with a tokenizer that keeps non-ASCII text (Fed-Aya is multilingual;
@@ -24,11 +30,19 @@ import functools
 import re
 import unicodedata
 from collections import Counter
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Literal, NamedTuple, Sequence
 
 from ..sample import AnswerType, Sample
 
-SCORER_VERSION = "1.0"
+ScorerVersion = Literal["1.0", "2.0"]
+SCORER_VERSIONS: tuple[str, ...] = ("1.0", "2.0")
+"""Every scoring rule version this drake_bench applies (they differ in the open-answer rule only)."""
+SCORER_VERSION = "2.0"
+"""The rule new runs are scored by unless they choose another (``RunConfig.scorer_version``): open answers by
+capped token F1."""
+LEGACY_SCORER_VERSION = "1.0"
+"""Open answers by token recall: what every board committed before 2.0 was scored with, and what a result file that
+records no scorer version was scored with."""
 
 _ARTICLES = frozenset({"a", "an", "the"})
 # [R] Word-by-word number mapping (as in the VQA evaluation script, extended to twenty and the tens);
@@ -59,7 +73,7 @@ def _strip_punctuation(text: str) -> str:
 def normalize_answer(text: str) -> list[str]:
     """Normalised tokens of a short answer (docs/design-notes.md#open-answer-scoring): lowercase, punctuation and articles removed, number words as digits.
 
-    Why tokens and not a string: the OPEN score is a multiset overlap of these tokens.
+    Why tokens and not a string: the OPEN score is a multiset overlap of these tokens (F1 or recall).
     Unicode-aware (NFKC, ``str.casefold``) so non-English answers keep their letters.
     """
     text = unicodedata.normalize("NFKC", text).casefold()
@@ -162,11 +176,21 @@ def answer_index(sample: Sample) -> int:
 # --------------------------------------------------------------------------- open and free text
 
 
-def open_score(prediction: str, answer: str) -> float:
-    """Token recall of the ground truth, |GT ∩ pred| / |GT| over multisets, clipped to [0, 1] (docs/design-notes.md#open-answer-scoring).
+def check_scorer_version(version: str) -> str:
+    """``version`` when it is one of :data:`SCORER_VERSIONS`, else a ValueError naming them."""
+    if version not in SCORER_VERSIONS:
+        raise ValueError(f"scorer version {version!r} is not one this drake_bench applies "
+                         f"({', '.join(SCORER_VERSIONS)})")
+    return version
+
+
+def open_recall(prediction: str, answer: str) -> float:
+    """Rule 1.0: token recall of the ground truth, |GT ∩ pred| / |GT| over multisets, clipped to [0, 1]
+    (docs/design-notes.md#open-answer-scoring).
 
     An answer that normalises to nothing (e.g. only an article) falls back to exact match of the
-    normalised strings, so the ratio is never 0/0.
+    normalised strings, so the ratio is never 0/0. Extra tokens cost nothing: a response that lists every
+    candidate answer scores 1 on each of them, which is why rule 2.0 replaced it for new runs.
     """
     gt = normalize_answer(answer)
     pred = normalize_answer(prediction)
@@ -174,6 +198,51 @@ def open_score(prediction: str, answer: str) -> float:
         return float(not pred)
     overlap = sum((Counter(gt) & Counter(pred)).values())
     return min(1.0, max(0.0, overlap / len(gt)))
+
+
+def answer_cap(n_answer_tokens: int) -> int:
+    """How many normalised tokens of a response rule 2.0 scores against an answer of ``n_answer_tokens`` tokens:
+    ``max(2 n, n + 3)`` (1 -> 4, 2 -> 5, 3 -> 6, 5 -> 10).
+
+    Why this cap: an open answer is short and its length is known to the scorer (never to the model), so the cap
+    is per item and derived from it (the task metadata records no answer lengths; drake-synth's run from one
+    token, "3", to three, "make it red"). ``n + 3`` leaves room for a short
+    lead-in around a one- or two-token answer ("it is red", "the answer is 3" normalise to 3 tokens), and ``2 n``
+    for a longer answer restated with as many words again. What lies beyond the cap can only add guesses: a
+    response is scored on its opening, so a list of every candidate answer counts only as its first few.
+    """
+    return max(2 * n_answer_tokens, n_answer_tokens + 3)
+
+
+def open_f1(prediction: str, answer: str) -> float:
+    """Rule 2.0: token F1 (SQuAD-style) of the response's first :func:`answer_cap` normalised tokens against the
+    answer's, over multisets (docs/design-notes.md#open-answer-scoring).
+
+    precision = overlap / |pred|, recall = overlap / |GT|, F1 = 2PR / (P + R), with overlap = |GT ∩ pred| and
+    ``pred`` the capped response. Precision is what recall lacks: every token beyond the answer costs, so listing
+    c candidates as long as the answer earns at most 2/(c + 1) of what the right answer alone earns, and the cap
+    keeps a long list from counting as more than its opening. An answer that normalises to nothing (e.g. only an
+    article) falls back to exact match of the normalised strings, as in rule 1.0; an empty response scores 0.
+    """
+    gt = normalize_answer(answer)
+    pred = normalize_answer(prediction)
+    if not gt:
+        return float(not pred)
+    pred = pred[: answer_cap(len(gt))]
+    overlap = sum((Counter(gt) & Counter(pred)).values())
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / len(pred), overlap / len(gt)
+    return 2 * precision * recall / (precision + recall)
+
+
+_OPEN_RULES = {"1.0": open_recall, "2.0": open_f1}
+
+
+def open_score(prediction: str, answer: str, scorer_version: str = SCORER_VERSION) -> float:
+    """The score of an open answer under ``scorer_version``'s rule: :func:`open_f1` (2.0, the default) or
+    :func:`open_recall` (1.0)."""
+    return _OPEN_RULES[check_scorer_version(scorer_version)](prediction, answer)
 
 
 def exact_match(prediction: str, answer: str) -> float:
@@ -220,10 +289,12 @@ class Scored(NamedTuple):
     parsed: int | None  # chosen option for choice items, else None
 
 
-def score_details(prediction: str, sample: Sample) -> Scored:
+def score_details(prediction: str, sample: Sample, scorer_version: str = SCORER_VERSION) -> Scored:
     """Score one response with the rule of the sample's answer type, or of the evaluation set it comes from when
     the build tagged it (``meta["scorer"]``: GSM8K's final number, HumanEval's unit tests; see
-    :mod:`drake_bench.evaluation.external`)."""
+    :mod:`drake_bench.evaluation.external`). ``scorer_version`` chooses the open-answer rule (:func:`open_score`);
+    every other rule is the same in both versions."""
+    check_scorer_version(scorer_version)
     if sample.meta.get("scorer") is not None:
         from .external import external_score
 
@@ -235,19 +306,22 @@ def score_details(prediction: str, sample: Sample) -> Scored:
         hit = float(parsed is not None and parsed == answer_index(sample))
         return Scored(hit, hit, parsed)
     if kind == AnswerType.OPEN:
-        return Scored(open_score(prediction, sample.answer), exact_match(prediction, sample.answer), None)
+        return Scored(open_score(prediction, sample.answer, scorer_version), exact_match(prediction, sample.answer),
+                      None)
     if kind == AnswerType.FREE_TEXT:
         return Scored(rouge_l_f1(prediction, sample.answer), exact_match(prediction, sample.answer), None)
     raise ValueError(f"sample {sample.id!r}: no scorer for answer type {kind!r}")  # pragma: no cover
 
 
-def score_prediction(prediction: str, sample: Sample) -> float:
+def score_prediction(prediction: str, sample: Sample, scorer_version: str = SCORER_VERSION) -> float:
     """Score in [0, 1] of one model response for one sample."""
-    return score_details(prediction, sample).score
+    return score_details(prediction, sample, scorer_version).score
 
 
-def score_batch(preds: Sequence[str], samples: Sequence[Sample]) -> list[float]:
-    """Scores of aligned responses and samples; refuses misaligned lengths rather than truncating."""
+def score_batch(preds: Sequence[str], samples: Sequence[Sample], scorer_version: str = SCORER_VERSION) -> list[float]:
+    """Scores of aligned responses and samples under ``scorer_version``; refuses misaligned lengths rather than
+    truncating."""
     if len(preds) != len(samples):
         raise ValueError(f"score_batch: {len(preds)} predictions for {len(samples)} samples")
-    return [score_prediction(p, s) for p, s in zip(preds, samples)]
+    check_scorer_version(scorer_version)
+    return [score_prediction(p, s, scorer_version) for p, s in zip(preds, samples)]

@@ -28,7 +28,7 @@ from ..spec import BenchmarkSpec
 from ..stream import FederatedData, _check_schedule, _client_id, load_federated_data
 from .cells import cell_records, evaluation_limits, plan_cells
 from .metrics import ScoreRecord, seed_summary
-from .scoring import SCORER_VERSION, score_batch
+from .scoring import SCORER_VERSION, check_scorer_version, score_batch
 
 __all__ = ["ClientEvaluation", "ClientEvaluationSettings", "PredictFn", "evaluate_client"]
 
@@ -57,7 +57,8 @@ class ClientEvaluationSettings(_Frozen):
     self_subsample: int | None = Field(description="Self items per task (a seeded subsample); None: the full split.")
     others_subsample: int | None = Field(description="Others items per task (a seeded subsample); None: the full "
                                                      "split; 0: Others not scored.")
-    scorer_version: str = Field(description="drake_bench.evaluation.scoring.SCORER_VERSION of the rules applied.")
+    scorer_version: str = Field(description="Version of the scoring rules applied (a result file's "
+                                            "evaluation.scorer_version; drake_bench/evaluation/scoring.py).")
 
 
 class ClientEvaluation(_Frozen):
@@ -97,6 +98,7 @@ def evaluate_client(
     data_dir: str | Path | None = None,
     revision: str | None = None,
     repo_id: str | None = None,
+    scorer_version: str = SCORER_VERSION,
 ) -> ClientEvaluation:
     """Score ``client``'s model after round ``round_idx`` on Self and Others, exactly as the evaluator does.
 
@@ -119,6 +121,9 @@ def evaluate_client(
             them); ``None``: the manifest's ``fl.self_subsample`` / ``fl.others_subsample``, as in a run that does not
             set them (pass the run config's values to match a run that did).
         data_dir, revision, repo_id: where the built data is, as for :func:`load_client_stream`.
+        scorer_version: the scoring rules' version (``RunConfig.scorer_version``; they differ in open answers only):
+            ``"2.0"``, the default of new runs, or ``"1.0"`` to compare with a result file scored by it (its
+            ``evaluation.scorer_version``, e.g. a committed board's).
 
     Returns:
         a :class:`ClientEvaluation`: ``self_score``, ``others_score``, the cells (``ScoreRecord`` rows equal to a
@@ -135,6 +140,10 @@ def evaluate_client(
     for name, value, low in (("self_subsample", self_subsample, 1), ("others_subsample", others_subsample, 0)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low):
             raise ScenarioError(f"{name} must be an int >= {low} or None (the manifest's), got {value!r}")
+    try:
+        check_scorer_version(scorer_version)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
     if not callable(predict_fn):
         raise TypeError(f"predict_fn must be callable (queries -> list of answers), got {type(predict_fn).__name__}")
     self_limit, others_limit = evaluation_limits(spec, self_subsample, others_subsample if others else 0)
@@ -167,14 +176,14 @@ def evaluate_client(
                             f"{shown} (client {client}, {cell.role} task {cell.task!r} of client {cell.owner})")
         preds.extend(got)
     eval_round = round_idx + 1
-    records = cell_records(cells, score_batch(preds, [s for cell in cells for s in cell.samples]),
+    records = cell_records(cells, score_batch(preds, [s for cell in cells for s in cell.samples], scorer_version),
                            seed=fed.seed, eval_round=eval_round)
     per_client = {c.client: c for c in seed_summary(fed.seed, records).per_client}.get(client)
     settings = ClientEvaluationSettings(
         benchmark=fed.spec.name, manifest_hash=fed.spec.content_hash or "", data_hash=fed.store.info.get("data_hash"),
         scenario=fed.scenario.tag(), seed=fed.seed, rounds=fed.config.rounds, local_steps=fed.config.local_steps,
         round_idx=round_idx, eval_round=eval_round, self_subsample=self_limit, others_subsample=others_limit,
-        scorer_version=SCORER_VERSION)
+        scorer_version=scorer_version)
     return ClientEvaluation(client=client, self_score=per_client.self_last if per_client else None,
                             others_score=per_client.others_last if per_client else None, cells=records,
                             settings=settings)

@@ -18,7 +18,7 @@ import re
 from functools import cached_property
 from importlib import resources
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -109,6 +109,13 @@ class BoardDefinition(StrictModel):
         description="The floating-point setting every entry runs under (RunConfig.numerics): 'portable' so that any "
                     "x86-64 host rebuilds the board's digits; a file made before the setting existed counts as "
                     "'native'.")
+    scorer_version: Literal["1.0", "2.0"] = Field(
+        default="1.0",
+        description="The scoring rules every entry is scored by (RunConfig.scorer_version; a result's "
+                    "evaluation.scorer_version, none recorded: '1.0'). '1.0' (open answers by token recall) for the "
+                    "boards built before rule 2.0 (token F1 of a length-capped response) existed, so that their "
+                    "entries validate, rebuild and verify under the rules that scored them; a rebuild on 2.0 sets "
+                    "it.")
     weights: dict[str, str] = Field(default_factory=dict,
                                     description="Zoo model -> weights_sha256 every result must record; {}: model-free.")
     zoo_recipe: int | None = Field(default=None, description="The pretraining recipe of the pinned weights.")
@@ -151,13 +158,28 @@ class BoardDefinition(StrictModel):
         return self
 
     # -- resolved against the installed benchmark -------------------------------------------------
-    @cached_property
-    def spec(self) -> Any:
-        """The benchmark manifest this board names (its pinned version must be the installed one)."""
+    @property
+    def pinned_benchmark(self) -> str:
+        """The name that loads the board's own benchmark version: ``drake-synth@1.8.0`` for a board on an archived
+        version (what its runs must be given, since a bare name loads the newest one), the bare name on the newest."""
+        if Path(self.benchmark).suffix == ".json" or "@" in self.benchmark:
+            return self.benchmark
         from ..manifest import load_benchmark
 
         try:
-            spec = load_benchmark(self.benchmark)
+            newest = load_benchmark(self.benchmark).version
+        except DrakeBenchError as exc:
+            raise BoardError(f"board {self.name}: {exc}") from None
+        return self.benchmark if newest == self.benchmark_version else f"{self.benchmark}@{self.benchmark_version}"
+
+    @cached_property
+    def spec(self) -> Any:
+        """The benchmark manifest this board names, at the board's version (an archived one loads by its pinned
+        name, so a board keeps ranking the data it was built on after a new version ships)."""
+        from ..manifest import load_benchmark
+
+        try:
+            spec = load_benchmark(self.pinned_benchmark)
         except DrakeBenchError as exc:
             raise BoardError(f"board {self.name}: {exc}") from None
         if spec.version != self.benchmark_version:
@@ -169,7 +191,7 @@ class BoardDefinition(StrictModel):
     @property
     def benchmark_name(self) -> str:
         """The benchmark's own name (a manifest path resolves to the name inside it)."""
-        return self.spec.name if Path(self.benchmark).suffix == ".json" else self.benchmark
+        return self.spec.name if Path(self.benchmark).suffix == ".json" else self.benchmark.partition("@")[0]
 
     @property
     def scenario_tag(self) -> str:

@@ -2,8 +2,8 @@
 
 The plan lists every entry of the board with its state, read from disk: ``done`` (a complete result file with the
 board's seeds), ``resume`` (checkpoints or a partial result: the evaluator's own resume continues it), ``missing``,
-``stale`` (a result file the board cannot use as it is: made under other numerics, or priced by an older compute
-probe, which ``drake-bench leaderboard reprobe`` carries over where the steps stay the same).
+``stale`` (a result file the board cannot use as it is: made under other numerics or scoring rules, or priced by an
+older compute probe, which ``drake-bench leaderboard reprobe`` carries over where the steps stay the same).
 Building runs the entries that are not done, grouped as ``drake-bench run`` commands (one per results folder), each
 printed before it runs so any of them can be run by hand; the evaluator's checkpoints make a killed build resume
 where it stopped. Nothing here computes a number: the evaluator writes the result files, :mod:`.render` reads them.
@@ -93,6 +93,10 @@ def plan(board: BoardDefinition, root: str | Path = DEFAULT_ROOT) -> list[Planne
             if numerics != board.numerics:  # no resume across numerics: the evaluator refuses to mix them
                 state, why = "stale", (f"made under numerics {numerics!r}, the board's is {board.numerics!r}: "
                                        "move the file (and its checkpoints) away to rebuild it")
+            elif res.evaluation.scorer_version != board.scorer_version:  # nor across scoring rules (the fingerprint)
+                state, why = "stale", (f"scored by rules {res.evaluation.scorer_version!r}, the board's are "
+                                       f"{board.scorer_version!r}: move the file (and its checkpoints) away to "
+                                       "rebuild it")
             elif needs_reprobe(board, res):
                 state, why = "stale", ("priced by compute probe version "
                                        f"{recorded_probe_version(res.fl.extra.get('compute'))}, the evaluator's is "
@@ -119,7 +123,7 @@ def board_command(board: BoardDefinition, entries: Sequence[BoardEntry], out: st
     runs that configuration, ``build --dry-run --methods X`` prints it for any method (a plugin not on the board
     too), and the web page shows it as a row's Reproduce command. A second assembly drifts: the page's own once
     dropped ``--compute-matched`` and so described a run the board refuses."""
-    cmd = ["drake-bench", "run", "--benchmark", board.benchmark, "--scenario", board.scenario]
+    cmd = ["drake-bench", "run", "--benchmark", board.pinned_benchmark, "--scenario", board.scenario]
     if board.allocation:
         cmd += ["--allocation", board.allocation]
     cmd += ["--seeds", ",".join(map(str, board.seeds)), "--rounds", str(board.rounds), "--local-steps",
@@ -132,7 +136,7 @@ def board_command(board: BoardDefinition, entries: Sequence[BoardEntry], out: st
         cmd += ["--no-fast-adaptation"]
     if board.compute_matched:
         cmd += ["--compute-matched"]
-    cmd += ["--numerics", board.numerics]
+    cmd += ["--numerics", board.numerics, "--scorer-version", board.scorer_version]
     if board.data_dir:
         cmd += ["--data-dir", board.data_dir]
     cmd += ["--methods", ",".join(e.method for e in entries)]
@@ -166,17 +170,23 @@ def reproduce_command(board: BoardDefinition, entry: BoardEntry, root: str | Pat
 
 def run_configs(board: BoardDefinition, entries: list[PlannedEntry]) -> list[Any]:
     """The RunConfigs the commands stand for (what ``drake-bench run`` would build from them)."""
+    return [board_run_config(board, p.entry.method, p.entry.settings, p.out) for p in entries]
+
+
+def board_run_config(board: BoardDefinition, method: str, settings: dict[str, Any], out: str | Path) -> Any:
+    """The RunConfig of ``method`` with ``settings`` under ``board``'s run settings, writing under ``out`` (what
+    ``build`` runs for an entry, and what ``drake-bench tune --board`` scores on validation)."""
     from ..run_config import RunConfig
 
-    return [RunConfig(
-        benchmark=board.benchmark, scenario=board.scenario, method=p.entry.method, seeds=list(board.seeds),
-        allocation=board.allocation, out=str(p.out), rounds=board.rounds, local_steps=board.local_steps,
+    return RunConfig(
+        benchmark=board.pinned_benchmark, scenario=board.scenario, method=method, seeds=list(board.seeds),
+        allocation=board.allocation, out=str(out), rounds=board.rounds, local_steps=board.local_steps,
         eval_every_rounds=board.eval_every_rounds, others_subsample=board.others_subsample,
         compute_matched=board.compute_matched, fast_adaptation=board.fast_adaptation,
         fast_adaptation_tasks=board.adaptation_task_list if board.fast_adaptation else None,
-        resume=True, data_dir=board.data_dir, method_config=dict(p.entry.settings), isolation="process",
-        numerics=board.numerics,
-    ) for p in entries]
+        resume=True, data_dir=board.data_dir, method_config=dict(settings), isolation="process",
+        numerics=board.numerics, scorer_version=board.scorer_version,
+    )
 
 
 def off_board(board: BoardDefinition, methods: Sequence[str]) -> list[str]:

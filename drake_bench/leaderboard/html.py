@@ -377,7 +377,8 @@ def _detail(row: Row, tags: dict[str, str]) -> str:
     computed = (f"numerics {numerics}; kernels {env.cpu_capability or 'not recorded'}"
                 f"{f' on {env.cpu_model}' if env.cpu_model else ''}; torch {env.torch}, transformers {env.transformers}, "
                 f"peft {env.peft}; {env.device}; {describe(res.drake_bench_version, env.drake_bench_source)}"
-                f"{f'; method from {res.method.package}' if res.method.package else ''}")
+                f"{f'; method from {res.method.package}' if res.method.package else ''}"
+                f"; scoring rules {res.evaluation.scorer_version}")
     return (f"<div class='drill'><h4>{html.escape(row.label)}</h4>"
             f"<p>Reproduce: <code class='cmd'>{html.escape(row.command)}</code></p>"
             f"<p class='computed'>Computed with: {html.escape(computed)}</p>"

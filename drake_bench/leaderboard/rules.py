@@ -40,6 +40,8 @@ RULES: dict[str, str] = {
                        "steps it matched to SFT's training FLOPs at the board's steps",
     "numerics": "the run's floating-point setting (run_config.numerics; none recorded: 'native') is the board's, so "
                 "every row rebuilds to its digits on one kind of host",
+    "scorer": "the answers were scored by the board's scoring rules (evaluation.scorer_version; none recorded: "
+              "'1.0'), so every row is on one scale: open answers by token F1 (2.0) and by token recall (1.0) differ",
     "benchmark": "benchmark name, version, manifest hash and data hash are the board's, or the content hash is where "
                  "other pyarrow / Pillow versions wrote the files (and the same data in every file)",
     "scenario": "scenario and model allocation are the board's",
@@ -50,6 +52,8 @@ RULES: dict[str, str] = {
     "sandbox": "on a board that requires it, the method's worker ran confined (fl.extra.sandbox 'namespaces'): it "
                "could read no benchmark file, checkpoint or result",
     "test-split": "the evaluator recorded, per seed, that the method was handed no test item with its answer",
+    "selection": "the run was scored on the test split (run_config.scored_split; a tuning run scores validation), "
+                 "and its hyperparameters were not selected on test items (run_config.selection.split)",
     "budget": "mean bytes (uplink + downlink) per client and round, as measured, within the board's budget",
     "submission": "a submission folder names its board, method, version, package, source URL or wheel hash and "
                   "command, and its files are the ones it lists (sha256)",
@@ -214,6 +218,12 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
             refuse("numerics", f"run_config.numerics {numerics!r}, the board's is {board.numerics!r}: the digits of "
                                "one board must rebuild on one kind of host (drake_bench/numerics.py)")
 
+    scorer = res.evaluation.scorer_version  # a file that records none reads as 1.0 (results.EvaluationSettings)
+    if scorer != board.scorer_version:
+        refuse("scorer", f"scored by rules {scorer!r} (evaluation.scorer_version), the board's are "
+                         f"{board.scorer_version!r}: open answers score differently under them "
+                         f"(drake_bench/evaluation/scoring.py); rerun with --scorer-version {board.scorer_version}")
+
     b = res.benchmark
     if b.name != board.benchmark_name or b.version != board.benchmark_version:
         refuse("benchmark", f"benchmark {b.name} {b.version}, the board's is {board.benchmark_name} {board.benchmark_version}")
@@ -252,6 +262,14 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
         refuse("sandbox", f"fl.extra.sandbox {fl.extra.get(SANDBOX_KEY)!r}: the board takes only runs whose method "
                           f"worker could not read the benchmark's files ({SANDBOX!r}; a kernel without unprivileged "
                           "namespaces records 'none')")
+
+    if rc.get("scored_split", "test") != "test":
+        refuse("selection", f"run_config.scored_split {rc.get('scored_split')!r}: a tuning run, scored on the "
+                            "validation split; boards rank test scores (rerun with the selected values)")
+    selection = rc.get("selection")
+    if isinstance(selection, dict) and selection.get("split") != "validation":
+        refuse("selection", f"run_config.selection.split {selection.get('split')!r}: the hyperparameters were "
+                            "selected on test items; select them on the validation split (drake-bench tune)")
 
     access = fl.extra.get(DATA_ACCESS_KEY)
     if not isinstance(access, dict):

@@ -55,14 +55,20 @@ class Verification(StrictModel):
 
 
 def rerun_config(result: RunResult, out: str | Path) -> Any:
-    """The :class:`~drake_bench.run_config.RunConfig` the file records, writing into ``out``."""
+    """The :class:`~drake_bench.run_config.RunConfig` the file records, writing into ``out``, scored by the rules the
+    file was scored by (``evaluation.scorer_version``: a run config recorded before the setting existed names none,
+    and RunConfig's default is a later rule than the one such a file was scored with)."""
     from ..run_config import RunConfig
 
     recorded = result.fl.extra.get("run_config")
     if not isinstance(recorded, dict):
         raise DrakeBenchError("the file records no run configuration (fl.extra.run_config): it cannot be rerun")
+    benchmark = recorded.get("benchmark", result.benchmark.name)
+    if Path(str(benchmark)).suffix != ".json" and "@" not in str(benchmark):  # a bare name loads the newest version
+        benchmark = f"{result.benchmark.name}@{result.benchmark.version}"
     try:
-        return RunConfig.model_validate({**recorded, "out": str(out)})
+        return RunConfig.model_validate({**recorded, "benchmark": benchmark,
+                                         "scorer_version": result.evaluation.scorer_version, "out": str(out)})
     except ValueError as exc:
         raise DrakeBenchError(f"its recorded run configuration is not one this drake_bench ({__version__}) runs: "
                               f"{str(exc).splitlines()[0]}") from None

@@ -89,7 +89,8 @@ def task_card(benchmark: str | BenchmarkSpec, task_id: str) -> str:
         f"- placement: {where}",
         f"- images per item: {t.images} {t.num_images[0]}-{t.num_images[1]}",
         f"- answer type: {t.answer_type.value} (metric: {t.metric})",
-        f"- sizes at scale 1: train {t.sizes.train}, test {t.sizes.test}",
+        f"- sizes at scale 1: train {t.sizes.train}, "
+        + (f"validation {t.sizes.validation}, " if t.sizes.validation else "") + f"test {t.sizes.test}",
         f"- source: loader `{t.source.loader}`, generator `{t.source.variant}`, rule `{json.dumps(t.source.rule, sort_keys=True)}`",
         f"- provenance: {', '.join(f'{k} [{v}]' for k, v in sorted(t.provenance.items())) or 'n/a'}",
     ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..sample import AnswerType
 from ..spec import (
     AsyncDefaults, BenchmarkSpec, Choice, ClientSpec, DirichletDefaults, FLConfig, ModelAllocation,
-    ScenarioDefaults, SourceSpec, StorageRule, TaskSizes, TaskSpec,
+    ScenarioDefaults, SourceSpec, StorageRule, SubsamplingRule, TaskSizes, TaskSpec,
 )
 from .loader import DOMAIN_VERSION
 from .registry import get_generator
@@ -19,17 +19,18 @@ DEFAULT_POOL = 250
 LARGE_POOL = 500
 """One task per image benchmark gets a double pool: at scale >= 22 it crosses the 11k threshold (10k/1k branch)."""
 SEED = 0
-VERSION = "1.4.0"
-"""hflb-synth's version. 1.4.0 stores the same content as 1.3.0 in a third of the bytes (``SYNTH_STORAGE``); 1.3.0
-is archived in splits/archive/."""
-FEDLLM_VERSION = "1.5.0"
-"""fedllm-synth 1.5.0: the same tasks and items as 1.4.0, plus a Dirichlet scenario over all 104 tasks with the
+VERSION = "1.5.0"
+"""hflb-synth's version. 1.5.0: a validation split (``SYNTH_SUBSAMPLING``), the same test items. 1.4.0 stores the same content as 1.3.0 in a third of the bytes (``SYNTH_STORAGE``); 1.3.0
+and 1.4.0 are archived in splits/archive/."""
+FEDLLM_VERSION = "1.6.0"
+"""fedllm-synth 1.6.0: a validation split (``SYNTH_SUBSAMPLING``), the same test items. 1.5.0: the same tasks and items as 1.4.0, plus a Dirichlet scenario over all 104 tasks with the
 alphas FedRPCA's paper sweeps (choice ``fedllm-synth.dirichlet``), so the many-client label-skew regime that
-aggregation methods are published on runs on the text benchmark too. 1.4.0 and 1.3.0 are archived in
+aggregation methods are published on runs on the text benchmark too. 1.5.0, 1.4.0 and 1.3.0 are archived in
 splits/archive/."""
 FEDLLM_DIRICHLET_ALPHAS = [1.0, 0.3, 0.1]
-DRAKE_VERSION = "1.8.0"
-"""drake-synth 1.8.0: the reasoning group's state tasks ask about presence instead of comparing states across images,
+DRAKE_VERSION = "1.9.0"
+"""drake-synth 1.9.0: a validation split, 10% of each task's training draw (``SYNTH_SUBSAMPLING``): 180 training
+items per task instead of 200, the same 50 test items (their shards are byte for byte 1.8.0's). 1.8.0: the reasoning group's state tasks ask about presence instead of comparing states across images,
 and rsn-common-state replaces rsn-common-shape on client 9 (generator version 8). 1.7.0: each of the visual-relation
 and multimodal-reasoning groups has a visual skill its clients share and no other group teaches (choice
 ``drake-synth.group-skills``; generator version 7), as image quality is VQA's: defect inspection (rel-defect-2 and
@@ -40,6 +41,10 @@ clients' tasks render in their group's own visual domain (``GROUP_DOMAIN``; gene
 group's text speaks one figurative lexicon (generator version 4 of rsn-find-image, rsn-common-color,
 rsn-common-shape). The older versions are archived in splits/archive/."""
 SYNTH_STORAGE = StorageRule(images="webp-lossless", parquet_compression="zstd")
+SYNTH_SUBSAMPLING = SubsamplingRule(validation_ratio=0.1)
+"""The 8:2 rule of every version, and a tenth of each training draw held out for selecting hyperparameters (20 items of
+a 250-item pool's 200): the tuning split the boards' "never select on test" needs, carved from training so the test
+items stay those of the versions before it."""
 LICENSE = "Apache-2.0"
 METRIC = {
     AnswerType.MULTIPLE_CHOICE: "accuracy",
@@ -129,6 +134,7 @@ def _task(dataset: str, gen_name: str, group: str, split: str, counterpart: str,
     tid = task_id or gen_name
     n = pool or (LARGE_POOL if tid in LARGE_TASKS else DEFAULT_POOL)
     n_train = int(round(n * 0.8))
+    n_val = max(1, int(round(n_train * SYNTH_SUBSAMPLING.validation_ratio)))  # drake_bench.build.validation_size
     domain = (extra_rule or {}).get("visual_domain")
     version = max(gen.version, DOMAIN_VERSION) if domain else gen.version
     description = gen.description + (f" Rendered as {DOMAIN_WORDS[domain]}." if domain else "")
@@ -147,7 +153,7 @@ def _task(dataset: str, gen_name: str, group: str, split: str, counterpart: str,
         num_images=gen.num_images,
         answer_type=gen.answer_type,
         metric=METRIC[gen.answer_type],  # type: ignore[arg-type]
-        sizes=TaskSizes(train=n_train, test=n - n_train),
+        sizes=TaskSizes(train=n_train - n_val, validation=n_val, test=n - n_train),
         description=description,
         provenance={"answer_type": "R", "images": "R", "sizes": "R"},
     )
@@ -170,7 +176,8 @@ STORAGE_CHOICE = Choice(
            "checks the decoded content against the older versions)")
 
 SYNTH_CHOICES = [
-    Choice(key="synth.sizes", tag="R", decision=f"pool {DEFAULT_POOL} items per task (200 train / 50 test by the 8:2 rule); "
+    Choice(key="synth.sizes", tag="R", decision=f"pool {DEFAULT_POOL} items per task (180 train / 20 validation / 50 "
+           "test: the 8:2 rule, a tenth of training held out); "
            f"{sorted(LARGE_TASKS)} have {LARGE_POOL}; scale with DRAKE_BENCH_SYNTH_SCALE or build_synth(scale=)",
            reason="whole suite builds in seconds on 2 CPU cores; scale >= 22 exercises the 10k/1k branch"),
     Choice(key="synth.fl", tag="R", decision="8 rounds x 25 local steps, batch 4, eval every 2 rounds, seeded test "
@@ -185,6 +192,11 @@ SYNTH_CHOICES = [
     Choice(key="synth.images", tag="R", decision="64x64 RGB Pillow renderings, bold colours, at most 5 images per item",
            reason="legible to a tiny CLIP tower at 48 px"),
     STORAGE_CHOICE,
+    Choice(key="synth.validation", tag="R", decision="10% of each task's training draw is its validation split (20 of "
+           "200 items; the test split is unchanged); drake-synth <= 1.8.0, hflb-synth <= 1.4.0 and fedllm-synth <= "
+           "1.5.0 have none",
+           reason="hyperparameters must be selected on items that are neither trained on nor tested: a tenth keeps "
+                  "training at 180 items per task, about the one pass over a task the main job's schedule makes"),
 ]
 
 
@@ -238,6 +250,7 @@ def drake_synth_spec() -> BenchmarkSpec:
         },
         default_allocation="hetero",
         storage=SYNTH_STORAGE,
+        subsampling=SYNTH_SUBSAMPLING,
         choices=SYNTH_CHOICES + [
             Choice(key="drake-synth.tasks", tag="R", decision="each DRAKE task is mirrored by a synthetic task of the "
                    "same image count, answer type and skill family (task names say which)",
@@ -335,6 +348,7 @@ def hflb_synth_spec() -> BenchmarkSpec:
         },
         default_allocation="hetero",
         storage=SYNTH_STORAGE,
+        subsampling=SYNTH_SUBSAMPLING,
         choices=SYNTH_CHOICES + [
             Choice(key="hflb-synth.tasks", tag="R", decision="each HFLB client is mirrored by an answer format and visual "
                    "domain, each of its 4 tasks by a question type (FedMosaic paper Table 13 names)"),
@@ -402,6 +416,7 @@ def fedllm_synth_spec() -> BenchmarkSpec:
         },
         default_allocation="hetero",
         storage=SYNTH_STORAGE,
+        subsampling=SYNTH_SUBSAMPLING,
         choices=SYNTH_CHOICES[:3] + [STORAGE_CHOICE] + [
             Choice(key="fedllm-synth.clients", tag="R", decision="clients 1-18 flan, 19-42 aya (4 per language, "
                    "zorvian, kelanese, mirathi, tuvalic, oshkan, brellic), 43-52 chatbot; 2 distinct task types each",
