@@ -71,6 +71,7 @@ class Variant:
     letter: bool = False  # the option letter is the training target and the scored text
     rank: int | None = None
     max_grad_norm: float | None = None  # clip the adapter's gradient norm (the reference does not clip)
+    item_mean: bool = False  # loss: mean over items of each item's mean token loss (the engine: mean over all tokens)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -80,6 +81,9 @@ VARIANTS: dict[str, Variant] = {
     "lr 3e-4": Variant(learning_rate=3e-4),
     "clip 1.0": Variant(max_grad_norm=1.0),
     "lr 3e-2": Variant(learning_rate=3e-2),
+    "mixed, item-mean loss": Variant(mixed=True, item_mean=True),
+    "mixed, item-mean + clip": Variant(mixed=True, item_mean=True, max_grad_norm=1.0),
+    "mixed + clip": Variant(mixed=True, max_grad_norm=1.0),
     "+ lm_head": Variant(modules_to_save=("lm_head",)),
     "lm_head only": Variant(modules_to_save=("lm_head",), lora=False),
     "+ projector": Variant(modules_to_save=("multi_modal_projector",)),
@@ -270,8 +274,11 @@ def finetune_job(model_name: str, task_id: str, name: str, steps: tuple[int, ...
         engine.target = lambda s: " " + prompting.answer_letter(s) if prompting.is_choice(s) else original_target(s)
     points, losses, t0 = [], [], time.time()
     for step in range(1, max(steps) + 1):
-        losses.append(train_step(model, proc, stream[(step - 1) * batch: step * batch], opt,
-                                 max_grad_norm=variant.max_grad_norm))
+        chunk = stream[(step - 1) * batch: step * batch]
+        if variant.item_mean:
+            losses.append(_item_mean_step(model, proc, chunk, opt, variant.max_grad_norm))
+        else:
+            losses.append(train_step(model, proc, chunk, opt, max_grad_norm=variant.max_grad_norm))
         if step in steps:
             points.append({"steps": step, "held_out": _accuracy(model, proc, held, variant.letter),
                            "training_items": _accuracy(model, proc, seen, variant.letter),
@@ -280,6 +287,26 @@ def finetune_job(model_name: str, task_id: str, name: str, steps: tuple[int, ...
             asdict(variant), "learning_rate": lr, "batch": batch, "seed": seed,
             "trainable": sum(p.numel() for p in params), "loss_first": statistics.fmean(losses[:max(1, len(losses) // 10)]),
             "points": points, "seconds": round(time.time() - t0, 1)}
+
+
+def _item_mean_step(model, proc, batch: list, opt, max_grad_norm: float | None) -> float:
+    """One step whose loss weighs every item alike (the mean of each item's mean token loss), where the engine's
+    :func:`~drake_bench.models.engine.loss_on` weighs every answer token alike, so that an item with a two-token
+    answer (" yes" + eos) counts as much as one with ten."""
+    import torch
+
+    from drake_bench.models.engine import answer_logits
+
+    model.train()
+    logits, targets, counts = answer_logits(model, proc, batch, packed=True)
+    nll = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+    loss = torch.stack([part.mean() for part in torch.split(nll, counts)]).mean()
+    loss.backward()
+    if max_grad_norm is not None:
+        torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], max_grad_norm)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return float(loss.detach())
 
 
 # --------------------------------------------------------------------------- answer vocabulary
