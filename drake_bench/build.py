@@ -143,19 +143,33 @@ def _task_done(root: Path, task_id: str, recipe: str | None = None) -> bool:
     mark = root / "data" / task_id / DONE_MARK
     if not (mark.is_file() and all(shard_path(root, task_id, s).is_file() for s in ("train", "test"))):
         return False
-    try:
-        wants_validation = bool(json.loads(mark.read_text()).get("validation"))
-    except (ValueError, AttributeError):
+    done = read_task_mark(mark)
+    if done is None:
         return False
-    if wants_validation and not shard_path(root, task_id, "validation").is_file():
+    if done.get("validation") and not shard_path(root, task_id, "validation").is_file():
         return False
     if recipe is None:
         return True
-    try:
-        stored = json.loads(mark.read_text()).get("recipe")
-    except (ValueError, AttributeError):
-        return False
+    stored = done.get("recipe")
     return stored is None or stored == recipe
+
+
+TASK_MARK_MAX_BYTES = 1 << 20
+"""The most bytes of a task's done mark (1 MiB; one holds a few split sizes and a recipe hash, under 200 bytes)."""
+
+
+def read_task_mark(mark: Path) -> dict[str, Any] | None:
+    """The record in a task's done mark, or None where it holds none (missing, not UTF-8 or JSON, nested or sized past
+    a mark, not a JSON object): the data folder may be shared or copied, and a task without a readable mark is simply
+    built again."""
+    from .errors import JSONFileError
+    from .json_files import read_json
+
+    try:
+        done = read_json(mark, what="task done mark", max_bytes=TASK_MARK_MAX_BYTES)
+    except JSONFileError:
+        return None
+    return done if isinstance(done, dict) else None
 
 
 def _clear_task(root: Path, task_id: str) -> None:

@@ -40,10 +40,11 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from .protocol import ClientContext, FederationContext
@@ -308,27 +309,27 @@ def probe_compute(ev: ProbeHost, fed: FederatedData, seed: int, method_config_du
     key = _key({**shared, "method": cfg.method, "config": method_config_dump, "rounds": rounds,
                 "counts": clients_per_model})
     cache = cache_dir / "compute-probe.json" if cache_dir is not None else None
-    stored = _read(cache, key)
+    stored = _read(cache, key, ComputeProbe)
     if stored is not None:
-        return ComputeProbe(**stored)
+        return stored
     # the reference loads its models as the method does (FLOPs depend on the architecture, not the weights)
     ref_config = {k: method_config_dump[k] for k in ("model_loader",) if k in method_config_dump}
     m = _probe_one(ev, cfg.method, cfg.method_config, fed, seed, steps, probe_clients, rounds)
     ref_key = _key({**shared, "method": REFERENCE_METHOD, "config": ref_config, "two_rounds": rounds >= 2})
     ref_cache = (cache_dir.parent / "compute-reference" / f"{hashlib.sha256(ref_key.encode()).hexdigest()[:16]}.json"
                  if cache_dir is not None else None)
-    ref = _read(ref_cache, ref_key)
+    ref = _read(ref_cache, ref_key, _ReferenceProbe)
     if ref is None:
         r = _probe_one(ev, REFERENCE_METHOD, ref_config, fed, seed, steps, probe_clients, rounds)
-        ref = {"setup_flops": r.setup, "first_round_flops": r.first, "round_flops": r.later,
-               "post_federation_flops": r.post}
-        _write(ref_cache, ref_key, ref)
+        ref = _ReferenceProbe(setup_flops=r.setup, first_round_flops=r.first, round_flops=r.later,
+                              post_federation_flops=r.post)
+        _write(ref_cache, ref_key, ref.model_dump())
     probe = ComputeProbe(method=cfg.method, local_steps=steps, rounds=rounds, clients_per_model=clients_per_model,
                          probe_clients=probe_clients, setup_flops=m.setup, first_round_flops=m.first,
                          round_flops=m.later, post_federation_flops=m.post,
-                         reference_setup_flops=ref["setup_flops"], reference_first_round_flops=ref["first_round_flops"],
-                         reference_round_flops=ref["round_flops"],
-                         reference_post_federation_flops=ref["post_federation_flops"],
+                         reference_setup_flops=ref.setup_flops, reference_first_round_flops=ref.first_round_flops,
+                         reference_round_flops=ref.round_flops,
+                         reference_post_federation_flops=ref.post_federation_flops,
                          declared_relative_compute=declared)
     _write(cache, key, probe.model_dump(mode="json"))
     return probe
@@ -338,15 +339,53 @@ def _key(doc: dict[str, Any]) -> str:
     return json.dumps(doc, sort_keys=True, default=str)
 
 
-def _read(path: Path | None, key: str) -> dict[str, Any] | None:
-    """The cached value at ``path`` if it was stored under ``key`` (an unreadable file is measured again)."""
+PROBE_CACHE_MAX_BYTES = 16 * 2**20
+"""The most bytes of a cached probe (``compute-probe.json``, ``compute-reference/*.json``). One holds its key (the
+run's settings, every client's model among them) and a few FLOP counts per model: a few KB for the shipped boards;
+16 MiB leaves room for an allocation of a hundred thousand clients, and a larger file is no probe of ours."""
+
+
+class _ReferenceProbe(BaseModel):
+    """The reference's half of a probe, as cached in ``compute-reference/``."""
+
+    setup_flops: int
+    first_round_flops: dict[str, int] | None
+    round_flops: dict[str, int]
+    post_federation_flops: dict[str, int]
+
+
+_Cached = TypeVar("_Cached", ComputeProbe, _ReferenceProbe)
+
+
+def _read(path: Path | None, key: str, kind: type[_Cached]) -> _Cached | None:
+    """The ``kind`` cached at ``path`` if it was stored under ``key``, else None: the probe is measured (again) and
+    the file replaced. The file lies in a run's output folder, which may have been copied from elsewhere or edited:
+    one that does not read as a probe record (not JSON, larger or deeper than one, not the probe its key says) is no
+    cache, and a warning says so (a measurement costs minutes on a real board)."""
+    from .errors import JSONFileError
+    from .json_files import read_json
+
     if path is None or not path.is_file():
         return None
-    try:
-        stored = json.loads(path.read_text())
-    except ValueError:
+    try:  # drake_bench wrote it with json.dumps, which writes NaN for a NaN it was given: NaN reads back
+        stored = read_json(path, what="compute probe cache", max_bytes=PROBE_CACHE_MAX_BYTES, allow_nan=True)
+    except JSONFileError as exc:
+        warnings.warn(f"{exc}; not a cached compute probe, so the probe is measured again", RuntimeWarning,
+                      stacklevel=3)
         return None
-    return stored.get("probe") if stored.get("key") == key else None
+    if not isinstance(stored, dict):
+        warnings.warn(f"{path} is not a cached compute probe (a JSON object); the probe is measured again",
+                      RuntimeWarning, stacklevel=3)
+        return None
+    if stored.get("key") != key:
+        return None  # another run's settings: measured for this one
+    try:
+        return kind.model_validate(stored.get("probe"))
+    except ValidationError as exc:
+        warnings.warn(f"{path} is not a cached compute probe ({exc.error_count()} field(s) wrong, first: "
+                      f"{'.'.join(map(str, exc.errors()[0]['loc'])) or 'the probe'}: {exc.errors()[0]['msg']}); "
+                      "the probe is measured again", RuntimeWarning, stacklevel=3)
+        return None
 
 
 def _write(path: Path | None, key: str, value: dict[str, Any]) -> None:

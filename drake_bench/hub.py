@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import shutil
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -464,15 +465,67 @@ def _rebuild_index_task(
 
 
 def _previous_fetch(out: Path, commit: str) -> dict[str, Any]:
-    """What an earlier fetch of the same commit into ``out`` holds (files still on disk), so fetches accumulate."""
-    try:
-        prev = json.loads((out / BUILD_INFO).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+    """What an earlier fetch of the same commit into ``out`` holds (files still on disk), so fetches accumulate.
+
+    ``out`` may be any folder (``--out``), and its record anything: one that does not read as a fetch's record (not
+    UTF-8 or JSON, nested or sized past a build record, file paths out of the folder) is no earlier fetch. Only the
+    tasks fetched now are then recorded (the others are fetched again when asked for), and a warning says so."""
+    from .errors import JSONFileError
+    from .json_files import MANIFEST_MAX_BYTES, read_json
+
+    path = out / BUILD_INFO
+
+    def none(why: str) -> dict[str, Any]:
+        warnings.warn(f"{why}; not the record of an earlier fetch, so it is replaced by one of the tasks fetched now",
+                      RuntimeWarning, stacklevel=3)
         return {}
+
+    try:  # the limit every build record is read with
+        prev = read_json(path, what="record of an earlier fetch", max_bytes=MANIFEST_MAX_BYTES)
+    except JSONFileError as exc:
+        return {} if exc.missing else none(str(exc))
+    if not isinstance(prev, dict):
+        return none(f"{path} is not a JSON object")
     if prev.get("commit") != commit:
         return {}
-    prev["files"] = {rel: h for rel, h in prev.get("files", {}).items() if (out / rel).exists()}
+    files = prev.get("files", {})
+    if not isinstance(files, dict) or not all(isinstance(h, str) and _inside(rel) for rel, h in files.items()):
+        return none(f"{path}: its 'files' is not an object of paths inside {out} and their sha256")
+    for key in ("fetched_tasks", "rebuilt_tasks"):
+        if not isinstance(prev.get(key, []), list) or not all(isinstance(t, str) for t in prev.get(key, [])):
+            return none(f"{path}: its {key!r} is not a list of task ids")
+    prev["files"] = {rel: h for rel, h in files.items() if (out / rel).exists()}
     return prev
+
+
+def _inside(rel: str) -> bool:
+    """Whether ``rel`` is a relative path (posix) that stays inside the folder it is relative to."""
+    parts = rel.split("/")
+    return bool(rel) and not rel.startswith("/") and "\\" not in rel and ".." not in parts
+
+
+TASK_INDEX_MAX_BYTES = 64 << 20
+"""The most bytes of a published task index (64 MiB, the limit of a result file): it lists every item id of the
+task's splits, a few MB for the largest pool a manifest draws; a larger file is no index."""
+
+
+def _read_index(path: Path, where: str) -> dict[str, Any]:
+    """A non-redistributable task's published index, downloaded: :class:`IntegrityError` naming the file if it does
+    not read as one (its sha256 is the published one, but a publisher's file may hold anything)."""
+    from .errors import JSONFileError
+    from .json_files import read_json
+
+    try:
+        index = read_json(path, what=f"task index of {where}", max_bytes=TASK_INDEX_MAX_BYTES)
+    except JSONFileError as exc:
+        raise IntegrityError(f"{exc} (cached file {path})") from None
+    splits = index.get("splits") if isinstance(index, dict) else None
+    if not isinstance(splits, dict) or not all(
+            isinstance(e, dict) and isinstance(e.get("ids"), list) and all(isinstance(i, str) for i in e["ids"])
+            and isinstance(e.get("content_digest"), str) for e in splits.values()):
+        raise IntegrityError(f"{path} is not a task index of {where}: no 'splits' object of item ids and content "
+                             "digests")
+    return index
 
 
 def fetch_benchmark(
@@ -566,7 +619,7 @@ def fetch_benchmark(
                     f"{task.source.dataset} ({task.source.license}) forbids redistribution. Pass source_dir= "
                     "(--source-dir) pointing at your own copy of the source to rebuild it locally"
                 )
-            index = json.loads(path.read_text())
+            index = _read_index(path, where)
             fetched.update(_rebuild_index_task(spec, spec.task(task_id), index, Path(source_dir), out, where))
         else:
             _link(path, out / rel)

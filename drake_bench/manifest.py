@@ -71,7 +71,8 @@ def parse_manifest(data: Any, where: str = "<manifest>") -> BenchmarkSpec:
     if data.get("content_hash") and data["content_hash"] != expected:
         raise ManifestError(
             f"{where}: content_hash {data['content_hash']} does not match the manifest's content ({expected}); "
-            "the file was edited without re-stamping (run scripts/make_manifests.py)"
+            "the file was edited without re-stamping (drake_bench.manifest.manifest_dict stamps a manifest; the "
+            "shipped ones are written by scripts/make_synth_manifests.py and scripts/make_real_manifests.py)"
         )
     return spec.model_copy(update={"content_hash": expected})
 

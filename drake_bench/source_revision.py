@@ -16,7 +16,6 @@ revision where one can be known, read the way pip itself records it:
 from __future__ import annotations
 
 import functools
-import json
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -45,24 +44,65 @@ def git_revision(folder: Path) -> str | None:
     return f"git:{commit}" + ("+modified" if changed else "")
 
 
+DIRECT_URL_MAX_BYTES = 1 << 20
+"""The most bytes of a ``direct_url.json`` read (1 MiB): PEP 610's record is a URL and a commit or a hash, a few
+hundred bytes. A larger one is no record pip wrote."""
+
+
 def direct_url_revision(distribution: str) -> str | None:
-    """What pip recorded of where ``distribution`` came from (PEP 610), where it names a revision or a hash."""
+    """What pip recorded of where ``distribution`` came from (PEP 610), where it names a revision or a hash.
+
+    The record lies in the distribution's metadata folder, a plugin's as well as drake_bench's, where anything may
+    have put anything: one that is not such a record (not UTF-8, not JSON, nested or sized past one, a revision that
+    is no short line of text) records no revision, with a warning naming the file; the run goes on."""
+    # imported here: the build hook loads this module by path, outside the package, and never calls this function
+    from .errors import JSONFileError
+    from .json_files import parse_json, read_json
+
     try:
-        text = metadata.distribution(distribution).read_text("direct_url.json")
+        dist = metadata.distribution(distribution)
     except metadata.PackageNotFoundError:
         return None
-    if not text:
-        return None
+    folder = getattr(dist, "_path", None)  # the .dist-info folder of a distribution on disk (PathDistribution)
+    where = str(Path(str(folder or distribution)) / "direct_url.json")
     try:
-        info = json.loads(text)
-    except ValueError:
-        return None
+        if isinstance(folder, Path):
+            info = read_json(folder / "direct_url.json", what="PEP 610 record", max_bytes=DIRECT_URL_MAX_BYTES)
+        else:  # a distribution elsewhere (a zip): its text, as importlib.metadata gives it
+            text = dist.read_text("direct_url.json")
+            if not text:
+                return None
+            if len(text) > DIRECT_URL_MAX_BYTES:
+                return _no_record(f"{where} is larger than {DIRECT_URL_MAX_BYTES} characters, more than a PEP 610 "
+                                  "record is", distribution)
+            info = parse_json(text, where=where, what="PEP 610 record")
+    except JSONFileError as exc:
+        if exc.missing:
+            return None
+        return _no_record(str(exc), distribution)
+    except (UnicodeDecodeError, OSError) as exc:
+        return _no_record(f"{where} cannot be read as text ({type(exc).__name__}: {exc})", distribution)
+    if not isinstance(info, dict):
+        return _no_record(f"{where} is not a JSON object", distribution)
     vcs = info.get("vcs_info") or {}
-    if vcs.get("commit_id"):
-        return f"{vcs.get('vcs', 'vcs')}:{vcs['commit_id']}"
     archive = info.get("archive_info") or {}
-    if archive.get("hash"):
-        return f"archive:{archive['hash']}"
+    if not isinstance(vcs, dict) or not isinstance(archive, dict):
+        return _no_record(f"{where} holds a vcs_info or archive_info that is not a JSON object", distribution)
+    if vcs.get("commit_id"):
+        revision = f"{vcs.get('vcs', 'vcs')}:{vcs['commit_id']}"
+    elif archive.get("hash"):
+        revision = f"archive:{archive['hash']}"
+    else:
+        return None
+    if len(revision) > 300 or not revision.isprintable():
+        return _no_record(f"{where} records a revision that is no short line of text", distribution)
+    return revision
+
+
+def _no_record(problem: str, distribution: str) -> None:
+    import warnings
+
+    warnings.warn(f"{problem}; no source revision of {distribution} is recorded", RuntimeWarning, stacklevel=3)
     return None
 
 

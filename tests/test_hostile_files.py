@@ -32,6 +32,7 @@ from drake_bench.json_files import MAX_DEPTH, read_json
 from drake_bench.leaderboard.boards import BoardError, load_board
 from drake_bench.protocol import Message, State
 from drake_bench.results import ResultFileError, read_result, write_result
+from drake_bench.store import BUILD_INFO, BuiltBenchmark
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_RESULT = (REPO / "leaderboard" / "archive" / "recipe-6" / "main-job" / "drake-synth" / "dynamic" / "sft" / "1.0"
@@ -342,6 +343,323 @@ def test_a_full_disk_mid_run_keeps_the_finished_seed_and_the_run_resumes(toy, tm
     done = run(cfg)  # space again: seed 0 comes from the partial file, seed 1 runs
     assert done.status == "complete" and done.seeds == [0, 1]
     assert [r for r in done.raw.scores if r.seed == 0] == [r for r in partial.raw.scores if r.seed == 0]
+
+
+# ---------------------------------------------------------------------- files from a disk others write to
+# Caches, records and locks drake_bench reads back from a folder that may be shared, copied or downloaded. A cache
+# that does not read is measured or built again, with a warning naming the file; a record that guards something
+# (the run lock, the shipped weights, a published index) is refused in one line naming the file.
+REFUSED = ["deeper-than-the-decoder", "deeper-than-any-result", "latin-1", "100k-digit-int", "lone-surrogate",
+           "not-json"]
+"""The hostile kinds each reader below is fed (:data:`HOSTILE`): each is refused whatever the reader."""
+
+
+def _hostile(*extra: tuple[str, bytes]) -> dict[str, bytes]:
+    return {k: HOSTILE[k][0] for k in REFUSED} | {"array": b"[]"} | dict(extra)
+
+
+def _warned(record: list, *paths: Path) -> list[str]:
+    """The warnings' texts, each one line, after checking that each path is named in one of them."""
+    texts = [str(w.message) for w in record]
+    assert all("\n" not in t for t in texts), texts
+    for p in paths:
+        assert any(str(p) in t for t in texts), (p, texts)
+    return texts
+
+
+def _probe_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """probe_compute on a stand-in evaluator whose measurements are stubbed: (probe(), the methods measured)."""
+    from types import SimpleNamespace as NS
+
+    from drake_bench import compute
+
+    measured: list[str] = []
+
+    def measure(ev, name, *args):
+        measured.append(name)
+        flops = {"m": 100 if name == compute.REFERENCE_METHOD else 150}
+        return compute._Measured(setup=0, first=flops, later=flops, post={})
+
+    monkeypatch.setattr(compute, "_probe_one", measure)
+    ev = NS(config=NS(method="x", local_steps=None, method_config={}), spec=NS(fl=NS(local_steps=4), content_hash="h"),
+            allocation={1: "m", 2: "m"}, checkpoints={"m": {"weights_sha256": "0" * 64}})
+    fed = NS(config=NS(rounds=3, batch_size=2), clients=[1, 2], store=NS(data_hash="d"))
+    return (lambda: compute.probe_compute(ev, fed, 0, {}, 1.0, cache_dir=tmp_path / "out" / "x")), measured
+
+
+def test_a_compute_probe_cache_that_does_not_read_is_measured_again_with_a_warning(tmp_path, monkeypatch):
+    probe, measured = _probe_host(tmp_path, monkeypatch)
+    first = probe()
+    cache = tmp_path / "out" / "x" / "compute-probe.json"
+    ref = next((tmp_path / "out" / "compute-reference").glob("*.json"))
+    good, good_ref = cache.read_bytes(), ref.read_bytes()
+    assert measured == ["x", "sft"] and probe() == first and measured == ["x", "sft"]  # a good cache: read back
+    wrong = json.dumps({"key": json.loads(good)["key"], "probe": {"method": 1}}).encode()
+    for kind, data in _hostile(("a-probe-of-nothing", wrong)).items():
+        measured.clear()
+        cache.write_bytes(data)
+        ref.write_bytes(data)
+        with pytest.warns(RuntimeWarning) as record:
+            assert probe() == first, kind
+        texts = _warned(record, cache, *([ref] if kind != "a-probe-of-nothing" else []))
+        assert all("measured again" in t for t in texts), texts
+        if kind in HOSTILE:
+            assert any(HOSTILE[kind][1] in t for t in texts), texts
+        assert measured == ["x", "sft"] and cache.read_bytes() == good and ref.read_bytes() == good_ref, kind
+
+
+def test_a_lock_file_that_does_not_read_is_never_taken_over_and_is_one_line(tmp_path, monkeypatch):
+    from drake_bench.lock import LOCK_FILE, TOKEN_ENV, RunLock, RunLockedError
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    for kind, data in _hostile(("no-pid", b'{"command": "x"}'), ("pid-text", b'{"pid": "1"}'),
+                               ("pid-true", b'{"pid": true}')).items():
+        out = tmp_path / kind
+        out.mkdir()
+        (out / LOCK_FILE).write_bytes(data)
+        with pytest.raises(RunLockedError) as err:
+            RunLock(out).acquire()
+        text = str(err.value)
+        assert "\n" not in text and f"its lock file cannot be read ({out / LOCK_FILE}" in text, (kind, text)
+        assert f"delete {out / LOCK_FILE} and run again" in text and (kind not in HOSTILE or HOSTILE[kind][1] in text)
+        assert (out / LOCK_FILE).read_bytes() == data, kind  # left for its holder, if there is one
+
+
+def test_a_lock_of_a_pid_no_process_can_have_is_taken_over(tmp_path, monkeypatch):
+    from drake_bench.lock import LOCK_FILE, TOKEN_ENV, RunLock
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": 10**30, "command": "a run of long ago"}))
+    with pytest.warns(RuntimeWarning, match=r"taking over the lock of run pid 1000000000000000000000000000000 "):
+        lock = RunLock(tmp_path).acquire()
+    lock.release()
+    assert not (tmp_path / LOCK_FILE).exists()
+
+
+def test_the_lock_of_a_run_whose_arguments_are_no_utf8_reads_back(tmp_path, monkeypatch):
+    """Python keeps an argument that is no UTF-8 as lone surrogates; the lock records it as text, so another run
+    reads it (and is refused naming the holder) and the holder removes it."""
+    import sys
+
+    from drake_bench import lock
+    from drake_bench.lock import LOCK_FILE, TOKEN_ENV, RunLock, RunLockedError
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    monkeypatch.setattr(sys, "argv", ["drake-bench", "run", "--out", os.fsdecode(b"caf\xe9"), "x" * 10_000])
+    with RunLock(tmp_path):
+        holder = read_json(tmp_path / LOCK_FILE, what="run lock file")
+        assert holder["command"].startswith("drake-bench run --out caf\\udce9 xxx")
+        assert len(holder["command"]) == lock.COMMAND_MAX_CHARS and holder["command"].endswith("...")
+        monkeypatch.delenv(TOKEN_ENV)  # as another process would see it
+        with pytest.raises(RunLockedError, match=f"in use by another run: pid {os.getpid()} "):
+            RunLock(tmp_path).acquire()
+    assert not (tmp_path / LOCK_FILE).exists()
+
+
+def test_a_shipped_weights_manifest_that_does_not_read_is_one_line(tmp_path):
+    from drake_bench.models.shipped import MANIFEST, read_manifest
+
+    for kind, data in _hostile().items():
+        (tmp_path / kind).mkdir()
+        path = tmp_path / kind / MANIFEST
+        path.write_bytes(data)
+        with pytest.raises(CheckpointError) as err:
+            read_manifest(path.parent)
+        text = str(err.value)
+        assert "\n" not in text and text.startswith(str(path)) and "reinstall drake_bench" in text, (kind, text)
+        assert kind not in HOSTILE or HOSTILE[kind][1] in text, (kind, text)
+    with open(tmp_path / MANIFEST, "wb") as f:  # sparse: never read past its limit
+        f.truncate(2**20 + 1)
+    with pytest.raises(CheckpointError, match=r"larger than 1 MiB, more than any shipped-weights manifest is"):
+        read_manifest(tmp_path)
+
+
+def _sha(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("entry, why", [
+    ("OUTSIDE", "lists the file '../../outside.bin', which is not a path inside the model's folder"),
+    ([], "is not a JSON object (it is a list)"),
+    ({"files": {"model.safetensors": 5}, "weights_sha256": "5", "hub_repo": "r"}, "has no 'files' object"),
+    ({"files": {}, "hub_repo": "r"}, "has no 'weights_sha256' string"),
+])
+def test_a_shipped_manifest_entry_that_is_no_entry_of_its_folder_is_refused(entry, why, tmp_path):
+    from drake_bench.models.shipped import MANIFEST, verify_shipped
+
+    root = tmp_path / "weights"
+    (root / "m").mkdir(parents=True)
+    (root / "m" / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "outside.bin").write_bytes(b"someone else's file")
+    if entry == "OUTSIDE":  # every hash right: the file outside would be hashed, and uploaded by publish_models
+        files = {"model.safetensors": _sha(b"weights"), "../../outside.bin": _sha(b"someone else's file")}
+        entry = {"files": files, "weights_sha256": files["model.safetensors"], "hub_repo": "drake-bench/m"}
+    (root / MANIFEST).write_text(json.dumps({"format": 1, "recipe": {}, "models": {"m": entry}}))
+    with pytest.raises(CheckpointError) as err:
+        verify_shipped("m", root)
+    assert str(err.value).startswith(f"{root / MANIFEST}: the entry of m {why}")
+
+
+def test_a_direct_url_json_that_does_not_read_records_no_revision_with_a_warning(tmp_path, monkeypatch):
+    from drake_bench.source_revision import direct_url_revision
+
+    cases = _hostile(("vcs-info-array", b'{"vcs_info": [1]}'),
+                     ("a-revision-of-two-lines", json.dumps({"vcs_info": {"vcs": "git", "commit_id": "ab\n<b>"}}).encode()))
+    files = {}
+    for i, (kind, data) in enumerate(cases.items()):
+        info = tmp_path / f"hostile_{i}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: hostile_{i}\nVersion: 1.0\n")
+        files[kind] = info / "direct_url.json"
+        files[kind].write_bytes(data)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for i, kind in enumerate(cases):
+        with pytest.warns(RuntimeWarning) as record:
+            assert direct_url_revision(f"hostile_{i}") is None, kind
+        texts = _warned(record, files[kind])
+        assert f"no source revision of hostile_{i} is recorded" in texts[0], texts
+        assert kind not in HOSTILE or HOSTILE[kind][1] in texts[0], texts
+
+
+def test_a_task_mark_that_does_not_read_is_built_again_and_the_other_tasks_kept(tmp_path, toy_loader):
+    from conftest import toy_spec
+
+    from drake_bench.build import DONE_MARK, build_benchmark
+
+    spec = toy_spec(n_clients=1, tasks_per_client=2, pool_size=8)
+    root = build_benchmark(spec, out=tmp_path / "built", show_progress=False)
+    hit, kept = (root / "data" / t.id / DONE_MARK for t in spec.tasks[:2])
+    good, before = hit.read_bytes(), kept.stat().st_mtime_ns
+    for kind in ["deeper-than-the-decoder", "latin-1", "100k-digit-int"]:
+        hit.write_bytes(HOSTILE[kind][0])
+        build_benchmark(spec, out=root, show_progress=False)
+        assert hit.read_bytes() == good, kind  # built again: the mark is the build's
+    assert kept.stat().st_mtime_ns == before  # the other task was never touched
+    BuiltBenchmark.open(root).verify()
+
+
+def test_a_synth_build_record_or_mark_that_does_not_read_means_a_rebuild(tmp_path):
+    from types import SimpleNamespace
+
+    from drake_bench.build import DONE_MARK
+    from drake_bench.synth import builder
+
+    spec = SimpleNamespace(name="drake-synth", content_hash="sha256:manifest")
+    root = tmp_path / "built"
+    root.mkdir()
+    info = root / BUILD_INFO
+    info.write_text(json.dumps(builder._stamp(spec, 1.0) | {"failed_tasks": []}))
+    assert builder._matches(root, spec, 1.0)  # a good record: the build is used as it is
+    for kind, data in _hostile().items():
+        info.write_bytes(data)
+        with pytest.warns(RuntimeWarning) as record:
+            assert not builder._matches(root, spec, 1.0), kind
+        assert "building drake-synth again" in _warned(record, info)[0]
+    for i, data in enumerate(_hostile(("an-int", b"5")).values()):  # marks: the task is dropped and built again
+        (root / "data" / f"t{i}").mkdir(parents=True)
+        (root / "data" / f"t{i}" / DONE_MARK).write_bytes(data)
+    (root / "data" / "kept").mkdir()
+    (root / "data" / "kept" / DONE_MARK).write_text(json.dumps({"train": 3, "test": 2, "recipe": "0" * 64}))
+    builder._drop_unrecorded(root)
+    assert [p.name for p in (root / "data").iterdir()] == ["kept"]
+
+
+# the hub: a fetch into a folder holding a record that does not read, and a published index that does not
+@pytest.fixture(scope="module")
+def licensed_build(tmp_path_factory, toy_loader):
+    from test_hub import licensed_spec
+
+    from drake_bench.build import build_benchmark
+
+    spec = licensed_spec()
+    return spec, build_benchmark(spec, out=tmp_path_factory.mktemp("lic") / "built", show_progress=False)
+
+
+@pytest.fixture()
+def hub_cache(monkeypatch, tmp_path) -> Path:
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path / "home"))
+    return cache
+
+
+def test_a_fetch_into_a_folder_whose_record_does_not_read_records_the_tasks_fetched_now(licensed_build, hub_cache,
+                                                                                        tmp_path):
+    from test_hub import COMMIT, REPO
+
+    from drake_bench.hub import add_to_hf_cache, fetch_benchmark
+
+    spec, root = licensed_build
+    add_to_hf_cache(root, REPO, commit=COMMIT, refs=("v1.0",), cache_dir=hub_cache, spec=spec)
+    (tmp_path / "outside.parquet").write_bytes(b"someone else's file")
+    escape = json.dumps({"commit": COMMIT, "files": {"../outside.parquet": "0" * 64}, "fetched_tasks": ["c2-t1"]})
+    for kind, data in _hostile(("a-file-out-of-the-folder", escape.encode())).items():
+        out = tmp_path / "fetched" / kind
+        out.mkdir(parents=True)
+        (out / BUILD_INFO).write_bytes(data)
+        with pytest.warns(RuntimeWarning) as record:
+            got = fetch_benchmark(spec, "v1.0", tasks=["c1-t0"], cache_dir=hub_cache, local_dir=out,
+                                  show_progress=False)
+        assert "not the record of an earlier fetch" in _warned(record, out / BUILD_INFO)[0]
+        store = BuiltBenchmark.open(got)
+        assert store.info["fetched_tasks"] == ["c1-t0"] and all(r.startswith("data/c1-t0/") for r in store.info["files"])
+        store.verify()
+
+
+@pytest.mark.parametrize("index, why", [
+    (HOSTILE["deeper-than-the-decoder"][0], HOSTILE["deeper-than-the-decoder"][1]),
+    (HOSTILE["100k-digit-int"][0], HOSTILE["100k-digit-int"][1]),
+    (b'{"splits": {"train": {"ids": [1], "content_digest": "sha256:0"}}}', "is not a task index of"),
+], ids=["deeper-than-the-decoder", "100k-digit-int", "an-id-that-is-a-number"])
+def test_a_published_task_index_that_does_not_read_is_one_integrity_error(index, why, licensed_build, hub_cache,
+                                                                          tmp_path, monkeypatch):
+    from test_hub import COMMIT, NC_TASK, REPO
+
+    from drake_bench import hub
+    from drake_bench.errors import IntegrityError
+
+    spec, root = licensed_build
+    real = hub._json_bytes
+    monkeypatch.setattr(hub, "_json_bytes", lambda obj: index if "splits" in obj else real(obj))
+    hub.add_to_hf_cache(root, REPO, commit=COMMIT, refs=("v1.0",), cache_dir=hub_cache, spec=spec)
+    monkeypatch.undo()
+    (tmp_path / "my-copy").mkdir()
+    with pytest.raises(IntegrityError) as err:
+        hub.fetch_benchmark(spec, "v1.0", tasks=[NC_TASK], cache_dir=hub_cache, source_dir=tmp_path / "my-copy",
+                            local_dir=tmp_path / "v", show_progress=False)
+    text = str(err.value)
+    assert "\n" not in text and why in text and f"data/{NC_TASK}/index.json" in text, text
+
+
+def test_a_model_cache_record_that_does_not_read_is_built_again_with_a_warning(tmp_path):
+    from drake_bench.models.cache import RECIPE_FILE, build_cached, record_matches
+
+    entry, record = tmp_path / "tiny", {"name": "tiny", "recipe": {"steps": 3}}
+    built: list[int] = []
+
+    def build(tmp: Path) -> dict:
+        tmp.mkdir()
+        (tmp / "weights.bin").write_bytes(b"w")
+        built.append(1)
+        return {"losses": [1.0, float("nan")]}  # json.dumps writes NaN: the record still reads back
+
+    build_cached(entry, record, build)
+    good = (entry / RECIPE_FILE).read_bytes()
+    assert b"NaN" in good and record_matches(entry, record) and build_cached(entry, record, build) and built == [1]
+    for kind, data in _hostile().items():
+        (entry / RECIPE_FILE).write_bytes(data)
+        assert not record_matches(entry, record), kind  # a query only: no warning, nothing built
+        with pytest.warns(RuntimeWarning) as record_of_warnings:
+            build_cached(entry, record, build)
+        assert "is built again" in _warned(record_of_warnings, entry / RECIPE_FILE)[0]
+        assert (entry / RECIPE_FILE).read_bytes() == good, kind
+    assert len(built) == 1 + len(_hostile())
 
 
 # ---------------------------------------------------------------------- fuzz: the JSON reader

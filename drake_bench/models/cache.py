@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import shutil
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -48,16 +49,35 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def record_matches(path: Path, record: dict[str, Any]) -> bool:
-    """Whether the entry at ``path`` exists and was built from ``record`` (extra recorded fields are ignored)."""
+RECORD_MAX_BYTES = 16 << 20
+"""The most bytes of a cache entry's record (16 MiB). One holds the recipe and the build's loss curves: 25 KB for a
+shipped tiny model, so a recipe of hundreds of times the steps still fits; a larger file is no record of ours."""
+
+
+def _read_record(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The record of the entry at ``path`` and, where there is a record file that holds none, why. The cache lies
+    under :func:`models_home`, which may be shared or copied: a record that does not read (not UTF-8 or JSON, nested
+    or sized past a record, not a JSON object) is no record, and the entry is built again."""
+    from ..errors import JSONFileError
+    from ..json_files import read_json
+
     f = path / RECIPE_FILE
     if not f.is_file():
-        return False
-    try:
-        old = json.loads(f.read_text())
-    except json.JSONDecodeError:
-        return False
-    return {k: old.get(k) for k in record} == record
+        return None, None
+    try:  # drake_bench wrote it with json.dumps, which writes NaN for a NaN loss: NaN reads back
+        old = read_json(f, what="model cache record", max_bytes=RECORD_MAX_BYTES, allow_nan=True)
+    except JSONFileError as exc:
+        return None, str(exc)
+    if not isinstance(old, dict):
+        return None, f"{f} is not a JSON object"
+    return old, None
+
+
+def record_matches(path: Path, record: dict[str, Any]) -> bool:
+    """Whether the entry at ``path`` exists and was built from ``record`` (extra recorded fields are ignored); an
+    entry whose record does not read does not match (:func:`_read_record`)."""
+    old, _ = _read_record(path)
+    return old is not None and {k: old.get(k) for k in record} == record
 
 
 def progress_dir(path: Path, record: dict[str, Any]) -> Path:
@@ -81,8 +101,12 @@ def build_cached(path: Path, record: dict[str, Any], build: Callable[[Path], dic
     if record_matches(path, record):
         return path
     with _locked(path.parent / f".{path.name}.lock"):
-        if record_matches(path, record):
+        old, unreadable = _read_record(path)
+        if old is not None and {k: old.get(k) for k in record} == record:
             return path
+        if unreadable:
+            warnings.warn(f"{unreadable}; not the record of a cache entry, so {path} is built again", RuntimeWarning,
+                          stacklevel=2)
         tmp = path.parent / f"{path.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         extra = build(tmp)

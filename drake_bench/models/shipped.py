@@ -44,8 +44,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import CheckpointError, DrakeBenchError, HubError
+from ..errors import CheckpointError, DrakeBenchError, HubError, JSONFileError
 from ..hub import _json_bytes  # stable bytes: sorted keys, fixed indent (a rebuild gives identical bytes)
+from ..json_files import read_json
 from ..store import file_sha256
 
 FORMAT = 1
@@ -58,6 +59,9 @@ REBUILD = "python scripts/build_zoo.py"
 ENV_WEIGHTS = "DRAKE_BENCH_WEIGHTS"
 ENV_SOURCE = "DRAKE_BENCH_ZOO"
 SOURCES = ("shipped", "pretrain")
+MANIFEST_MAX_BYTES = 1 << 20
+"""The most bytes of a shipped-weights manifest (1 MiB): the shipped one lists 12 models in 11 KB, so a hundred-fold
+zoo still fits. ``$DRAKE_BENCH_WEIGHTS`` may point at any folder, so a larger file is refused unread."""
 
 
 def weights_root() -> Path:
@@ -219,10 +223,10 @@ def read_manifest(root: str | Path | None = None) -> dict[str, Any]:
     path = _root(root) / MANIFEST
     if not path.is_file():
         raise _missing(f"{path} does not exist")
-    try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path}: not valid JSON ({exc}); reinstall drake_bench or rebuild with `{REBUILD}`") from None
+    try:  # installed with the package, or any folder $DRAKE_BENCH_WEIGHTS names: refused in one line if bad
+        manifest = read_json(path, what="shipped-weights manifest", max_bytes=MANIFEST_MAX_BYTES)
+    except JSONFileError as exc:
+        raise CheckpointError(f"{exc}; reinstall drake_bench or rebuild with `{REBUILD}`") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("models"), dict):
         got = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
         raise CheckpointError(f"{path}: not a format-{FORMAT} shipped-weights manifest (format {got!r}); "
@@ -244,7 +248,30 @@ def _entry(name: str, root: Path) -> dict[str, Any]:
     models = read_manifest(root)["models"]
     if name not in models:
         raise _missing(f"{root / MANIFEST} lists no model {name!r} (it lists {', '.join(sorted(models)) or 'none'})")
-    return models[name]
+    entry = models[name]
+    problem = _entry_problem(entry)
+    if problem:
+        raise CheckpointError(f"{root / MANIFEST}: the entry of {name} {problem}; reinstall drake_bench or rebuild "
+                              f"with `{REBUILD}`")
+    return entry
+
+
+def _entry_problem(entry: Any) -> str | None:
+    """Why a manifest's model entry is not one :func:`write_manifest` writes, or None. Its file paths are read,
+    hashed and uploaded, so each must name a file inside the model's folder."""
+    if not isinstance(entry, dict):
+        return f"is not a JSON object (it is a {type(entry).__name__})"
+    files = entry.get("files")
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        return "has no 'files' object of file paths and sha256 strings"
+    for rel in files:
+        parts = rel.split("/")
+        if not rel or rel.startswith("/") or "\\" in rel or any(p in ("", ".", "..") for p in parts):
+            return f"lists the file {rel!r}, which is not a path inside the model's folder"
+    for key in ("weights_sha256", "hub_repo"):
+        if not isinstance(entry.get(key), str):
+            return f"has no {key!r} string"
+    return None
 
 
 def verify_shipped(name: str, root: str | Path | None = None) -> Path:

@@ -6,11 +6,11 @@ Parquet layout) and records the synth scale and generator version in build_info.
 
 from __future__ import annotations
 
-import json
 import shutil
+import warnings
 from pathlib import Path
 
-from ..build import DONE_MARK, build_benchmark, build_lock, is_built
+from ..build import DONE_MARK, build_benchmark, build_lock, is_built, read_task_mark
 from ..errors import DrakeBenchError
 from ..manifest import available_benchmarks, load_benchmark
 from ..spec import BenchmarkSpec
@@ -26,9 +26,24 @@ def _stamp(spec: BenchmarkSpec, scale: float) -> dict:
 
 
 def _matches(root: Path, spec: BenchmarkSpec, scale: float) -> bool:
+    """Whether ``root`` holds a finished build of ``spec`` at ``scale``. A build record that does not read (the data
+    folder is shared, or was copied) is no build of it: the benchmark is built again, which rewrites the record (tasks
+    whose marks match are kept, see :func:`drake_bench.build.build_benchmark`), and a warning says so."""
     if not is_built(root):
         return False
-    info = json.loads((root / BUILD_INFO).read_text())
+    from ..errors import JSONFileError
+    from ..json_files import MANIFEST_MAX_BYTES, read_json
+
+    path = root / BUILD_INFO
+    try:  # the limit BuiltBenchmark.open reads the same file with
+        info = read_json(path, what="build record", max_bytes=MANIFEST_MAX_BYTES)
+    except JSONFileError as exc:
+        warnings.warn(f"{exc}; building {spec.name} again in {root}", RuntimeWarning)
+        return False
+    if not isinstance(info, dict):
+        warnings.warn(f"{path} is not a build record (a JSON object); building {spec.name} again in {root}",
+                      RuntimeWarning)
+        return False
     want = _stamp(spec, scale)
     return all(info.get(k) == v for k, v in want.items()) and not info.get("failed_tasks")
 
@@ -69,11 +84,8 @@ def _drop_unrecorded(root: Path) -> None:
     recipes were recorded), which the builder would otherwise keep whatever they were built from."""
     data = root / "data"
     for folder in data.iterdir() if data.is_dir() else ():
-        mark = folder / DONE_MARK
-        try:
-            recorded = mark.is_file() and "recipe" in json.loads(mark.read_text())
-        except ValueError:
-            recorded = False
+        done = read_task_mark(folder / DONE_MARK)  # None for a mark that does not read: dropped, built again
+        recorded = done is not None and "recipe" in done
         if folder.is_dir() and not recorded:
             shutil.rmtree(folder)
 
