@@ -10,6 +10,7 @@ by side with the default in the same invocation::
 
     python scripts/bench_main_job.py                                   # about 7 minutes on 2 idle cores
     python scripts/bench_main_job.py --extra --client-batching         # the default and the variant, one after another
+    python scripts/bench_main_job.py --keep leaderboard/main-job --extra --client-batching   # and keep the README's board
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="a variant's `drake-bench run` options")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "performance")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="also copy the default run's results (not its checkpoints) here, e.g. leaderboard/main-job: "
+                         "the README's table then comes from the timed run itself")
     args = ap.parse_args(argv)
     variants = {"default": []}
     if args.extra:
@@ -78,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
             data[name] = {"wall_seconds": wall, "phase_seconds": phases(out)}
             summaries[name] = (out / "drake-synth" / "dynamic" / "summary.md").read_text()
             print(name, json.dumps(data[name], default=lambda x: round(x, 1)), flush=True)
+            if name == "default" and args.keep is not None:
+                shutil.rmtree(args.keep, ignore_errors=True)
+                shutil.copytree(out, args.keep, ignore=shutil.ignore_patterns("checkpoints", "*.lock"))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "main_job.json").write_text(json.dumps({**data, "machine": host}, indent=1) + "\n")
     lines = ["# The main job, phase by phase", "",
