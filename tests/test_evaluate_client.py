@@ -2,8 +2,8 @@
 
 * The same predictions give the evaluator's own Self / Others cells and per-client numbers: the model-free
   ``majority-answer`` plugin's states from a run's checkpoint, and a stateless plugin at every evaluation point
-  (dynamic: the seen tasks grow; Dirichlet: owners' shares), both on drake-synth at full scale (the Self and Others
-  caps then subsample: 20 of 50 items, 2 or 3 per Others task).
+  (dynamic: the seen tasks grow; Dirichlet: owners' shares), both on drake-synth at full scale (the
+  Others cap then subsamples: 2 or 3 items per Others task; Self scores every one of a task's 50 test items).
 * ``predict_fn`` gets queries without answers, task identities or invertible uids.
 * Bad arguments are refused by name, before any data is read where possible.
 * ``RoundBatches``: indexing, negative indices, slices and IndexError, equal bit for bit to iteration.
@@ -200,9 +200,9 @@ def test_bad_arguments_are_refused_by_name(tmp_path):
         evaluate_client("drake-synth", 1, answer, rounds=0)
     with pytest.raises(TypeError, match="predict_fn must be callable"):
         evaluate_client(fed, 1, None)
-    with pytest.raises(TypeError, match=r"predict_fn must return a list of 20 strings.*got 19 items.*client 1, self"):
+    with pytest.raises(TypeError, match=r"predict_fn must return a list of 50 strings.*got 49 items.*client 1, self"):
         evaluate_client(fed, 1, lambda qs: ["yes"] * (len(qs) - 1))
-    with pytest.raises(TypeError, match="predict_fn must return a list of 20 strings.*got str"):
+    with pytest.raises(TypeError, match="predict_fn must return a list of 50 strings.*got str"):
         evaluate_client(fed, 1, lambda qs: "yes")
     with pytest.raises(TypeError, match="predict_fn must return.*got a int at position 0"):
         evaluate_client(fed, 1, lambda qs: [0] * len(qs))
