@@ -141,8 +141,18 @@ def test_a_researchers_stream_holds_no_test_split_and_no_other_client(toy_built)
         stream._fed  # noqa: B018
     with pytest.raises(AttributeError):
         object.__getattribute__(stream, "_fed")
-    gc.collect()
-    assert not [o for o in gc.get_objects() if isinstance(o, (FederatedData, BuiltBenchmark))]
+    # nothing reachable from the stream is the evaluator's data view or the store (another test's objects may live on
+    # in this process, so the check follows the stream's own references rather than every object alive)
+    seen, todo, found = set(), [stream], []
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, type):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, (FederatedData, BuiltBenchmark)):
+            found.append(obj)
+        todo.extend(gc.get_referents(obj))
+    assert not found and len(seen) > 10
     view = object.__getattribute__(stream, "_view")
     mine = set(spec.client(1).tasks)
     assert len(view._tables) == len(mine)

@@ -21,11 +21,20 @@ def _shape(root: Path) -> set[str]:
     return out
 
 
-def test_synth_build_has_the_layout_of_a_source_build(toy_built, tmp_path):
+def test_synth_build_has_the_layout_of_a_source_build(toy_loader, tmp_path):
+    from conftest import toy_spec
+
+    from drake_bench.build import build_benchmark
+    from drake_bench.manifest import manifest_dict, parse_manifest
     from drake_bench.synth import build_synth
 
-    _spec, real_root = toy_built
+    # a source build with a validation split, as every benchmark version since the split existed holds one
+    spec = toy_spec()
+    rule = spec.subsampling.model_copy(update={"validation_ratio": 0.1})
+    spec = parse_manifest(manifest_dict(spec.model_copy(update={"subsampling": rule, "content_hash": None})), where="toy")
+    real_root = build_benchmark(spec, source_dir=None, out=tmp_path / "real", show_progress=False)
     synth_root = build_synth("drake-synth", out=tmp_path / "synth", tasks=["vqa-corners", "rel-defect-2"])
+    assert "data/<task>/validation-00000-of-00001.parquet" in _shape(synth_root)
     assert _shape(synth_root) == _shape(real_root)
     a = pq.read_schema(next(Path(real_root).glob("data/*/train-*.parquet")))
     b = pq.read_schema(next(Path(synth_root).glob("data/*/train-*.parquet")))

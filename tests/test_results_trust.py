@@ -23,7 +23,8 @@ from drake_bench.results import (
 REPO = Path(__file__).resolve().parents[1]
 BOARD = REPO / "leaderboard" / "archive" / "recipe-6" / "main-job" / "drake-synth" / "dynamic"  # a fixed committed board
 SFT, FEDIT, ZERO = (BOARD / m / "1.0" / "result.json" for m in ("sft", "fedit", "zero-shot"))
-COMMITTED = sorted(p for p in (REPO / "leaderboard").rglob("*.json") if "checkpoints" not in p.parts)  # resume state is not a result
+COMMITTED = sorted(p for p in (REPO / "leaderboard").rglob("*.json")  # resume state and tuning records are no results
+                   if "checkpoints" not in p.parts and p.name != "tuning.json")
 
 
 def _run(*args) -> tuple[int, str]:

@@ -138,13 +138,28 @@ def test_noisy_quality_images_have_grain_from_generator_version_5(version, grain
     assert (min(shares) > 0.3) if grainy else (max(shares) < 0.05), shares
 
 
-@pytest.mark.parametrize("old_name,new_name,task", [("hflb-synth@1.3.0", "hflb-synth", "hflb-c1-attribute"),
-                                                    ("fedllm-synth@1.3.0", "fedllm-synth", "c01-flan-reverse")])
+@pytest.mark.parametrize("old_name,new_name,task", [("hflb-synth@1.3.0", "hflb-synth@1.4.0", "hflb-c1-attribute"),
+                                                    ("fedllm-synth@1.3.0", "fedllm-synth@1.5.0", "c01-flan-reverse")])
 def test_hflb_and_fedllm_synth_changed_only_their_encoding(tmp_path, old_name, new_name, task):
     old = build_synth(old_name, scale=0.2, out=tmp_path / "old", tasks=[task])
     new = build_synth(new_name, scale=0.2, out=tmp_path / "new", tasks=[task])
     for split in ("train", "test"):
         assert shard_digest(shard_path(old, task, split)) == shard_digest(shard_path(new, task, split))
+
+
+def test_the_validation_split_version_keeps_the_test_items_and_carves_validation_off_training(tmp_path):
+    """hflb-synth 1.5.0 against 1.4.0: the same test shard content, and its train + validation items are 1.4.0's
+    training items."""
+    task = "hflb-c1-attribute"
+    old = BuiltBenchmark.open(build_synth("hflb-synth@1.4.0", scale=0.2, out=tmp_path / "old", tasks=[task]))
+    new = BuiltBenchmark.open(build_synth("hflb-synth", scale=0.2, out=tmp_path / "new", tasks=[task]))
+    assert shard_digest(shard_path(old.root, task, "test")) == shard_digest(shard_path(new.root, task, "test"))
+
+    def ids(store, split):
+        return {s.id for s in store.samples(task, split, range(store.size(task, split)))}
+
+    assert ids(new, "train") | ids(new, "validation") == ids(old, "train")
+    assert ids(new, "validation") and not ids(new, "train") & ids(new, "validation")
 
 
 def test_a_rebuild_drops_the_stale_arrow_cache(tmp_path):

@@ -137,7 +137,7 @@ def _config(manifest, root, out, **kw):
     from drake_bench import RunConfig
 
     return RunConfig(benchmark=manifest, method="majority-answer", data_dir=root, out=str(out), seeds=[0, 1],
-                     rounds=4, fast_adaptation=False, isolation="inline", **kw)
+                     scenario="static", rounds=2, local_steps=1, fast_adaptation=False, isolation="inline", **kw)
 
 
 def test_tune_scores_every_grid_point_on_validation_and_selects_the_best(toy_with_validation, tmp_path):
@@ -244,7 +244,7 @@ def test_the_tune_command_prints_every_point_and_writes_the_record(toy_with_vali
 
     manifest, root = toy_with_validation
     args = ["tune", "majority-answer", "--grid", "own_weight=0,1", "--benchmark", manifest, "--data-dir", root,
-            "--rounds", "4", "--seeds", "0", "--out", str(tmp_path)]
+            "--scenario", "static", "--rounds", "1", "--local-steps", "1", "--seeds", "0", "--out", str(tmp_path)]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     record, _ = read_record(tmp_path / "tuning.json")
@@ -255,7 +255,8 @@ def test_the_tune_command_prints_every_point_and_writes_the_record(toy_with_vali
 
     from drake_bench.results import read_result
 
-    run = ["run", "--benchmark", manifest, "--data-dir", root, "--rounds", "4", "--seeds", "0", "--no-fast-adaptation",
+    run = ["run", "--benchmark", manifest, "--data-dir", root, "--scenario", "static", "--rounds", "1", "--local-steps",
+           "1", "--seeds", "0", "--no-fast-adaptation",
            "--out", str(tmp_path / "final"), "--tuning-record", str(tmp_path / "tuning.json")]
     res = CliRunner().invoke(app, run + ["--methods", "majority-answer"])
     assert res.exit_code == 0, res.output
@@ -265,3 +266,22 @@ def test_the_tune_command_prints_every_point_and_writes_the_record(toy_with_vali
     assert rc["method_config"] == record.selected == rc["selection"]["settings"]
     other = CliRunner().invoke(app, run + ["--methods", "zero-shot"])
     assert other.exit_code != 0 and "tuned 'majority-answer', which is not among --methods" in other.output
+
+
+def test_every_committed_tuning_record_selects_its_best_point_from_its_own_result_files():
+    from pathlib import Path
+
+    from drake_bench.results import read_result
+    from drake_bench.tuning import grid_points, read_record, select
+
+    records = sorted((Path(__file__).resolve().parents[1] / "leaderboard").rglob("tuning.json"))
+    assert records, "the LoRA learning rate's tuning record is committed"
+    for path in records:
+        record, _ = read_record(path)
+        assert [p.settings for p in record.points] == grid_points(record.grid) and record.split == "validation"
+        for point in record.points:
+            res = read_result(path.parent / point.result)
+            assert res.fl.extra["run_config"]["scored_split"] == "validation"
+            assert res.fl.extra["run_config"]["method_config"] == point.settings
+            assert point.score == getattr(res.summary.aggregate, record.criterion).mean
+        assert record.selected == select(record.points)
