@@ -23,6 +23,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from test_hub import built as licensed_build  # noqa: F401  (test_hub's fixtures: a licensed build, and an offline
+from test_hub import offline as hub_cache  # noqa: F401  private Hub cache)
 from typer.testing import CliRunner
 
 from drake_bench import checkpoint, isolation
@@ -567,28 +569,6 @@ def test_a_synth_build_record_or_mark_that_does_not_read_means_a_rebuild(tmp_pat
 
 
 # the hub: a fetch into a folder holding a record that does not read, and a published index that does not
-@pytest.fixture(scope="module")
-def licensed_build(tmp_path_factory, toy_loader):
-    from test_hub import licensed_spec
-
-    from drake_bench.build import build_benchmark
-
-    spec = licensed_spec()
-    return spec, build_benchmark(spec, out=tmp_path_factory.mktemp("lic") / "built", show_progress=False)
-
-
-@pytest.fixture()
-def hub_cache(monkeypatch, tmp_path) -> Path:
-    from huggingface_hub import constants
-
-    cache = tmp_path / "hf-cache"
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path / "home"))
-    return cache
-
-
 def test_a_fetch_into_a_folder_whose_record_does_not_read_records_the_tasks_fetched_now(licensed_build, hub_cache,
                                                                                         tmp_path):
     from test_hub import COMMIT, REPO
