@@ -86,16 +86,14 @@ def test_list_and_describe_show_a_method_whose_meta_holds_markup_and_escapes():
 
 
 def test_an_error_message_with_markup_is_reported_not_crashed_on():
-    from drake_bench.commands.run import _fail
+    import drake_bench.commands as commands  # every command reports its errors through commands.fail
 
     console = Console(record=True, width=200, stderr=True)
-    import drake_bench.commands.run as run_cmd
-
-    saved, run_cmd._err = run_cmd._err, console
+    saved, commands._err = commands._err, console
     try:
-        exit_ = _fail(PluginError(f"method 'x' failed in predict: ValueError: bad [/] value {ESCAPE}"))
+        exit_ = commands.fail(PluginError(f"method 'x' failed in predict: ValueError: bad [/] value {ESCAPE}"))
     finally:
-        run_cmd._err = saved
+        commands._err = saved
     assert exit_.exit_code == 1
     out = console.export_text()
     assert "bad [/] value" in out and "\x1b" not in out

@@ -19,14 +19,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import DrakeBenchError
+from . import fail
 
 _err = Console(stderr=True)
 _out = Console()
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
-    return typer.Exit(code=1)
 
 
 def _print_warnings(caught: list) -> None:
@@ -80,7 +76,7 @@ def register(app: typer.Typer) -> None:
         try:
             report = check_sources(benchmark, source_dir, tasks=task or None, count=count)
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         _out.print(render(report, verbose=verbose), highlight=False, markup=False, soft_wrap=True)
         if not report.ok:
             raise typer.Exit(code=1)
@@ -122,7 +118,7 @@ def register(app: typer.Typer) -> None:
                                            check_expected=not allow_small)
         except DrakeBenchError as exc:
             _print_warnings(caught)
-            raise _fail(exc) from None
+            raise fail(exc) from None
         _print_warnings(caught)
         _out.print(f"built {benchmark} -> {root} (see {root / BUILD_INFO} and {root / 'README.md'})", highlight=False)
         _print_standing(spec, root)
@@ -153,7 +149,7 @@ def register(app: typer.Typer) -> None:
             folder = root or built_root(spec.name)
             ops = do_publish(folder, repo_id, tag, dry_run=dry_run, spec=spec, private=private or None)
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         table = Table(title=f"{'would upload' if dry_run else 'uploaded'} to datasets/{repo_id}" + (f" @ {tag}" if tag else ""))
         table.add_column("path in repo", overflow="fold")
         table.add_column("bytes", justify="right")
@@ -196,7 +192,7 @@ def register(app: typer.Typer) -> None:
                 source_dir=source_dir, local_dir=out, local_files_only=offline,
             )
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         n = len(tasks) if tasks is not None else len(spec.tasks)
         _print_standing(spec, path)  # before the last line, which is the folder alone (for scripts)
         _out.print(f"fetched {n} task(s) of {spec.name}@{revision}, all hashes verified -> {path}", highlight=False)

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from ..console import literal, print_table
 from ..errors import DrakeBenchError
+from . import fail
 
 if TYPE_CHECKING:  # pragma: no cover - the CLI imports the leaderboard lazily, so `drake-bench --help` stays fast
     from ..leaderboard.boards import BoardDefinition
@@ -25,11 +26,6 @@ _out = Console()
 ROOT_HELP = "Folder holding the boards' result folders (the repository's leaderboard/)."
 
 
-def _fail(exc: Exception) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=1)
-
-
 def _board(name: str) -> BoardDefinition:
     from ..leaderboard.boards import load_board
 
@@ -38,7 +34,7 @@ def _board(name: str) -> BoardDefinition:
         board.spec  # noqa: B018 - resolve now: a board of another benchmark version fails here, by name
         return board
     except DrakeBenchError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
 
 
 VERBOSE_HELP = "List every refusal, not one line per rule."
@@ -84,7 +80,7 @@ def _check_root(boards: list[BoardDefinition], root: Path, *, writes: bool) -> N
     if why is None:
         return
     if writes and not root.is_dir():
-        raise _fail(DrakeBenchError(why))
+        raise fail(DrakeBenchError(why))
     _warn(why)
 
 
@@ -157,7 +153,7 @@ def register(app: typer.Typer) -> None:
             if not dry_run:
                 b.require_entries(bd, only or [], root)
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         t = Table(title=f"{bd.name}: {bd.title}")
         for col in ("entry", "version", "state", "hours run / left (est.)", "result file"):
             t.add_column(col, overflow="fold")
@@ -196,7 +192,7 @@ def register(app: typer.Typer) -> None:
                 page, refusals = render_board(bd, root)
                 _out.print(f"board: {page}   ({len(refusals)} refusal(s); `drake-bench leaderboard validate` lists them)")
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
 
     @lb.command("reprobe")
     def reprobe_cmd(
@@ -214,7 +210,7 @@ def register(app: typer.Typer) -> None:
         try:
             done = reprobe(bd, root, methods=only, console=_err)
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         if not done:
             _out.print(f"{bd.name}: every probed entry already has the current compute probe")
             return
@@ -245,11 +241,11 @@ def register(app: typer.Typer) -> None:
         if results is None:
             _check_root([bd], root, writes=out is None)
         elif not results.is_dir():
-            raise _fail(DrakeBenchError(f"--results {results} is not a folder"))
+            raise fail(DrakeBenchError(f"--results {results} is not a folder"))
         try:
             page, refusals = render(bd, root, results=results, out=out, link_base=link_base)
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         _print_refusals(refusals, verbose)
         skipped = unreadable(refusals)
         if skipped:
@@ -312,7 +308,7 @@ def register(app: typer.Typer) -> None:
                 raise DrakeBenchError(f"no result file in {', '.join(map(str, paths))} (checkpoints are not results): "
                                       f"nothing to check ({CLONE_HINT})")
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         _print_refusals(refusals, verbose)
         if refusals:
             broken = sorted({r.rule for r in refusals})
@@ -340,7 +336,7 @@ def register(app: typer.Typer) -> None:
         try:
             folder = submit(bd, files, out, package=package, command=command, source_url=source_url, wheel=wheel)
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         _out.print(f"submission: {folder} (open a pull request adding it under leaderboard/{bd.name}/submissions/; "
                    "docs/leaderboard.md)")
 
@@ -355,7 +351,7 @@ def register(app: typer.Typer) -> None:
 
         files = _result_files(results)
         if not files:
-            raise _fail(DrakeBenchError(f"no result file in {', '.join(map(str, results))}"))
+            raise fail(DrakeBenchError(f"no result file in {', '.join(map(str, results))}"))
         failed = 0
         for f in files:
             try:
@@ -391,5 +387,5 @@ def register(app: typer.Typer) -> None:
         try:
             pages = site(chosen, out, root, link_base)
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         _out.print("pages: " + ", ".join(str(p) for p in pages))

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from ..console import DataTable, literal, print_table
 from ..errors import DrakeBenchError
+from . import fail
 from ..evaluation.external import CODE_EXECUTION_ENV, code_execution_allowed, code_executing_tasks
 from ..run_config import RunConfig
 from ..runner import SomeRunsFailed, default_jobs
@@ -46,12 +47,8 @@ OPTION_OF_FIELD = {"seeds": "--seeds", "rounds": "--rounds", "local_steps": "--l
 """RunConfig field -> the ``run`` option that sets it, so a bad value is reported by the name the user typed."""
 
 
-def _fail(exc: Exception) -> typer.Exit:
-    _err.print(Text.assemble(("error: ", "bold red"), literal(exc)), highlight=False, soft_wrap=True)
-    return typer.Exit(code=1)
-
-
-def _ints(text: str) -> list[int]:
+def int_list(text: str) -> list[int]:
+    """A comma-separated option (``--seeds 0,1,2``) as ints, or the option's error."""
     try:
         return [int(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
@@ -158,9 +155,9 @@ def register(app: typer.Typer) -> None:
         try:
             spec = load_benchmark(benchmark)
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         names = [m.strip() for m in methods.split(",") if m.strip()]
-        seed_list = _ints(seeds)
+        seed_list = int_list(seeds)
         unseen = spec.unseen_tasks[:adaptation_tasks] if adaptation_tasks else None
         try:
             from ..scenarios import parse_scenario
@@ -217,7 +214,7 @@ def register(app: typer.Typer) -> None:
                                              f"--methods {names}")
                 configs = [apply_record(c, tuning_record) if c.method == tuned else c for c in configs]
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         except ValidationError as exc:
             err = exc.errors()[0]
             if not err["loc"]:  # a rule across options (e.g. --participation with --clients-per-round)
@@ -231,9 +228,9 @@ def register(app: typer.Typer) -> None:
         except SomeRunsFailed as exc:  # the table of those that finished, then every failure
             results, failed = exc.results, exc
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         if not results:
-            raise _fail(failed) from None
+            raise fail(failed) from None
         print_table(_out, summary_table(results, title=f"{spec.name} / {results[0].scenario.tag} ({len(seed_list)} seed(s))"))
         if judge_note(results):  # judged free text is on another scale than Rouge-L: say so under the table too
             _out.print(judge_note(results).strip(), highlight=False, soft_wrap=True)
@@ -245,7 +242,7 @@ def register(app: typer.Typer) -> None:
         _out.print(f"results: {', '.join(str(r.path(out)) for r in results)}")
         _out.print(f"plot: {plot}   summary: {scen_dir / 'summary.md'}   ({time.perf_counter() - started:.0f} s)")
         if failed is not None:
-            raise _fail(failed)
+            raise fail(failed)
 
     @app.command("list")
     def list_cmd() -> None:
@@ -289,7 +286,7 @@ def register(app: typer.Typer) -> None:
         try:
             cls = method_class(name)
         except DrakeBenchError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         meta = cls.meta
         _out.print(Text.assemble(literal(meta.name, style="bold"), " ", literal(f"{meta.version}: {meta.summary}")),
                    highlight=False)
@@ -425,7 +422,7 @@ def _register_report(app: typer.Typer) -> None:
         def once(key: str, what: str, p: Path) -> None:
             if key in seen:
                 kind, first = seen[key]
-                raise _fail(DrakeBenchError(f"{p}: {kind} as {first}; a board takes each run once (drop one of them)"))
+                raise fail(DrakeBenchError(f"{p}: {kind} as {first}; a board takes each run once (drop one of them)"))
             seen[key] = (what, p)
 
         for p in paths:
@@ -433,9 +430,9 @@ def _register_report(app: typer.Typer) -> None:
                 res = read_result(p)
                 problems = check_result(res)
             except DrakeBenchError as exc:
-                raise _fail(exc) from None
+                raise fail(exc) from None
             if problems:
-                raise _fail(DrakeBenchError(f"{p}: " + "; ".join(problems[:5])))
+                raise fail(DrakeBenchError(f"{p}: " + "; ".join(problems[:5])))
             if results:  # not comparable is the first thing to say about two files, duplicates the next
                 first_path, first = results[0]
                 differs = benchmark_differences(first.benchmark, res.benchmark)
@@ -448,7 +445,7 @@ def _register_report(app: typer.Typer) -> None:
                     differs.append(f"scored by rules {res.evaluation.scorer_version} (not "
                                    f"{first.evaluation.scorer_version}; drake_bench/evaluation/scoring.py)")
                 if differs:
-                    raise _fail(DrakeBenchError(f"{p} is not comparable with {first_path} on one board: "
+                    raise fail(DrakeBenchError(f"{p} is not comparable with {first_path} on one board: "
                                                 + "; ".join(differs)))
             once(f"path:{p.resolve()}", "the same file", p)
             once(f"content:{hashlib.sha256(p.read_bytes()).hexdigest()}", "the same content", p)
@@ -458,7 +455,7 @@ def _register_report(app: typer.Typer) -> None:
             results.append((p, res))
         conflicts = weights_conflicts(results)
         if conflicts:
-            raise _fail(DrakeBenchError("; ".join(conflicts)))
+            raise fail(DrakeBenchError("; ".join(conflicts)))
         notes = unpinned_notes(unpinned_weights(results))
         for note in notes:
             _err.print(f"note: {note}", highlight=False, soft_wrap=True)

@@ -6,19 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
-from ..console import literal
-
-_err = Console(stderr=True)
-
-
-def _seeds(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise typer.BadParameter(f"--seeds expects comma-separated integers, got {text!r}") from None
+from . import fail
 
 
 def register(app: typer.Typer) -> None:
@@ -52,29 +41,26 @@ def register(app: typer.Typer) -> None:
         per seed and the point selected. Then `drake-bench run --methods METHOD --tuning-record OUT/tuning.json` runs
         the selected values on the test split, and its result records where they came from."""
         from ..errors import DrakeBenchError
-        from ..registry import create_method
         from ..run_config import RunConfig
         from ..tuning import RECORD_FILE, parse_grid, tune
-        from .run import method_settings
+        from .run import int_list, method_settings
 
         try:
             parsed = parse_grid(grid)
-            fixed = method_settings(set_ or [], [method])[method]
-            create_method(method, fixed)
+            fixed = method_settings(set_ or [], [method])[method]  # tune() validates every point's config
             if board is not None:
                 from ..leaderboard.boards import load_board
                 from ..leaderboard.build import board_run_config
 
                 config = board_run_config(load_board(board), method, fixed, out)
             else:
-                config = RunConfig(benchmark=benchmark, scenario=scenario, method=method, seeds=_seeds(seeds),
+                config = RunConfig(benchmark=benchmark, scenario=scenario, method=method, seeds=int_list(seeds),
                                    rounds=rounds, local_steps=local_steps, eval_every_rounds=eval_every,
                                    others_subsample=others_subsample, fast_adaptation=fast_adaptation,
                                    data_dir=str(data_dir) if data_dir else None, method_config=fixed, out=str(out))
             record = tune(config, parsed, criterion=criterion, out=out)
         except DrakeBenchError as exc:
-            _err.print(Text.assemble(("error: ", "bold red"), literal(exc)), highlight=False, soft_wrap=True)
-            raise typer.Exit(code=1) from None
+            raise fail(exc) from None
         width = max(len(str(p.settings)) for p in record.points)
         typer.echo(f"{method} on {record.benchmark} {record.benchmark_version} ({record.scenario}), validation "
                    f"split, {record.criterion} x100, mean over seeds {record.seeds}:")
