@@ -63,6 +63,12 @@ def validation_size(n_train: int, rule: SubsamplingRule) -> int:
     return min(n_train - 1, max(1, int(round(n_train * rule.validation_ratio))))
 
 
+def carve_validation(drawn: Sequence[Sample], rule: SubsamplingRule) -> tuple[list[Sample], list[Sample]]:
+    """(train, validation) of a seeded training draw: the validation items are its last :func:`validation_size`."""
+    n_train = len(drawn) - validation_size(len(drawn), rule)
+    return list(drawn[:n_train]), list(drawn[n_train:])
+
+
 def subsample(pool: Sequence[Sample], rule: SubsamplingRule, task_id: str
               ) -> tuple[list[Sample], list[Sample], list[Sample]]:
     """Disjoint seeded (train, validation, test) draws. The test draw does not depend on the validation share: the
@@ -70,8 +76,7 @@ def subsample(pool: Sequence[Sample], rule: SubsamplingRule, task_id: str
     place and only shortens training."""
     items = _seeded_order(pool, rule, task_id)
     n_train, n_test = split_sizes(len(items), rule)
-    n_val = validation_size(n_train, rule)
-    return items[: n_train - n_val], items[n_train - n_val : n_train], items[n_train : n_train + n_test]
+    return (*carve_validation(items[:n_train], rule), items[n_train : n_train + n_test])
 
 
 def train_only_size(n: int, rule: SubsamplingRule) -> int:
@@ -213,8 +218,7 @@ def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, roo
         tested = {s.id for s in test}
         kept = [s for s in pool if s.id not in tested]
         drawn = _seeded_order(kept, spec.subsampling, task.id)[: train_only_size(len(kept), spec.subsampling)]
-        n_val = validation_size(len(drawn), spec.subsampling)
-        train, validation = drawn[: len(drawn) - n_val], drawn[len(drawn) - n_val :]
+        train, validation = carve_validation(drawn, spec.subsampling)
         pool_note = {"decontaminated": len(pool) - len(kept)}
     shard_path(root, task.id, "validation").unlink(missing_ok=True)
     write_split(root, task.id, "train", train, spec.storage)

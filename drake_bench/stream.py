@@ -32,7 +32,7 @@ from .sample import MethodSample, Sample
 from .scenarios import Scenario, parse_scenario
 from .schedule import IngestionSchedule
 from .spec import BenchmarkSpec
-from .store import BuiltBenchmark, built_root, shard_path
+from .store import SCORED_SPLITS, BuiltBenchmark, built_root, shard_path
 
 
 # RNG salts: the last entry of each np.random.default_rng([...]) seed, so that streams drawn from
@@ -277,9 +277,6 @@ class ClientStream:
 
 
 # --------------------------------------------------------------------------- evaluator view
-SCORED_SPLITS = ("test", "validation")
-
-
 def check_scored_split(spec: BenchmarkSpec, split: str) -> None:
     """Refuse a scored split the benchmark version does not hold, naming the version and what to do."""
     if split not in SCORED_SPLITS:
@@ -427,7 +424,7 @@ def load_federated_data(
     spec = load_benchmark(benchmark)
     sc = parse_scenario(scenario if scenario is not None else spec.scenarios.default)
     _check_schedule(seed=seed, rounds=rounds, local_steps=local_steps, batch_size=batch_size)
-    check_scored_split(spec, scored_split)
+    check_scored_split(spec, scored_split)  # before open_built, which may build or download the benchmark
     needed = None
     if revision is not None and clients is not None:
         needed = sc.needed_tasks(spec, clients)

@@ -142,7 +142,7 @@ def tune(config: RunConfig, grid: dict[str, list[Any]], criterion: str = "self_l
     ``run`` is the function that runs one config (default :func:`drake_bench.evaluator.run`)."""
     from . import __version__
     from .manifest import load_benchmark
-    from .registry import create_method
+    from .registry import create_method, method_class
     from .scenarios import parse_scenario
     from .stream import check_scored_split
 
@@ -160,10 +160,10 @@ def tune(config: RunConfig, grid: dict[str, list[Any]], criterion: str = "self_l
         create_method(config.method, {**config.method_config, **point})
     folder = Path(out if out is not None else config.out)
     scenario = parse_scenario(config.scenario if config.scenario is not None else spec.scenarios.default).tag()
-    method = create_method(config.method, config.method_config)
     base = config.model_dump(mode="json", exclude={"out", "scored_split", "resume"})
-    record = TuningRecord(method=config.method, method_version=str(method.meta.version), benchmark=spec.name,
-                          benchmark_version=spec.version, manifest_hash=spec.content_hash, scenario=scenario,
+    record = TuningRecord(method=config.method, method_version=str(method_class(config.method).meta.version),
+                          benchmark=spec.name, benchmark_version=spec.version, manifest_hash=spec.content_hash,
+                          scenario=scenario,
                           seeds=list(config.seeds), criterion=criterion, grid=grid, base_config=base,
                           package_version=__version__)
     done = _finished_points(record, folder)
