@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ._version import __version__
+from drake_bench._version import __version__
 
-from .errors import (  # noqa: E402
+from drake_bench.errors import (  # noqa: E402
     CheckpointError,
     DataError,
     DataIntegrityError,
@@ -18,8 +18,8 @@ from .errors import (  # noqa: E402
     ScenarioError,
     UnknownNameError,
 )
-from .manifest import available_benchmarks, load_benchmark  # noqa: E402
-from .protocol import (  # noqa: E402
+from drake_bench.manifest import available_benchmarks, load_benchmark  # noqa: E402
+from drake_bench.protocol import (  # noqa: E402
     AdaptationInit,
     ClientContext,
     Diagnostic,
@@ -35,16 +35,16 @@ from .protocol import (  # noqa: E402
     ReportsModels,
     State,
 )
-from .registry import available_methods, create_method, register_method  # noqa: E402
-from .run_config import RunConfig  # noqa: E402
-from .sample import AnswerType, MethodSample, Sample  # noqa: E402
-from .scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario  # noqa: E402
-from .spec import BenchmarkSpec, ClientSpec, TaskSpec  # noqa: E402
-from .stream import ClientStream, FederatedData, load_client_stream, load_federated_data  # noqa: E402
+from drake_bench.registry import available_methods, create_method, register_method  # noqa: E402
+from drake_bench.run_config import RunConfig  # noqa: E402
+from drake_bench.sample import AnswerType, MethodSample, Sample  # noqa: E402
+from drake_bench.scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario  # noqa: E402
+from drake_bench.spec import BenchmarkSpec, ClientSpec, TaskSpec  # noqa: E402
+from drake_bench.stream import ClientStream, FederatedData, load_client_stream, load_federated_data  # noqa: E402
 
-from .evaluator import run  # noqa: E402
-from .evaluation.standalone import evaluate_client  # noqa: E402
-from .runner import run_methods  # noqa: E402
+from drake_bench.evaluator import run  # noqa: E402
+from drake_bench.evaluation.standalone import evaluate_client  # noqa: E402
+from drake_bench.runner import run_methods  # noqa: E402
 
 
 __all__ = [

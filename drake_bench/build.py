@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DrakeBenchError, SourceError
-from .card import write_card
-from .manifest import load_benchmark, manifest_dict
-from .progress import progress
-from .sample import Sample
-from .spec import BenchmarkSpec, SubsamplingRule, TaskSpec
-from .store import BUILD_INFO, SPLITS, built_root, finalize_build, shard_path, write_split
+from drake_bench.errors import DrakeBenchError, SourceError
+from drake_bench.card import write_card
+from drake_bench.manifest import load_benchmark, manifest_dict
+from drake_bench.progress import progress
+from drake_bench.sample import Sample
+from drake_bench.spec import BenchmarkSpec, SubsamplingRule, TaskSpec
+from drake_bench.store import BUILD_INFO, SPLITS, built_root, finalize_build, shard_path, write_split
 
 DONE_MARK = ".done"
 
@@ -90,9 +90,9 @@ def _read_pool(task: TaskSpec, source_dir: Path | None, check_expected: bool, wh
     task (a loader bug or an unreadable file must not abort the other tasks), the pool's size against the manifest's
     expectation, every item of this task. ``what`` names the source in errors (the test source of a task reads
     through here too, as :meth:`TaskSpec.as_test_source`)."""
-    from .loaders import get_loader
-    from .loaders._common import recording
-    from .sources import check_pool_size
+    from drake_bench.loaders import get_loader
+    from drake_bench.loaders._common import recording
+    from drake_bench.sources import check_pool_size
 
     loader = get_loader(task.source.loader)
     try:
@@ -167,8 +167,8 @@ def read_task_mark(mark: Path) -> dict[str, Any] | None:
     """The record in a task's done mark, or None where it holds none (missing, not UTF-8 or JSON, nested or sized past
     a mark, not a JSON object): the data folder may be shared or copied, and a task without a readable mark is simply
     built again."""
-    from .errors import JSONFileError
-    from .json_files import read_json
+    from drake_bench.errors import JSONFileError
+    from drake_bench.json_files import read_json
 
     try:
         done = read_json(mark, what="task done mark", max_bytes=TASK_MARK_MAX_BYTES)
@@ -275,8 +275,8 @@ def _build_locked(spec: BenchmarkSpec, root: Path, source_dir: str | Path | None
     failures: dict[str, str] = {}
     src = Path(source_dir) if source_dir is not None else None
     if src is not None:
-        from .loaders import get_loader
-        from .sources import warn_unconfirmed
+        from drake_bench.loaders import get_loader
+        from drake_bench.sources import warn_unconfirmed
 
         used = [t.source.loader for t in wanted] + [t.test_source.loader for t in wanted if t.test_source is not None]
         warn_unconfirmed({name: get_loader(name) for name in used}.values())

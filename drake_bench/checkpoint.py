@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import CheckpointError, DrakeBenchError, JSONFileError
-from .json_files import read_json
-from .protocol import Message, State
-from .write_failure import once_there_is_space, write_failure
+from drake_bench.errors import CheckpointError, DrakeBenchError, JSONFileError
+from drake_bench.json_files import read_json
+from drake_bench.protocol import Message, State
+from drake_bench.write_failure import once_there_is_space, write_failure
 
 PROGRESS = "progress.json"
 PROGRESS_MAX_BYTES = 1 << 30

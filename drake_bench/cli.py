@@ -6,7 +6,7 @@ import importlib
 
 import typer
 
-from .commands import MODULES
+from drake_bench.commands import MODULES
 
 app = typer.Typer(
     name="drake-bench",

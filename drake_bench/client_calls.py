@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .protocol import ClientContext, Message, State
+from drake_bench.protocol import ClientContext, Message, State
 
 if TYPE_CHECKING:
-    from .evaluator import SeedRun
+    from drake_bench.evaluator import SeedRun
 
 __all__ = ["ClientCalls", "PredictJob", "TrainJob", "TrainReply"]
 

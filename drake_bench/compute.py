@@ -47,9 +47,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .protocol import ClientContext, FederationContext
-    from .results import RunResult
-    from .stream import FederatedData
+    from drake_bench.protocol import ClientContext, FederationContext
+    from drake_bench.results import RunResult
+    from drake_bench.stream import FederatedData
 
 
 class ProbeHost(Protocol):
@@ -291,7 +291,7 @@ def probe_compute(ev: ProbeHost, fed: FederatedData, seed: int, method_config_du
     run into the same output folder on the same benchmark, allocation and steps (a leaderboard's) prices itself
     against one SFT probe instead of repeating it.
     """
-    from ._version import __version__
+    from drake_bench._version import __version__
 
     cfg = ev.config
     steps = cfg.local_steps or ev.spec.fl.local_steps
@@ -362,8 +362,8 @@ def _read(path: Path | None, key: str, kind: type[_Cached]) -> _Cached | None:
     the file replaced. The file lies in a run's output folder, which may have been copied from elsewhere or edited:
     one that does not read as a probe record (not JSON, larger or deeper than one, not the probe its key says) is no
     cache, and a warning says so (a measurement costs minutes on a real board)."""
-    from .errors import JSONFileError
-    from .json_files import read_json
+    from drake_bench.errors import JSONFileError
+    from drake_bench.json_files import read_json
 
     if path is None or not path.is_file():
         return None

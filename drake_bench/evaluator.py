@@ -33,25 +33,25 @@ from typing import Any
 
 import numpy as np
 
-from . import checkpoint, numerics
-from .access import DATA_ACCESS_KEY, AccessLedger
-from .client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
-from .compute import ComputeProbe, probe_compute
-from .confine import SANDBOX_KEY, Confinement, dataset_caches
-from .errors import DrakeBenchError
-from .evaluation.cells import EvalCell, cell_records, evaluation_limits, plan_cells
-from .evaluation.metrics import (AbsenceRecord, AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord,
+from drake_bench import checkpoint, numerics
+from drake_bench.access import DATA_ACCESS_KEY, AccessLedger
+from drake_bench.client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
+from drake_bench.compute import ComputeProbe, probe_compute
+from drake_bench.confine import SANDBOX_KEY, Confinement, dataset_caches
+from drake_bench.errors import DrakeBenchError
+from drake_bench.evaluation.cells import EvalCell, cell_records, evaluation_limits, plan_cells
+from drake_bench.evaluation.metrics import (AbsenceRecord, AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord,
                                  RawTables, ScoreRecord, ServerCostRecord)
-from .evaluation.external import code_executing_tasks, require_code_execution
-from .evaluation.judge import Judge, judged_scores, load_judge, require_judged_tasks
-from .evaluation.scoring import score_batch
-from .guard import GuardedMethod
-from .isolation import MethodProcess, warm_forkserver
-from .lock import RunLock
-from .manifest import load_benchmark
-from .protocol import ClientContext, FederationContext, Message, State, mixed_seed
-from .registry import create_method, method_package
-from .results import (
+from drake_bench.evaluation.external import code_executing_tasks, require_code_execution
+from drake_bench.evaluation.judge import Judge, judged_scores, load_judge, require_judged_tasks
+from drake_bench.evaluation.scoring import score_batch
+from drake_bench.guard import GuardedMethod
+from drake_bench.isolation import MethodProcess, warm_forkserver
+from drake_bench.lock import RunLock
+from drake_bench.manifest import load_benchmark
+from drake_bench.protocol import ClientContext, FederationContext, Message, State, mixed_seed
+from drake_bench.registry import create_method, method_package
+from drake_bench.results import (
     BenchmarkRef,
     EvaluationSettings,
     FLSettings,
@@ -66,13 +66,13 @@ from .results import (
     read_result,
     write_result,
 )
-from .run_config import RunConfig
-from .sample import Sample
-from .scenarios import parse_scenario
-from .source_revision import drake_bench_source
-from .store import data_home, shard_path
-from .synth.public import sampler as public_sampler
-from .stream import FederatedData, load_federated_data
+from drake_bench.run_config import RunConfig
+from drake_bench.sample import Sample
+from drake_bench.scenarios import parse_scenario
+from drake_bench.source_revision import drake_bench_source
+from drake_bench.store import data_home, shard_path
+from drake_bench.synth.public import sampler as public_sampler
+from drake_bench.stream import FederatedData, load_federated_data
 
 __all__ = ["ClientCalls", "Evaluator", "LocalClients", "PredictJob", "RunCallbacks", "RunConfig", "SeedRun", "TrainJob",
            "TrainReply", "run", "run_on_flower", "sample_participants"]
@@ -788,7 +788,7 @@ def run(config: RunConfig, callbacks: RunCallbacks | None = None) -> RunResult:
 def run_on_flower(configs: Sequence[RunConfig], callbacks: RunCallbacks | None = None) -> list[RunResult]:
     """Runs of one benchmark with ``backend='flower'``: in one Flower simulation, one after another (Ray starts once
     for all of them), or each submitted to the deployed federation ``superlink`` names. See drake_bench.flower."""
-    from . import flower  # the optional extra: a clear error when Flower is not installed
+    from drake_bench import flower  # the optional extra: a clear error when Flower is not installed
 
     deployed = [c for c in configs if c.superlink is not None]
     if deployed:  # a deployed federation's ServerApp takes the lock where it runs

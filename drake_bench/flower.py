@@ -46,9 +46,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
-from .errors import DrakeBenchError
-from .lock import TOKEN_ENV
+from drake_bench.client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
+from drake_bench.errors import DrakeBenchError
+from drake_bench.lock import TOKEN_ENV
 
 try:
     from flwr.app import ConfigRecord, Context, Message, RecordDict
@@ -60,9 +60,9 @@ except ImportError as _exc:  # pragma: no cover - the optional extra
         f"backend='flower' needs Flower, which is not installed ({_exc}): pip install 'drake_bench[flower]'") from None
 
 if TYPE_CHECKING:
-    from .evaluator import SeedRun
-    from .results import RunResult
-    from .run_config import RunConfig
+    from drake_bench.evaluator import SeedRun
+    from drake_bench.results import RunResult
+    from drake_bench.run_config import RunConfig
 
 __all__ = ["FlowerClients", "client_app", "deploy", "simulate", "write_app"]
 
@@ -85,9 +85,9 @@ _methods: dict[str, Any] = {}  # header digest -> method handle (a Ray actor kee
 def _method(header: bytes) -> Any:
     """The method this header describes, set up once per process and seed: a Ray actor serves many rounds and
     clients with one loaded method, as the default backend's single method handle does."""
-    from .guard import GuardedMethod
-    from .isolation import MethodProcess, import_target, loads
-    from .registry import create_method, register_method
+    from drake_bench.guard import GuardedMethod
+    from drake_bench.isolation import MethodProcess, import_target, loads
+    from drake_bench.registry import create_method, register_method
 
     key = hashlib.sha256(header).hexdigest()
     if key not in _methods:
@@ -104,7 +104,7 @@ def _method(header: bytes) -> Any:
             method: Any = MethodProcess(h["method"], h["method_config"], seed=h["seed"], call_timeout=h["call_timeout"],
                                         threads=h["threads"], numerics=h.get("numerics", "native"))
         else:
-            from . import numerics
+            from drake_bench import numerics
 
             numerics.apply(h.get("numerics", "native"))  # in time where no kernel has run in this node process yet
             method = GuardedMethod(create_method(h["method"], h["method_config"]), h["seed"])
@@ -116,7 +116,7 @@ def _method(header: bytes) -> Any:
 def _answer(msg: Message, work: Callable[[Any, Any], Any]) -> Message:
     """Run one call and reply; a drake_bench error (a plugin's, located) goes back as data, so the ServerApp can
     raise it as the default backend would, instead of Flower turning it into a lost node."""
-    from .isolation import dumps, loads
+    from drake_bench.isolation import dumps, loads
 
     record = msg.content[RECORD]
     try:
@@ -219,7 +219,7 @@ class FlowerClients(ClientCalls):
         if key not in self._headers:
             import torch
 
-            from .isolation import dumps, registered_targets
+            from drake_bench.isolation import dumps, registered_targets
 
             cfg = self.config
             self._headers[key] = dumps({
@@ -233,9 +233,9 @@ class FlowerClients(ClientCalls):
     def _exchange(self, run: SeedRun, kind: str, calls: dict[int, dict[str, Any]]) -> dict[int, Any]:
         """Send one call per client, wait for the replies (up to ``round_timeout``), and return per client the
         decoded value, or a string saying why it has none. A method error on a node is raised here."""
-        from .errors import PluginError
-        from .isolation import _rebuild, dumps, loads
-        from . import errors as errors_mod
+        from drake_bench.errors import PluginError
+        from drake_bench.isolation import _rebuild, dumps, loads
+        from drake_bench import errors as errors_mod
 
         self._refresh_nodes(wait=False)
         header = self._header(run)
@@ -363,7 +363,7 @@ def write_app(config: RunConfig, folder: Path) -> Path:
     import tomli_w
     import torch
 
-    from .isolation import registered_targets
+    from drake_bench.isolation import registered_targets
 
     folder = Path(folder)
     if folder.exists():
@@ -393,9 +393,9 @@ def deploy(config: RunConfig) -> RunResult:
 
     The ServerApp runs where the SuperLink runs and writes the checkpoints and the result file under ``config.out``
     there; this waits on the same machine (the localhost recipe of docs/scale-out.md)."""
-    from .manifest import load_benchmark
-    from .results import read_result
-    from .scenarios import parse_scenario
+    from drake_bench.manifest import load_benchmark
+    from drake_bench.results import read_result
+    from drake_bench.scenarios import parse_scenario
 
     assert config.superlink is not None
     app = write_app(config, Path(config.out) / "flower-app" / config.method)

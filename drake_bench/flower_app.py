@@ -15,13 +15,13 @@ import os
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from .evaluator import _run_locked
-from .flower import FlowerClients, client_app
-from .isolation import import_target
-from .lock import TOKEN_ENV, RunLock
-from .manifest import load_benchmark
-from .registry import register_method
-from .run_config import RunConfig
+from drake_bench.evaluator import _run_locked
+from drake_bench.flower import FlowerClients, client_app
+from drake_bench.isolation import import_target
+from drake_bench.lock import TOKEN_ENV, RunLock
+from drake_bench.manifest import load_benchmark
+from drake_bench.registry import register_method
+from drake_bench.run_config import RunConfig
 
 __all__ = ["client_app", "server_app"]
 

@@ -15,8 +15,8 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from .errors import DrakeBenchError, PluginError
-from .protocol import (
+from drake_bench.errors import DrakeBenchError, PluginError
+from drake_bench.protocol import (
     AdaptationInit,
     MethodMeta,
     ClientContext,
@@ -33,7 +33,7 @@ from .protocol import (
     TrainsClientsTogether,
     seed_everything,
 )
-from .sample import MethodSample
+from drake_bench.sample import MethodSample
 
 T = TypeVar("T")
 

@@ -34,12 +34,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .card import CARD_FILE, render_card
-from .errors import DataNotBuiltError, DrakeBenchError, HubError, IntegrityError, SourceError
-from .manifest import load_benchmark, manifest_dict
-from .progress import progress
-from .spec import BenchmarkSpec, TaskSpec
-from .store import (
+from drake_bench.card import CARD_FILE, render_card
+from drake_bench.errors import DataNotBuiltError, DrakeBenchError, HubError, IntegrityError, SourceError
+from drake_bench.manifest import load_benchmark, manifest_dict
+from drake_bench.progress import progress
+from drake_bench.spec import BenchmarkSpec, TaskSpec
+from drake_bench.store import (
     BUILD_INFO,
     SPLITS,
     BuiltBenchmark,
@@ -430,8 +430,8 @@ def _rebuild_index_task(
     spec: BenchmarkSpec, task: TaskSpec, index: dict[str, Any], source_dir: Path, out: Path, where: str
 ) -> dict[str, str]:
     """Rebuild a non-redistributable task from the user's copy, in the published row order; returns its shard hashes."""
-    from .loaders import get_loader
-    from .store import write_split
+    from drake_bench.loaders import get_loader
+    from drake_bench.store import write_split
 
     loader = get_loader(task.source.loader)
     try:
@@ -470,8 +470,8 @@ def _previous_fetch(out: Path, commit: str) -> dict[str, Any]:
     ``out`` may be any folder (``--out``), and its record anything: one that does not read as a fetch's record (not
     UTF-8 or JSON, nested or sized past a build record, file paths out of the folder) is no earlier fetch. Only the
     tasks fetched now are then recorded (the others are fetched again when asked for), and a warning says so."""
-    from .errors import JSONFileError
-    from .json_files import MANIFEST_MAX_BYTES, read_json
+    from drake_bench.errors import JSONFileError
+    from drake_bench.json_files import MANIFEST_MAX_BYTES, read_json
 
     path = out / BUILD_INFO
 
@@ -512,8 +512,8 @@ task's splits, a few MB for the largest pool a manifest draws; a larger file is 
 def _read_index(path: Path, where: str) -> dict[str, Any]:
     """A non-redistributable task's published index, downloaded: :class:`IntegrityError` naming the file if it does
     not read as one (its sha256 is the published one, but a publisher's file may hold anything)."""
-    from .errors import JSONFileError
-    from .json_files import read_json
+    from drake_bench.errors import JSONFileError
+    from drake_bench.json_files import read_json
 
     try:
         index = read_json(path, what=f"task index of {where}", max_bytes=TASK_INDEX_MAX_BYTES)
@@ -564,8 +564,8 @@ def fetch_benchmark(
     info_path = _download(repo_id, BUILD_INFO, revision, cache_dir, local_files_only, "the build's file list")
     commit = info_path.parent.name
     where = f"{repo_id}@{revision}" + (f" (commit {commit})" if commit != revision else "")
-    from .errors import JSONFileError
-    from .json_files import MANIFEST_MAX_BYTES, read_json
+    from drake_bench.errors import JSONFileError
+    from drake_bench.json_files import MANIFEST_MAX_BYTES, read_json
 
     try:  # a file from the Hub: whatever it holds, one located error
         info = read_json(info_path, what=f"{BUILD_INFO} of {where}", max_bytes=MANIFEST_MAX_BYTES)

@@ -35,15 +35,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import errors as errors_mod
-from .confine import Confinement, ConfinementUnavailable, confine
-from .descendants import become_subreaper, end_descendants
-from .errors import DrakeBenchError, PluginError
-from .guard import peak_memory_bytes, plugin_error
-from .lock import pid_alive
-from .numerics import cpu_capability, environment_for
-from .protocol import ClientContext, FederationContext, Message, ModelIdentity, State
-from .sample import AnswerType, MethodSample
+from drake_bench import errors as errors_mod
+from drake_bench.confine import Confinement, ConfinementUnavailable, confine
+from drake_bench.descendants import become_subreaper, end_descendants
+from drake_bench.errors import DrakeBenchError, PluginError
+from drake_bench.guard import peak_memory_bytes, plugin_error
+from drake_bench.lock import pid_alive
+from drake_bench.numerics import cpu_capability, environment_for
+from drake_bench.protocol import ClientContext, FederationContext, Message, ModelIdentity, State
+from drake_bench.sample import AnswerType, MethodSample
 
 # --------------------------------------------------------------------------- codec: JSON + safetensors
 _TAG = "__db__"
@@ -123,7 +123,7 @@ def _decode(obj: Any, tensors: dict[str, torch.Tensor], public_data: Any = None)
         data = {k: d(v) for k, v in obj.items() if k != _TAG}
         data["allocation"] = {int(k): v for k, v in data["allocation"].items()}
         data["architectures"] = {int(k): v for k, v in data["architectures"].items()}
-        from .synth.public import sampler
+        from drake_bench.synth.public import sampler
 
         # public items are no secret: the worker draws them itself, the same seeded draw as the evaluator's
         return FederationContext(public_data=public_data or sampler(data["modality"]), **data)
@@ -214,9 +214,9 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
     become_subreaper()  # every process a call starts stays this worker's, and ends with the call
     os.environ.clear()  # the evaluator's environment now, not the fork server's from when it started
     os.environ.update(environ)
-    from .guard import GuardedMethod
-    from .progress import quiet_libraries
-    from .registry import create_method, method_class, register_method
+    from drake_bench.guard import GuardedMethod
+    from drake_bench.progress import quiet_libraries
+    from drake_bench.registry import create_method, method_class, register_method
 
     quiet_libraries()
     torch.set_num_threads(threads)
@@ -282,7 +282,7 @@ def import_target(target: str) -> Any:
 def registered_targets() -> dict[str, str]:
     """Import paths of the methods registered in this process by ``register_method`` that a new process can
     import (classes defined inside functions or in ``__main__`` cannot be, and are left out)."""
-    from .registry import _explicit
+    from drake_bench.registry import _explicit
 
     return {name: f"{cls.__module__}:{cls.__qualname__}" for name, cls in _explicit.items()
             if "<locals>" not in cls.__qualname__ and cls.__module__ != "__main__"}
@@ -393,7 +393,7 @@ class MethodProcess:
 
     def __init__(self, name: str, config: dict[str, Any], seed: int | None = None, call_timeout: float | None = None,
                  threads: int | None = None, numerics: str = "native", confinement: Confinement | None = None):
-        from .registry import _explicit
+        from drake_bench.registry import _explicit
 
         ctx = _start_method()
         self.name, self.seed, self.call_timeout = name, seed, call_timeout
@@ -423,7 +423,7 @@ class MethodProcess:
             self.close()
             self._raise(rest[0], rest[1], "start-up", None, None)
         info = rest[0]
-        from .protocol import MethodMeta
+        from drake_bench.protocol import MethodMeta
 
         self.meta = MethodMeta(**info["meta"])
         self.config_dump: dict[str, Any] = info["config"]

@@ -38,7 +38,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .errors import JSONFileError
+from drake_bench.errors import JSONFileError
 
 __all__ = ["DEFAULT_MAX_BYTES", "MANIFEST_MAX_BYTES", "MAX_DEPTH", "MAX_INT_DIGITS", "SMALL_FILE_MAX_BYTES",
            "parse_json", "read_json"]

@@ -17,9 +17,9 @@ from typing import Any
 import jsonschema
 from pydantic import ValidationError
 
-from .errors import JSONFileError, ManifestError, UnknownNameError
-from .json_files import MANIFEST_MAX_BYTES, read_json
-from .spec import BenchmarkSpec, StorageRule
+from drake_bench.errors import JSONFileError, ManifestError, UnknownNameError
+from drake_bench.json_files import MANIFEST_MAX_BYTES, read_json
+from drake_bench.spec import BenchmarkSpec, StorageRule
 
 SCHEMA_FILE = "manifest.schema.json"
 

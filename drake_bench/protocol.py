@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from .sample import MethodSample, Sample
+from drake_bench.sample import MethodSample, Sample
 
 
 @dataclass

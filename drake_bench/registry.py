@@ -15,8 +15,8 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
-from .errors import PluginError, UnknownNameError
-from .protocol import Method, protocol_problems
+from drake_bench.errors import PluginError, UnknownNameError
+from drake_bench.protocol import Method, protocol_problems
 
 GROUP = "drake_bench.methods"
 _explicit: dict[str, Any] = {}
@@ -103,7 +103,7 @@ def method_package(name: str) -> str | None:
     registered in-process by :func:`register_method` or one not found."""
     import importlib.util
 
-    from .source_revision import source_revision
+    from drake_bench.source_revision import source_revision
 
     ep = None if name in _explicit else _entry_points().get(name)
     dist = getattr(ep, "dist", None)

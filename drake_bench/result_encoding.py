@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from pydantic import BaseModel
 
-from .evaluation.metrics import RawTables
+from drake_bench.evaluation.metrics import RawTables
 
 __all__ = [
     "TABLE_COLUMNS",

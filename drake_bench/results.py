@@ -31,11 +31,11 @@ from typing import Any, Iterable, Literal, Sequence
 import jsonschema
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from . import result_encoding
-from ._base import StrictModel
-from ._version import __version__
-from .errors import DrakeBenchError, JSONFileError
-from .evaluation.metrics import (
+from drake_bench import result_encoding
+from drake_bench._base import StrictModel
+from drake_bench._version import __version__
+from drake_bench.errors import DrakeBenchError, JSONFileError
+from drake_bench.evaluation.metrics import (
     AbsenceRecord,
     AdaptationRecord,
     CostRecord,
@@ -47,9 +47,9 @@ from .evaluation.metrics import (
     Summary,
     summarize,
 )
-from .evaluation.scoring import LEGACY_SCORER_VERSION
-from .json_files import read_json
-from .write_failure import once_there_is_space, write_failure
+from drake_bench.evaluation.scoring import LEGACY_SCORER_VERSION
+from drake_bench.json_files import read_json
+from drake_bench.write_failure import once_there_is_space, write_failure
 
 RESULT_SCHEMA_VERSION = "2.0"
 READABLE_SCHEMA_VERSIONS = ("1.0", RESULT_SCHEMA_VERSION)
@@ -305,8 +305,8 @@ def _version(dist: str) -> str | None:
 def capture_environment(device: str = "cpu", cpu_capability: str | None = None) -> Environment:
     """Versions of the libraries that move scores, the platform, the CPU and the device used. ``cpu_capability``: the
     instruction set of the process that trained (a method worker's), when it is not this one."""
-    from .numerics import cpu_capability as this_process_capability, cpu_model
-    from .source_revision import drake_bench_source
+    from drake_bench.numerics import cpu_capability as this_process_capability, cpu_model
+    from drake_bench.source_revision import drake_bench_source
 
     return Environment(
         python=platform.python_version(),
@@ -460,7 +460,7 @@ def _unknown_fields_note(data: Any) -> str:
     fields without a new schema version (so that older files stay readable), and the package version alone cannot
     say which of two drake_bench is newer, so the note names the drake_bench (and source) the file records beside
     this one, for the reader to compare."""
-    from .source_revision import describe, drake_bench_source
+    from drake_bench.source_revision import describe, drake_bench_source
 
     data = data if isinstance(data, dict) else {}
     env = data.get("environment")
@@ -834,7 +834,7 @@ def _describe_identity(ident: dict[str, Any]) -> str:
 def _benchmark_spec(ref: BenchmarkRef) -> Any:
     """The manifest the result claims (``name@version``, archived versions included), or None when this
     drake_bench does not ship it (a benchmark from a manifest file): then only the data-free rules apply."""
-    from .manifest import load_benchmark
+    from drake_bench.manifest import load_benchmark
 
     try:
         return load_benchmark(f"{ref.name}@{ref.version}")
@@ -873,8 +873,8 @@ def completeness_problems(result: RunResult) -> list[str]:
 
     For a partial result only the seeds with score records are checked.
     """
-    from .scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario
-    from .schedule import split_rounds
+    from drake_bench.scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario
+    from drake_bench.schedule import split_rounds
 
     out: list[str] = []
     fl, raw = result.fl, result.raw

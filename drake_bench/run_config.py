@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .numerics import Numerics
+from drake_bench.numerics import Numerics
 
 
 class Selection(BaseModel):

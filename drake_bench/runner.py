@@ -22,13 +22,13 @@ from typing import Any
 
 from rich.console import Console
 
-from . import numerics
-from .errors import DrakeBenchError, UnknownNameError
-from .isolation import hidden_main, registered_targets
-from .lock import RunLock
-from .progress import TimeLeft, format_duration
-from .results import RunResult
-from .run_config import RunConfig
+from drake_bench import numerics
+from drake_bench.errors import DrakeBenchError, UnknownNameError
+from drake_bench.isolation import hidden_main, registered_targets
+from drake_bench.lock import RunLock
+from drake_bench.progress import TimeLeft, format_duration
+from drake_bench.results import RunResult
+from drake_bench.run_config import RunConfig
 
 
 def default_jobs() -> int:
@@ -43,8 +43,8 @@ def _init_worker(queue: Any, parent_pid: int, registered: dict[str, str]) -> Non
     """Each worker process: where progress goes, the methods the parent registered in-process (by import path),
     and to die with the run (a killed run leaves no worker behind)."""
     global _progress_queue
-    from .isolation import die_with, import_target
-    from .registry import register_method
+    from drake_bench.isolation import die_with, import_target
+    from drake_bench.registry import register_method
 
     _progress_queue = queue
     die_with(parent_pid)
@@ -56,8 +56,8 @@ def _worker(config_json: str, threads: int) -> tuple[str, str]:
     """Run one method in a worker process; errors come back as text (custom exceptions do not pickle)."""
     import torch
 
-    from .evaluator import RunCallbacks, run
-    from .progress import quiet_libraries
+    from drake_bench.evaluator import RunCallbacks, run
+    from drake_bench.progress import quiet_libraries
 
     queue = _progress_queue
     quiet_libraries()
@@ -94,8 +94,8 @@ def prepare_tiny_models(names: Sequence[str], console: Console) -> None:
     With ``DRAKE_BENCH_ZOO=pretrain`` the missing ones are pretrained (once, then cached). Names
     that are not tiny zoo models (real checkpoints, models a method brings) need nothing here.
     """
-    from .models.shipped import zoo_source
-    from .models.zoo import model_info
+    from drake_bench.models.shipped import zoo_source
+    from drake_bench.models.zoo import model_info
 
     tiny = []
     for name in names:
@@ -107,7 +107,7 @@ def prepare_tiny_models(names: Sequence[str], console: Console) -> None:
     if zoo_source() == "shipped":
         verify_tiny_models(tiny, console)
         return
-    from .models.pretrain import DEFAULT_RECIPE, checkpoint_dir, ensure_pretrained, is_pretrained
+    from drake_bench.models.pretrain import DEFAULT_RECIPE, checkpoint_dir, ensure_pretrained, is_pretrained
 
     for name in [n for n in tiny if not is_pretrained(n)]:
         note = (f"pretraining {name} once (recipe {DEFAULT_RECIPE.version}; cached in {checkpoint_dir(name).parent}; "
@@ -122,7 +122,7 @@ def prepare_tiny_models(names: Sequence[str], console: Console) -> None:
 
 def verify_tiny_models(names: Sequence[str], console: Console) -> None:
     """Check each shipped tiny model's files against the manifest, printing one line per model as it is done."""
-    from .models.shipped import shipped_identity, verify_shipped
+    from drake_bench.models.shipped import shipped_identity, verify_shipped
 
     for name in names:
         started = time.perf_counter()
@@ -214,8 +214,8 @@ def run_methods(configs: Sequence[RunConfig], jobs: int | None = None, threads: 
         console: where progress goes (default: stderr). On a terminal, live bars; otherwise one
             timestamped line per milestone, from the first second.
     """
-    from .manifest import load_benchmark
-    from .stream import open_built
+    from drake_bench.manifest import load_benchmark
+    from drake_bench.stream import open_built
 
     if not configs:
         return []
@@ -247,8 +247,8 @@ def _run_on_flower(configs: list[RunConfig], threads: int, console: Console) -> 
     floating-point reductions (so the numbers) depend on it."""
     import torch
 
-    from .evaluator import RunCallbacks, run_on_flower
-    from .progress import quiet_libraries
+    from drake_bench.evaluator import RunCallbacks, run_on_flower
+    from drake_bench.progress import quiet_libraries
 
     if len({c.backend for c in configs}) != 1:
         raise DrakeBenchError("run_methods runs configs of one backend together")

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import LeakageError
+from drake_bench.errors import LeakageError
 
 
 class AnswerType(str, Enum):

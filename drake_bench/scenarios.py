@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Annotated, Literal, Union
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from .errors import ScenarioError, UnknownNameError
-from .partition import DirichletPartitioner
-from .schedule import Segment, split_rounds
-from .spec import BenchmarkSpec
+from drake_bench.errors import ScenarioError, UnknownNameError
+from drake_bench.partition import DirichletPartitioner
+from drake_bench.schedule import Segment, split_rounds
+from drake_bench.spec import BenchmarkSpec
 
 if TYPE_CHECKING:
-    from .stream import FederatedData
+    from drake_bench.stream import FederatedData
 
 # RNG salts: the last entry of each np.random.default_rng([...]) seed, so that streams drawn from
 # the same (seed, client) stay independent. The values are frozen: changing one changes every

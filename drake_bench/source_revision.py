@@ -56,8 +56,8 @@ def direct_url_revision(distribution: str) -> str | None:
     have put anything: one that is not such a record (not UTF-8, not JSON, nested or sized past one, a revision that
     is no short line of text) records no revision, with a warning naming the file; the run goes on."""
     # imported here: the build hook loads this module by path, outside the package, and never calls this function
-    from .errors import JSONFileError
-    from .json_files import parse_json, read_json
+    from drake_bench.errors import JSONFileError
+    from drake_bench.json_files import parse_json, read_json
 
     try:
         dist = metadata.distribution(distribution)

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import SourceError
-from .spec import BenchmarkSpec, TaskSpec, TestSourceSpec
+from drake_bench.errors import SourceError
+from drake_bench.spec import BenchmarkSpec, TaskSpec, TestSourceSpec
 
 EXPECTED_FRACTION = 0.5
 """A pool below this fraction of the manifest's ``expected_items`` is "far fewer": an error, not a smaller benchmark."""
@@ -61,8 +61,8 @@ def _rule_summary(task: TaskSpec) -> str:
 
 
 def expected_description(task: TaskSpec, loader: Any) -> str:
-    from .loaders import loader_layout
-    from .loaders._common import describe_needs
+    from drake_bench.loaders import loader_layout
+    from drake_bench.loaders._common import describe_needs
 
     needs = loader_layout(loader, task)
     parts = [describe_needs(needs)] if needs else []
@@ -165,9 +165,9 @@ class _FileIndex:
 def check_sources(benchmark: str | BenchmarkSpec, source_dir: str | Path, tasks: Sequence[str] | None = None,
                   count: bool = True) -> SourcesReport:
     """Report, per task, the files found (with record counts), missing and misplaced, and what to download."""
-    from .loaders import get_loader, loader_layout
-    from .loaders._common import GLOB_CHARS, count_records
-    from .manifest import load_benchmark
+    from drake_bench.loaders import get_loader, loader_layout
+    from drake_bench.loaders._common import GLOB_CHARS, count_records
+    from drake_bench.manifest import load_benchmark
 
     spec = load_benchmark(benchmark)
     src = Path(source_dir)

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import Field, model_serializer, model_validator
 
-from ._base import StrictModel
-from .errors import DrakeBenchError, UnknownNameError
-from .sample import AnswerType
+from drake_bench._base import StrictModel
+from drake_bench.errors import DrakeBenchError, UnknownNameError
+from drake_bench.sample import AnswerType
 
 Provenance = Literal["P", "I", "R"]
 """[P] the paper states it, [I] inferred, [R] drake_bench's recommended choice where the paper is silent."""

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ..console import literal
+from drake_bench.console import literal
 
 MODULES = ["run", "tune", "data", "cards", "leaderboard"]
 

@@ -12,13 +12,13 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..console import literal, print_table
-from ..errors import DrakeBenchError
-from . import fail
+from drake_bench.console import literal, print_table
+from drake_bench.errors import DrakeBenchError
+from drake_bench.commands import fail
 
 if TYPE_CHECKING:  # pragma: no cover - the CLI imports the leaderboard lazily, so `drake-bench --help` stays fast
-    from ..leaderboard.boards import BoardDefinition
-    from ..leaderboard.rules import Refusal
+    from drake_bench.leaderboard.boards import BoardDefinition
+    from drake_bench.leaderboard.rules import Refusal
 
 _err = Console(stderr=True)
 _out = Console()
@@ -27,7 +27,7 @@ ROOT_HELP = "Folder holding the boards' result folders (the repository's leaderb
 
 
 def _board(name: str) -> BoardDefinition:
-    from ..leaderboard.boards import load_board
+    from drake_bench.leaderboard.boards import load_board
 
     try:
         board = load_board(name)
@@ -43,7 +43,7 @@ VERBOSE_HELP = "List every refusal, not one line per rule."
 def _print_refusals(refusals: list[Refusal], verbose: bool = False) -> None:
     """Every refusal with ``verbose``, else one line per rule (:func:`~drake_bench.leaderboard.rules.summarise`):
     one changed number breaks dozens of derived values, which would bury the other rules broken."""
-    from ..leaderboard.rules import summarise
+    from drake_bench.leaderboard.rules import summarise
 
     if verbose:
         for r in refusals:
@@ -74,7 +74,7 @@ def _check_root(boards: list[BoardDefinition], root: Path, *, writes: bool) -> N
     """Say when ``root`` holds no result file of ``boards`` (run outside a clone, every board reads unbuilt); a
     command that writes pages fails when the root does not exist at all, rather than write empty pages (and, for
     ``render``, a new ``leaderboard/`` folder wherever it was run)."""
-    from ..leaderboard.render import empty_root
+    from drake_bench.leaderboard.render import empty_root
 
     why = empty_root(boards, root)
     if why is None:
@@ -86,7 +86,7 @@ def _check_root(boards: list[BoardDefinition], root: Path, *, writes: bool) -> N
 
 def _result_files(paths: list[Path]) -> list[Path]:
     """The result files ``paths`` name: each file as given, each folder's result files (checkpoints left out)."""
-    from ..leaderboard.render import board_files
+    from drake_bench.leaderboard.render import board_files
 
     return [f for p in paths for f in (board_files(p) if p.is_dir() else [p])]
 
@@ -99,8 +99,8 @@ def register(app: typer.Typer) -> None:
     @lb.command("list")
     def list_cmd(root: Annotated[Path, typer.Option(help=ROOT_HELP)] = Path("leaderboard")) -> None:
         """The canonical boards, their settings and how far each is built."""
-        from ..leaderboard.boards import canonical_boards
-        from ..leaderboard.build import plan, seconds_left
+        from drake_bench.leaderboard.boards import canonical_boards
+        from drake_bench.leaderboard.build import plan, seconds_left
 
         def hours(seconds: float | None) -> str:
             return "-" if seconds is None else f"{seconds / 3600:.1f}"
@@ -142,9 +142,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Build a board: run every entry that has no complete result file (resuming partial ones from the
         evaluator's checkpoints), then render it. Run again after an interruption: it continues."""
-        from ..leaderboard import build as b
-        from ..leaderboard.boards import BoardEntry
-        from ..leaderboard.render import render as render_board
+        from drake_bench.leaderboard import build as b
+        from drake_bench.leaderboard.boards import BoardEntry
+        from drake_bench.leaderboard.render import render as render_board
 
         bd = _board(board)
         only = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
@@ -203,7 +203,7 @@ def register(app: typer.Typer) -> None:
         """Carry entries priced by an older compute probe over to the evaluator's: each is probed again (two client
         rounds per model, cached with the checkpoints) and kept, with the new probe recorded, when it matches the same
         local steps; an entry whose steps change is listed to be rebuilt. Exits 1 if any is."""
-        from ..leaderboard.reprobe import reprobe
+        from drake_bench.leaderboard.reprobe import reprobe
 
         bd = _board(board)
         only = [m.strip() for m in methods.split(",")] if methods else None
@@ -235,7 +235,7 @@ def register(app: typer.Typer) -> None:
         verbose: Annotated[bool, typer.Option("--verbose", help=VERBOSE_HELP)] = False,
     ) -> None:
         """Re-render a board from its result files: summary.md, accuracy_over_rounds.png and board.html."""
-        from ..leaderboard.render import render, unreadable
+        from drake_bench.leaderboard.render import render, unreadable
 
         bd = _board(board)
         if results is None:
@@ -262,10 +262,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check result files against a board's rules: one line per rule broken, naming it, its count and the first
         file (--verbose: every refusal). Exit 1 on any, and when the paths hold no result file."""
-        from ..leaderboard.boards import board_for, load_board
-        from ..leaderboard.render import CLONE_HINT, board_files
-        from ..leaderboard.rules import RULES, read_for_board, validate
-        from ..leaderboard.submission import is_submission, validate_submission
+        from drake_bench.leaderboard.boards import board_for, load_board
+        from drake_bench.leaderboard.render import CLONE_HINT, board_files
+        from drake_bench.leaderboard.rules import RULES, read_for_board, validate
+        from drake_bench.leaderboard.submission import is_submission, validate_submission
 
         refusals = []
         files: list[Path] = []
@@ -329,7 +329,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write a self-contained submission folder (result files, method, version, package, source URL or wheel
         hash, command); refused, with the rules named, when the results break the board's rules."""
-        from ..leaderboard.submission import submit
+        from drake_bench.leaderboard.submission import submit
 
         bd = _board(board)
         files = _result_files(results)
@@ -347,7 +347,7 @@ def register(app: typer.Typer) -> None:
         """Rerun each result file's recorded configuration and compare it digit for digit (the method installed at
         the file's version); write verification.json beside it, which the board page reads (verified or
         self-reported). Exit 1 when a file is not reproduced."""
-        from ..leaderboard.verify import MAX_DIFFERENCES, verify
+        from drake_bench.leaderboard.verify import MAX_DIFFERENCES, verify
 
         files = _result_files(results)
         if not files:
@@ -379,8 +379,8 @@ def register(app: typer.Typer) -> None:
         link_base: Annotated[str | None, typer.Option(help="Link result files under this URL instead of by relative path.")] = None,
     ) -> None:
         """One self-contained HTML page per board (sortable table, drill-down, plots; no server, no CDN)."""
-        from ..leaderboard.boards import canonical_boards
-        from ..leaderboard.render import site
+        from drake_bench.leaderboard.boards import canonical_boards
+        from drake_bench.leaderboard.render import site
 
         chosen = [_board(b.strip()) for b in boards.split(",")] if boards else list(canonical_boards().values())
         _check_root(chosen, root, writes=True)

@@ -19,12 +19,12 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
-from ..console import DataTable, literal, print_table
-from ..errors import DrakeBenchError
-from . import fail
-from ..evaluation.external import CODE_EXECUTION_ENV, code_execution_allowed, code_executing_tasks
-from ..run_config import RunConfig
-from ..runner import SomeRunsFailed, default_jobs
+from drake_bench.console import DataTable, literal, print_table
+from drake_bench.errors import DrakeBenchError
+from drake_bench.commands import fail
+from drake_bench.evaluation.external import CODE_EXECUTION_ENV, code_execution_allowed, code_executing_tasks
+from drake_bench.run_config import RunConfig
+from drake_bench.runner import SomeRunsFailed, default_jobs
 
 _err = Console(stderr=True)
 _out = Console()
@@ -62,7 +62,7 @@ def method_settings(settings: list[str], names: list[str]) -> dict[str, dict[str
     a typo must not be ignored); ``METHOD.KEY=VALUE`` to that method only, validated by its config.
     VALUE is read as JSON when it parses (``1e-3``, ``true``, ``[1, 2]``), else as a string.
     """
-    from ..registry import method_class
+    from drake_bench.registry import method_class
 
     out: dict[str, dict[str, Any]] = {n: {} for n in names}
     for item in settings:
@@ -146,11 +146,11 @@ def register(app: typer.Typer) -> None:
                  "that method's config, and the result records their selection on the validation split.")] = None,
     ) -> None:
         """Run methods through the standard evaluator and print Self/Others A_last/A_AUC."""
-        from ..evaluation.plots import plot_accuracy_over_rounds
-        from ..evaluation.table import judge_note, summary_markdown, summary_table
-        from ..manifest import load_benchmark
-        from ..registry import create_method
-        from ..runner import run_methods
+        from drake_bench.evaluation.plots import plot_accuracy_over_rounds
+        from drake_bench.evaluation.table import judge_note, summary_markdown, summary_table
+        from drake_bench.manifest import load_benchmark
+        from drake_bench.registry import create_method
+        from drake_bench.runner import run_methods
 
         try:
             spec = load_benchmark(benchmark)
@@ -160,7 +160,7 @@ def register(app: typer.Typer) -> None:
         seed_list = int_list(seeds)
         unseen = spec.unseen_tasks[:adaptation_tasks] if adaptation_tasks else None
         try:
-            from ..scenarios import parse_scenario
+            from drake_bench.scenarios import parse_scenario
 
             # validate here, before anything is built or any worker starts, so a typo costs nothing and
             # the error names the option at fault (not the first method that happened to hit it)
@@ -171,7 +171,7 @@ def register(app: typer.Typer) -> None:
             if repeated:  # two runs of one method would write the same result file
                 raise typer.BadParameter(f"--methods lists {', '.join(repeated)} more than once")
             if judge is not None:
-                from ..evaluation.judge import require_judged_tasks
+                from drake_bench.evaluation.judge import require_judged_tasks
 
                 try:
                     require_judged_tasks(spec, judge)
@@ -206,7 +206,7 @@ def register(app: typer.Typer) -> None:
                 for name in names
             ]
             if tuning_record is not None:
-                from ..tuning import apply_record, read_record
+                from drake_bench.tuning import apply_record, read_record
 
                 tuned = read_record(tuning_record)[0].method
                 if tuned not in names:
@@ -247,8 +247,8 @@ def register(app: typer.Typer) -> None:
     @app.command("list")
     def list_cmd() -> None:
         """List the benchmarks and the registered methods."""
-        from ..manifest import archived_benchmarks, available_benchmarks, load_benchmark
-        from ..registry import available_methods, method_class
+        from drake_bench.manifest import archived_benchmarks, available_benchmarks, load_benchmark
+        from drake_bench.registry import available_methods, method_class
 
         t = DataTable(title="benchmarks (archived versions load by pinned name, e.g. drake-synth@1.3.0)")
         for col in ("name", "version", "clients", "tasks", "unseen", "modality", "kind", "rounds x steps"):
@@ -276,8 +276,8 @@ def register(app: typer.Typer) -> None:
         name: Annotated[str, typer.Argument(help="A method name (see `drake-bench list`), or `run` for the run settings.")],
     ) -> None:
         """Every config field of a method (or of a run) with its type, default and what it does."""
-        from ..protocol import OPTIONAL_CALLS
-        from ..registry import method_class
+        from drake_bench.protocol import OPTIONAL_CALLS
+        from drake_bench.registry import method_class
 
         if name == "run":
             _out.print("[bold]run settings[/] (RunConfig; `drake-bench run --help` names the options)")
@@ -320,7 +320,7 @@ def _register_check(app: typer.Typer) -> None:
         recomputes from them (see drake_bench.results.check_result)."""
         from rich.markup import escape
 
-        from ..results import check_result, read_result, unpinned_weights, weights_conflicts
+        from drake_bench.results import check_result, read_result, unpinned_weights, weights_conflicts
 
         bad = 0
         readable = []
@@ -359,7 +359,7 @@ def _register_upgrade(app: typer.Typer) -> None:
         same result before it replaces the old one; files already current are left alone."""
         from rich.markup import escape
 
-        from ..results import RESULT_FILE, upgrade_result_file
+        from drake_bench.results import RESULT_FILE, upgrade_result_file
 
         files: list[Path] = []
         for p in paths:
@@ -411,10 +411,10 @@ def _register_report(app: typer.Typer) -> None:
         """
         import hashlib
 
-        from ..evaluation.plots import (numeric_diagnostic_values, plot_accuracy_over_rounds,
+        from drake_bench.evaluation.plots import (numeric_diagnostic_values, plot_accuracy_over_rounds,
                                         plot_diagnostics_over_rounds)
-        from ..evaluation.table import judge_note, summary_markdown, summary_table
-        from ..results import benchmark_differences, check_result, read_result, unpinned_weights, weights_conflicts
+        from drake_bench.evaluation.table import judge_note, summary_markdown, summary_table
+        from drake_bench.results import benchmark_differences, check_result, read_result, unpinned_weights, weights_conflicts
 
         results = []
         seen: dict[str, tuple[str, Path]] = {}  # identity key -> (what it is, first file with it)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from . import fail
+from drake_bench.commands import fail
 
 
 def register(app: typer.Typer) -> None:
@@ -40,17 +40,17 @@ def register(app: typer.Typer) -> None:
         Each point is a full run through the standard evaluator (resumable); the record holds every point's score
         per seed and the point selected. Then `drake-bench run --methods METHOD --tuning-record OUT/tuning.json` runs
         the selected values on the test split, and its result records where they came from."""
-        from ..errors import DrakeBenchError
-        from ..run_config import RunConfig
-        from ..tuning import RECORD_FILE, parse_grid, tune
-        from .run import int_list, method_settings
+        from drake_bench.errors import DrakeBenchError
+        from drake_bench.run_config import RunConfig
+        from drake_bench.tuning import RECORD_FILE, parse_grid, tune
+        from drake_bench.commands.run import int_list, method_settings
 
         try:
             parsed = parse_grid(grid)
             fixed = method_settings(set_ or [], [method])[method]  # tune() validates every point's config
             if board is not None:
-                from ..leaderboard.boards import load_board
-                from ..leaderboard.build import board_run_config
+                from drake_bench.leaderboard.boards import load_board
+                from drake_bench.leaderboard.build import board_run_config
 
                 config = board_run_config(load_board(board), method, fixed, out)
             else:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..spec import BenchmarkSpec
-from .drake import drake
-from .hflb import hflb
-from .text import fed_aya, fed_llm_large, fed_scope
+from drake_bench.spec import BenchmarkSpec
+from drake_bench.definitions.drake import drake
+from drake_bench.definitions.hflb import hflb
+from drake_bench.definitions.text import fed_aya, fed_llm_large, fed_scope
 
 REAL_BENCHMARKS: dict[str, Callable[[], BenchmarkSpec]] = {
     "drake": drake,

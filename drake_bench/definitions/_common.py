@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..spec import Choice, FLConfig, SubsamplingRule
+from drake_bench.spec import Choice, FLConfig, SubsamplingRule
 
 PAPER = (
     "Not All Clients Are Equal: Collaborative Model Personalization on Heterogeneous Multi-Modal "

@@ -7,7 +7,7 @@ Plots live in :mod:`drake_bench.evaluation.plots` (imported on demand: matplotli
 
 from __future__ import annotations
 
-from .metrics import (
+from drake_bench.evaluation.metrics import (
     AdaptationRecord,
     CostRecord,
     DiagnosticRecord,
@@ -27,7 +27,7 @@ from .metrics import (
     server_cost_summary,
     summarize,
 )
-from .scoring import (
+from drake_bench.evaluation.scoring import (
     SCORER_VERSION,
     SCORER_VERSIONS,
     Scored,

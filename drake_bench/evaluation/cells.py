@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from ..sample import Sample
-from .metrics import ScoreRecord
+from drake_bench.sample import Sample
+from drake_bench.evaluation.metrics import ScoreRecord
 
 if TYPE_CHECKING:
-    from ..spec import BenchmarkSpec
-    from ..stream import FederatedData
+    from drake_bench.spec import BenchmarkSpec
+    from drake_bench.stream import FederatedData
 
 __all__ = ["EvalCell", "cell_records", "evaluation_limits", "plan_cells"]
 

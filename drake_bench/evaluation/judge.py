@@ -26,10 +26,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence, runtime_checkable
 
-from ..errors import DrakeBenchError
-from ..sample import AnswerType, Sample
-from ..spec import BenchmarkSpec
-from .scoring import SCORER_VERSION, score_batch
+from drake_bench.errors import DrakeBenchError
+from drake_bench.sample import AnswerType, Sample
+from drake_bench.spec import BenchmarkSpec
+from drake_bench.evaluation.scoring import SCORER_VERSION, score_batch
 
 JUDGE_PROMPT = """[Instruction]
 Please act as an impartial judge and evaluate the quality of the response provided by an AI assistant to the user question displayed below. A good answer should follow these rules:

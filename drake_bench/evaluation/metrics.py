@@ -30,8 +30,8 @@ from typing import Any, Iterable, Literal, Sequence
 import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
-from .._base import StrictModel
-from ..errors import DrakeBenchError
+from drake_bench._base import StrictModel
+from drake_bench.errors import DrakeBenchError
 
 PERCENTILE = 10.0
 PERCENTILE_METHOD = "linear"

@@ -15,10 +15,10 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .metrics import CurvePoint
+from drake_bench.evaluation.metrics import CurvePoint
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..results import RunResult
+    from drake_bench.results import RunResult
 
 SCALE = 100.0
 DPI = 120

@@ -32,7 +32,7 @@ import unicodedata
 from collections import Counter
 from typing import Any, Literal, NamedTuple, Sequence
 
-from ..sample import AnswerType, Sample
+from drake_bench.sample import AnswerType, Sample
 
 ScorerVersion = Literal["1.0", "2.0"]
 SCORER_VERSIONS: tuple[str, ...] = ("1.0", "2.0")
@@ -296,7 +296,7 @@ def score_details(prediction: str, sample: Sample, scorer_version: str = SCORER_
     every other rule is the same in both versions."""
     check_scorer_version(scorer_version)
     if sample.meta.get("scorer") is not None:
-        from .external import external_score
+        from drake_bench.evaluation.external import external_score
 
         hit = external_score(prediction, sample)
         return Scored(hit, hit, None)  # type: ignore[arg-type]

@@ -19,16 +19,16 @@ from typing import Any
 import numpy as np
 from pydantic import ConfigDict, Field
 
-from .._base import StrictModel
-from ..errors import ScenarioError
-from ..manifest import load_benchmark
-from ..sample import MethodSample
-from ..scenarios import Scenario
-from ..spec import BenchmarkSpec
-from ..stream import FederatedData, _check_schedule, _client_id, load_federated_data
-from .cells import cell_records, evaluation_limits, plan_cells
-from .metrics import ScoreRecord, seed_summary
-from .scoring import SCORER_VERSION, check_scorer_version, score_batch
+from drake_bench._base import StrictModel
+from drake_bench.errors import ScenarioError
+from drake_bench.manifest import load_benchmark
+from drake_bench.sample import MethodSample
+from drake_bench.scenarios import Scenario
+from drake_bench.spec import BenchmarkSpec
+from drake_bench.stream import FederatedData, _check_schedule, _client_id, load_federated_data
+from drake_bench.evaluation.cells import cell_records, evaluation_limits, plan_cells
+from drake_bench.evaluation.metrics import ScoreRecord, seed_summary
+from drake_bench.evaluation.scoring import SCORER_VERSION, check_scorer_version, score_batch
 
 __all__ = ["ClientEvaluation", "ClientEvaluationSettings", "PredictFn", "evaluate_client"]
 

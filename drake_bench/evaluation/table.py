@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from ..compute import ComputeProbe
-from ..console import DataTable
-from .metrics import MeanStd, mean_std
+from drake_bench.compute import ComputeProbe
+from drake_bench.console import DataTable
+from drake_bench.evaluation.metrics import MeanStd, mean_std
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..results import RunResult
+    from drake_bench.results import RunResult
 
 HEADERS = ["Method", "Self A_last", "Self A_AUC", "Others A_last", "Others A_AUC", "Worst client", "Uplink MB/round"]
 MISSING = "–"

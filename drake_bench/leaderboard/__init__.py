@@ -9,8 +9,8 @@
 The command line is ``drake-bench leaderboard`` (drake_bench/commands/leaderboard.py).
 """
 
-from .boards import BoardDefinition, BoardEntry, BoardError, canonical_boards, load_board
-from .rules import RULES, Refusal, validate
+from drake_bench.leaderboard.boards import BoardDefinition, BoardEntry, BoardError, canonical_boards, load_board
+from drake_bench.leaderboard.rules import RULES, Refusal, validate
 
 __all__ = ["RULES", "BoardDefinition", "BoardEntry", "BoardError", "Refusal", "canonical_boards", "load_board",
            "validate"]

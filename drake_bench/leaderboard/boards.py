@@ -22,10 +22,10 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from .._base import StrictModel
-from ..errors import DrakeBenchError, JSONFileError
-from ..json_files import SMALL_FILE_MAX_BYTES, parse_json, read_json
-from ..numerics import Numerics
+from drake_bench._base import StrictModel
+from drake_bench.errors import DrakeBenchError, JSONFileError
+from drake_bench.json_files import SMALL_FILE_MAX_BYTES, parse_json, read_json
+from drake_bench.numerics import Numerics
 
 DEFINITIONS = "definitions"
 DEFAULT_ROOT = "leaderboard"
@@ -164,7 +164,7 @@ class BoardDefinition(StrictModel):
         version (what its runs must be given, since a bare name loads the newest one), the bare name on the newest."""
         if Path(self.benchmark).suffix == ".json" or "@" in self.benchmark:
             return self.benchmark
-        from ..manifest import load_benchmark
+        from drake_bench.manifest import load_benchmark
 
         try:
             newest = load_benchmark(self.benchmark).version
@@ -176,7 +176,7 @@ class BoardDefinition(StrictModel):
     def spec(self) -> Any:
         """The benchmark manifest this board names, at the board's version (an archived one loads by its pinned
         name, so a board keeps ranking the data it was built on after a new version ships)."""
-        from ..manifest import load_benchmark
+        from drake_bench.manifest import load_benchmark
 
         try:
             spec = load_benchmark(self.pinned_benchmark)
@@ -195,7 +195,7 @@ class BoardDefinition(StrictModel):
 
     @property
     def scenario_tag(self) -> str:
-        from ..scenarios import parse_scenario
+        from drake_bench.scenarios import parse_scenario
 
         return parse_scenario(self.scenario).tag()
 

@@ -29,13 +29,13 @@ from pathlib import Path
 from statistics import mean, pstdev
 from typing import Any, Sequence
 
-from ..compute import ComputeProbe
-from ..evaluation.metrics import CurvePoint, MeanStd
-from ..evaluation.table import MODEL_NOTE, model_groups, model_headers, model_rows
-from ..results import Environment, RunResult
-from ..source_revision import describe
-from .boards import BoardDefinition
-from .rules import Refusal
+from drake_bench.compute import ComputeProbe
+from drake_bench.evaluation.metrics import CurvePoint, MeanStd
+from drake_bench.evaluation.table import MODEL_NOTE, model_groups, model_headers, model_rows
+from drake_bench.results import Environment, RunResult
+from drake_bench.source_revision import describe
+from drake_bench.leaderboard.boards import BoardDefinition
+from drake_bench.leaderboard.rules import Refusal
 
 PAPER_FILE = "paper_results.json"
 METRICS = [("self_last", "Self A_last"), ("self_auc", "Self A_AUC"), ("others_last", "Others A_last"),
@@ -260,7 +260,7 @@ def self_vs_others_plot(results: Sequence[RunResult]) -> str:
     """Self A_last against Others A_last, one point per method with its ± std bars (x100), as base64 PNG."""
     from matplotlib.figure import Figure
 
-    from ..evaluation.plots import legend_below, legend_height, method_styles
+    from drake_bench.evaluation.plots import legend_below, legend_height, method_styles
 
     styles = method_styles([r.label for r in results])
     fig = Figure(figsize=(7.5, 5 + legend_height(len(styles) + 1)), layout="constrained")

@@ -12,14 +12,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from ..results import RunResult
-from ..write_failure import once_there_is_space, write_failure
-from .boards import DEFAULT_ROOT, BoardDefinition, BoardEntry, BoardError
-from .build import reproduce_command
-from .html import Row, board_page, link
-from .rules import Refusal, validate
-from .submission import submission_of
-from .verify import verification_state
+from drake_bench.results import RunResult
+from drake_bench.write_failure import once_there_is_space, write_failure
+from drake_bench.leaderboard.boards import DEFAULT_ROOT, BoardDefinition, BoardEntry, BoardError
+from drake_bench.leaderboard.build import reproduce_command
+from drake_bench.leaderboard.html import Row, board_page, link
+from drake_bench.leaderboard.rules import Refusal, validate
+from drake_bench.leaderboard.submission import submission_of
+from drake_bench.leaderboard.verify import verification_state
 
 
 def board_files(folder: str | Path) -> list[Path]:
@@ -84,8 +84,8 @@ def render(board: BoardDefinition, root: str | Path = DEFAULT_ROOT, *, results: 
     """Write ``summary.md``, ``accuracy_over_rounds.png`` and ``board.html`` for ``board`` into ``out`` (default: the
     board's folder) from the result files under ``results`` (default: the board's folder). Returns the page and
     every refusal."""
-    from ..evaluation.plots import plot_accuracy_over_rounds
-    from ..evaluation.table import summary_markdown
+    from drake_bench.evaluation.plots import plot_accuracy_over_rounds
+    from drake_bench.evaluation.table import summary_markdown
 
     folder = Path(results) if results is not None else board.results_dir(root)
     out_dir = Path(out) if out is not None else board.results_dir(root)

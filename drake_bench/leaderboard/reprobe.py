@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..compute import PROBE_VERSION, recorded_probe_version
-from ..results import read_result, write_result
-from .boards import DEFAULT_ROOT, BoardDefinition
-from .build import PlannedEntry, needs_reprobe, plan, run_configs
+from drake_bench.compute import PROBE_VERSION, recorded_probe_version
+from drake_bench.results import read_result, write_result
+from drake_bench.leaderboard.boards import DEFAULT_ROOT, BoardDefinition
+from drake_bench.leaderboard.build import PlannedEntry, needs_reprobe, plan, run_configs
 
 
 @dataclass
@@ -45,7 +45,7 @@ def reprobe(board: BoardDefinition, root: str | Path = DEFAULT_ROOT, *, methods:
             console: Any = None) -> list[Reprobed]:
     """Reprobe every entry of ``board`` (``methods``: only these) priced by an older compute probe; see the module
     docstring. Returns what happened to each, in the board's order."""
-    from ..evaluator import Evaluator
+    from drake_bench.evaluator import Evaluator
 
     out: list[Reprobed] = []
     for p in plan(board, root):

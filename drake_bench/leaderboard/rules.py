@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..access import DATA_ACCESS_KEY
-from ..compute import PROBE_VERSION, probe_is_current, recorded_probe_version
-from ..confine import SANDBOX, SANDBOX_KEY
-from ..errors import DrakeBenchError
-from ..results import (PREDICT_CALLS_KEY, WEIGHTS_SHA256, RunResult, benchmark_differences, check_result,
+from drake_bench.access import DATA_ACCESS_KEY
+from drake_bench.compute import PROBE_VERSION, probe_is_current, recorded_probe_version
+from drake_bench.confine import SANDBOX, SANDBOX_KEY
+from drake_bench.errors import DrakeBenchError
+from drake_bench.results import (PREDICT_CALLS_KEY, WEIGHTS_SHA256, RunResult, benchmark_differences, check_result,
                        provenance_problems, read_result, weights_conflicts)
-from .boards import MIN_SEEDS, BoardDefinition
+from drake_bench.leaderboard.boards import MIN_SEEDS, BoardDefinition
 
 RULES: dict[str, str] = {
     "schema": "the file is a result file: valid JSON that validates against drake_bench/schemas/result.schema.json",
@@ -123,7 +123,7 @@ def data_refusal(board: BoardDefinition, data_hash: str | None, content_hash: st
 def build_standing(benchmark: str, version: str, data_hash: str, content_hash: str | None) -> list[str]:
     """One line per canonical board on ``benchmark`` ``version``: whether runs on a build with these hashes count
     on it, and by which hash. Said right after a build, before hours of runs a board would refuse."""
-    from .boards import canonical_boards
+    from drake_bench.leaderboard.boards import canonical_boards
 
     lines = []
     for board in canonical_boards().values():

@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Sequence
 
 from pydantic import Field, ValidationError, model_validator
 
-from .._base import StrictModel
-from .._version import __version__
-from ..errors import DrakeBenchError, JSONFileError
-from ..json_files import SMALL_FILE_MAX_BYTES, read_json
-from ..store import file_sha256
-from .boards import BoardDefinition, canonical_boards
-from .rules import Refusal, read_for_board, summarise, validate
+from drake_bench._base import StrictModel
+from drake_bench._version import __version__
+from drake_bench.errors import DrakeBenchError, JSONFileError
+from drake_bench.json_files import SMALL_FILE_MAX_BYTES, read_json
+from drake_bench.store import file_sha256
+from drake_bench.leaderboard.boards import BoardDefinition, canonical_boards
+from drake_bench.leaderboard.rules import Refusal, read_for_board, summarise, validate
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..results import RunResult
+    from drake_bench.results import RunResult
 
 SUBMISSION_FILE = "submission.json"
 RESULTS_DIR = "results"

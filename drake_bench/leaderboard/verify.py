@@ -25,13 +25,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .._base import StrictModel
-from .._version import __version__
-from ..errors import DrakeBenchError
-from ..confine import SANDBOX_KEY
-from ..json_files import SMALL_FILE_MAX_BYTES
-from ..results import RunResult, comparable_differences, read_result
-from ..store import file_sha256
+from drake_bench._base import StrictModel
+from drake_bench._version import __version__
+from drake_bench.errors import DrakeBenchError
+from drake_bench.confine import SANDBOX_KEY
+from drake_bench.json_files import SMALL_FILE_MAX_BYTES
+from drake_bench.results import RunResult, comparable_differences, read_result
+from drake_bench.store import file_sha256
 
 VERIFICATION_FILE = "verification.json"
 """Beside a result file: the record of its last verification."""
@@ -58,7 +58,7 @@ def rerun_config(result: RunResult, out: str | Path) -> Any:
     """The :class:`~drake_bench.run_config.RunConfig` the file records, writing into ``out``, scored by the rules the
     file was scored by (``evaluation.scorer_version``: a run config recorded before the setting existed names none,
     and RunConfig's default is a later rule than the one such a file was scored with)."""
-    from ..run_config import RunConfig
+    from drake_bench.run_config import RunConfig
 
     recorded = result.fl.extra.get("run_config")
     if not isinstance(recorded, dict):
@@ -76,7 +76,7 @@ def rerun_config(result: RunResult, out: str | Path) -> Any:
 
 def require_same_method(result: RunResult) -> None:
     """Refuse to verify against a method other than the one that made the file."""
-    from ..registry import method_class
+    from drake_bench.registry import method_class
 
     name, version = result.method.name, result.method.version
     try:
@@ -91,9 +91,9 @@ def require_same_method(result: RunResult) -> None:
 
 def verify(path: str | Path, *, work: str | Path | None = None, console: Any = None) -> Verification:
     """Rerun ``path``'s configuration, compare, and write the :class:`Verification` beside it (also returned)."""
-    from ..numerics import cpu_model
-    from ..runner import run_methods
-    from ..source_revision import drake_bench_source
+    from drake_bench.numerics import cpu_model
+    from drake_bench.runner import run_methods
+    from drake_bench.source_revision import drake_bench_source
 
     path = Path(path)
     result = read_result(path)
@@ -116,8 +116,8 @@ def verify(path: str | Path, *, work: str | Path | None = None, console: Any = N
 def verification_state(path: str | Path) -> State:
     """``verified`` when a record beside ``path`` reproduced this very file, ``differs`` when its rerun did not,
     ``self-reported`` when there is no record for the file as it is now (none, or the file changed since)."""
-    from ..errors import JSONFileError
-    from ..json_files import read_json
+    from drake_bench.errors import JSONFileError
+    from drake_bench.json_files import read_json
 
     record_path = Path(path).parent / VERIFICATION_FILE
     if not record_path.is_file():

@@ -14,11 +14,11 @@ Public entry points (see each module's docstring for the choices made):
 
 from __future__ import annotations
 
-from .cache import models_home
-from .engine import choose, generate, loss_on, predict, train_step
-from .loading import load_base
-from .prompting import build_prompt
-from .zoo import (
+from drake_bench.models.cache import models_home
+from drake_bench.models.engine import choose, generate, loss_on, predict, train_step
+from drake_bench.models.loading import load_base
+from drake_bench.models.prompting import build_prompt
+from drake_bench.models.zoo import (
     REAL_MODELS,
     ZooEntry,
     architecture_key,
@@ -31,11 +31,11 @@ from .zoo import (
 
 def __getattr__(name: str):  # lazy: pool/adapters import peft
     if name == "ModelPool":
-        from .pool import ModelPool
+        from drake_bench.models.pool import ModelPool
 
         return ModelPool
     if name in ("lora_config", "with_custom_layers", "LLM_LINEAR_TARGETS"):
-        from . import adapters
+        from drake_bench.models import adapters
 
         return getattr(adapters, name)
     raise AttributeError(name)

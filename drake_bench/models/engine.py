@@ -33,10 +33,10 @@ from typing import Any
 
 import torch
 
-from ..errors import DrakeBenchError
-from ..sample import AnswerType
-from .kernels import SEGMENT_ATTENTION, packed_forward, transformers_model, use_segment_attention
-from .prompting import build_prompt, candidate_targets, is_choice, options, target
+from drake_bench.errors import DrakeBenchError
+from drake_bench.sample import AnswerType
+from drake_bench.models.kernels import SEGMENT_ATTENTION, packed_forward, transformers_model, use_segment_attention
+from drake_bench.models.prompting import build_prompt, candidate_targets, is_choice, options, target
 
 IGNORE_INDEX = -100
 OPEN_MAX_NEW_TOKENS = 16

@@ -27,9 +27,9 @@ from typing import Any
 
 import torch
 
-from ..errors import DrakeBenchError
-from .engine import IGNORE_INDEX, _encode_packed, _float_dtype, _pad_id, autocast, packs, tokenizer_of
-from .kernels import packed_forward
+from drake_bench.errors import DrakeBenchError
+from drake_bench.models.engine import IGNORE_INDEX, _encode_packed, _float_dtype, _pad_id, autocast, packs, tokenizer_of
+from drake_bench.models.kernels import packed_forward
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UnknownNameError
+from drake_bench.errors import UnknownNameError
 
 
 def model_identity(name: str) -> dict[str, Any]:
@@ -23,8 +23,8 @@ def model_identity(name: str) -> dict[str, Any]:
     the result file (two results are comparable only on the same bases; ``drake-bench report`` refuses
     to mix them).
     """
-    from .shipped import shipped_identity, zoo_source
-    from .zoo import model_info
+    from drake_bench.models.shipped import shipped_identity, zoo_source
+    from drake_bench.models.zoo import model_info
 
     try:
         entry = model_info(name)
@@ -33,7 +33,7 @@ def model_identity(name: str) -> dict[str, Any]:
     if entry.tiny:
         if zoo_source() == "shipped":
             return shipped_identity(name)
-        from .pretrain import DEFAULT_RECIPE
+        from drake_bench.models.pretrain import DEFAULT_RECIPE
 
         return {"source": "drake_bench tiny zoo", "recipe": DEFAULT_RECIPE.as_dict()}
     return {"source": entry.source}
@@ -41,7 +41,7 @@ def model_identity(name: str) -> dict[str, Any]:
 
 def architecture(name: str) -> str:
     """The architecture key of a zoo model (clients of one key can exchange parameters); the name itself otherwise."""
-    from .zoo import architecture_key
+    from drake_bench.models.zoo import architecture_key
 
     try:
         return architecture_key(name)
@@ -51,7 +51,7 @@ def architecture(name: str) -> str:
 
 def evaluation_settings() -> dict[str, Any]:
     """The zoo engine's inference settings (greedy decoding, cloze choice scoring, left padding)."""
-    from . import engine, prompting
+    from drake_bench.models import engine, prompting
 
     return {
         "decoding": {"do_sample": False, "num_beams": 1, "max_new_tokens": engine.OPEN_MAX_NEW_TOKENS,

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from ..evaluation.judge import JUDGE_PROMPT, JUDGE_PROMPT_SHA, JudgeQuery, parse_rating
+from drake_bench.evaluation.judge import JUDGE_PROMPT, JUDGE_PROMPT_SHA, JudgeQuery, parse_rating
 
 
 class ModelJudge:
@@ -20,8 +20,8 @@ class ModelJudge:
     (GPT-4-class) do not run on a laptop; an open instruction-tuned model on a GPU is the realistic choice."""
 
     def __init__(self, model: str, *, max_new_tokens: int = 256, batch_size: int = 8, device: str = "cpu") -> None:
-        from .identity import model_identity
-        from .loading import load_base
+        from drake_bench.models.identity import model_identity
+        from drake_bench.models.loading import load_base
 
         self.model_name = model
         self.max_new_tokens = max_new_tokens

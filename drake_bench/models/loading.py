@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import DrakeBenchError
-from .shipped import ENV_SOURCE, verify_shipped, zoo_source
-from .zoo import load_pretrained, model_info
+from drake_bench.errors import DrakeBenchError
+from drake_bench.models.shipped import ENV_SOURCE, verify_shipped, zoo_source
+from drake_bench.models.zoo import load_pretrained, model_info
 
 
 def load_base(name: str, device: str = "cpu", dtype: Any = None, *, seed: int = 0, source: str | None = None):
@@ -36,7 +36,7 @@ def load_base(name: str, device: str = "cpu", dtype: Any = None, *, seed: int = 
     entry = model_info(name)
     if entry.tiny:
         if zoo_source(source) == "pretrain":
-            from .pretrain import ensure_pretrained
+            from drake_bench.models.pretrain import ensure_pretrained
 
             path = ensure_pretrained(name, seed=seed)
         elif seed != 0:

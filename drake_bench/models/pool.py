@@ -49,10 +49,10 @@ from typing import Any
 
 import torch
 
-from ..errors import DrakeBenchError, UnknownNameError
-from .engine import use_segment_attention_if_packable
-from .loading import load_base
-from .zoo import architecture_key
+from drake_bench.errors import DrakeBenchError, UnknownNameError
+from drake_bench.models.engine import use_segment_attention_if_packable
+from drake_bench.models.loading import load_base
+from drake_bench.models.zoo import architecture_key
 
 
 @dataclass

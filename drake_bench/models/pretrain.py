@@ -44,12 +44,12 @@ from typing import Any
 
 import torch
 
-from ..errors import DrakeBenchError
-from . import engine
-from .cache import RECIPE_FILE, TOKENIZER_DIR, build_cached, models_home, progress_dir, record_matches  # noqa: F401 (re-exported)
-from .prompting import LETTERS, MC_INSTRUCTION, OPEN_INSTRUCTION
-from .tokenizer import DEFAULT_VOCAB_SIZE, IMAGE_TOKENS, make_processor, train_tokenizer
-from .zoo import build_tiny, model_info
+from drake_bench.errors import DrakeBenchError
+from drake_bench.models import engine
+from drake_bench.models.cache import RECIPE_FILE, TOKENIZER_DIR, build_cached, models_home, progress_dir, record_matches  # noqa: F401 (re-exported)
+from drake_bench.models.prompting import LETTERS, MC_INSTRUCTION, OPEN_INSTRUCTION
+from drake_bench.models.tokenizer import DEFAULT_VOCAB_SIZE, IMAGE_TOKENS, make_processor, train_tokenizer
+from drake_bench.models.zoo import build_tiny, model_info
 
 RECIPE_VERSION = 8  # 2: public MC / yes-no items; 3: vision alignment; 4: cloze targets; 5: verify/count items;
 # 6: shared pretrained vision tower, frozen in both stages; 7: Swin tower at 64 px with dense perception targets,
@@ -104,7 +104,7 @@ DEFAULT_RECIPE = Recipe()
 # ---------------------------------------------------------------------- data (synth imported lazily)
 def tokenizer_corpus(recipe: Recipe) -> list[str]:
     """Texts the shared tokenizer is trained on (synth corpus + prompt scaffolding)."""
-    from ..synth.public import corpus_texts, public_mix, public_text_mix
+    from drake_bench.synth.public import corpus_texts, public_mix, public_text_mix
 
     scaffold = ["USER: ASSISTANT:", MC_INSTRUCTION, OPEN_INSTRUCTION, "\n".join(f"{c}. " for c in LETTERS)]
     try:
@@ -116,7 +116,7 @@ def tokenizer_corpus(recipe: Recipe) -> list[str]:
 
 def training_data(multimodal: bool, recipe: Recipe) -> list[Any]:
     """The public-mix items a tiny model is pretrained on."""
-    from ..synth.public import public_mix, public_text_mix
+    from drake_bench.synth.public import public_mix, public_text_mix
 
     if multimodal:
         return public_mix(recipe.n_multimodal, recipe.data_seed, recipe.mix) + public_text_mix(
@@ -176,7 +176,7 @@ def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None,
                                   f"{model.get_input_embeddings().num_embeddings} embeddings")
         t0 = time.perf_counter()
         if entry.multimodal:
-            from .vision import ensure_vision_tower, install_tower
+            from drake_bench.models.vision import ensure_vision_tower, install_tower
 
             install_tower(model, ensure_vision_tower(recipe, progress=progress))
         vision_losses = align_vision(model, processor, recipe, seed=seed) if entry.multimodal else []
@@ -224,8 +224,8 @@ def pretrain(model: Any, processor: Any, samples: Sequence[Any], recipe: Recipe,
     With ``resume_dir`` a snapshot is kept every 200 steps; an interrupted run continues from it to
     bit-identical weights (the batch order is drawn from its own generator and skipped up to the snapshot).
     """
-    from .resume import load_progress, save_progress
-    from .vision import warmup_cosine
+    from drake_bench.models.resume import load_progress, save_progress
+    from drake_bench.models.vision import warmup_cosine
 
     if not samples:
         raise DrakeBenchError("pretrain: no training samples")
@@ -275,8 +275,8 @@ def align_vision(model: Any, processor: Any, recipe: Recipe, seed: int = 0) -> l
     afterwards (:class:`~drake_bench.models.vision.PerceptionHeads`, on ``vision_items`` perception
     pictures). Same seed, same weights (single-threaded CPU math).
     """
-    from ..synth.public import perception_pictures
-    from .vision import PerceptionHeads, frozen_tokens, targets
+    from drake_bench.synth.public import perception_pictures
+    from drake_bench.models.vision import PerceptionHeads, frozen_tokens, targets
 
     if recipe.vision_steps <= 0:
         return []

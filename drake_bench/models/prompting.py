@@ -27,9 +27,9 @@ from __future__ import annotations
 import string
 from typing import Any
 
-from ..errors import DrakeBenchError
-from ..sample import AnswerType
-from .tokenizer import IMAGE
+from drake_bench.errors import DrakeBenchError
+from drake_bench.sample import AnswerType
+from drake_bench.models.tokenizer import IMAGE
 
 TEMPLATE_VERSION = "llava-1.5/v2-cloze"  # recorded in every result file; bump when a prompt or target changes
 MC_INSTRUCTION = "Answer with the option from the given choices directly."

@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ..sample import AnswerType, Sample
-from .prompting import LETTERS, MC_INSTRUCTION, OPEN_INSTRUCTION, build_prompt
+from drake_bench.sample import AnswerType, Sample
+from drake_bench.models.prompting import LETTERS, MC_INSTRUCTION, OPEN_INSTRUCTION, build_prompt
 
 _COLORS = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220), "yellow": (230, 220, 20)}
 
@@ -60,7 +60,7 @@ def toy_samples(n: int = 8, seed: int = 0, with_images: bool = True) -> list[Sam
 @functools.lru_cache(maxsize=2)
 def toy_tokenizer(vocab_size: int = 512):
     """A byte-level BPE trained on toy prompts (cached per process)."""
-    from .tokenizer import train_tokenizer
+    from drake_bench.models.tokenizer import train_tokenizer
 
     texts = [build_prompt(s) + " " + s.answer for s in toy_samples(64, 0)]
     texts += [MC_INSTRUCTION, OPEN_INSTRUCTION, " ".join(LETTERS)]
@@ -69,14 +69,14 @@ def toy_tokenizer(vocab_size: int = 512):
 
 @functools.lru_cache(maxsize=2)
 def toy_processor():
-    from .tokenizer import make_processor
+    from drake_bench.models.tokenizer import make_processor
 
     return make_processor(toy_tokenizer())
 
 
 def toy_loader(name: str, device: str = "cpu", dtype: Any = None, *, seed: int = 0):
     """``load_base`` stand-in: a frozen, randomly initialised tiny model and a toy processor."""
-    from .zoo import build_tiny, model_info
+    from drake_bench.models.zoo import build_tiny, model_info
 
     model = build_tiny(name, seed=seed)
     if dtype is not None:

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .cache import RECIPE_FILE, VISION_DIR, build_cached, models_home, progress_dir
+from drake_bench.models.cache import RECIPE_FILE, VISION_DIR, build_cached, models_home, progress_dir
 
 GRID = 4
 """The tower's output is a GRID x GRID map of tokens (64 px / 16 px)."""
@@ -53,14 +53,14 @@ IGNORE = -100
 
 
 def token_vocabularies() -> list[list[str]]:
-    from ..synth.world import COLORS, SHAPES, SIZES, STATES, STYLES
+    from drake_bench.synth.world import COLORS, SHAPES, SIZES, STATES, STYLES
 
     return [["no", "yes"], list(SHAPES), list(COLORS), list(SIZES), list(STYLES), ["no", "yes"], list(STATES)]
 
 
 def image_vocabularies() -> list[list[str]]:
-    from ..synth.public import PERCEPTION_DOMAINS, PERCEPTION_TEXTS
-    from ..synth.world import DISTORTIONS
+    from drake_bench.synth.public import PERCEPTION_DOMAINS, PERCEPTION_TEXTS
+    from drake_bench.synth.world import DISTORTIONS
 
     return [[str(k) for k in range(MAX_COUNT + 1)], list(PERCEPTION_DOMAINS), ["none", *DISTORTIONS],
             ["none", *PERCEPTION_TEXTS]]
@@ -80,7 +80,7 @@ def object_labels(obj: Any, domain: str) -> list[int]:
 
 def _overlap(obj: Any, cell: int) -> int:
     """Pixels shared by a cell and the object's bounding square."""
-    from ..synth.world import SIZES
+    from drake_bench.synth.world import SIZES
 
     r, top, left = SIZES[obj.size], (cell // GRID) * CELL, (cell % GRID) * CELL
     w = min(left + CELL, obj.x + r + 1) - max(left, obj.x - r)
@@ -106,7 +106,7 @@ def presence_targets(picture: Any) -> torch.Tensor:
 
     Read from the max over tokens: a translation-invariant signal that teaches shape detectors quickly
     (dense per-cell targets alone learn shapes several times slower)."""
-    from ..synth.world import COLORS, SHAPES
+    from drake_bench.synth.world import COLORS, SHAPES
 
     v = torch.zeros(len(SHAPES) + len(COLORS) + 3)
     for o in picture.scene.objects:
@@ -144,7 +144,7 @@ class PerceptionHeads(torch.nn.Module):
     def loss(self, tokens: torch.Tensor, token_y: torch.Tensor, image_y: torch.Tensor,
              presence_y: torch.Tensor) -> torch.Tensor:
         ce = torch.nn.functional.cross_entropy
-        from ..synth.world import SHAPES
+        from drake_bench.synth.world import SHAPES
 
         weight = torch.ones(presence_y.shape[1])
         weight[: len(SHAPES)] = self.shape_weight
@@ -159,7 +159,7 @@ class PerceptionHeads(torch.nn.Module):
 
 
 def _presence_size() -> int:
-    from ..synth.world import COLORS, SHAPES
+    from drake_bench.synth.world import COLORS, SHAPES
 
     return len(SHAPES) + len(COLORS) + 3
 
@@ -198,8 +198,8 @@ def train_tower(tower: Any, image_processor: Any, recipe: Any, seed: int = 0, *,
     Single-threaded, data drawn by step index: same recipe, same weights. With ``resume_dir`` a snapshot
     is kept every ``snapshot_every`` steps and an interrupted run continues from it to the identical result.
     """
-    from ..synth.public import perception_pictures
-    from .resume import load_progress, save_progress
+    from drake_bench.synth.public import perception_pictures
+    from drake_bench.models.resume import load_progress, save_progress
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -272,7 +272,7 @@ def probe_tower(tower: Any, image_processor: Any, n: int = 2000, seed: int = 1) 
     distortion, text (pictures with text only: which text). Position (single-object pictures: which
     quadrant), from all tokens. Returns ``{"accuracy": {attribute: acc}, "chance": {...}, "n": {...}}``.
     """
-    from ..synth.public import perception_pictures
+    from drake_bench.synth.public import perception_pictures
 
     pictures = perception_pictures(10**7, n, seed)
     threads = torch.get_num_threads()
@@ -320,7 +320,7 @@ def _majority(y: torch.Tensor) -> float | None:
 
 # ---------------------------------------------------------------------- cache entry
 def _record(recipe: Any) -> dict[str, Any]:
-    from .zoo import VISION_TOWER
+    from drake_bench.models.zoo import VISION_TOWER
 
     fields = recipe.as_dict()  # leaves out optional fields at their defaults, so older records still match
     keys = ("tower_steps", "tower_batch", "tower_lr", "data_seed", "probe_pictures", "version",
@@ -332,8 +332,8 @@ def ensure_vision_tower(recipe: Any, progress: Callable[[str], None] | None = No
     """Directory of the shared pretrained tower for ``recipe`` (trained once, then cached; resumable)."""
     from transformers import AutoModel
 
-    from .tokenizer import make_image_processor
-    from .zoo import vision_config
+    from drake_bench.models.tokenizer import make_image_processor
+    from drake_bench.models.zoo import vision_config
 
     path = models_home() / VISION_DIR
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UnknownNameError
-from .cache import models_home  # noqa: F401 (re-exported: callers know it as zoo.models_home)
-from .tokenizer import DEFAULT_VOCAB_SIZE, IMAGE_SIZE
+from drake_bench.errors import UnknownNameError
+from drake_bench.models.cache import models_home  # noqa: F401 (re-exported: callers know it as zoo.models_home)
+from drake_bench.models.tokenizer import DEFAULT_VOCAB_SIZE, IMAGE_SIZE
 
 FAMILIES = ("llama", "qwen2")
 SIZES = ("s", "m", "l")
@@ -158,7 +158,7 @@ def tiny_config(name: str, vocab_size: int = DEFAULT_VOCAB_SIZE):
         text = Qwen2Config(**common, tie_word_embeddings=True)
     if not entry.multimodal:
         return text
-    from .tokenizer import IMAGE_TOKENS
+    from drake_bench.models.tokenizer import IMAGE_TOKENS
 
     return LlavaConfig(
         vision_config=vision_config(),

@@ -10,13 +10,13 @@ import shutil
 import warnings
 from pathlib import Path
 
-from ..build import DONE_MARK, build_benchmark, build_lock, is_built, read_task_mark
-from ..errors import DrakeBenchError
-from ..manifest import available_benchmarks, load_benchmark
-from ..spec import BenchmarkSpec
-from ..store import BUILD_INFO, built_root, finalize_build
-from .loader import _scale, current_scale
-from .world import GENERATOR_VERSION
+from drake_bench.build import DONE_MARK, build_benchmark, build_lock, is_built, read_task_mark
+from drake_bench.errors import DrakeBenchError
+from drake_bench.manifest import available_benchmarks, load_benchmark
+from drake_bench.spec import BenchmarkSpec
+from drake_bench.store import BUILD_INFO, built_root, finalize_build
+from drake_bench.synth.loader import _scale, current_scale
+from drake_bench.synth.world import GENERATOR_VERSION
 
 SYNTH_BENCHMARKS = ("drake-synth", "hflb-synth", "fedllm-synth")
 
@@ -31,8 +31,8 @@ def _matches(root: Path, spec: BenchmarkSpec, scale: float) -> bool:
     whose marks match are kept, see :func:`drake_bench.build.build_benchmark`), and a warning says so."""
     if not is_built(root):
         return False
-    from ..errors import JSONFileError
-    from ..json_files import MANIFEST_MAX_BYTES, read_json
+    from drake_bench.errors import JSONFileError
+    from drake_bench.json_files import MANIFEST_MAX_BYTES, read_json
 
     path = root / BUILD_INFO
     try:  # the limit BuiltBenchmark.open reads the same file with

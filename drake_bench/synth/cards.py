@@ -15,10 +15,10 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from ..manifest import load_benchmark
-from ..sample import Sample
-from ..spec import BenchmarkSpec, TaskSpec
-from .render import font
+from drake_bench.manifest import load_benchmark
+from drake_bench.sample import Sample
+from drake_bench.spec import BenchmarkSpec, TaskSpec
+from drake_bench.synth.render import font
 
 CELL = 112
 LEARNABILITY_FILE = "learnability.json"
@@ -26,7 +26,7 @@ LEARNABILITY_FILE = "learnability.json"
 
 def examples(spec: BenchmarkSpec, task: TaskSpec, n: int = 4) -> list[Sample]:
     """The first ``n`` items of the task's candidate pool."""
-    from ..loaders import get_loader
+    from drake_bench.loaders import get_loader
 
     out: list[Sample] = []
     for s in get_loader(task.source.loader).load(task, None):

@@ -7,13 +7,13 @@ HFLB's 9 clients x 4 question-type tasks, Fed-LLM-Large's 52 clients x 2 tasks.
 
 from __future__ import annotations
 
-from ..sample import AnswerType
-from ..spec import (
+from drake_bench.sample import AnswerType
+from drake_bench.spec import (
     AsyncDefaults, BenchmarkSpec, Choice, ClientSpec, DirichletDefaults, FLConfig, ModelAllocation,
     ScenarioDefaults, SourceSpec, StorageRule, SubsamplingRule, TaskSizes, TaskSpec,
 )
-from .loader import DOMAIN_VERSION
-from .registry import get_generator
+from drake_bench.synth.loader import DOMAIN_VERSION
+from drake_bench.synth.registry import get_generator
 
 DEFAULT_POOL = 250
 LARGE_POOL = 500
@@ -366,14 +366,14 @@ FEDLLM_POOL = 60
 
 def fedllm_clients() -> dict[int, tuple[str, list[str]]]:
     """52 clients: 18 flan, 24 aya (4 per synthetic language), 10 chatbot; 2 distinct task types each [R]."""
-    from .text import CHAT, FLAN
+    from drake_bench.synth.text import CHAT, FLAN
 
     out: dict[int, tuple[str, list[str]]] = {}
     cid = 1
     for i in range(18):
         out[cid] = ("flan", [FLAN[i % 6], FLAN[(i + 1 + i // 6) % 6]])
         cid += 1
-    from .world import LANGUAGES
+    from drake_bench.synth.world import LANGUAGES
 
     for lang in LANGUAGES:
         for j in range(4):

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sample import AnswerType
-from .registry import YES_NO, Item, generator, image_options, yn
-from .relation import consistent, one, two_related
-from .render import render
-from .world import COLOR_FIGURES, COLORS, SHAPE_FIGURES, SHAPES, STATES, Obj, Scene, other, place, random_obj
+from drake_bench.sample import AnswerType
+from drake_bench.synth.registry import YES_NO, Item, generator, image_options, yn
+from drake_bench.synth.relation import consistent, one, two_related
+from drake_bench.synth.render import render
+from drake_bench.synth.world import COLOR_FIGURES, COLORS, SHAPE_FIGURES, SHAPES, STATES, Obj, Scene, other, place, random_obj
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 COLS = list(COLORS)

@@ -21,9 +21,9 @@ from typing import Any, Literal
 import numpy as np
 from PIL import Image
 
-from ..errors import UnknownNameError
-from ..sample import AnswerType
-from .world import BASE_VERSION, GENERATOR_VERSION, rng_for
+from drake_bench.errors import UnknownNameError
+from drake_bench.sample import AnswerType
+from drake_bench.synth.world import BASE_VERSION, GENERATOR_VERSION, rng_for
 
 
 @dataclass

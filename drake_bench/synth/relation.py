@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sample import AnswerType
-from .registry import YES_NO, Item, generator, yn
-from .render import render
-from .world import an, plural, COLORS, DIRECTIONS, SHAPES, STYLES, Obj, Scene, other, place, random_obj
+from drake_bench.sample import AnswerType
+from drake_bench.synth.registry import YES_NO, Item, generator, yn
+from drake_bench.synth.render import render
+from drake_bench.synth.world import an, plural, COLORS, DIRECTIONS, SHAPES, STYLES, Obj, Scene, other, place, random_obj
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 COLS = list(COLORS)

@@ -11,4 +11,4 @@ Never edit a body here: a changed byte changes an archived benchmark's data hash
 
 from __future__ import annotations
 
-from . import reasoning, relation, vqa  # noqa: F401  (registration happens on import)
+from drake_bench.synth.legacy import reasoning, relation, vqa  # noqa: F401  (registration happens on import)

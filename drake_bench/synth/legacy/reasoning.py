@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...sample import AnswerType
-from ..reasoning import bongard, common, common_figure, in_state, near_misses, pick_among, state_odd_out
-from ..registry import YES_NO, Item, generator, image_options, yn
-from ..relation import consistent, one
-from ..render import render
-from ..world import an, COLORS, SHAPES, STATES, Obj, Scene, other, place, random_obj
+from drake_bench.sample import AnswerType
+from drake_bench.synth.reasoning import bongard, common, common_figure, in_state, near_misses, pick_among, state_odd_out
+from drake_bench.synth.registry import YES_NO, Item, generator, image_options, yn
+from drake_bench.synth.relation import consistent, one
+from drake_bench.synth.render import render
+from drake_bench.synth.world import an, COLORS, SHAPES, STATES, Obj, Scene, other, place, random_obj
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 COLS = list(COLORS)

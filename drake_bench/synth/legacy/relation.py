@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...sample import AnswerType
-from ..registry import YES_NO, Item, generator, yn
-from ..relation import quantified
-from ..render import render
-from ..world import an, COLORS, Scene, place, random_obj
+from drake_bench.sample import AnswerType
+from drake_bench.synth.registry import YES_NO, Item, generator, yn
+from drake_bench.synth.relation import quantified
+from drake_bench.synth.render import render
+from drake_bench.synth.world import an, COLORS, Scene, place, random_obj
 
 YN = AnswerType.YES_NO
 COLS = list(COLORS)

@@ -9,6 +9,6 @@ files cite the data hashes they produce.
 
 from __future__ import annotations
 
-from ..vqa import register_quality
+from drake_bench.synth.vqa import register_quality
 
 register_quality(3, 1, "")
