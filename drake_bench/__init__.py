@@ -18,8 +18,8 @@ from drake_bench.errors import (  # noqa: E402
     ScenarioError,
     UnknownNameError,
 )
-from drake_bench.manifest import available_benchmarks, load_benchmark  # noqa: E402
-from drake_bench.protocol import (  # noqa: E402
+from drake_bench.benchmarks.manifest import available_benchmarks, load_benchmark  # noqa: E402
+from drake_bench.plugins.protocol import (  # noqa: E402
     AdaptationInit,
     ClientContext,
     Diagnostic,
@@ -35,14 +35,14 @@ from drake_bench.protocol import (  # noqa: E402
     ReportsModels,
     State,
 )
-from drake_bench.registry import available_methods, create_method, register_method  # noqa: E402
-from drake_bench.run_config import RunConfig  # noqa: E402
-from drake_bench.sample import AnswerType, MethodSample, Sample  # noqa: E402
-from drake_bench.scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario  # noqa: E402
-from drake_bench.spec import BenchmarkSpec, ClientSpec, TaskSpec  # noqa: E402
-from drake_bench.stream import ClientStream, FederatedData, load_client_stream, load_federated_data  # noqa: E402
+from drake_bench.plugins.registry import available_methods, create_method, register_method  # noqa: E402
+from drake_bench.evaluator.run_config import RunConfig  # noqa: E402
+from drake_bench.benchmarks.sample import AnswerType, MethodSample, Sample  # noqa: E402
+from drake_bench.streams.scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario  # noqa: E402
+from drake_bench.benchmarks.spec import BenchmarkSpec, ClientSpec, TaskSpec  # noqa: E402
+from drake_bench.streams.stream import ClientStream, FederatedData, load_client_stream, load_federated_data  # noqa: E402
 
-from drake_bench.evaluator import run  # noqa: E402
+from drake_bench.evaluator.standard import run  # noqa: E402
 from drake_bench.evaluation.standalone import evaluate_client  # noqa: E402
 from drake_bench.runner import run_methods  # noqa: E402
 

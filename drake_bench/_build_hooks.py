@@ -7,7 +7,7 @@ cmdclass`` in pyproject.toml), which writes :data:`BUILT_FROM` beside the packag
 into the source tree. An editable install skips it: there the checkout itself answers at run time.
 
 setuptools loads this file by path, before drake_bench's dependencies exist in an isolated build, so it imports
-nothing of drake_bench's but ``source_revision.py``, itself standard library only, loaded the same way.
+nothing of drake_bench's but ``core/provenance.py``, itself standard library only, loaded the same way.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def _source_revision_module():
-    spec = importlib.util.spec_from_file_location("_drake_bench_build_source_revision", HERE / "source_revision.py")
+    spec = importlib.util.spec_from_file_location("_drake_bench_build_source_revision", HERE / "core" / "provenance.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

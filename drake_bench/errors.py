@@ -35,7 +35,7 @@ class JSONFileError(DrakeBenchError):
     """A JSON file someone else wrote (a result file, ``submission.json``, a board definition, a manifest given by path,
     a checkpoint's ``progress.json``) cannot be read as JSON: missing or unreadable, larger than such a file can be, not
     UTF-8, not JSON, nested deeper than such a file is, or holding a number Python cannot read or JSON has no value for
-    (NaN, Infinity). One line, naming the file and why (:func:`drake_bench.json_files.read_json`); ``missing`` is True
+    (NaN, Infinity). One line, naming the file and why (:func:`drake_bench.core.json_files.read_json`); ``missing`` is True
     when the file does not exist. Each reader turns it into its own error (a result file's, a manifest's, ...)."""
 
     def __init__(self, message: str, path: str | None = None, missing: bool = False):

@@ -1,10 +1,10 @@
 """The Flower App components for the deployment runtime: what ``flwr run`` loads on the SuperLink and SuperNodes.
 
-:func:`drake_bench.flower.write_app` writes an App folder whose ``pyproject.toml`` names ``server_app`` and
-``client_app`` here and carries the run's :class:`~drake_bench.run_config.RunConfig` as JSON (run config key
+:func:`drake_bench.backends.flower.write_app` writes an App folder whose ``pyproject.toml`` names ``server_app`` and
+``client_app`` here and carries the run's :class:`~drake_bench.evaluator.run_config.RunConfig` as JSON (run config key
 ``run-config``). The SuperLink starts ``server_app`` in a ``flwr-serverapp`` process: the evaluator's whole run,
 with its client calls sent to the SuperNodes, which run ``client_app`` (the same ClientApp as the simulation's).
-This module sits above both the evaluator and :mod:`drake_bench.flower`, so neither imports the other's caller.
+This module sits above both the evaluator and :mod:`drake_bench.backends.flower`, so neither imports the other's caller.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import os
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from drake_bench.evaluator import _run_locked
-from drake_bench.flower import FlowerClients, client_app
-from drake_bench.isolation import import_target
-from drake_bench.lock import TOKEN_ENV, RunLock
-from drake_bench.manifest import load_benchmark
-from drake_bench.registry import register_method
-from drake_bench.run_config import RunConfig
+from drake_bench.evaluator.standard import _run_locked
+from drake_bench.backends.flower import FlowerClients, client_app
+from drake_bench.backends.worker_process import import_target
+from drake_bench.core.lock import TOKEN_ENV, RunLock
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.plugins.registry import register_method
+from drake_bench.evaluator.run_config import RunConfig
 
 __all__ = ["client_app", "server_app"]
 

@@ -22,13 +22,13 @@ from typing import Any
 
 from rich.console import Console
 
-from drake_bench import numerics
+from drake_bench.core import numerics
 from drake_bench.errors import DrakeBenchError, UnknownNameError
-from drake_bench.isolation import hidden_main, registered_targets
-from drake_bench.lock import RunLock
-from drake_bench.progress import TimeLeft, format_duration
-from drake_bench.results import RunResult
-from drake_bench.run_config import RunConfig
+from drake_bench.backends.worker_process import hidden_main, registered_targets
+from drake_bench.core.lock import RunLock
+from drake_bench.core.progress import TimeLeft, format_duration
+from drake_bench.results.result_file import RunResult
+from drake_bench.evaluator.run_config import RunConfig
 
 
 def default_jobs() -> int:
@@ -43,8 +43,8 @@ def _init_worker(queue: Any, parent_pid: int, registered: dict[str, str]) -> Non
     """Each worker process: where progress goes, the methods the parent registered in-process (by import path),
     and to die with the run (a killed run leaves no worker behind)."""
     global _progress_queue
-    from drake_bench.isolation import die_with, import_target
-    from drake_bench.registry import register_method
+    from drake_bench.backends.worker_process import die_with, import_target
+    from drake_bench.plugins.registry import register_method
 
     _progress_queue = queue
     die_with(parent_pid)
@@ -56,8 +56,8 @@ def _worker(config_json: str, threads: int) -> tuple[str, str]:
     """Run one method in a worker process; errors come back as text (custom exceptions do not pickle)."""
     import torch
 
-    from drake_bench.evaluator import RunCallbacks, run
-    from drake_bench.progress import quiet_libraries
+    from drake_bench.evaluator.standard import RunCallbacks, run
+    from drake_bench.core.progress import quiet_libraries
 
     queue = _progress_queue
     quiet_libraries()
@@ -214,8 +214,8 @@ def run_methods(configs: Sequence[RunConfig], jobs: int | None = None, threads: 
         console: where progress goes (default: stderr). On a terminal, live bars; otherwise one
             timestamped line per milestone, from the first second.
     """
-    from drake_bench.manifest import load_benchmark
-    from drake_bench.stream import open_built
+    from drake_bench.benchmarks.manifest import load_benchmark
+    from drake_bench.streams.stream import open_built
 
     if not configs:
         return []
@@ -247,8 +247,8 @@ def _run_on_flower(configs: list[RunConfig], threads: int, console: Console) -> 
     floating-point reductions (so the numbers) depend on it."""
     import torch
 
-    from drake_bench.evaluator import RunCallbacks, run_on_flower
-    from drake_bench.progress import quiet_libraries
+    from drake_bench.evaluator.standard import RunCallbacks, run_on_flower
+    from drake_bench.core.progress import quiet_libraries
 
     if len({c.backend for c in configs}) != 1:
         raise DrakeBenchError("run_methods runs configs of one backend together")

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from drake_bench.errors import DrakeBenchError
-from drake_bench.run_config import RunConfig, Selection
+from drake_bench.evaluator.run_config import RunConfig, Selection
 
 RECORD_FILE = "tuning.json"
 RECORD_FORMAT = "drake-bench tuning record 1"
@@ -139,12 +139,12 @@ def tune(config: RunConfig, grid: dict[str, list[Any]], criterion: str = "self_l
     tuned); ``out`` defaults to ``config.out``. Each point runs in ``<out>/point-NNN`` and resumes from there, so an
     interrupted tuning run picks up where it stopped, and the record on disk always holds the points finished so far.
     A point the record on disk already holds (an earlier call with the same settings) is not run again.
-    ``run`` is the function that runs one config (default :func:`drake_bench.evaluator.run`)."""
-    from drake_bench import __version__
-    from drake_bench.manifest import load_benchmark
-    from drake_bench.registry import create_method, method_class
-    from drake_bench.scenarios import parse_scenario
-    from drake_bench.stream import check_scored_split
+    ``run`` is the function that runs one config (default :func:`drake_bench.evaluator.standard.run`)."""
+    from drake_bench._version import __version__
+    from drake_bench.benchmarks.manifest import load_benchmark
+    from drake_bench.plugins.registry import create_method, method_class
+    from drake_bench.streams.scenarios import parse_scenario
+    from drake_bench.streams.stream import check_scored_split
 
     if criterion not in CRITERIA:
         raise TuningError(f"criterion {criterion!r} is not one of {', '.join(CRITERIA)}")
@@ -169,7 +169,7 @@ def tune(config: RunConfig, grid: dict[str, list[Any]], criterion: str = "self_l
     done = _finished_points(record, folder)
     record.points = done
     if run is None:
-        from drake_bench.evaluator import run as run_config
+        from drake_bench.evaluator.standard import run as run_config
 
         run = run_config
     for index, point in enumerate(points):
@@ -206,7 +206,7 @@ def _finished_points(record: TuningRecord, folder: Path) -> list[TuningPoint]:
 
 def read_record(path: str | Path) -> tuple[TuningRecord, str]:
     """A tuning record and its file's sha256, or one :class:`TuningError` naming the file and what is wrong."""
-    from drake_bench.json_files import SMALL_FILE_MAX_BYTES, read_json
+    from drake_bench.core.json_files import SMALL_FILE_MAX_BYTES, read_json
 
     path = Path(path)
     data = read_json(path, what="tuning record", max_bytes=SMALL_FILE_MAX_BYTES)
@@ -223,7 +223,7 @@ def apply_record(config: RunConfig, path: str | Path) -> RunConfig:
     """``config`` with the record's selected values in its ``method_config`` and its ``selection`` stating where they
     come from. Refuses a record of another method or benchmark, one that selected nothing, and a setting given both
     by hand and by the record with another value."""
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     record, sha = read_record(path)
     spec = load_benchmark(config.benchmark)

@@ -19,9 +19,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..errors import DrakeBenchError, UnknownNameError
-from ..sample import Sample
-from ..spec import TaskSpec
+from drake_bench.errors import DrakeBenchError, UnknownNameError
+from drake_bench.benchmarks.sample import Sample
+from drake_bench.benchmarks.spec import TaskSpec
 
 
 @runtime_checkable

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ..errors import SourceError
-from ..sample import AnswerType, Sample
-from ..spec import TaskSpec
+from drake_bench.errors import SourceError
+from drake_bench.benchmarks.sample import AnswerType, Sample
+from drake_bench.benchmarks.spec import TaskSpec
 
 LETTERS = "ABCDEFGHIJKLMNOP"
 
@@ -179,7 +179,7 @@ def read_records(path: Path, expected: str) -> list[dict[str, Any]]:
 
 def text_key(text: str) -> str:
     """A text item's stable key: sha1 of its text. Train and test sources keyed alike let the build recognise a
-    training item that asks a test question (drake_bench.build drops it from training)."""
+    training item that asks a test question (drake_bench.benchmarks.build drops it from training)."""
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 

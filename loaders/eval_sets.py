@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import SourceError
-from ..sample import AnswerType, Sample
-from ..spec import TaskSpec
+from drake_bench.errors import SourceError
+from drake_bench.benchmarks.sample import AnswerType, Sample
+from drake_bench.benchmarks.spec import TaskSpec
 from . import register_loader
 from ._common import LETTERS, Need, field, finish, hub_rows, make_sample, note_read, read_parquet, read_records, text_key
 

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import SourceError
-from ..sample import AnswerType, Sample
-from ..spec import TaskSpec
+from drake_bench.errors import SourceError
+from drake_bench.benchmarks.sample import AnswerType, Sample
+from drake_bench.benchmarks.spec import TaskSpec
 from . import register_loader
 from ._common import Need, field, finish, make_sample, open_image, read_json, root_name, source_root, stable_unit
 

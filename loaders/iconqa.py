@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import SourceError
-from ..sample import Sample
-from ..spec import TaskSpec
+from drake_bench.errors import SourceError
+from drake_bench.benchmarks.sample import Sample
+from drake_bench.benchmarks.spec import TaskSpec
 from . import register_loader
 from ._common import Need, field, finish, make_sample, open_image, read_json
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..sample import Sample
-from ..spec import TaskSpec
+from drake_bench.benchmarks.sample import Sample
+from drake_bench.benchmarks.spec import TaskSpec
 from . import register_loader
-from ..errors import SourceError
+from drake_bench.errors import SourceError
 from ._common import Need, field, finish, keyword_rule_matches, make_sample, open_image, read_jsonl, root_name, source_root, yes_no
 
 

@@ -37,9 +37,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import SourceError
-from ..sample import Sample
-from ..spec import TaskSpec
+from drake_bench.errors import SourceError
+from drake_bench.benchmarks.sample import Sample
+from drake_bench.benchmarks.spec import TaskSpec
 from . import register_loader
 from ._common import Need, field, finish, hub_rows, in_shard, make_sample, read_json, read_records, root_name, source_root, stable_unit, text_key
 

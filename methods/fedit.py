@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, Message, MethodMeta, State
+from drake_bench.plugins.protocol import ClientContext, Message, MethodMeta, State
 
 from .lora_clients import GroupedLoraRounds, LoraMethod, LoraSettings, average
 

@@ -18,8 +18,8 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, FederationContext, Message, ModelIdentity, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, ModelIdentity, State
+from drake_bench.benchmarks.sample import MethodSample
 
 
 def packed_training_field() -> Any:

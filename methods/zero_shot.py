@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import ConfigDict
 
-from drake_bench.protocol import ClientContext, Message, MethodMeta, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Message, MethodMeta, State
+from drake_bench.benchmarks.sample import MethodSample
 
 from .lora_clients import LoraMethod, LoraSettings
 

@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from drake_bench.models import engine, load_base
     from drake_bench.models.prompting import candidate_targets
-    from drake_bench.sample import AnswerType
-    from drake_bench.synth.definitions import drake_synth_spec
-    from drake_bench.synth.loader import fresh_items
+    from drake_bench.benchmarks.sample import AnswerType
+    from drake_bench.benchmarks.synth.definitions import drake_synth_spec
+    from drake_bench.benchmarks.synth.loader import fresh_items
 
     torch.set_num_threads(1)
     model, proc = load_base(args.model)

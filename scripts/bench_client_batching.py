@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from drake_bench.methods.lora_clients import LoraClients, LoraSettings
     from drake_bench.models.zoo import model_info
-    from drake_bench.protocol import ClientContext, FederationContext
+    from drake_bench.plugins.protocol import ClientContext, FederationContext
 
     torch.set_num_threads(1)
     if args.device.startswith("cuda") and not torch.cuda.is_available():

@@ -56,8 +56,8 @@ def random_lora_model(name: str) -> tuple[Any, Any]:
 def fedllm_groups(n: int, items_per_group: int) -> list[list[Any]]:
     """``n`` groups of fresh fedllm-synth items (seed 777 + k, never the benchmark's splits), one task after the
     other, as the evaluator's (owner, task) groups come."""
-    from drake_bench.synth.definitions import fedllm_synth_spec
-    from drake_bench.synth.loader import fresh_items
+    from drake_bench.benchmarks.synth.definitions import fedllm_synth_spec
+    from drake_bench.benchmarks.synth.loader import fresh_items
 
     tasks = fedllm_synth_spec().tasks
     return [fresh_items(tasks[k % len(tasks)], items_per_group, seed=777 + k) for k in range(n)]

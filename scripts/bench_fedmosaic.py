@@ -1,6 +1,6 @@
 """Benchmark: FedMosaic vs SFT, FedIT and FedIT+PQ-LoRA on drake-synth (dynamic, cross-family models).
 
-Runs every method through ``drake_bench.evaluator.run`` (checkpointed: an interrupted run resumes),
+Runs every method through ``drake_bench.evaluator.standard.run`` (checkpointed: an interrupted run resumes),
 copies each result JSON under ``leaderboard/``, and writes ``leaderboard/drake-synth-dynamic.md``
 (summary table + an honest paragraph on whether the FedMosaic paper's orderings hold at toy scale),
 an accuracy-over-rounds plot and the last FedMosaic relevance matrix (seed of the first run, clients
@@ -50,7 +50,7 @@ def parse() -> argparse.Namespace:
 
 
 def config_for(method: str, a: argparse.Namespace):
-    from drake_bench.evaluator import RunConfig
+    from drake_bench.evaluator.standard import RunConfig
 
     mcfg = {}
     if method in ("fedmosaic", "fedit-pqlora") and a.public_size:
@@ -72,10 +72,10 @@ REPRO = "python scripts/bench_fedmosaic.py --benchmark {bench} --out {out}  # = 
 
 
 def report(a: argparse.Namespace) -> None:
-    from drake_bench.checkpoint import load as load_progress
+    from drake_bench.evaluator.checkpoint import load as load_progress
     from drake_bench.evaluation.plots import plot_accuracy_over_rounds, plot_relevance_heatmap
     from drake_bench.evaluation.table import summary_markdown
-    from drake_bench.results import read_result
+    from drake_bench.results.result_file import read_result
 
     board = Path(a.board)
     results = {m: read_result(result_file(board, m)) for m in METHODS if result_file(board, m).is_file()}

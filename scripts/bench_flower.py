@@ -8,7 +8,7 @@ Runs ``drake-bench run`` (the README's main job: drake-synth, SFT and FedIT, see
   two ClientApps at a time on Ray);
 * ``flower-1``: ``--backend flower --flower-workers 1``.
 
-It checks that the three runs' result files agree but for execution fields (drake_bench.results.comparable) and
+It checks that the three runs' result files agree but for execution fields (drake_bench.results.result_file.comparable) and
 writes the times and ratios to ``docs/performance.md`` (section "Flower backend"). Run it on an otherwise idle
 machine, after a warm-up run that builds the data::
 
@@ -43,7 +43,7 @@ def run_job(out: Path, options: list[str]) -> float:
 
 def differences(a: Path, b: Path) -> list[str]:
     """Where two output folders' result files differ but for execution fields (empty: the same numbers)."""
-    from drake_bench.results import comparable_differences, read_result
+    from drake_bench.results.result_file import comparable_differences, read_result
 
     out = []
     for path in sorted(a.glob("*/*/*/*/result.json")):

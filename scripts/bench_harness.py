@@ -35,7 +35,7 @@ def stream_vs_raw(client: int) -> dict[str, float]:
     from PIL import Image
 
     from drake_bench import load_benchmark, load_client_stream
-    from drake_bench.store import built_root, shard_path
+    from drake_bench.benchmarks.store import built_root, shard_path
 
     t0 = time.perf_counter()
     stream = load_client_stream("drake-synth", client)
@@ -71,11 +71,11 @@ def harness_vs_bare(rounds: int, steps: int) -> dict[str, float]:
     import torch
 
     from drake_bench import RunConfig, run
-    from drake_bench.evaluator import Evaluator
-    from drake_bench.guard import GuardedMethod
+    from drake_bench.evaluator.standard import Evaluator
+    from drake_bench.plugins.guard import GuardedMethod
     from drake_bench.methods.lora_clients import LoraClients, LoraSettings
-    from drake_bench.protocol import ClientContext
-    from drake_bench.registry import create_method
+    from drake_bench.plugins.protocol import ClientContext
+    from drake_bench.plugins.registry import create_method
 
     config = dict(benchmark="drake-synth", method="sft", rounds=rounds, local_steps=steps, eval_every_rounds=rounds,
                   others_subsample=0, self_subsample=1, fast_adaptation=False)

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from drake_bench.results import load_result_data
+from drake_bench.results.result_file import load_result_data
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Process isolation"

@@ -99,7 +99,7 @@ def _base(model_name: str, factor: int):
 def _init(model_name: str, eval_items: int, seed: int) -> None:
     import torch
 
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     torch.set_num_threads(1)
     spec = load_benchmark(BENCH)
@@ -151,7 +151,7 @@ def _mean_se(xs: list[float]) -> tuple[float, float]:
 
 def summarise(res: dict) -> dict:
     """Per variant: mean gain over clients, paired difference from reference, gain by answer type (x100)."""
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     spec = load_benchmark(BENCH)
     atype = {t.id: t.answer_type.value for t in spec.tasks}
@@ -253,7 +253,7 @@ def main() -> None:
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         ap.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     clients = [int(c) for c in args.clients.split(",")] if args.clients else [c.id for c in load_benchmark(BENCH).clients]
     if any(VARIANTS[n].pretrain_factor != 1 for n in names):  # build slow bases once, before the workers race for them

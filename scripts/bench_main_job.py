@@ -45,7 +45,7 @@ def machine() -> dict[str, object]:
 
     import torch
 
-    from drake_bench.numerics import cpu_model
+    from drake_bench.core.numerics import cpu_model
 
     return {"cpu_model": cpu_model(), "cores": os.cpu_count(), "load_average_before": round(os.getloadavg()[0], 2),
             "python": platform.python_version(), "torch": torch.__version__}
@@ -53,7 +53,7 @@ def machine() -> dict[str, object]:
 
 def phases(out: Path) -> dict[str, dict[str, float]]:
     """Method -> phase -> seconds (seed 0) from the run's result files."""
-    from drake_bench.results import read_result
+    from drake_bench.results.result_file import read_result
 
     table = {}
     for path in sorted(out.glob("*/*/*/*/result.json")):

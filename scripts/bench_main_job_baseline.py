@@ -62,7 +62,7 @@ def env_for(home: Path | None) -> dict[str, str]:
 
 def prepare(python: Path | str, env: dict[str, str], cwd: Path) -> None:
     """drake-synth built where this code looks for it (off the clock)."""
-    code = "import drake_bench; print('code:', drake_bench.__file__); from drake_bench.synth import ensure_built; ensure_built('drake-synth')"
+    code = "import drake_bench; print('code:', drake_bench.__file__); from drake_bench.benchmarks.synth import ensure_built; ensure_built('drake-synth')"
     subprocess.run([str(python), "-c", code], env=env, cwd=cwd, check=True)
 
 

@@ -33,7 +33,7 @@ from drake_bench.models.pool import ModelPool
 from drake_bench.models.testing import toy_image, toy_loader, toy_samples
 from drake_bench.models.tokenizer import IMAGE_TOKENS
 from drake_bench.models.zoo import build_tiny, model_info, tiny_config, tiny_names
-from drake_bench.sample import Sample
+from drake_bench.benchmarks.sample import Sample
 
 
 def matmul_peak(n: int = 1024, reps: int = 20) -> float:
@@ -117,7 +117,7 @@ def bench_pool(name: str, counts=(1, 10, 52), swaps: int = 40) -> dict:
 def bench_knowledge(names: list[str], n_eval: int) -> list[dict]:
     from drake_bench.models import load_base
     from drake_bench.models.pretrain import checkpoint_dir, public_eval
-    from drake_bench.synth.public import public_mix, public_text_mix
+    from drake_bench.benchmarks.synth.public import public_mix, public_text_mix
 
     rows = []
     for name in names:
@@ -187,7 +187,7 @@ the option's text, not its letter, which tiny models never learn to match), with
 public perception pictures (`drake_bench.models.vision`: per-cell object attributes, per-image count, domain,
 distortion and text, and which shapes and colours are present; why a Swin tower and how well it perceives:
 [the build report](zoo-build.md)) and shared, frozen, by every tiny LLaVA; stage 1 aligns each model's projector to
-it on the same targets; stage 2 trains every other parameter on the synthetic public mix (`drake_bench.synth.public`:
+it on the same targets; stage 2 trains every other parameter on the synthetic public mix (`drake_bench.benchmarks.synth.public`:
 generic questions over one or several pictures, nothing about the groups' own skills) with a fixed seeded recipe. `python scripts/build_zoo.py` runs it once per model and ships the result (see
 [Shipped weights](#shipped-weights)); with `DRAKE_BENCH_ZOO=pretrain`, `load_base` runs it locally instead and caches
 the checkpoint under `$DRAKE_BENCH_MODELS` (default `~/.cache/drake_bench/models`).

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """What the portable numerics cost, and what they change: AVX2-capped kernels against the host's own, side by side.
 
-``RunConfig.numerics`` (``drake_bench/numerics.py``) is ``portable`` by default: torch, MKL and oneDNN are held to
+``RunConfig.numerics`` (``drake_bench/core/numerics.py``) is ``portable`` by default: torch, MKL and oneDNN are held to
 AVX2, so a seed trains to the same digits on every x86-64 host. This script measures what that costs on this host.
 For each model it runs the same training in fresh processes, alternating ``portable`` and ``native``, ``--repeats``
 times: ``--steps`` packed LoRA steps (the default training path, rank 8, AdamW at lr 3e-3 as SFT's) on batches of
@@ -44,7 +44,7 @@ def child(name: str, steps: int, batch_size: int) -> None:
     from drake_bench.models.adapters import lora_config
     from drake_bench.models.kernels import use_segment_attention
     from drake_bench.models.zoo import model_info
-    from drake_bench.numerics import cpu_capability
+    from drake_bench.core.numerics import cpu_capability
 
     torch.set_num_threads(1)
     capability = cpu_capability()
@@ -64,7 +64,7 @@ def child(name: str, steps: int, batch_size: int) -> None:
 
 
 def run_child(name: str, setting: str, steps: int, batch_size: int) -> dict:
-    from drake_bench.numerics import PORTABLE_ENV, environment_for
+    from drake_bench.core.numerics import PORTABLE_ENV, environment_for
 
     clean = {k: v for k, v in os.environ.items() if k not in PORTABLE_ENV}
     out = subprocess.run([sys.executable, __file__, "--child", name, "--steps", str(steps), "--batch-size",
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
                "runs": runs}
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "runs"}, default=lambda x: round(x, 4)), flush=True)
-    from drake_bench.numerics import cpu_model
+    from drake_bench.core.numerics import cpu_model
 
     data = {"steps": args.steps, "batch_size": args.batch_size, "repeats": args.repeats, "cpu_model": cpu_model(),
             "models": rows}

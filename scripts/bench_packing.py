@@ -34,8 +34,8 @@ from bench_models import matmul_peak  # noqa: E402  (the same 1-thread fp32 GEMM
 def batches_for(multimodal: bool, batch_size: int, steps: int) -> list[list]:
     """``steps`` batches of ``batch_size`` items, one item per task in the benchmark's task order (so a batch mixes
     tasks and image counts, as a client's batches over its tasks do) of the benchmark the model's clients train on."""
-    from drake_bench.synth.definitions import drake_synth_spec, fedllm_synth_spec
-    from drake_bench.synth.loader import fresh_items
+    from drake_bench.benchmarks.synth.definitions import drake_synth_spec, fedllm_synth_spec
+    from drake_bench.benchmarks.synth.loader import fresh_items
 
     spec = drake_synth_spec() if multimodal else fedllm_synth_spec()
     items = [s for t in spec.tasks[: steps * batch_size] for s in fresh_items(t, 1, seed=777)]

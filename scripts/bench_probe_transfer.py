@@ -68,7 +68,7 @@ _worker: dict = {}
 
 def _splits(cfg: dict) -> dict[str, dict]:
     """Every client task's target and test items (``(task, split) -> items``), in a fixed order."""
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     spec = load_benchmark(bench_transfer.BENCH)
     return {c.id: {t: {"target": _items(t, cfg["target_items"], TARGET_SEED + c.id),
@@ -81,7 +81,7 @@ def vocabulary(cfg: dict) -> tuple[dict[str, int], dict[str, int]]:
     output space, hence the same initialisation and the same scratch baseline."""
     from bench_synth_learnability import tokens
 
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     spec = load_benchmark(bench_transfer.BENCH)
     items = [it for by_task in _splits(cfg).values() for s in by_task.values() for it in s["target"] + s["test"]]
@@ -172,7 +172,7 @@ def _job(source: int | None) -> dict:
     net = fresh_probe(cfg, w["vocab"], w["classes"])
     source_scores = None
     if source is not None:
-        from drake_bench.manifest import load_benchmark
+        from drake_bench.benchmarks.manifest import load_benchmark
 
         own = {t: _encode(_items(t, cfg["source_items"], SOURCE_SEED + source), w["vocab"], w["classes"])
                for t in load_benchmark(bench_transfer.BENCH).client(source).tasks}
@@ -207,7 +207,7 @@ def report(res: dict, out: Path) -> None:
     write_report(res, out, intro=intro, reference="scratch", stem="synth_probe_transfer",
                  plot_title=f"FiLM probe: fine-tuned from a client - from scratch (x100)\n"
                             f"{cfg['source_items']} source / {cfg['target_items']} target items per task")
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     src = res["source_scores"]
     lines = ["", "Source probes on their own tasks before fine-tuning (accuracy x100, same test items):", "",
@@ -274,7 +274,7 @@ def main() -> None:
                     help="join runs with different --sources into one report in --out (refused unless their protocol "
                          "and scratch scores are identical)")
     args = ap.parse_args()
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     spec = load_benchmark(args.benchmark)
     if args.out is None:

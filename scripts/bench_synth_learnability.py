@@ -65,7 +65,7 @@ from the query's image-pair vectors with the positives minus those with the nega
 of the few-shot baselines Bongard benchmarks report; same three steps, same text-only models. (rsn-bongard-relation
 stayed at chance under the plain rn up to 10,000 items: its f_phi has to find the support structure among 25
 image-pair vectors while the CNN has not yet learnt which shape is which.) The selection rule is the one above. Every run is listed under ``runs`` in
-drake_bench/synth/learnability.json (read by task cards); the table goes to docs/synth_tasks.md.
+drake_bench/benchmarks/synth/learnability.json (read by task cards); the table goes to docs/synth_tasks.md.
 
     python scripts/bench_synth_learnability.py                     # all image tasks (~1 hour, 1 core)
     python scripts/bench_synth_learnability.py --second            # second probe on the tasks not learnt
@@ -93,14 +93,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from drake_bench.manifest import load_benchmark
-from drake_bench.sample import AnswerType
-from drake_bench.synth.cards import replace_task_table
-from drake_bench.synth.loader import task_domain, task_generator
-from drake_bench.synth.render import group_domain
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.synth.cards import replace_task_table
+from drake_bench.benchmarks.synth.loader import task_domain, task_generator
+from drake_bench.benchmarks.synth.render import group_domain
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT_JSON = ROOT / "drake_bench" / "synth" / "learnability.json"
+OUT_JSON = ROOT / "drake_bench" / "benchmarks" / "synth" / "learnability.json"
 DOCS = ROOT / "docs" / "synth_tasks.md"
 SIDE = 64
 
@@ -593,7 +593,7 @@ def write_docs(results: dict) -> None:
         f"{max([len(r.get('runs', [])) for r in results.get('tasks', {}).values()] + [1])} runs on the same "
         f"{results.get('test', '?')} test",
         "items); `probe` = the probe of the reported run, `n` = its",
-        "training items, `no` = not learnt by any run (all runs are listed in `drake_bench/synth/learnability.json`).",
+        "training items, `no` = not learnt by any run (all runs are listed in `drake_bench/benchmarks/synth/learnability.json`).",
         "Render any task's card and example grid with `drake-bench task-card BENCHMARK TASK --out card.png`.",
         "",
     ]

@@ -9,7 +9,7 @@ its predecessor (archived manifest, the older storage encoding), then reads ever
   * on disk: the built folder as ``du`` counts it (4 KiB blocks, so many small shards cost more than their bytes);
   * arrow cache: datasets' decoded copy made on first read (dropped and remade by each rebuild);
   * build seconds (one process; building uses no torch) and how many task splits hold the same content (ids, text and
-    decoded pixels: ``drake_bench.hub.shard_digest``) in both versions.
+    decoded pixels: ``drake_bench.benchmarks.hub.shard_digest``) in both versions.
 
 Then builds each later version of a benchmark whose content changed since (``CONTENT_PAIRS``: drake-synth 1.6.0
 against 1.5.0, 1.7.0 against 1.6.0, then the shipped 1.8.0 against 1.7.0) and totals the shipped suite.
@@ -48,9 +48,9 @@ def _du(path: Path) -> int:
 
 
 def measure(name: str, out: Path) -> dict:
-    from drake_bench.manifest import load_benchmark
-    from drake_bench.store import ARROW_CACHE, BuiltBenchmark
-    from drake_bench.synth.builder import build_synth
+    from drake_bench.benchmarks.manifest import load_benchmark
+    from drake_bench.benchmarks.store import ARROW_CACHE, BuiltBenchmark
+    from drake_bench.benchmarks.synth.builder import build_synth
 
     spec = load_benchmark(name)
     t0 = time.perf_counter()
@@ -69,7 +69,7 @@ def measure(name: str, out: Path) -> dict:
 
 def same_content(a: Path, b: Path) -> tuple[int, int, list[str]]:
     """Splits of ``b`` with the same content in ``a``; a split of a task only one version has counts as differing."""
-    from drake_bench.hub import shard_digest
+    from drake_bench.benchmarks.hub import shard_digest
 
     rels = sorted(p.relative_to(b) for p in (b / "data").glob("*/*.parquet"))
     differ = [str(r) for r in rels if not (a / r).is_file() or shard_digest(a / r) != shard_digest(b / r)]

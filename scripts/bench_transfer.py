@@ -44,8 +44,8 @@ _worker: dict = {}
 
 
 def _items(task_id: str, n: int, seed: int) -> list:
-    from drake_bench.manifest import load_benchmark
-    from drake_bench.synth.loader import fresh_items
+    from drake_bench.benchmarks.manifest import load_benchmark
+    from drake_bench.benchmarks.synth.loader import fresh_items
 
     return fresh_items(load_benchmark(BENCH).task(task_id), n, seed)
 
@@ -62,7 +62,7 @@ def _init(model_name: str, eval_items: int, seed: int, learning_rate: float) -> 
     import torch
     from peft import get_peft_model
 
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
     from drake_bench.methods.lora_clients import LoraSettings
     from drake_bench.models import load_base, lora_config
 
@@ -120,7 +120,7 @@ def summarise(res: dict, reference: str = "zero_shot") -> dict:
     """Delta matrix (x100, trained-on client -> evaluated client) and within/across-group means; Delta is measured
     against the per-task scores under ``res[reference]``. Rows are the clients under ``res['trained']`` (all of
     them, or the sources a run was asked for)."""
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     spec = load_benchmark(BENCH)
     zero = res[reference]
@@ -182,7 +182,7 @@ def write_report(res: dict, out: Path, intro: str | None = None, reference: str 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     spec = load_benchmark(BENCH)
     s = res["summary"]
@@ -294,7 +294,7 @@ def main() -> None:
         write_report(res, args.out)
         print(f"wrote {args.out / 'synth_transfer.md'}")
         return
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
     from drake_bench.methods.lora_clients import LoraSettings
 
     settings = LoraSettings(**({"learning_rate": args.learning_rate} if args.learning_rate else {}))

@@ -93,13 +93,13 @@ VARIANTS: dict[str, Variant] = {
 
 
 def _bench():
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     return load_benchmark(BENCH)
 
 
 def _items(task_id: str, n: int, seed: int) -> list:
-    from drake_bench.synth.loader import fresh_items
+    from drake_bench.benchmarks.synth.loader import fresh_items
 
     return fresh_items(_bench().task(task_id), n, seed)
 
@@ -109,7 +109,7 @@ def _client_of(task_id: str) -> int:
 
 
 def choice_tasks() -> list[str]:
-    from drake_bench.sample import AnswerType
+    from drake_bench.benchmarks.sample import AnswerType
 
     spec = _bench()
     return [t for c in spec.clients for t in c.tasks
@@ -462,7 +462,7 @@ def main(argv: list[str] | None = None) -> None:
                 for t in tasks]
         _run(jobs, args.out, args.workers)
     elif args.what == "vocabulary":
-        from drake_bench.manifest import load_benchmark
+        from drake_bench.benchmarks.manifest import load_benchmark
 
         every = [t for c in load_benchmark(BENCH).clients for t in c.tasks] if args.tasks == "all" else tasks
         jobs = [(("vocabulary", args.model, t, None, None), vocabulary_job, (args.model, t)) for t in every]

@@ -28,9 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-from drake_bench.evaluator import Evaluator
-from drake_bench.run_config import RunConfig
-from drake_bench.stream import load_federated_data
+from drake_bench.evaluator.standard import Evaluator
+from drake_bench.evaluator.run_config import RunConfig
+from drake_bench.streams.stream import load_federated_data
 
 THRESHOLD_L2_RATIO = 0.5
 THRESHOLD_TOP_CORR = 0.9

@@ -26,7 +26,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from drake_bench.results import RunResult, read_result
+from drake_bench.results.result_file import RunResult, read_result
 
 ARMS = ["sft", "fedit", "fedit-pqlora", "fedmosaic-equal", "fedmosaic"]
 LABELS = {"sft": "SFT", "fedit": "FedIT", "fedit-pqlora": "FedIT + PQ-LoRA", "fedmosaic-equal": "FedMosaic, equal weights",

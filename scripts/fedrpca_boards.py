@@ -44,7 +44,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from drake_bench.results import load_result_data
+from drake_bench.results.result_file import load_result_data
 
 SETTINGS = ["fedllm-synth:dirichlet:0.1", "fedllm-synth:dirichlet:1.0", "fedllm-synth:dirichlet:0.3",
             "drake-synth:static"]  # the two ends of the alpha range first: the claim is about the contrast

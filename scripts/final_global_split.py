@@ -15,7 +15,7 @@ import sys
 from collections import defaultdict
 from statistics import mean
 
-from drake_bench.results import read_result
+from drake_bench.results.result_file import read_result
 
 
 def split(rows, models: dict[str, str]) -> tuple[dict[str, float], dict[str, float], int]:

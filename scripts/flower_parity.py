@@ -3,7 +3,7 @@
 CI checks SFT, FedIT and FedMosaic (tests/test_flower.py); this script checks every entry of ``drake-bench list``
 on a small configuration of an embedded benchmark (tiny pools, the random tiny testing models, 2 rounds of 1 step,
 fast adaptation on one unseen task), all methods in one Flower simulation, and prints one line per method: the
-same numbers but for execution fields (drake_bench.results.comparable), or the first differences::
+same numbers but for execution fields (drake_bench.results.result_file.comparable), or the first differences::
 
     python scripts/flower_parity.py                       # drake-synth, every method
     python scripts/flower_parity.py --methods tap,ditto --clients-per-round 3
@@ -34,10 +34,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from drake_bench.evaluator import RunConfig, run_on_flower
-    from drake_bench.manifest import load_benchmark
-    from drake_bench.registry import available_methods, method_class
-    from drake_bench.results import comparable_differences
+    from drake_bench.evaluator.standard import RunConfig, run_on_flower
+    from drake_bench.benchmarks.manifest import load_benchmark
+    from drake_bench.plugins.registry import available_methods, method_class
+    from drake_bench.results.result_file import comparable_differences
     from drake_bench.runner import run_methods
 
     torch.set_num_threads(1)

@@ -41,7 +41,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from drake_bench.results import load_result_data
+from drake_bench.results.result_file import load_result_data
 
 SETTINGS = ["drake-synth", "hflb-synth"]  # both at their default scenario, PFL-Dynamic
 SCENARIO = "dynamic"

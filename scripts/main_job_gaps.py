@@ -14,7 +14,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from drake_bench.results import load_result_data
+from drake_bench.results.result_file import load_result_data
 
 
 def per_seed(board: Path, method: str) -> dict[int, dict]:

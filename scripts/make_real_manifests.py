@@ -1,4 +1,4 @@
-"""Write the real benchmarks' manifests (splits/<name>.json) from drake_bench.definitions.
+"""Write the real benchmarks' manifests (splits/<name>.json) from drake_bench.benchmarks.definitions.
 
 Usage: python scripts/make_real_manifests.py [--check]
 --check exits 1 when a shipped manifest differs from its regenerated form (for CI).
@@ -11,8 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from drake_bench.definitions import REAL_BENCHMARKS
-from drake_bench.manifest import manifest_dict, parse_manifest
+from drake_bench.benchmarks.definitions import REAL_BENCHMARKS
+from drake_bench.benchmarks.manifest import manifest_dict, parse_manifest
 
 SPLITS = Path(__file__).resolve().parent.parent / "splits"
 

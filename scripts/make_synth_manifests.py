@@ -1,4 +1,4 @@
-"""Regenerate splits/{drake,hflb,fedllm}-synth.json from drake_bench.synth.definitions.
+"""Regenerate splits/{drake,hflb,fedllm}-synth.json from drake_bench.benchmarks.synth.definitions.
 
 Run after changing a generator or a definition: ``python scripts/make_synth_manifests.py``.
 tests/test_synth_manifests.py fails while the shipped files differ from the regenerated ones.
@@ -10,8 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from drake_bench.manifest import manifest_dict
-from drake_bench.synth.definitions import SPEC_BUILDERS
+from drake_bench.benchmarks.manifest import manifest_dict
+from drake_bench.benchmarks.synth.definitions import SPEC_BUILDERS
 
 SPLITS = Path(__file__).resolve().parents[1] / "splits"
 

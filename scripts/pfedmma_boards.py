@@ -30,7 +30,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from drake_bench.results import load_result_data
+from drake_bench.results.result_file import load_result_data
 
 SETTINGS = ["drake-synth", "hflb-synth"]
 CONTROLS = ["local-only", "all-global", "down-up-global"]

@@ -46,10 +46,10 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from drake_bench.evaluator import Evaluator, RunConfig
+    from drake_bench.evaluator.standard import Evaluator, RunConfig
     from drake_bench.methods.pfedmma.plugin import PFedMMA
     from drake_bench.models.engine import loss_on
-    from drake_bench.protocol import ClientContext, FederationContext
+    from drake_bench.plugins.protocol import ClientContext, FederationContext
 
     ev = Evaluator(RunConfig(benchmark=args.benchmark, method="zero-shot", scenario="static", rounds=1,
                              isolation="inline", out=os.path.join(home, "runs")))

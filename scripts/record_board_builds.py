@@ -58,9 +58,9 @@ def rebuild(refs: list[str], workdir: Path) -> dict[str, dict[str, str]]:
     """Build each ``benchmark@version`` under ``workdir``; ``ref`` -> its data and content hash.
 
     The versions of one benchmark are built one over the other, oldest first: a task defined as in the previous
-    version keeps its shards (drake_bench.build.task_recipe), so each distinct task definition is generated once,
+    version keeps its shards (drake_bench.benchmarks.build.task_recipe), so each distinct task definition is generated once,
     and each version's hashes are still over all of its shards."""
-    from drake_bench.synth.builder import build_synth
+    from drake_bench.benchmarks.synth.builder import build_synth
 
     out: dict[str, dict[str, str]] = {}
     for ref in sorted(refs, key=_order):

@@ -35,7 +35,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from drake_bench.results import load_result_data
+from drake_bench.results.result_file import load_result_data
 
 
 def rows(path: Path) -> list[str]:
@@ -79,7 +79,7 @@ def _others_last(res: dict, seed: int) -> dict[tuple[int, int, str], float]:
 
 
 def transfer_rows(reference: Path, path: Path) -> list[str]:
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     ref, res = load_result_data(reference), load_result_data(path)
     for key in ("manifest_hash", "data_hash"):
@@ -115,7 +115,7 @@ def _client_means_by_type(res: dict, seed: int, kind: dict[str, str], role: str)
 
 def answer_type_rows(path: Path) -> list[str]:
     """Self and Others at the last evaluation point restricted to each answer type's tasks (x100)."""
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     res = load_result_data(path)
     kind = {t.id: t.answer_type.value for t in load_benchmark(res["benchmark"]["name"]).tasks}
@@ -136,7 +136,7 @@ def answer_type_rows(path: Path) -> list[str]:
 
 def paired_rows(pairs: list[tuple[Path, Path]]) -> list[str]:
     """RUN minus REF Others per (seed, client), pooled over every pair of files and their shared seeds."""
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     diffs: dict[str, list[float]] = {}
     names = set()

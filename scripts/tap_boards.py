@@ -35,7 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from drake_bench.methods.tap.plots import replacement_table
-from drake_bench.results import load_result_data
+from drake_bench.results.result_file import load_result_data
 
 SETTINGS = ["drake-synth:static", "drake-synth:dynamic", "hflb-synth:dynamic"]
 ARMS = ["tap", "tap-no-kd", "fedavg-post-train", "tap-local", "fedit", "sft"]
@@ -177,7 +177,7 @@ def report(out: Path, settings: list[str], tables: Path) -> None:
 def plot(out: Path, setting: str) -> None:
     """The replacement curve of every TAP arm of a setting, from its result files."""
     from drake_bench.methods.tap.plots import plot_replacements
-    from drake_bench.results import read_result
+    from drake_bench.results.result_file import read_result
 
     files = [p for arm, p in result_files(setting, out).items() if arm in ("tap", "tap-no-kd", MARGIN_ARM) and p.is_file()]
     if files:

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from drake_bench.results import load_result_data
+from drake_bench.results.result_file import load_result_data
 
 
 def _self_others(records) -> tuple[float, float]:
@@ -37,11 +37,11 @@ def _self_others(records) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from drake_bench import checkpoint
-    from drake_bench.evaluator import Evaluator, RunConfig
-    from drake_bench.protocol import State
-    from drake_bench.registry import create_method
-    from drake_bench.stream import load_federated_data
+    from drake_bench.evaluator import checkpoint
+    from drake_bench.evaluator.standard import Evaluator, RunConfig
+    from drake_bench.plugins.protocol import State
+    from drake_bench.plugins.registry import create_method
+    from drake_bench.streams.stream import load_federated_data
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("result", type=Path)

@@ -19,9 +19,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # package holds shipped weights; tests/test_shipped_weights.py exercises the shipped path on its own folder.
 os.environ["DRAKE_BENCH_ZOO"] = "pretrain"
 
-from drake_bench.manifest import manifest_dict, parse_manifest  # noqa: E402
-from drake_bench.sample import AnswerType, Sample  # noqa: E402
-from drake_bench.spec import (  # noqa: E402
+from drake_bench.benchmarks.manifest import manifest_dict, parse_manifest  # noqa: E402
+from drake_bench.benchmarks.sample import AnswerType, Sample  # noqa: E402
+from drake_bench.benchmarks.spec import (  # noqa: E402
     AsyncDefaults,
     BenchmarkSpec,
     ClientSpec,
@@ -118,7 +118,7 @@ def one_embedded_round(benchmark: str, method: str, out: Path, **method_config):
     """One federated round of ``method`` on an embedded benchmark's own clients and allocation (built at whatever
     ``DRAKE_BENCH_HOME`` / ``DRAKE_BENCH_SYNTH_SCALE`` the caller set), in process, with the tiny testing models:
     every client trains one step of batch 2, then the server aggregates. Returns (evaluator, run, uploads)."""
-    from drake_bench.evaluator import Evaluator, RunConfig
+    from drake_bench.evaluator.standard import Evaluator, RunConfig
 
     ev = Evaluator(RunConfig(benchmark=benchmark, method=method, scenario="static", rounds=1, local_steps=1,
                              batch_size=2, isolation="inline", out=str(out),
@@ -163,7 +163,7 @@ def toy_loader() -> ToyLoader:
 
 @pytest.fixture(scope="session")
 def toy_built(tmp_path_factory: pytest.TempPathFactory, toy_loader: ToyLoader) -> tuple[BenchmarkSpec, Path]:
-    from drake_bench.build import build_benchmark
+    from drake_bench.benchmarks.build import build_benchmark
 
     spec = toy_spec()
     root = tmp_path_factory.mktemp("toy") / "built"
@@ -176,7 +176,7 @@ def build_toy(manifest: dict, name: str, tmp_path_factory: pytest.TempPathFactor
     manifest beside it: (manifest path, built root), what RunConfig's benchmark and data_dir take."""
     import json
 
-    from drake_bench.build import build_benchmark
+    from drake_bench.benchmarks.build import build_benchmark
 
     spec = parse_manifest({k: v for k, v in manifest.items() if k != "content_hash"}, where=name)
     root = tmp_path_factory.mktemp(name) / "built"
@@ -196,7 +196,7 @@ def toy_mixed(toy_loader, tmp_path_factory) -> tuple[str, str]:
     Returns (manifest path, built root). Methods run on it with ``model_loader="testing"``
     (random tiny models, no pretraining), so a whole federation takes seconds.
     """
-    from drake_bench.spec import ModelAllocation
+    from drake_bench.benchmarks.spec import ModelAllocation
 
     d = manifest_dict(toy_spec(n_clients=4, tasks_per_client=2, pool_size=10))
     d["model_allocations"] = {"mix": ModelAllocation(description="two families, two sizes", source="test",
@@ -272,11 +272,11 @@ def tiny_board(tmp_path_factory, worker_id) -> tuple[Path, Path]:
     from minimal_method import Counter
     from typer.testing import CliRunner
 
-    from drake_bench.build import build_benchmark
+    from drake_bench.benchmarks.build import build_benchmark
     from drake_bench.cli import app
     from drake_bench.loaders import _LOADERS, register_loader
-    from drake_bench.registry import register_method
-    from drake_bench.stream import open_built
+    from drake_bench.plugins.registry import register_method
+    from drake_bench.streams.stream import open_built
 
     shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
     base = shared / "tiny-board"

@@ -19,8 +19,8 @@ from typing import Any
 from PIL import Image
 
 from drake_bench.loaders._common import in_half, root_name
-from drake_bench.sample import AnswerType
-from drake_bench.spec import BenchmarkSpec, TaskSpec
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.spec import BenchmarkSpec, TaskSpec
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from drake_bench.protocol import ClientContext, FederationContext, Message, MethodMeta, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, MethodMeta, State
+from drake_bench.benchmarks.sample import MethodSample
 
 VOCAB = ["yes", "no"]
 

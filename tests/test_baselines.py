@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from drake_bench.evaluator import RunConfig, run
-from drake_bench.registry import create_method
+from drake_bench.evaluator.standard import RunConfig, run
+from drake_bench.plugins.registry import create_method
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -44,7 +44,7 @@ def test_sft_shares_nothing_and_fedit_averages_within_each_architecture(toy_mixe
 
 
 def test_fedit_messages_equal_within_architecture_and_differ_across(toy_mixed, tmp_path):
-    from drake_bench.checkpoint import load
+    from drake_bench.evaluator.checkpoint import load
 
     _run(toy_mixed, tmp_path, "fedit")
     prog = load(next((tmp_path / "fedit").rglob("progress.json")).parent)
@@ -92,7 +92,7 @@ def test_zero_shot_answers_each_item_once_per_model_and_as_the_uncached_base(toy
 def _assert_untrained_base(zs, out):
     """Zero-shot is the untrained base at every evaluation point: nothing uploaded, adapters never trained, the
     same items scored the same at every round."""
-    from drake_bench.checkpoint import load
+    from drake_bench.evaluator.checkpoint import load
 
     assert zs.status == "complete" and {c.uplink_bytes for c in zs.raw.costs} == {2}  # "{}" metadata only
     prog = load(next(out.rglob("progress.json")).parent)

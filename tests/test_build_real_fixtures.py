@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from drake_bench.build import build_benchmark
-from drake_bench.manifest import load_benchmark
-from drake_bench.sources import UnconfirmedFormatWarning
-from drake_bench.store import BuiltBenchmark
+from drake_bench.benchmarks.build import build_benchmark
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.benchmarks.sources import UnconfirmedFormatWarning
+from drake_bench.benchmarks.store import BuiltBenchmark
 
 from fixtures_real import write_fixtures
 
@@ -32,7 +32,7 @@ def test_build_every_task_from_fixtures(name: str, tmp_path) -> None:
             assert s.answer in s.choices
     built.verify()
 
-    stream_mod = pytest.importorskip("drake_bench.stream")
+    stream_mod = pytest.importorskip("drake_bench.streams.stream")
     stream = stream_mod.load_client_stream(spec, 1, "dynamic", seed=0, data_dir=root, rounds=4, local_steps=2, batch_size=2)
     r, batches = next(iter(stream.rounds()))
     batch = next(iter(batches))

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from drake_bench.card import CARD_FILE, card_licenses, card_metadata, render_card
+from drake_bench.benchmarks.card import CARD_FILE, card_licenses, card_metadata, render_card
 from drake_bench.errors import SourceError
-from drake_bench.manifest import manifest_dict, parse_manifest
-from drake_bench.sample import Sample
-from drake_bench.spec import BenchmarkSpec, TaskSpec
-from drake_bench.store import BUILD_INFO, BuiltBenchmark, shard_path
+from drake_bench.benchmarks.manifest import manifest_dict, parse_manifest
+from drake_bench.benchmarks.sample import Sample
+from drake_bench.benchmarks.spec import BenchmarkSpec, TaskSpec
+from drake_bench.benchmarks.store import BUILD_INFO, BuiltBenchmark, shard_path
 
 from conftest import toy_spec
 
@@ -33,7 +33,7 @@ def cited_spec() -> BenchmarkSpec:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, toy_loader) -> tuple[BenchmarkSpec, Path]:
-    from drake_bench.build import build_benchmark
+    from drake_bench.benchmarks.build import build_benchmark
 
     spec = cited_spec()
     return spec, build_benchmark(spec, out=tmp_path_factory.mktemp("card") / "built", show_progress=False)
@@ -128,7 +128,7 @@ def flaky(toy_loader) -> FlakyLoader:
 
 
 def test_failed_task_keeps_the_rest_and_the_card(flaky: FlakyLoader, tmp_path: Path) -> None:
-    from drake_bench.build import build_benchmark
+    from drake_bench.benchmarks.build import build_benchmark
 
     data = manifest_dict(toy_spec(n_clients=2, tasks_per_client=2))
     data.pop("content_hash")

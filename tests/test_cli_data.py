@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from drake_bench.cli import app
-from drake_bench.manifest import manifest_dict, parse_manifest
-from drake_bench.store import BUILD_INFO, BuiltBenchmark, shard_path
+from drake_bench.benchmarks.manifest import manifest_dict, parse_manifest
+from drake_bench.benchmarks.store import BUILD_INFO, BuiltBenchmark, shard_path
 
 from conftest import toy_spec
 
@@ -48,7 +48,7 @@ def offline_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def test_build_publish_dry_run_download(manifest: Path, offline_cache: Path, tmp_path: Path) -> None:
-    from drake_bench.hub import add_to_hf_cache
+    from drake_bench.benchmarks.hub import add_to_hf_cache
 
     out = tmp_path / "built"
     result, text = _run("build", manifest, "--out", out)
@@ -101,8 +101,8 @@ def test_download_errors_are_one_clear_line(manifest: Path, offline_cache: Path,
 
 
 def test_download_catches_tampering(manifest: Path, offline_cache: Path, tmp_path: Path) -> None:
-    from drake_bench.build import build_benchmark
-    from drake_bench.hub import add_to_hf_cache, repo_cache_folder
+    from drake_bench.benchmarks.build import build_benchmark
+    from drake_bench.benchmarks.hub import add_to_hf_cache, repo_cache_folder
 
     spec = parse_manifest(json.loads(manifest.read_text()))
     out = build_benchmark(spec, out=tmp_path / "built", show_progress=False)
@@ -142,8 +142,8 @@ def test_publish_without_repo_is_refused(toy_loader, tmp_path: Path) -> None:
 
 def test_embedded_synth_goes_through_build_publish_download(offline_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """drake-synth takes the same path as a real benchmark: CLI build, publish dry run, offline download of one client."""
-    from drake_bench.hub import add_to_hf_cache
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.hub import add_to_hf_cache
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     monkeypatch.setenv("DRAKE_BENCH_SYNTH_SCALE", "0.02")  # tiny pools: the path, not the volume, is under test
     spec = load_benchmark("drake-synth")

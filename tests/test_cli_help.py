@@ -8,7 +8,7 @@ import sys
 from typer.testing import CliRunner
 
 from drake_bench.cli import app
-from drake_bench.run_config import RunConfig
+from drake_bench.evaluator.run_config import RunConfig
 
 
 def test_every_run_config_field_has_a_description():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from drake_bench.evaluator import RunConfig, run
+from drake_bench.evaluator.standard import RunConfig, run
 
 from conftest import torch_threads  # noqa: E402
 
@@ -46,7 +46,7 @@ PROBED: dict[str, list[str]] = {}  # run -> the methods its compute probe ran
 
 @pytest.fixture(scope="module")
 def fedmosaic_matched(toy_mixed, out, fedit_measured):
-    from drake_bench import compute
+    from drake_bench.evaluation import compute
 
     probe_one = compute._probe_one
 
@@ -133,7 +133,7 @@ def test_a_method_that_trains_more_from_its_second_round_is_priced_by_it(feddpa_
     step): the probe's second round must see that, and matching must give FedDPA the steps whose whole federation,
     first round at its price and the others at theirs, costs what SFT's does (not the first round's price for every
     round, which would hand it about twice SFT's compute)."""
-    from drake_bench.compute import PROBE_VERSION, ComputeProbe
+    from drake_bench.evaluation.compute import PROBE_VERSION, ComputeProbe
 
     probe = feddpa_matched.fl.extra["compute"]
     assert probe["version"] == PROBE_VERSION == 3 and probe["post_federation_flops"] == {}
@@ -157,7 +157,7 @@ def test_a_post_federation_stage_that_trains_is_priced(post_train_matched):
     """FedAvg + post-train trains every client P more steps after the last round (TAP's Stage 2): the probe prices
     that stage per model, and matching takes it out of the budget the rounds share (P does not scale with the local
     steps), so the rounds get fewer steps than they would if the stage were free."""
-    from drake_bench.compute import ComputeProbe
+    from drake_bench.evaluation.compute import ComputeProbe
 
     probe = post_train_matched.fl.extra["compute"]
     for m, later in probe["round_flops"].items():
@@ -174,7 +174,7 @@ def test_a_post_federation_stage_that_trains_is_priced(post_train_matched):
 
 
 def test_the_federation_total_prices_the_first_round_then_the_later_ones():
-    from drake_bench.compute import ComputeProbe
+    from drake_bench.evaluation.compute import ComputeProbe
 
     probe = ComputeProbe(method="m", local_steps=10, rounds=4, clients_per_model={"s": 2, "m": 1},
                          probe_clients={"s": 0, "m": 2}, setup_flops=50, first_round_flops={"s": 10, "m": 30},
@@ -195,7 +195,7 @@ def test_the_federation_total_prices_the_first_round_then_the_later_ones():
 def test_fixed_costs_beyond_the_budget_are_over_budget_not_matched():
     """Setup and a post-federation stage do not shrink with the local steps: when they leave less than half a step
     a round of SFT's budget, matching can only give the floor of one step, and the run spends more than SFT."""
-    from drake_bench.compute import ComputeProbe
+    from drake_bench.evaluation.compute import ComputeProbe
 
     base = dict(method="m", local_steps=10, rounds=4, clients_per_model={"s": 2, "m": 1}, probe_clients={"s": 0, "m": 2},
                 first_round_flops={"s": 10, "m": 30}, round_flops={"s": 20, "m": 60}, reference_setup_flops=0,
@@ -217,7 +217,7 @@ def test_fixed_costs_beyond_the_budget_are_over_budget_not_matched():
 def test_a_stage_costlier_than_sfts_federation_is_run_and_marked_over_budget(toy_mixed, out, fedit_measured):
     """FedAvg + post-train with 10 post-training steps against SFT's 2 rounds of 4: the run warns, runs one step a
     round, records by how much it overspends, and the board's compute table marks the row."""
-    from drake_bench.compute import ComputeProbe
+    from drake_bench.evaluation.compute import ComputeProbe
     from drake_bench.evaluation.table import summary_markdown
 
     cfg = {"model_loader": "testing", "post_steps": 10}

@@ -14,10 +14,10 @@ from pydantic import ConfigDict
 from drake_bench import Diagnostic, PluginError, ReportsClientDiagnostics, ReportsDiagnostics
 from drake_bench.evaluation.metrics import DiagnosticRecord, RawTables, ServerCostRecord, summarize
 from drake_bench.evaluation.plots import diagnostic_curve, numeric_diagnostic_values, plot_diagnostics_over_rounds
-from drake_bench.evaluator import RunConfig, run
-from drake_bench.protocol import MethodMeta
-from drake_bench.registry import register_method
-from drake_bench.results import check_result, read_result, write_result
+from drake_bench.evaluator.standard import RunConfig, run
+from drake_bench.plugins.protocol import MethodMeta
+from drake_bench.plugins.registry import register_method
+from drake_bench.results.result_file import check_result, read_result, write_result
 
 from minimal_method import ClientDiagnosing, Counter
 from test_results import make_result

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from drake_bench import Message
-from drake_bench.evaluator import RunConfig
+from drake_bench.evaluator.standard import RunConfig
 from drake_bench.methods.distillation import base
 from drake_bench.methods.distillation.alignment import PAD_LOGIT, TokenAligner, target_ids
 from drake_bench.methods.distillation.base import LOGITS, answer_counts, kl_rows, public_logits, window
@@ -30,10 +30,10 @@ from drake_bench.methods.dual_adapters.base import split
 from drake_bench.models.identity import architecture
 from drake_bench.models.prompting import target
 from drake_bench.models.testing import toy_samples
-from drake_bench.protocol import ClientContext, FederationContext
-from drake_bench.registry import available_methods, create_method, register_method
-from drake_bench.sample import MethodSample
-from drake_bench.synth.public import sampler
+from drake_bench.plugins.protocol import ClientContext, FederationContext
+from drake_bench.plugins.registry import available_methods, create_method, register_method
+from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.benchmarks.synth.public import sampler
 
 from conftest import MIXED_ALLOCATION
 
@@ -134,7 +134,7 @@ def federated(toy_mixed, tmp_path_factory):
     benchmark (four clients, three architectures, two families): every client's update (client 1's passes counted,
     it is alone on its architecture), the server's aggregate and the evaluator's cost records; FedMKT's client 1 then
     runs its second round by hand (the one that distils), counted."""
-    from drake_bench.evaluator import Evaluator
+    from drake_bench.evaluator.standard import Evaluator
 
     manifest, root = toy_mixed
     cache: dict[str, dict] = {}

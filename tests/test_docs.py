@@ -60,7 +60,7 @@ RUNNABLE = {page: blocks for page, blocks in RUNNABLE.items() if blocks}
 
 def run_pages(tmp_path_factory) -> dict[str, tuple[int, str, float]]:
     """Every page's examples, two pages at a time: page -> (exit code, output, seconds)."""
-    from drake_bench.synth import ensure_built
+    from drake_bench.benchmarks.synth import ensure_built
 
     ensure_built("drake-synth")  # once, before the pages start (they would otherwise race to build it)
     env = {**os.environ, "DRAKE_BENCH_NO_PROGRESS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
@@ -114,7 +114,7 @@ def test_examples_are_found_and_few_are_skipped():
 
 def test_writing_a_method_includes_the_example_plugin():
     text = (DOCS / "writing-a-method.md").read_text()
-    assert '--8<-- "drake_bench/examples/majority.py"' in text
+    assert '--8<-- "drake_bench/plugins/examples/majority.py"' in text
 
 
 def _nav_pages(node) -> list[str]:

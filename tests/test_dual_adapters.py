@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from drake_bench import Message
-from drake_bench.evaluator import RunConfig, run
-from drake_bench.guard import GuardedMethod
+from drake_bench.evaluator.standard import RunConfig, run
+from drake_bench.plugins.guard import GuardedMethod
 from drake_bench.methods.dual_adapters import base
 from drake_bench.methods.dual_adapters.base import FROZEN, GLOBAL, LOCAL, combination, split
 from drake_bench.methods.dual_adapters.ditto import Ditto, proximal_term
@@ -29,10 +29,10 @@ from drake_bench.methods.dual_adapters.feddpa import REFS, FedDPA, instance_weig
 from drake_bench.methods.dual_adapters.fedsim import FedSim
 from drake_bench.models.identity import architecture
 from drake_bench.models.testing import toy_samples
-from drake_bench.protocol import ClientContext, FederationContext
-from drake_bench.registry import available_methods, create_method, register_method
-from drake_bench.results import check_result
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, FederationContext
+from drake_bench.plugins.registry import available_methods, create_method, register_method
+from drake_bench.results.result_file import check_result
+from drake_bench.benchmarks.sample import MethodSample
 
 from conftest import one_embedded_round
 

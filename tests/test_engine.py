@@ -9,7 +9,7 @@ from drake_bench.errors import DrakeBenchError
 from drake_bench.models import engine
 from drake_bench.models.testing import toy_processor, toy_samples, toy_tokenizer
 from drake_bench.models.zoo import build_tiny
-from drake_bench.sample import AnswerType
+from drake_bench.benchmarks.sample import AnswerType
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

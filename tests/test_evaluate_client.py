@@ -21,12 +21,12 @@ from pydantic import BaseModel
 
 from drake_bench import (LeakageError, MethodSample, RunConfig, ScenarioError, UnknownNameError, evaluate_client,
                          load_client_stream, load_federated_data, run)
-from drake_bench import checkpoint
+from drake_bench.evaluator import checkpoint
 from drake_bench.evaluation.cells import evaluation_limits, plan_cells
 from drake_bench.evaluation.standalone import ClientEvaluation
-from drake_bench.examples.majority import MajorityAnswer
-from drake_bench.protocol import Message, MethodMeta, State
-from drake_bench.registry import register_method
+from drake_bench.plugins.examples.majority import MajorityAnswer
+from drake_bench.plugins.protocol import Message, MethodMeta, State
+from drake_bench.plugins.registry import register_method
 
 TINY = dict(rounds=4, local_steps=2)
 # the evaluator runs here are inline (faster); numerics are not what these tests compare

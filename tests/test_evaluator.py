@@ -13,10 +13,10 @@ import torch
 
 from drake_bench import DrakeBenchError, PluginError
 from drake_bench.evaluation.table import summary_markdown
-from drake_bench.evaluator import RunConfig, run
-from drake_bench.protocol import MethodMeta, State
-from drake_bench.registry import available_methods, create_method, register_method
-from drake_bench.results import check_result, read_result
+from drake_bench.evaluator.standard import RunConfig, run
+from drake_bench.plugins.protocol import MethodMeta, State
+from drake_bench.plugins.registry import available_methods, create_method, register_method
+from drake_bench.results.result_file import check_result, read_result
 
 from minimal_method import Counter
 
@@ -87,8 +87,8 @@ def test_rerunning_a_finished_run_keeps_the_shards_it_verified(toy, tmp_path):
     again = run(_cfg(toy, tmp_path, fast_adaptation=False, scenario="static", rounds=2))
     assert first.benchmark.verified_files and again.benchmark.verified_files == first.benchmark.verified_files
     # a checkpoint written before the hashes were kept: the resumed seed verifies what its federation reads
-    from drake_bench import checkpoint
-    from drake_bench.evaluator import VERIFIED_KEY
+    from drake_bench.evaluator import checkpoint
+    from drake_bench.evaluator.standard import VERIFIED_KEY
 
     folder = next(p.parent for p in tmp_path.rglob("progress.json"))
     progress = checkpoint.load(folder)
@@ -286,8 +286,8 @@ def test_third_party_plugin_installed_in_a_temporary_environment_runs(toy, tmp_p
     target = _install_plugin(tmp_path, "drake_plugin_demo", "third-party")
     tests_dir = Path(__file__).parent
     code = textwrap.dedent(f"""
-        from drake_bench.registry import available_methods
-        from drake_bench.evaluator import RunConfig, run
+        from drake_bench.plugins.registry import available_methods
+        from drake_bench.evaluator.standard import RunConfig, run
         assert "third-party" in available_methods(), available_methods()
         res = run(RunConfig(benchmark={toy[0]!r}, method="third-party", data_dir={toy[1]!r}, out={str(tmp_path / 'out')!r},
                             fast_adaptation=False))
@@ -303,7 +303,7 @@ def test_third_party_plugin_installed_in_a_temporary_environment_runs(toy, tmp_p
     # for; every other method still runs (one clashing pair used to stop every run)
     target2 = _install_plugin(tmp_path / "b", "drake_plugin_clash", "sft")
     code2 = textwrap.dedent("""
-        from drake_bench.registry import available_methods, create_method, method_class
+        from drake_bench.plugins.registry import available_methods, create_method, method_class
         assert "sft" in available_methods() and create_method("fedit").meta.name == "fedit"
         method_class("sft")
     """)
@@ -336,8 +336,8 @@ def test_a_run_killed_mid_flight_resumes_to_identical_results(toy, tmp_path):
     code = textwrap.dedent(f"""
         import sys; sys.path.insert(0, {str(tests_dir)!r})
         from minimal_method import Counter
-        from drake_bench.registry import register_method
-        from drake_bench.evaluator import RunConfig, run
+        from drake_bench.plugins.registry import register_method
+        from drake_bench.evaluator.standard import RunConfig, run
         register_method(Counter)
         run(RunConfig(benchmark={toy[0]!r}, method="counter", data_dir={toy[1]!r}, out={str(out)!r}, fast_adaptation=False))
     """)
@@ -429,7 +429,7 @@ def test_report_joins_result_files_and_refuses_a_different_benchmark(toy, tmp_pa
 
 
 def test_benchmarks_compare_by_identity_and_by_the_shards_both_verified():
-    from drake_bench.results import BenchmarkRef, benchmark_differences
+    from drake_bench.results.result_file import BenchmarkRef, benchmark_differences
 
     a = BenchmarkRef(name="b", version="1", manifest_hash="m", data_hash="d", verified_files={"x": "1", "y": "2"})
     # a resumed run checks fewer shards: the same data
@@ -508,8 +508,8 @@ def test_finished_seeds_resume_from_the_result_file_alone(toy, tmp_path, monkeyp
     holds: the partial file is on disk as soon as a seed ends, and the resumed run equals one uninterrupted run."""
     import shutil
 
-    from drake_bench.evaluator import Evaluator
-    from drake_bench.results import comparable
+    from drake_bench.evaluator.standard import Evaluator
+    from drake_bench.results.result_file import comparable
 
     clean = run(_cfg(toy, tmp_path / "clean", seeds=[0, 1]))
     out = tmp_path / "moved"

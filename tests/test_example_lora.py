@@ -1,4 +1,4 @@
-"""The LoRA example plugin (drake_bench/examples/lora.py, ``lora-example``) end to end on drake-synth.
+"""The LoRA example plugin (drake_bench/plugins/examples/lora.py, ``lora-example``) end to end on drake-synth.
 
 One small run on the shipped tiny models (the weights a user's run loads; conftest points the zoo at local
 pretraining, so the test points it back): the result file validates, the uploads are the adapter tensors and
@@ -16,12 +16,12 @@ import torch
 from typer.testing import CliRunner
 
 from drake_bench import Message, RunConfig, State, create_method, run
-from drake_bench.checkpoint import load as load_checkpoint
+from drake_bench.evaluator.checkpoint import load as load_checkpoint
 from drake_bench.cli import app
-from drake_bench.examples.lora import LoRAExample
+from drake_bench.plugins.examples.lora import LoRAExample
 from drake_bench.models import shipped
-from drake_bench.protocol import Method, protocol_problems
-from drake_bench.results import check_result
+from drake_bench.plugins.protocol import Method, protocol_problems
+from drake_bench.results.result_file import check_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,7 +99,7 @@ def test_the_lora_example_runs_end_to_end_and_shares_its_adapters(small_synth, s
 
 def test_the_docs_page_includes_the_example_file():
     text = (ROOT / "docs" / "writing-a-method.md").read_text()
-    assert '--8<-- "drake_bench/examples/lora.py"' in text  # tests/test_docs.py runs the page with the file inlined
+    assert '--8<-- "drake_bench/plugins/examples/lora.py"' in text  # tests/test_docs.py runs the page with the file inlined
     assert "## A LoRA method" in text and "lora-example" in text
     models_page = (ROOT / "docs" / "models.md").read_text()
     assert "writing-a-method.md#a-lora-method" in models_page

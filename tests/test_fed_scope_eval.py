@@ -15,15 +15,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from drake_bench.build import build_benchmark
+from drake_bench.benchmarks.build import build_benchmark
 from drake_bench.errors import DrakeBenchError
 from drake_bench.evaluation import external
 from drake_bench.evaluation.external import (CODE_EXECUTION_ENV, clean_completion, gsm8k_prediction, gsm8k_reference,
                                              gsm8k_score, humaneval_score)
 from drake_bench.evaluation.scoring import score_batch
-from drake_bench.manifest import load_benchmark, manifest_dict
-from drake_bench.sample import AnswerType
-from drake_bench.store import BuiltBenchmark
+from drake_bench.benchmarks.manifest import load_benchmark, manifest_dict
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.store import BuiltBenchmark
 
 HUMANEVAL_PROBLEMS = 4
 
@@ -166,7 +166,7 @@ def test_mmlu_reads_the_original_csv_release_too(tmp_path):
 
 
 def test_sources_check_lists_the_evaluation_sets(scope_sources, tmp_path):
-    from drake_bench.sources import check_sources, render
+    from drake_bench.benchmarks.sources import check_sources, render
 
     report = check_sources("fed-scope", scope_sources)
     assert report.ok
@@ -191,7 +191,7 @@ def test_the_other_manifests_and_their_recipes_are_unchanged_by_the_field():
 
 # --------------------------------------------------------------------------- a run of the evaluator
 def _config(scope_built, out: Path, **kw):
-    from drake_bench.run_config import RunConfig
+    from drake_bench.evaluator.run_config import RunConfig
 
     return RunConfig(benchmark="fed-scope", data_dir=str(scope_built), method="majority-answer", seeds=[0], rounds=1,
                      local_steps=1, allocation="all=tiny-llama-s", isolation="inline", fast_adaptation=False,
@@ -199,7 +199,7 @@ def _config(scope_built, out: Path, **kw):
 
 
 def test_a_run_scores_the_evaluation_sets_and_is_refused_without_code_execution(monkeypatch, scope_built, tmp_path):
-    from drake_bench.evaluator import run
+    from drake_bench.evaluator.standard import run
 
     monkeypatch.delenv(CODE_EXECUTION_ENV, raising=False)
     with pytest.raises(DrakeBenchError, match="--allow-code-execution"):
@@ -248,7 +248,7 @@ def test_the_cli_refuses_a_run_that_would_execute_code_unless_allowed(monkeypatc
 def test_the_dataset_card_names_each_tasks_evaluation_set(scope_built):
     import json as _json
 
-    from drake_bench.card import card_metadata
+    from drake_bench.benchmarks.card import card_metadata
 
     body = (scope_built / "README.md").read_text()
     assert "| Fed-CodeAlpaca; tested on HumanEval |" in body and "Dolly-15k; tested on MMLU" in body

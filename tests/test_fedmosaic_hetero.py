@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from drake_bench.checkpoint import load as load_progress
-from drake_bench.evaluator import RunConfig, run
+from drake_bench.evaluator.checkpoint import load as load_progress
+from drake_bench.evaluator.standard import RunConfig, run
 from drake_bench.methods.fedmosaic.config import FedMosaicConfig, parse_client_ranks
-from drake_bench.registry import create_method
+from drake_bench.plugins.registry import create_method
 
 import test_fedmosaic_plugin  # noqa: F401  (registers fedmosaic-crash, which records uploads in the server state)
 from conftest import torch_threads  # noqa: E402

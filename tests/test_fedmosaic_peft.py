@@ -145,7 +145,7 @@ def test_no_dual_path_option_is_plain_pq_lora() -> None:
 def test_measured_uplink_matches_formula_for_evaluator_message() -> None:
     from drake_bench.methods.fedmosaic import accounting as acc
     from drake_bench.methods.fedmosaic import rela
-    from drake_bench.protocol import Message
+    from drake_bench.plugins.protocol import Message
 
     for kind in ("S", "Q"):
         base = tiny(kind)

@@ -13,14 +13,14 @@ import pytest
 import torch
 
 from drake_bench import PluginError
-from drake_bench.checkpoint import load as load_progress
-from drake_bench.evaluator import RunConfig, run
+from drake_bench.evaluator.checkpoint import load as load_progress
+from drake_bench.evaluator.standard import RunConfig, run
 from drake_bench.methods.fedmosaic import accounting as acc
 from drake_bench.methods.fedmosaic.config import FedMosaicConfig
 from drake_bench.methods.fedmosaic.plugin import FedITPQLoRA, FedMosaic
 from drake_bench.models.zoo import tiny_config
-from drake_bench.protocol import State
-from drake_bench.registry import create_method, register_method
+from drake_bench.plugins.protocol import State
+from drake_bench.plugins.registry import create_method, register_method
 
 
 from conftest import MIXED_ALLOCATION as ALLOC  # noqa: E402

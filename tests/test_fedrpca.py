@@ -27,15 +27,15 @@ import pytest
 import torch
 
 from drake_bench import Message, ReportsDiagnostics
-from drake_bench.evaluator import RunConfig, run
-from drake_bench.guard import GuardedMethod
+from drake_bench.evaluator.standard import RunConfig, run
+from drake_bench.plugins.guard import GuardedMethod
 from drake_bench.methods.fedrpca.plugin import FedRPCA, ProximalLoraClients, short_key
 from drake_bench.methods.fedrpca.rpca import pcp, pcp_batch
 from drake_bench.methods.fedrpca.rules import fedrpca_updates, mean_update, task_arithmetic_update, ties_update
 from drake_bench.models.identity import architecture
-from drake_bench.protocol import FederationContext
-from drake_bench.registry import create_method
-from drake_bench.results import check_result
+from drake_bench.plugins.protocol import FederationContext
+from drake_bench.plugins.registry import create_method
+from drake_bench.results.result_file import check_result
 
 from conftest import one_embedded_round
 

@@ -1,4 +1,4 @@
-"""The Flower backend (drake_bench.flower) and partial participation.
+"""The Flower backend (drake_bench.backends.flower) and partial participation.
 
 One small federation (the 4-client toy benchmark with the random tiny testing models, 2 rounds of 2 steps) runs
 once under the default backend per method; the Flower simulation runs SFT, FedIT (3 of the 4 clients drawn per
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from drake_bench.evaluator import RunConfig, run, run_on_flower, sample_participants
-from drake_bench.results import PREDICT_CALLS_KEY, check_result, comparable_differences
+from drake_bench.evaluator.standard import RunConfig, run, run_on_flower, sample_participants
+from drake_bench.results.result_file import PREDICT_CALLS_KEY, check_result, comparable_differences
 from conftest import torch_threads
-from drake_bench.registry import register_method
+from drake_bench.plugins.registry import register_method
 from minimal_method import ClientDiagnosing, Counter
 
 pytest.importorskip("flwr")

@@ -1,6 +1,6 @@
 """A real multi-process federation on localhost: one SuperLink and two SuperNodes (insecure, loopback only).
 
-The run goes through `flwr run` (drake_bench.flower.deploy): its first round must be the default backend's (records
+The run goes through `flwr run` (drake_bench.backends.flower.deploy): its first round must be the default backend's (records
 and settings but for execution fields); then a SuperNode is stopped in the middle of round 2 (SIGTERM while its
 ClientApp trains): Flower reports the node unavailable, its clients are recorded missing for that round
 (raw.absences, 'no reply'), are still scored, and the run completes. Whole-file parity of a complete run is
@@ -24,9 +24,9 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from drake_bench.evaluator import RunConfig, run  # noqa: E402
-from drake_bench.registry import register_method  # noqa: E402
-from drake_bench.results import check_result, comparable, read_result  # noqa: E402
+from drake_bench.evaluator.standard import RunConfig, run  # noqa: E402
+from drake_bench.plugins.registry import register_method  # noqa: E402
+from drake_bench.results.result_file import check_result, comparable, read_result  # noqa: E402
 from minimal_method import Counter  # noqa: E402
 
 TESTS = Path(__file__).parent
@@ -43,8 +43,8 @@ def pair(toy_loader, tmp_path_factory) -> tuple[str, str]:
     """A 2-client x 1-task toy benchmark (manifest path, built folder): few messages, so few ClientApp processes."""
     import json
 
-    from drake_bench.build import build_benchmark
-    from drake_bench.manifest import manifest_dict
+    from drake_bench.benchmarks.build import build_benchmark
+    from drake_bench.benchmarks.manifest import manifest_dict
     from conftest import toy_spec
 
     spec = toy_spec(n_clients=2, tasks_per_client=1, pool_size=10)
@@ -140,8 +140,8 @@ def test_localhost_superlink_reproduces_the_default_backend_and_survives_a_lost_
     out = tmp_path / "lost"
     submitted = subprocess.Popen([sys.executable, "-c", (
         "import sys; sys.path.insert(0, sys.argv[1]); from minimal_method import Counter; "
-        "from drake_bench.registry import register_method; register_method(Counter, name='counter'); "
-        "from drake_bench.evaluator import RunConfig, run; run(RunConfig.model_validate_json(sys.argv[2]))"),
+        "from drake_bench.plugins.registry import register_method; register_method(Counter, name='counter'); "
+        "from drake_bench.evaluator.standard import RunConfig, run; run(RunConfig.model_validate_json(sys.argv[2]))"),
         str(TESTS), _config(pair, out, 2, backend="flower", superlink="drake-test").model_dump_json()],
         env=federation.env)
     try:

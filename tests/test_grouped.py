@@ -10,7 +10,7 @@ from drake_bench.errors import DrakeBenchError
 from drake_bench.models import ModelPool, engine, lora_config
 from drake_bench.models.grouped import group_losses, routed
 from drake_bench.models.testing import toy_loader, toy_samples
-from drake_bench.protocol import ClientContext
+from drake_bench.plugins.protocol import ClientContext
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -94,7 +94,7 @@ def test_train_group_equals_sequential_training_over_uneven_steps():
                 3: [toy_samples(4, seed=5)]}
 
     def run(grouped: bool):
-        from drake_bench.protocol import FederationContext
+        from drake_bench.plugins.protocol import FederationContext
 
         lc = LoraClients(settings)
         fed = FederationContext(benchmark="t", modality="multimodal", clients=clients + [4],
@@ -135,9 +135,9 @@ def test_a_client_batching_run_gives_the_sequential_runs_numbers(toy_mixed, tmp_
     architecture train together, the others alone; scores, bytes and final adapters are the sequential run's.
     FedProx covers FedIT's round (it is FedIT's client side plus the proximal hooks train_group must keep); SFT's
     round differs only in where it starts, which the per-step tests cover."""
-    from drake_bench import checkpoint
-    from drake_bench.evaluator import Evaluator, RunConfig, run
-    from drake_bench.results import comparable_differences
+    from drake_bench.evaluator import checkpoint
+    from drake_bench.evaluator.standard import Evaluator, RunConfig, run
+    from drake_bench.results.result_file import comparable_differences
 
     manifest, root = toy_mixed
 
@@ -168,8 +168,8 @@ def test_a_client_batching_run_gives_the_sequential_runs_numbers(toy_mixed, tmp_
 
 def _initial_adapters(cfg):
     """Every client's adapter before training (the method's init_client), to measure how far training moved it."""
-    from drake_bench.evaluator import Evaluator
-    from drake_bench.registry import create_method
+    from drake_bench.evaluator.standard import Evaluator
+    from drake_bench.plugins.registry import create_method
 
     ev = Evaluator(cfg)
     method = create_method(cfg.method, cfg.method_config)
@@ -181,7 +181,7 @@ def _initial_adapters(cfg):
 
 
 def test_client_batching_is_refused_with_flower():
-    from drake_bench.evaluator import RunConfig
+    from drake_bench.evaluator.standard import RunConfig
 
     with pytest.raises(ValueError, match="client_batching"):
         RunConfig(client_batching=True, backend="flower")
@@ -189,8 +189,8 @@ def test_client_batching_is_refused_with_flower():
 
 def test_a_group_reply_of_the_wrong_shape_names_the_call_and_the_clients():
     from drake_bench.errors import PluginError
-    from drake_bench.guard import GuardedMethod
-    from drake_bench.protocol import Message, MethodMeta, State
+    from drake_bench.plugins.guard import GuardedMethod
+    from drake_bench.plugins.protocol import Message, MethodMeta, State
 
     class Short:
         meta = MethodMeta(name="short", version="1.0")

@@ -31,9 +31,9 @@ import torch
 
 from drake_bench import Message
 from drake_bench.errors import DrakeBenchError
-from drake_bench.evaluator import RunConfig, run
-from drake_bench.guard import GuardedMethod
-from drake_bench.manifest import load_benchmark
+from drake_bench.evaluator.standard import RunConfig, run
+from drake_bench.plugins.guard import GuardedMethod
+from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.methods.heterotune import accounting
 from drake_bench.methods.heterotune.cmga import Column, align_columns, cmga, geometry, polar_factor
 from drake_bench.methods.heterotune.dema import DeMABlock, dema_blocks, fold_state
@@ -44,9 +44,9 @@ from drake_bench.models.engine import encode_for_training
 from drake_bench.models.identity import architecture
 from drake_bench.models.testing import toy_loader, toy_samples
 from drake_bench.models.zoo import tiny_names
-from drake_bench.protocol import ClientContext, FederationContext, State
-from drake_bench.registry import create_method, register_method
-from drake_bench.results import check_result
+from drake_bench.plugins.protocol import ClientContext, FederationContext, State
+from drake_bench.plugins.registry import create_method, register_method
+from drake_bench.results.result_file import check_result
 
 register_method(HeteroTune)  # the installed metadata may predate the entry points; the worker imports them by path
 register_method(HomoTraining)

@@ -15,10 +15,10 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from drake_bench.cli import app
-from drake_bench.console import DataTable, literal, print_table
+from drake_bench.core.console import DataTable, literal, print_table
 from drake_bench.errors import PluginError
-from drake_bench.protocol import MethodMeta, State
-from drake_bench.registry import register_method
+from drake_bench.plugins.protocol import MethodMeta, State
+from drake_bench.plugins.registry import register_method
 from minimal_method import Counter
 
 MARKUP = "1.0[/red]"  # a closing tag with nothing open: rich raised MarkupError on it
@@ -130,7 +130,7 @@ register_method(Forger)
 
 def test_no_process_a_method_starts_survives_its_call(toy, tmp_path):
     from drake_bench import RunConfig, run
-    from drake_bench.lock import pid_alive
+    from drake_bench.core.lock import pid_alive
 
     trace = tmp_path / "trace"
     trace.mkdir()
@@ -168,7 +168,7 @@ def test_a_run_with_failed_methods_prints_the_finished_ones_and_every_failure(to
 
 
 def test_a_hang_in_a_plugins_init_is_under_the_call_time_limit():
-    from drake_bench.isolation import MethodProcess
+    from drake_bench.backends.worker_process import MethodProcess
 
     started = time.perf_counter()
     try:
@@ -181,7 +181,7 @@ def test_a_hang_in_a_plugins_init_is_under_the_call_time_limit():
 
 
 def test_a_call_to_a_worker_that_is_gone_is_a_located_error():
-    from drake_bench.isolation import MethodProcess
+    from drake_bench.backends.worker_process import MethodProcess
 
     worker = MethodProcess("counter", {})
     worker._proc.kill()
@@ -234,7 +234,7 @@ register_method(DiskReader)
 
 def test_the_method_worker_cannot_read_the_shards_nor_the_run_secret(toy, tmp_path, monkeypatch):
     from drake_bench import RunConfig, run
-    from drake_bench.confine import SANDBOX
+    from drake_bench.backends.confine import SANDBOX
 
     manifest, root = toy
     monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path / "home"))
@@ -260,7 +260,7 @@ def test_an_inline_run_records_that_it_had_no_sandbox(toy, tmp_path):
 def test_a_run_with_other_seeds_does_not_silently_replace_a_finished_result(toy, tmp_path):
     from drake_bench import RunConfig, run
     from drake_bench.errors import DrakeBenchError
-    from drake_bench.results import read_result
+    from drake_bench.results.result_file import read_result
 
     manifest, root = toy
 
@@ -340,7 +340,7 @@ register_method(PipeWriter)
 def test_bytes_a_plugin_writes_on_the_evaluators_pipe_are_a_located_error():
     import pytest
 
-    from drake_bench.isolation import MethodProcess
+    from drake_bench.backends.worker_process import MethodProcess
 
     worker = MethodProcess("pipe-writer", {})
     try:
@@ -354,7 +354,7 @@ def test_an_output_folder_that_holds_the_import_path_is_not_masked_and_the_run_s
     """Masking such a folder (``--out ~`` with a venv in the home folder) would hide the worker's own code."""
     import sys
 
-    from drake_bench.confine import Confinement, ConfinementUnavailable, confine
+    from drake_bench.backends.confine import Confinement, ConfinementUnavailable, confine
 
     site = tmp_path / "home" / "venv" / "site-packages"
     site.mkdir(parents=True)

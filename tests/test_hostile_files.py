@@ -3,8 +3,8 @@
 A hostile-but-fair submitter hands drake_bench files of its own: deeply nested, not UTF-8, a 100,000-digit integer,
 NaN, paths out of the submission folder, a board whose folder is elsewhere on the disk; and a disk fills up. Each is
 refused (or reported) in one line naming the file, through the real commands, and the command goes on with the other
-files. The fuzz tests at the end hold the JSON reader (:func:`drake_bench.json_files.read_json`) and the worker codec
-(:mod:`drake_bench.isolation`) to their contracts on arbitrary input.
+files. The fuzz tests at the end hold the JSON reader (:func:`drake_bench.core.json_files.read_json`) and the worker codec
+(:mod:`drake_bench.backends.worker_process`) to their contracts on arbitrary input.
 """
 
 from __future__ import annotations
@@ -27,14 +27,15 @@ from test_hub import built as licensed_build  # noqa: F401  (test_hub's fixtures
 from test_hub import offline as hub_cache  # noqa: F401  private Hub cache)
 from typer.testing import CliRunner
 
-from drake_bench import checkpoint, isolation
+from drake_bench.evaluator import checkpoint
+from drake_bench.backends import worker_process as isolation
 from drake_bench.cli import app
 from drake_bench.errors import CheckpointError, JSONFileError
-from drake_bench.json_files import MAX_DEPTH, read_json
+from drake_bench.core.json_files import MAX_DEPTH, read_json
 from drake_bench.leaderboard.boards import BoardError, load_board
-from drake_bench.protocol import Message, State
-from drake_bench.results import ResultFileError, read_result, write_result
-from drake_bench.store import BUILD_INFO, BuiltBenchmark
+from drake_bench.plugins.protocol import Message, State
+from drake_bench.results.result_file import ResultFileError, read_result, write_result
+from drake_bench.benchmarks.store import BUILD_INFO, BuiltBenchmark
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_RESULT = (REPO / "leaderboard" / "archive" / "recipe-6" / "main-job" / "drake-synth" / "dynamic" / "sft" / "1.0"
@@ -322,7 +323,7 @@ def test_a_full_disk_mid_run_keeps_the_finished_seed_and_the_run_resumes(toy, tm
     from minimal_method import Counter
 
     from drake_bench import RunConfig, run
-    from drake_bench.registry import register_method
+    from drake_bench.plugins.registry import register_method
 
     register_method(Counter)  # idempotent
     manifest, root = toy
@@ -373,7 +374,7 @@ def _probe_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """probe_compute on a stand-in evaluator whose measurements are stubbed: (probe(), the methods measured)."""
     from types import SimpleNamespace as NS
 
-    from drake_bench import compute
+    from drake_bench.evaluation import compute
 
     measured: list[str] = []
 
@@ -411,7 +412,7 @@ def test_a_compute_probe_cache_that_does_not_read_is_measured_again_with_a_warni
 
 
 def test_a_lock_file_that_does_not_read_is_never_taken_over_and_is_one_line(tmp_path, monkeypatch):
-    from drake_bench.lock import LOCK_FILE, TOKEN_ENV, RunLock, RunLockedError
+    from drake_bench.core.lock import LOCK_FILE, TOKEN_ENV, RunLock, RunLockedError
 
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     for kind, data in _hostile(("no-pid", b'{"command": "x"}'), ("pid-text", b'{"pid": "1"}'),
@@ -428,7 +429,7 @@ def test_a_lock_file_that_does_not_read_is_never_taken_over_and_is_one_line(tmp_
 
 
 def test_a_lock_of_a_pid_no_process_can_have_is_taken_over(tmp_path, monkeypatch):
-    from drake_bench.lock import LOCK_FILE, TOKEN_ENV, RunLock
+    from drake_bench.core.lock import LOCK_FILE, TOKEN_ENV, RunLock
 
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": 10**30, "command": "a run of long ago"}))
@@ -443,8 +444,8 @@ def test_the_lock_of_a_run_whose_arguments_are_no_utf8_reads_back(tmp_path, monk
     reads it (and is refused naming the holder) and the holder removes it."""
     import sys
 
-    from drake_bench import lock
-    from drake_bench.lock import LOCK_FILE, TOKEN_ENV, RunLock, RunLockedError
+    from drake_bench.core import lock
+    from drake_bench.core.lock import LOCK_FILE, TOKEN_ENV, RunLock, RunLockedError
 
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     monkeypatch.setattr(sys, "argv", ["drake-bench", "run", "--out", os.fsdecode(b"caf\xe9"), "x" * 10_000])
@@ -505,7 +506,7 @@ def test_a_shipped_manifest_entry_that_is_no_entry_of_its_folder_is_refused(entr
 
 
 def test_a_direct_url_json_that_does_not_read_records_no_revision_with_a_warning(tmp_path, monkeypatch):
-    from drake_bench.source_revision import direct_url_revision
+    from drake_bench.core.provenance import direct_url_revision
 
     cases = _hostile(("vcs-info-array", b'{"vcs_info": [1]}'),
                      ("a-revision-of-two-lines", json.dumps({"vcs_info": {"vcs": "git", "commit_id": "ab\n<b>"}}).encode()))
@@ -528,7 +529,7 @@ def test_a_direct_url_json_that_does_not_read_records_no_revision_with_a_warning
 def test_a_task_mark_that_does_not_read_is_built_again_and_the_other_tasks_kept(tmp_path, toy_loader):
     from conftest import toy_spec
 
-    from drake_bench.build import DONE_MARK, build_benchmark
+    from drake_bench.benchmarks.build import DONE_MARK, build_benchmark
 
     spec = toy_spec(n_clients=1, tasks_per_client=2, pool_size=8)
     root = build_benchmark(spec, out=tmp_path / "built", show_progress=False)
@@ -545,8 +546,8 @@ def test_a_task_mark_that_does_not_read_is_built_again_and_the_other_tasks_kept(
 def test_a_synth_build_record_or_mark_that_does_not_read_means_a_rebuild(tmp_path):
     from types import SimpleNamespace
 
-    from drake_bench.build import DONE_MARK
-    from drake_bench.synth import builder
+    from drake_bench.benchmarks.build import DONE_MARK
+    from drake_bench.benchmarks.synth import builder
 
     spec = SimpleNamespace(name="drake-synth", content_hash="sha256:manifest")
     root = tmp_path / "built"
@@ -573,7 +574,7 @@ def test_a_fetch_into_a_folder_whose_record_does_not_read_records_the_tasks_fetc
                                                                                         tmp_path):
     from test_hub import COMMIT, REPO
 
-    from drake_bench.hub import add_to_hf_cache, fetch_benchmark
+    from drake_bench.benchmarks.hub import add_to_hf_cache, fetch_benchmark
 
     spec, root = licensed_build
     add_to_hf_cache(root, REPO, commit=COMMIT, refs=("v1.0",), cache_dir=hub_cache, spec=spec)
@@ -601,7 +602,7 @@ def test_a_published_task_index_that_does_not_read_is_one_integrity_error(index,
                                                                           tmp_path, monkeypatch):
     from test_hub import COMMIT, NC_TASK, REPO
 
-    from drake_bench import hub
+    from drake_bench.benchmarks import hub
     from drake_bench.errors import IntegrityError
 
     spec, root = licensed_build

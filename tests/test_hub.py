@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from drake_bench.errors import DataNotBuiltError, IntegrityError, SourceError
-from drake_bench.hub import (
+from drake_bench.benchmarks.hub import (
     RevisionNotFound,
     add_to_hf_cache,
     fetch_benchmark,
@@ -25,9 +25,9 @@ from drake_bench.hub import (
     publish,
     repo_cache_folder,
 )
-from drake_bench.manifest import manifest_dict, parse_manifest
-from drake_bench.spec import BenchmarkSpec
-from drake_bench.store import BUILD_INFO, BuiltBenchmark, file_sha256, shard_path
+from drake_bench.benchmarks.manifest import manifest_dict, parse_manifest
+from drake_bench.benchmarks.spec import BenchmarkSpec
+from drake_bench.benchmarks.store import BUILD_INFO, BuiltBenchmark, file_sha256, shard_path
 
 from conftest import toy_spec
 
@@ -51,7 +51,7 @@ def licensed_spec() -> BenchmarkSpec:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, toy_loader) -> tuple[BenchmarkSpec, Path]:
-    from drake_bench.build import build_benchmark
+    from drake_bench.benchmarks.build import build_benchmark
 
     spec = licensed_spec()
     root = build_benchmark(spec, out=tmp_path_factory.mktemp("lic") / "built", show_progress=False)
@@ -262,7 +262,7 @@ def test_tampering_after_fetch_is_caught_by_verify(cached, tmp_path: Path) -> No
 def test_a_fetched_folder_is_verified_when_read_without_hashing_twice(cached, tmp_path: Path, monkeypatch) -> None:
     """Fetch hashed the shards already: the first read only checks their stat; a later edit is refused on read,
     and the folder keeps citing the published data hash (which a partial fetch cannot recompute from its files)."""
-    from drake_bench import store as store_mod
+    from drake_bench.benchmarks import store as store_mod
     from drake_bench.errors import DataIntegrityError
 
     spec, root, cache = cached
@@ -382,7 +382,7 @@ def test_index_task_rebuild_detects_a_different_source(cached, tmp_path: Path, m
 
 # --------------------------------------------------------------------------- stream integration
 def test_load_client_stream_with_revision_goes_through_fetch(cached) -> None:
-    stream_mod = pytest.importorskip("drake_bench.stream")
+    stream_mod = pytest.importorskip("drake_bench.streams.stream")
     spec, root, cache = cached
     store = stream_mod.open_built(spec, revision="v1.0", tasks=["c2-t0", "c2-t1"])
     assert store.info["commit"] == COMMIT and store.info["fetched_tasks"] == ["c2-t0", "c2-t1"]

@@ -13,12 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from drake_bench import store
-from drake_bench.build import build_benchmark
+from drake_bench.benchmarks import store
+from drake_bench.benchmarks.build import build_benchmark
 from drake_bench.errors import DataError, DataIntegrityError, DrakeBenchError, IntegrityError, PluginError
-from drake_bench.guard import GuardedMethod
-from drake_bench.store import ARROW_CACHE, BUILD_INFO, BuiltBenchmark, data_hash, file_sha256, shard_path
-from drake_bench.stream import load_client_stream, load_federated_data
+from drake_bench.plugins.guard import GuardedMethod
+from drake_bench.benchmarks.store import ARROW_CACHE, BUILD_INFO, BuiltBenchmark, data_hash, file_sha256, shard_path
+from drake_bench.streams.stream import load_client_stream, load_federated_data
 
 from minimal_method import Counter
 
@@ -308,7 +308,7 @@ def test_a_test_split_is_read_from_its_shard_even_when_its_decoded_copy_and_reco
     """The poisoning attack: a test answer edited in the decoded copy and the copy's stat key rewritten in
     .verified.json (shards and build_info.json untouched) made every later run score "42" as right. Test splits are
     hashed and decoded afresh on every open, so what is scored is the verified shard's."""
-    from drake_bench.store import _VerifiedCache
+    from drake_bench.benchmarks.store import _VerifiedCache
 
     spec, root = copy
     task = ("c1-t0", "test")
@@ -337,8 +337,8 @@ def test_a_test_split_is_read_from_its_shard_even_when_its_decoded_copy_and_reco
 def _saved(run_dir: Path) -> Path:
     import torch
 
-    from drake_bench import checkpoint
-    from drake_bench.protocol import Message, State
+    from drake_bench.evaluator import checkpoint
+    from drake_bench.plugins.protocol import Message, State
 
     checkpoint.save(run_dir, checkpoint.RunProgress(
         completed_rounds=2, clients={1: State(tensors={"w": torch.ones(2)}), 2: State(tensors={"w": torch.zeros(2)})},
@@ -348,7 +348,7 @@ def _saved(run_dir: Path) -> Path:
 
 
 def test_a_truncated_progress_file_is_explained_with_the_way_out(tmp_path):
-    from drake_bench import checkpoint
+    from drake_bench.evaluator import checkpoint
     from drake_bench.errors import CheckpointError
 
     run_dir = _saved(tmp_path / "seed-0")
@@ -362,7 +362,7 @@ def test_a_truncated_progress_file_is_explained_with_the_way_out(tmp_path):
 
 
 def test_a_missing_round_folder_or_state_is_explained_with_the_way_out(tmp_path):
-    from drake_bench import checkpoint
+    from drake_bench.evaluator import checkpoint
     from drake_bench.errors import CheckpointError
 
     run_dir = _saved(tmp_path / "seed-0")

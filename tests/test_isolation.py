@@ -22,10 +22,10 @@ import torch
 
 from drake_bench import MethodMeta, PluginError, RunConfig, run
 from drake_bench.errors import LeakageError, ScenarioError
-from drake_bench.lock import LOCK_FILE, RunLockedError
-from drake_bench.manifest import load_benchmark
-from drake_bench.protocol import Message, State
-from drake_bench.registry import register_method
+from drake_bench.core.lock import LOCK_FILE, RunLockedError
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.plugins.protocol import Message, State
+from drake_bench.plugins.registry import register_method
 
 from minimal_method import Counter
 
@@ -59,9 +59,9 @@ class Cheater(Counter):
     def _loot(self):
         """What of the evaluator's is in this process; a find is kept (a real cheater would): a scan of a whole
         test process's heap per call is the slow part of the inline run, not the cheat."""
-        from drake_bench.sample import Sample
-        from drake_bench.store import BuiltBenchmark
-        from drake_bench.stream import FederatedData
+        from drake_bench.benchmarks.sample import Sample
+        from drake_bench.benchmarks.store import BuiltBenchmark
+        from drake_bench.streams.stream import FederatedData
 
         if not getattr(self, "_found", None):
             # by type, not isinstance: pydantic's isinstance check probes attributes, and some modules' __getattr__
@@ -121,7 +121,7 @@ def test_the_same_cheater_inline_does_find_the_answers(toy, tmp_path):
 
 def test_sample_ids_shown_to_a_method_are_keyed_per_run(toy_built):
     spec, root = toy_built
-    from drake_bench.stream import load_federated_data
+    from drake_bench.streams.stream import load_federated_data
 
     fed = load_federated_data(spec, "static", 0, data_dir=root)
     item = fed.test_samples(spec.tasks[0].id)[0]
@@ -133,8 +133,8 @@ def test_sample_ids_shown_to_a_method_are_keyed_per_run(toy_built):
 def test_a_researchers_stream_holds_no_test_split_and_no_other_client(toy_built):
     spec, root = toy_built
     from drake_bench import load_client_stream
-    from drake_bench.store import BuiltBenchmark
-    from drake_bench.stream import FederatedData
+    from drake_bench.benchmarks.store import BuiltBenchmark
+    from drake_bench.streams.stream import FederatedData
 
     stream = load_client_stream(spec, 1, "static", seed=0, data_dir=root)
     with pytest.raises((LeakageError, AttributeError)):
@@ -267,7 +267,7 @@ def test_two_concurrent_runs_into_one_folder_one_is_refused(toy, tmp_path):
     code = textwrap.dedent(f"""
         import sys; sys.path.insert(0, {str(TESTS)!r})
         from minimal_method import Counter
-        from drake_bench.registry import register_method
+        from drake_bench.plugins.registry import register_method
         from drake_bench import RunConfig, run
         register_method(Counter)
         run(RunConfig(benchmark={manifest!r}, method="counter", data_dir={root!r}, out={str(out)!r}, fast_adaptation=False))
@@ -293,7 +293,7 @@ def test_kill_9_of_the_run_leaves_no_process_behind(toy, tmp_path):
     code = textwrap.dedent(f"""
         import sys; sys.path.insert(0, {str(TESTS)!r})
         from minimal_method import Counter
-        from drake_bench.registry import register_method
+        from drake_bench.plugins.registry import register_method
         from drake_bench import RunConfig, run_methods
         from rich.console import Console
         register_method(Counter)
@@ -330,8 +330,8 @@ def test_what_crosses_the_boundary_arrives_unchanged():
     import numpy as np
     from PIL import Image
 
-    from drake_bench.isolation import dumps, loads
-    from drake_bench.sample import AnswerType, MethodSample
+    from drake_bench.backends.worker_process import dumps, loads
+    from drake_bench.benchmarks.sample import AnswerType, MethodSample
 
     rng = np.random.default_rng(0)
     images = [Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)) for _ in range(50)]
@@ -362,7 +362,7 @@ def test_a_users_script_without_a_main_guard_runs(toy, tmp_path):
         result = run(RunConfig(benchmark={manifest!r}, data_dir={root!r}, method="majority-answer",
                                out={str(tmp_path / "out")!r}, rounds=2, scenario="static", fast_adaptation=False))
         print("ran", len(result.raw.scores), "scores")
-        print("plugin imported here:", "drake_bench.examples.majority" in sys.modules)
+        print("plugin imported here:", "drake_bench.plugins.examples.majority" in sys.modules)
     """))
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "DRAKE_BENCH_NO_PROGRESS": "1"})

@@ -19,12 +19,12 @@ from drake_bench.evaluation.judge import (
     parse_rating,
     rating_score,
 )
-from drake_bench.evaluator import RunConfig, run
-from drake_bench.examples.majority import MajorityAnswer
-from drake_bench.manifest import parse_manifest
-from drake_bench.protocol import MethodMeta, ModelIdentity
-from drake_bench.registry import available_methods, register_method
-from drake_bench.sample import AnswerType, Sample
+from drake_bench.evaluator.standard import RunConfig, run
+from drake_bench.plugins.examples.majority import MajorityAnswer
+from drake_bench.benchmarks.manifest import parse_manifest
+from drake_bench.plugins.protocol import MethodMeta, ModelIdentity
+from drake_bench.plugins.registry import available_methods, register_method
+from drake_bench.benchmarks.sample import AnswerType, Sample
 
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from drake_bench import load_benchmark
-from drake_bench.store import BuiltBenchmark, features
-from drake_bench.stream import load_client_stream
+from drake_bench.benchmarks.store import BuiltBenchmark, features
+from drake_bench.streams.stream import load_client_stream
 
 
 def _shape(root: Path) -> set[str]:
@@ -24,9 +24,9 @@ def _shape(root: Path) -> set[str]:
 def test_synth_build_has_the_layout_of_a_source_build(toy_loader, tmp_path):
     from conftest import toy_spec
 
-    from drake_bench.build import build_benchmark
-    from drake_bench.manifest import manifest_dict, parse_manifest
-    from drake_bench.synth import build_synth
+    from drake_bench.benchmarks.build import build_benchmark
+    from drake_bench.benchmarks.manifest import manifest_dict, parse_manifest
+    from drake_bench.benchmarks.synth import build_synth
 
     # a source build with a validation split, as every benchmark version since the split existed holds one
     spec = toy_spec()
@@ -47,7 +47,7 @@ def test_synth_build_has_the_layout_of_a_source_build(toy_loader, tmp_path):
 def test_one_reader_serves_both(toy_built, tmp_path):
     spec, real_root = toy_built
     s_real = load_client_stream(spec, 1, "static", data_dir=real_root)
-    from drake_bench.synth import build_synth
+    from drake_bench.benchmarks.synth import build_synth
 
     root = build_synth("drake-synth", out=tmp_path / "synth2", tasks=load_benchmark("drake-synth").client(2).tasks)
     s_synth = load_client_stream("drake-synth", 2, "static", data_dir=root)

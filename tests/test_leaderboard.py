@@ -17,15 +17,15 @@ from typer.testing import CliRunner
 
 from drake_bench import DrakeBenchError
 from drake_bench.cli import app
-from drake_bench.compute import PROBE_VERSION, ComputeProbe
+from drake_bench.evaluation.compute import PROBE_VERSION, ComputeProbe
 from drake_bench.leaderboard.boards import canonical_boards, load_board
 from drake_bench.leaderboard.build import entry_seconds_left, plan, seconds_left
 from drake_bench.leaderboard.html import ranks
 from drake_bench.leaderboard.render import board_files
 from drake_bench.leaderboard.rules import RULES, validate
 from drake_bench.leaderboard.submission import SUBMISSION_FILE, SubmissionError, submit, validate_submission
-from drake_bench.registry import register_method
-from drake_bench.results import read_result
+from drake_bench.plugins.registry import register_method
+from drake_bench.results.result_file import read_result
 
 from minimal_method import Counter
 
@@ -48,7 +48,7 @@ def _copy_board(tiny_board, tmp_path) -> tuple[Path, Path]:
 def test_canonical_boards_pin_the_shipped_benchmark_and_weights():
     from drake_bench.leaderboard.html import paper_results
     from drake_bench.models.shipped import read_manifest
-    from drake_bench.registry import available_methods
+    from drake_bench.plugins.registry import available_methods
 
     boards = canonical_boards()
     assert set(boards) == {"drake-synth-dynamic", "drake-synth-static", "drake-synth-cross-family",
@@ -107,7 +107,7 @@ def test_the_built_board_passes_every_rule(tiny_board):
 
 def _rewrite(path: Path, edit) -> None:  # noqa: ANN001
     """Edit a result file as a tamperer would: change it, recompute its summary, keep it schema-valid."""
-    from drake_bench.results import RunResult, dump_result_data, load_result_data, summarize
+    from drake_bench.results.result_file import RunResult, dump_result_data, load_result_data, summarize
 
     data = load_result_data(path)
     edit(data)
@@ -357,8 +357,8 @@ def test_an_entry_priced_by_an_older_probe_is_carried_over_only_if_its_steps_sta
     use or replace it); `reprobe` probes it again and, when the current probe matches the same steps, records that
     probe and a note in the file, which is then done and passes the rule; when the steps change it leaves the file
     untouched and exits 1 naming it, to be rebuilt."""
-    import drake_bench.evaluator
-    from drake_bench.results import read_result
+    import drake_bench.evaluator.standard
+    from drake_bench.results.result_file import read_result
 
     board_json, root = _copy_board(tiny_board, tmp_path)
     board = load_board(board_json).model_copy(update={"compute_matched": True})
@@ -372,7 +372,7 @@ def test_an_entry_priced_by_an_older_probe_is_carried_over_only_if_its_steps_sta
     assert states["counter"].state == "stale" and "reprobe" in states["counter"].why
     assert states["majority-answer"].state == "done"  # not probed at all: rule compute-matched refuses it instead
 
-    monkeypatch.setattr(drake_bench.evaluator, "Evaluator", _ProbingEvaluator)
+    monkeypatch.setattr(drake_bench.evaluator.standard, "Evaluator", _ProbingEvaluator)
     _ProbingEvaluator.opened.clear()
     monkeypatch.setattr(_ProbingEvaluator, "COST", 5)  # half SFT's cost: twice the steps now
     before = path.read_bytes()

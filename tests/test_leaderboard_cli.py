@@ -27,7 +27,7 @@ from drake_bench.leaderboard.boards import BoardDefinition, load_board
 from drake_bench.leaderboard.build import plan, run_configs
 from drake_bench.leaderboard.render import board_files, rows_for
 from drake_bench.leaderboard.submission import SUBMISSION_FILE, submit
-from drake_bench.run_config import RunConfig
+from drake_bench.evaluator.run_config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 UNREGISTERED = "someones-plugin"  # a third party's method, not installed here

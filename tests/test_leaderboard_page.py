@@ -19,7 +19,7 @@ import pytest
 
 from drake_bench.leaderboard.boards import canonical_boards
 from drake_bench.leaderboard.html import RANK_RULE, Row, _spans, board_page, per_client, standings
-from drake_bench.results import RunResult, read_result
+from drake_bench.results.result_file import RunResult, read_result
 
 ROOT = Path(__file__).resolve().parents[1]
 BOARD = "drake-synth-dynamic"

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from drake_bench.cli import app
 from drake_bench.leaderboard.verify import VERIFICATION_FILE, verification_state
-from drake_bench.registry import register_method
-from drake_bench.results import check_result, read_result, summarize, write_result
+from drake_bench.plugins.registry import register_method
+from drake_bench.results.result_file import check_result, read_result, summarize, write_result
 
 from minimal_method import Counter
 
@@ -106,7 +106,7 @@ def test_a_rerun_is_scored_by_the_rules_the_file_was_scored_by(tiny_board, tmp_p
     before the setting existed records no scorer in its run config and was scored by 1.0 (as the committed boards
     were), and its rerun does not differ from it for the setting's absence."""
     from drake_bench.leaderboard.verify import rerun_config
-    from drake_bench.results import comparable_differences
+    from drake_bench.results.result_file import comparable_differences
 
     path = _entry(tiny_board, tmp_path, "counter")
     res = read_result(path)

@@ -9,7 +9,7 @@ tools/generate_img_patch_feature.py (``iconqa/<split>/<task>/<pid>/image.png``).
 from __future__ import annotations
 
 from drake_bench.loaders import get_loader
-from drake_bench.manifest import load_benchmark
+from drake_bench.benchmarks.manifest import load_benchmark
 
 from fixtures_real import dump, png
 

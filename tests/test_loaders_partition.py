@@ -13,7 +13,7 @@ from drake_bench.loaders import get_loader
 from drake_bench.loaders._common import categorize
 from drake_bench.loaders.gqa import two_options
 from drake_bench.loaders.llava_conversation import parse_options
-from drake_bench.manifest import load_benchmark
+from drake_bench.benchmarks.manifest import load_benchmark
 
 from fixtures_real import write_fixtures
 

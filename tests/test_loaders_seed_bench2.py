@@ -11,7 +11,7 @@ import pytest
 
 from drake_bench.errors import SourceError
 from drake_bench.loaders import get_loader
-from drake_bench.manifest import load_benchmark
+from drake_bench.benchmarks.manifest import load_benchmark
 
 from fixtures_real import SEED2_TYPES, dump, png, seed2_question
 

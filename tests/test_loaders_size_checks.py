@@ -9,10 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from drake_bench.build import build_benchmark
+from drake_bench.benchmarks.build import build_benchmark
 from drake_bench.errors import SourceError
-from drake_bench.manifest import load_benchmark
-from drake_bench.sources import EXPECTED_FRACTION, UnconfirmedFormatWarning
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.benchmarks.sources import EXPECTED_FRACTION, UnconfirmedFormatWarning
 
 from fixtures_real import dump, jsonl, png, vizwiz_row
 

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from drake_bench.cli import app
-from drake_bench.manifest import load_benchmark
-from drake_bench.sources import check_sources
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.benchmarks.sources import check_sources
 
 from fixtures_real import write_fixtures
 

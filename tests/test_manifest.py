@@ -8,8 +8,8 @@ import json
 import pytest
 
 from drake_bench import ManifestError, UnknownNameError, available_benchmarks, load_benchmark
-from drake_bench.manifest import content_hash, manifest_dict, parse_manifest, read_manifest, schema
-from drake_bench.spec import BenchmarkSpec
+from drake_bench.benchmarks.manifest import content_hash, manifest_dict, parse_manifest, read_manifest, schema
+from drake_bench.benchmarks.spec import BenchmarkSpec
 
 from conftest import toy_spec
 

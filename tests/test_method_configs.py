@@ -7,7 +7,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from drake_bench.registry import GROUP, available_methods, method_class
+from drake_bench.plugins.registry import GROUP, available_methods, method_class
 
 # the installed methods (entry points); other test modules register throwaway methods in-process
 INSTALLED = sorted(set(available_methods()) & {ep.name for ep in entry_points(group=GROUP)})

@@ -8,7 +8,7 @@ from drake_bench.errors import DrakeBenchError
 from drake_bench.models.prompting import build_prompt, candidate_targets, messages, options, target
 from drake_bench.models.testing import toy_image, toy_processor, toy_tokenizer
 from drake_bench.models.tokenizer import IMAGE_SIZE, IMAGE_TOKENS
-from drake_bench.sample import AnswerType, Sample
+from drake_bench.benchmarks.sample import AnswerType, Sample
 
 
 def _s(**kw):

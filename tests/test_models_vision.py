@@ -9,13 +9,13 @@ import torch
 from safetensors.torch import load_file
 
 from drake_bench.models import pretrain, vision
-from drake_bench.synth.world import SHAPES, STATES, STYLES, Obj, Scene
+from drake_bench.benchmarks.synth.world import SHAPES, STATES, STYLES, Obj, Scene
 
 from conftest import TINY_RECIPE
 
 
 def test_targets_follow_what_is_drawn():
-    from drake_bench.synth.public import PerceptionPicture
+    from drake_bench.benchmarks.synth.public import PerceptionPicture
 
     star = Obj("star", "blue", size="small", style="striped", x=40, y=10)
     star.cracked, star.state = True, "shining"
@@ -42,7 +42,7 @@ def test_targets_follow_what_is_drawn():
 
 
 def test_heads_loss_is_finite_and_decreases_on_one_batch():
-    from drake_bench.synth.public import perception_pictures
+    from drake_bench.benchmarks.synth.public import perception_pictures
 
     torch.manual_seed(0)
     heads = vision.PerceptionHeads(8)
@@ -64,7 +64,7 @@ def test_tower_training_resumes_to_identical_weights(tmp_path, monkeypatch):
 
     from drake_bench.models.tokenizer import make_image_processor
     from drake_bench.models.zoo import vision_config
-    from drake_bench.synth import public
+    from drake_bench.benchmarks.synth import public
 
     recipe = dataclasses.replace(TINY_RECIPE, tower_steps=4, tower_batch=2)
 

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from drake_bench.evaluator import RunConfig, run
-from drake_bench.numerics import PORTABLE_ENV, environment_for, host_has_avx2
-from drake_bench.registry import register_method
+from drake_bench.evaluator.standard import RunConfig, run
+from drake_bench.core.numerics import PORTABLE_ENV, environment_for, host_has_avx2
+from drake_bench.plugins.registry import register_method
 
 from minimal_method import Counter
 
@@ -81,7 +81,7 @@ def test_resume_does_not_mix_numerics(toy, tmp_path):
 def test_an_inline_run_that_could_not_be_capped_says_so(toy, tmp_path):
     """Inline, the method computes in this test process, whose kernels started long ago: the AVX2 cap comes too late
     on an AVX-512 host, and the result file says so instead of passing the digits off as portable."""
-    from drake_bench.numerics import cpu_capability
+    from drake_bench.core.numerics import cpu_capability
 
     with pytest.warns(RuntimeWarning, match="came too late") if cpu_capability() != "AVX2" and host_has_avx2() else contextlib.nullcontext():
         res = run(_cfg(toy, tmp_path, isolation="inline"))

@@ -33,7 +33,7 @@ def test_wheel_maps_top_level_folders_into_the_namespace(wheel):
         "drake_bench/splits/drake-synth.json",
         "drake_bench/schemas/manifest.schema.json",
         "drake_bench/schemas/result.schema.json",
-        "drake_bench/synth/learnability.json",
+        "drake_bench/benchmarks/synth/learnability.json",
     ]:
         assert required in names, required
     # every Python package in the source tree is shipped (a forgotten `packages` entry fails here)
@@ -47,7 +47,7 @@ def test_wheel_maps_top_level_folders_into_the_namespace(wheel):
 
 def test_a_wheel_built_from_a_checkout_records_the_commit(wheel):
     """pip records only the folder of `pip install .`; the build writes the checkout's revision into the package."""
-    from drake_bench.source_revision import BUILT_FROM, git_revision
+    from drake_bench.core.provenance import BUILT_FROM, git_revision
 
     expected = git_revision(ROOT / "drake_bench")
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -67,14 +67,14 @@ def test_installed_wheel_imports_outside_the_source_tree(wheel, tmp_path):
         "from drake_bench import load_benchmark;"
         "s = load_benchmark('drake'); assert len(s.clients) == 10, s;"
         "assert drake_bench.__file__.startswith(%r), drake_bench.__file__;"
-        "from drake_bench.source_revision import drake_bench_source;"
+        "from drake_bench.core.provenance import drake_bench_source;"
         "print('source', drake_bench_source());"
         "print('ok')" % str(target)
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
-    from drake_bench.source_revision import BUILT_FROM
+    from drake_bench.core.provenance import BUILT_FROM
 
     built = zipfile.ZipFile(wheel)
     if f"drake_bench/{BUILT_FROM}" in built.namelist():  # the installed package names the commit its wheel was built from

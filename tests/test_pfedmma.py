@@ -24,8 +24,8 @@ import pytest
 import torch
 
 from drake_bench import Message
-from drake_bench.evaluator import RunConfig, run
-from drake_bench.guard import GuardedMethod
+from drake_bench.evaluator.standard import RunConfig, run
+from drake_bench.plugins.guard import GuardedMethod
 from drake_bench.methods.pfedmma import accounting
 from drake_bench.methods.pfedmma.depths import depth_map, instrumented_blocks, layout_of
 from drake_bench.methods.pfedmma.mma import GradScale, MMABlock, mma_blocks
@@ -34,9 +34,9 @@ from drake_bench.models.engine import encode_for_training
 from drake_bench.models.identity import architecture
 from drake_bench.models.testing import toy_loader, toy_samples
 from drake_bench.models.zoo import tiny_names
-from drake_bench.protocol import ClientContext, FederationContext, State
-from drake_bench.registry import create_method, register_method
-from drake_bench.results import check_result
+from drake_bench.plugins.protocol import ClientContext, FederationContext, State
+from drake_bench.plugins.registry import create_method, register_method
+from drake_bench.results.result_file import check_result
 
 from conftest import one_embedded_round
 

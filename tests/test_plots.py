@@ -12,7 +12,7 @@ from rich.console import Console
 from drake_bench.evaluation.metrics import AdaptationRecord, CostRecord, RawTables, ScoreRecord, summarize
 from drake_bench.evaluation.plots import plot_accuracy_over_rounds, plot_adaptation, plot_relevance_heatmap
 from drake_bench.evaluation.table import summary_markdown, summary_table
-from drake_bench.results import (
+from drake_bench.results.result_file import (
     BenchmarkRef,
     Environment,
     EvaluationSettings,

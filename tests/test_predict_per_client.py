@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from drake_bench.errors import DrakeBenchError
-from drake_bench.evaluator import RunConfig, run
-from drake_bench.examples.majority import MajorityAnswer
-from drake_bench.protocol import MethodMeta
-from drake_bench.registry import available_methods, register_method
-from drake_bench.results import PREDICT_CALLS_KEY
+from drake_bench.evaluator.standard import RunConfig, run
+from drake_bench.plugins.examples.majority import MajorityAnswer
+from drake_bench.plugins.protocol import MethodMeta
+from drake_bench.plugins.registry import available_methods, register_method
+from drake_bench.results.result_file import PREDICT_CALLS_KEY
 
 
 class CountingMajority(MajorityAnswer):

@@ -1,10 +1,10 @@
-"""drake_bench.progress: the time-left estimate a long build prints beside each round."""
+"""drake_bench.core.progress: the time-left estimate a long build prints beside each round."""
 
 from __future__ import annotations
 
 import pytest
 
-from drake_bench.progress import TimeLeft, format_duration
+from drake_bench.core.progress import TimeLeft, format_duration
 
 
 def test_time_left_is_measured_from_the_rounds_run_here() -> None:
@@ -37,7 +37,7 @@ def test_a_build_log_says_how_long_each_run_has_left(toy, tmp_path) -> None:
     from rich.console import Console
 
     from drake_bench import RunConfig, run_methods
-    from drake_bench.registry import register_method
+    from drake_bench.plugins.registry import register_method
     from minimal_method import Counter
 
     register_method(Counter)

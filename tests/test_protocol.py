@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from drake_bench import Message, Method, MethodMeta, PluginError, RunConfig, State, run
-from drake_bench.examples.majority import MajorityAnswer
-from drake_bench.protocol import protocol_problems
-from drake_bench.registry import create_method, register_method
-from drake_bench.results import check_result
+from drake_bench.plugins.examples.majority import MajorityAnswer
+from drake_bench.plugins.protocol import protocol_problems
+from drake_bench.plugins.registry import create_method, register_method
+from drake_bench.results.result_file import check_result
 
 from minimal_method import Counter
 
@@ -193,8 +193,8 @@ def test_the_example_method_runs_shares_and_resumes_exactly(toy, tmp_path):
 
 @pytest.mark.parametrize("own_weight, expected", [(1.0, "yes"), (0.0, "no"), (0.5, "no")])
 def test_the_example_blends_own_and_federated_counts(own_weight, expected):
-    from drake_bench.protocol import ClientContext
-    from drake_bench.sample import AnswerType, MethodSample
+    from drake_bench.plugins.protocol import ClientContext
+    from drake_bench.benchmarks.sample import AnswerType, MethodSample
 
     m = MajorityAnswer(MajorityAnswer.Config(own_weight=own_weight))
     state = State(metadata={"own": {"yes": 3, "no": 1}, "federation": {"no": 10}})
@@ -204,7 +204,7 @@ def test_the_example_blends_own_and_federated_counts(own_weight, expected):
 
 
 def test_the_example_pools_answers_on_the_server():
-    from drake_bench.protocol import Message
+    from drake_bench.plugins.protocol import Message
 
     m = MajorityAnswer()
     messages, server = m.aggregate(0, m.init_server(), {1: Message(metadata={"counts": {"yes": 3}}),

@@ -46,14 +46,14 @@ def test_set_up_commands_are_the_documented_ones():
 
 
 def test_inline_plugin_is_the_shipped_example():
-    """The README's plugin is drake_bench/examples/majority.py without its module docstring, character for character."""
-    source = (ROOT / "drake_bench" / "examples" / "majority.py").read_text()
+    """The README's plugin is drake_bench/plugins/examples/majority.py without its module docstring, character for character."""
+    source = (ROOT / "drake_bench" / "plugins" / "examples" / "majority.py").read_text()
     body = ast.parse(source).body
     assert isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)  # the module docstring
     expected = "\n".join(source.splitlines()[body[1].lineno - 1:]).strip()
     inline = [b for b in blocks("python") if "class MajorityAnswer" in b]
     assert len(inline) == 1, "the README shows the example plugin exactly once"
-    assert inline[0].strip() == expected, "README's plugin differs from drake_bench/examples/majority.py: copy it again"
+    assert inline[0].strip() == expected, "README's plugin differs from drake_bench/plugins/examples/majority.py: copy it again"
 
 
 def test_entry_point_snippet_is_registered():
@@ -65,7 +65,7 @@ def test_entry_point_snippet_is_registered():
     for table in shown:
         for name, target in table.items():
             assert registered.get(name) == target, f"{name} = {target!r} is not drake_bench's own registration"
-    from drake_bench.examples.majority import MajorityAnswer
+    from drake_bench.plugins.examples.majority import MajorityAnswer
 
     assert MajorityAnswer.meta.name in shown[0]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from drake_bench.definitions import REAL_BENCHMARKS
-from drake_bench.manifest import content_hash, load_benchmark, schema
+from drake_bench.benchmarks.definitions import REAL_BENCHMARKS
+from drake_bench.benchmarks.manifest import content_hash, load_benchmark, schema
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from drake_bench.cli import app
-from drake_bench.result_encoding import TABLE_COLUMNS, decode_raw, dumps, encode_raw, error_path
-from drake_bench.results import (
+from drake_bench.results.encoding import TABLE_COLUMNS, decode_raw, dumps, encode_raw, error_path
+from drake_bench.results.result_file import (
     RESULT_SCHEMA_VERSION,
     ResultFileError,
     dump_result_data,

@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from drake_bench.results import (
+from drake_bench.results.result_file import (
     RESULT_SCHEMA_VERSION,
     BenchmarkRef,
     CostRecord,
@@ -75,7 +75,7 @@ def make_result(seeds: tuple[int, ...] = (0, 1), status: str = "complete") -> Ru
 
 def test_shipped_schema_equals_generated() -> None:
     shipped = Path(__file__).resolve().parents[1] / "drake_bench" / "schemas" / "result.schema.json"
-    assert shipped.read_text(encoding="utf-8") == schema_text(), "run `python -m drake_bench.results` to regenerate"
+    assert shipped.read_text(encoding="utf-8") == schema_text(), "run `python -m drake_bench.schemas` to regenerate"
     assert shipped_schema() == result_schema()
     jsonschema.Draft202012Validator.check_schema(shipped_schema())
 
@@ -149,7 +149,7 @@ def test_partial_result_with_missing_seed_is_consistent() -> None:
     r = make_result(seeds=(0,), status="partial")
     data = r.model_dump()
     data["seeds"] = [0, 1]
-    from drake_bench.results import summarize
+    from drake_bench.results.result_file import summarize
 
     data["summary"] = summarize(r.raw, seeds=[0, 1]).model_dump()
     assert check_result(RunResult.model_validate(data)) == []
@@ -218,8 +218,8 @@ def test_the_fast_validator_agrees_with_jsonschema_on_valid_and_broken_files() -
 
     import jsonschema_rs
 
-    from drake_bench.result_encoding import TABLE_COLUMNS
-    from drake_bench.results import _schema_errors, shipped_schema
+    from drake_bench.results.encoding import TABLE_COLUMNS
+    from drake_bench.results.result_file import _schema_errors, shipped_schema
 
     good = json.loads((Path(__file__).resolve().parents[1] / "leaderboard" / "archive" / "recipe-6" / "main-job" /
                        "drake-synth" / "dynamic" / "sft" / "1.0" / "result.json").read_text())

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from drake_bench.cli import app
-from drake_bench.results import (
+from drake_bench.results.result_file import (
     RunResult,
     check_result,
     dump_result_data,

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from drake_bench import ScenarioError, UnknownNameError
-from drake_bench.scenarios import (
+from drake_bench.streams.scenarios import (
     KINDS,
     Asynchronous,
     BaseScenario,
@@ -17,8 +17,8 @@ from drake_bench.scenarios import (
     Static,
     parse_scenario,
 )
-from drake_bench.store import BuiltBenchmark
-from drake_bench.stream import FederatedData
+from drake_bench.benchmarks.store import BuiltBenchmark
+from drake_bench.streams.stream import FederatedData
 
 
 def _fed(toy_built, scenario, seed: int = 0, spec=None, **overrides) -> FederatedData:
@@ -148,7 +148,7 @@ def test_async_refuses_patterns_that_do_not_fit(toy_built, scenario, match):
 
 # ---------------------------------------------------------------------------- Dirichlet
 def test_dirichlet_split_is_shared_and_computed_once(toy_built, monkeypatch):
-    from drake_bench import scenarios
+    from drake_bench.streams import scenarios
 
     calls = []
     original = scenarios.DirichletPartitioner.proportions

@@ -20,9 +20,9 @@ from drake_bench.evaluation.scoring import (
     score_details,
     score_prediction,
 )
-from drake_bench.protocol import Message, MethodMeta, State
-from drake_bench.registry import register_method
-from drake_bench.sample import AnswerType, MethodSample, Sample
+from drake_bench.plugins.protocol import Message, MethodMeta, State
+from drake_bench.plugins.registry import register_method
+from drake_bench.benchmarks.sample import AnswerType, MethodSample, Sample
 
 
 def make(answer: str, kind: str, choices: list[str] | None = None, sid: str = "s1") -> Sample:
@@ -304,11 +304,11 @@ def mini_synth(tmp_path_factory) -> tuple[str, str]:
     """(manifest path, built folder) of the miniature drake-synth."""
     import json
 
-    from drake_bench.build import build_benchmark
-    from drake_bench.manifest import manifest_dict, parse_manifest
-    from drake_bench.spec import (AsyncDefaults, BenchmarkSpec, ClientSpec, DirichletDefaults, FLConfig,
+    from drake_bench.benchmarks.build import build_benchmark
+    from drake_bench.benchmarks.manifest import manifest_dict, parse_manifest
+    from drake_bench.benchmarks.spec import (AsyncDefaults, BenchmarkSpec, ClientSpec, DirichletDefaults, FLConfig,
                                   ScenarioDefaults, SourceSpec, SubsamplingRule, TaskSpec)
-    from drake_bench.synth.registry import get_generator
+    from drake_bench.benchmarks.synth.registry import get_generator
 
     def task(name: str, group: str) -> TaskSpec:
         gen = get_generator(name)
@@ -383,7 +383,7 @@ class ClaimsRecall(AnswerStuffing):
     meta = MethodMeta(name="claims-recall", version="1.0", summary="names a scorer version it does not choose")
 
     def model_identity(self, model_name: str):  # noqa: ANN201
-        from drake_bench.protocol import ModelIdentity
+        from drake_bench.plugins.protocol import ModelIdentity
 
         return ModelIdentity(architecture=model_name)
 

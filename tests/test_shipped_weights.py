@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from drake_bench.errors import CheckpointError, DrakeBenchError
 from drake_bench.models import load_base, pretrain, shipped
 from drake_bench.models.testing import toy_loader
-from drake_bench.store import file_sha256
+from drake_bench.benchmarks.store import file_sha256
 
 REPO = Path(__file__).resolve().parents[1]
 MM, TEXT = "tiny-llava-llama-s", "tiny-qwen2-s"

@@ -1,4 +1,4 @@
-"""drake_bench.source_revision and what a result file records of the code that made it."""
+"""drake_bench.core.provenance and what a result file records of the code that made it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from drake_bench import __version__
-from drake_bench.registry import method_package
-from drake_bench.source_revision import BUILT_FROM, built_revision, direct_url_revision, git_revision, source_revision
+from drake_bench.plugins.registry import method_package
+from drake_bench.core.provenance import BUILT_FROM, built_revision, direct_url_revision, git_revision, source_revision
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -84,8 +84,8 @@ def test_a_method_is_attributed_to_the_package_that_registers_it() -> None:
 
 
 def test_the_evaluator_records_the_source_in_the_result(toy, tmp_path: Path) -> None:
-    from drake_bench.evaluator import RunConfig, run
-    from drake_bench.source_revision import drake_bench_source
+    from drake_bench.evaluator.standard import RunConfig, run
+    from drake_bench.core.provenance import drake_bench_source
 
     import test_evaluator  # noqa: F401  (registers the in-process "counter" method)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from drake_bench.errors import DataNotBuiltError, SourceError
-from drake_bench.spec import TaskSpec
+from drake_bench.benchmarks.spec import TaskSpec
 
 from conftest import ToyLoader, toy_spec
 
@@ -29,10 +29,10 @@ class BrokenLoader(ToyLoader):
 
 
 def test_a_task_whose_build_failed_is_a_data_error_naming_the_file_and_the_rebuild(toy_loader, tmp_path):
-    from drake_bench.build import build_benchmark
+    from drake_bench.benchmarks.build import build_benchmark
     from drake_bench.loaders import _LOADERS, register_loader
-    from drake_bench.manifest import manifest_dict, parse_manifest
-    from drake_bench.stream import load_client_stream
+    from drake_bench.benchmarks.manifest import manifest_dict, parse_manifest
+    from drake_bench.streams.stream import load_client_stream
 
     if BROKEN not in _LOADERS:
         register_loader(BrokenLoader())
@@ -60,7 +60,7 @@ def test_a_task_whose_build_failed_is_a_data_error_naming_the_file_and_the_rebui
                          ids=["deep", "not-utf8", "huge-int", "not-an-object"])
 def test_a_hostile_build_record_is_one_data_error_naming_it(tmp_path, content):
     from drake_bench.errors import DataNotBuiltError
-    from drake_bench.store import BUILD_INFO, BuiltBenchmark
+    from drake_bench.benchmarks.store import BUILD_INFO, BuiltBenchmark
 
     (tmp_path / BUILD_INFO).write_bytes(content)
     with pytest.raises(DataNotBuiltError) as err:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from drake_bench import DataNotBuiltError, LeakageError, ScenarioError, UnknownNameError
-from drake_bench.schedule import ingestion_counts, split_rounds
-from drake_bench.stream import load_client_stream, load_federated_data
+from drake_bench.streams.schedule import ingestion_counts, split_rounds
+from drake_bench.streams.stream import load_client_stream, load_federated_data
 
 
 def test_ingestion_counts_spread_every_item_once():

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from drake_bench.manifest import load_benchmark
-from drake_bench.spec import SubsamplingRule
-from drake_bench.store import BUILD_INFO, BuiltBenchmark
-from drake_bench.synth import build_synth, ensure_built
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.benchmarks.spec import SubsamplingRule
+from drake_bench.benchmarks.store import BUILD_INFO, BuiltBenchmark
+from drake_bench.benchmarks.synth import build_synth, ensure_built
 
 TASKS = ["rel-count-across", "vqa-instance-count", "rsn-common-color", "vqa-quality-yesno"]
 
@@ -70,7 +70,7 @@ def test_two_processes_building_one_benchmark_at_once_both_succeed(tmp_path):
     import subprocess
     import sys
 
-    code = ("from drake_bench.synth.builder import ensure_built; import json, sys; "
+    code = ("from drake_bench.benchmarks.synth.builder import ensure_built; import json, sys; "
             "r = ensure_built('hflb-synth'); print(json.loads((r / 'build_info.json').read_text())['data_hash'])")
     env = {**__import__("os").environ, "DRAKE_BENCH_HOME": str(tmp_path), "DRAKE_BENCH_SYNTH_SCALE": "0.05"}
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -6,7 +6,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from drake_bench.cli import app
-from drake_bench.synth.cards import render_grid, task_card
+from drake_bench.benchmarks.synth.cards import render_grid, task_card
 
 
 def test_task_card_content():
@@ -16,7 +16,7 @@ def test_task_card_content():
 
 
 def test_task_card_reports_learnability_as_recorded(monkeypatch):
-    from drake_bench.synth import cards
+    from drake_bench.benchmarks.synth import cards
 
     row = {"train": 10, "test": 5, "vision": 0.4, "text_only": 0.5, "chance": 0.5, "metric": "exact-match accuracy",
            "learnable": False, "confirm": {"test": 7, "vision": 0.9, "text_only": 0.3, "chance": 0.5}}
@@ -44,8 +44,8 @@ def test_cli_task_card_and_cards(tmp_path):
 
 
 def test_task_table_lists_every_client_task_in_order(monkeypatch):
-    from drake_bench.manifest import load_benchmark
-    from drake_bench.synth import cards
+    from drake_bench.benchmarks.manifest import load_benchmark
+    from drake_bench.benchmarks.synth import cards
 
     monkeypatch.setattr(cards, "learnability", lambda: {"tasks": {"drake-synth/rel-spatial": {"learnable": True}}})
     spec = load_benchmark("drake-synth")
@@ -61,7 +61,7 @@ def test_benchmarks_page_task_table_is_current():
     """docs/benchmarks.md's drake-synth table is generated: `python scripts/bench_synth_learnability.py --docs-only`."""
     from pathlib import Path
 
-    from drake_bench.synth.cards import replace_task_table
+    from drake_bench.benchmarks.synth.cards import replace_task_table
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md").read_text()
     assert replace_task_table(page, "drake-synth") == page
@@ -69,7 +69,7 @@ def test_benchmarks_page_task_table_is_current():
 
 def test_task_card_says_when_learnability_was_measured_on_other_data(monkeypatch):
     """A card of an archived version must not pass off numbers measured on the current version's data as its own."""
-    from drake_bench.synth import cards
+    from drake_bench.benchmarks.synth import cards
 
     row = {"train": 10, "test": 5, "vision": 0.9, "text_only": 0.5, "chance": 0.5, "metric": "exact-match accuracy",
            "learnable": True, "generator_version": 6}
@@ -80,8 +80,8 @@ def test_task_card_says_when_learnability_was_measured_on_other_data(monkeypatch
 
 
 def test_example_grid_of_a_relation_task_is_drawn_in_its_group_domain():
-    from drake_bench.synth.render import group_domain, render
-    from drake_bench.synth.world import Scene
+    from drake_bench.benchmarks.synth.render import group_domain, render
+    from drake_bench.benchmarks.synth.world import Scene
 
     with group_domain("studio"):
         wall = render(Scene([])).getpixel((8, 2))
@@ -93,9 +93,9 @@ def test_example_grid_of_a_relation_task_is_drawn_in_its_group_domain():
 
 
 def test_client_gallery_has_a_row_per_client_in_its_domain():
-    from drake_bench.synth.cards import render_clients
-    from drake_bench.synth.render import group_domain, render
-    from drake_bench.synth.world import Scene
+    from drake_bench.benchmarks.synth.cards import render_clients
+    from drake_bench.benchmarks.synth.render import group_domain, render
+    from drake_bench.benchmarks.synth.world import Scene
 
     img = render_clients("drake-synth", per_task=1).convert("RGB")
     assert img.height == 22 + 10 * 70

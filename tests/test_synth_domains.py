@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from drake_bench.errors import SourceError
-from drake_bench.manifest import load_benchmark
-from drake_bench.synth.definitions import GROUP_DOMAIN
-from drake_bench.synth.loader import DOMAIN_VERSION, fresh_items, task_generator
-from drake_bench.synth.render import group_domain, render
-from drake_bench.synth.world import COLORS, DOMAINS, GROUP_DOMAINS, Obj, Scene
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.benchmarks.synth.definitions import GROUP_DOMAIN
+from drake_bench.benchmarks.synth.loader import DOMAIN_VERSION, fresh_items, task_generator
+from drake_bench.benchmarks.synth.render import group_domain, render
+from drake_bench.benchmarks.synth.world import COLORS, DOMAINS, GROUP_DOMAINS, Obj, Scene
 
 
 def _scene(domain: str = "plain") -> Scene:

@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 
 from drake_bench.loaders import get_loader
-from drake_bench.manifest import load_benchmark
-from drake_bench.sample import AnswerType
-from drake_bench.synth.registry import iter_generators
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.synth.registry import iter_generators
 
 GENS = list(iter_generators(every_version=True))  # superseded implementations still build archived manifests
 IMAGE_GENS = [g for g in GENS if g.images != "none"]
@@ -67,8 +67,8 @@ def test_loader_pool_ids_unique_across_benchmark():
 
 def test_fresh_items_are_the_pools_samples_under_another_seed():
     from drake_bench.errors import SourceError
-    from drake_bench.manifest import load_benchmark
-    from drake_bench.synth.loader import SYNTH_LOADER, fresh_items
+    from drake_bench.benchmarks.manifest import load_benchmark
+    from drake_bench.benchmarks.synth.loader import SYNTH_LOADER, fresh_items
 
     task = load_benchmark("drake-synth").task("rel-spatial")
     pool = list(SYNTH_LOADER.load(task, None))[:4]

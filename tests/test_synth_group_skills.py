@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from drake_bench.manifest import load_benchmark
-from drake_bench.synth import render as render_module
-from drake_bench.synth.loader import fresh_items
-from drake_bench.synth.render import render
-from drake_bench.synth.world import COLORS, STATES, Obj, Scene, place, rng_for
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.benchmarks.synth import render as render_module
+from drake_bench.benchmarks.synth.loader import fresh_items
+from drake_bench.benchmarks.synth.render import render
+from drake_bench.benchmarks.synth.world import COLORS, STATES, Obj, Scene, place, rng_for
 
 N = 24
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from drake_bench.manifest import load_benchmark, read_manifest
-from drake_bench.sample import AnswerType
+from drake_bench.benchmarks.manifest import load_benchmark, read_manifest
+from drake_bench.benchmarks.sample import AnswerType
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ["drake-synth", "hflb-synth", "fedllm-synth"]

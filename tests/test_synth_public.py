@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from drake_bench.sample import AnswerType
-from drake_bench.synth.public import public_item
-from drake_bench.synth.registry import iter_generators
-from drake_bench.synth.world import COLORS, DISTORTIONS, SHAPES, STATES
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.synth.public import public_item
+from drake_bench.benchmarks.synth.registry import iter_generators
+from drake_bench.benchmarks.synth.world import COLORS, DISTORTIONS, SHAPES, STATES
 
 
 def test_public_items_are_deterministic_and_well_formed():
@@ -28,7 +28,7 @@ def test_public_questions_never_reuse_a_benchmark_question():
 
 
 def test_perception_pictures_draw_every_primitive_and_are_prefix_stable():
-    from drake_bench.synth.public import PERCEPTION_DOMAINS, perception_picture, perception_pictures
+    from drake_bench.benchmarks.synth.public import PERCEPTION_DOMAINS, perception_picture, perception_pictures
 
     pics = perception_pictures(0, 300)
     objs = [o for p in pics for o in p.scene.objects]
@@ -47,7 +47,7 @@ def test_public_mix_is_disjoint_from_benchmark_items():
     benchmark picture: the mix teaches formats and primitives, never a task or one of its items."""
     import re
 
-    from drake_bench.synth.public import public_mix
+    from drake_bench.benchmarks.synth.public import public_mix
 
     def template(q: str) -> str:  # a question with its content words (colours, shapes, numbers) blanked
         words = set(COLORS) | set(SHAPES) | {"small", "large"}
@@ -68,7 +68,7 @@ def test_public_mix_is_disjoint_from_benchmark_items():
 def test_public_mix_names_no_group_skill():
     """Cracks, comic state marks and distortions are the groups' own skills: generation 1 of the public mix (the
     shipped zoo's) never asks about them; generation 2 does, in kinds 19-23 only."""
-    from drake_bench.synth.public import public_mix
+    from drake_bench.benchmarks.synth.public import public_mix
 
     banned = ("crack", "shining", "shaking", "calm", "blur", "noise", "darkness", "glare", "distort", "quality")
     for s in public_mix(600):

@@ -10,12 +10,12 @@ import pytest
 from PIL import Image
 
 from drake_bench.errors import ManifestError
-from drake_bench.hub import shard_digest
-from drake_bench.manifest import load_benchmark, manifest_dict, parse_manifest
-from drake_bench.sample import AnswerType, Sample
-from drake_bench.spec import StorageRule
-from drake_bench.store import ARROW_CACHE, BuiltBenchmark, encode_image, shard_path, write_split
-from drake_bench.synth.builder import build_synth
+from drake_bench.benchmarks.hub import shard_digest
+from drake_bench.benchmarks.manifest import load_benchmark, manifest_dict, parse_manifest
+from drake_bench.benchmarks.sample import AnswerType, Sample
+from drake_bench.benchmarks.spec import StorageRule
+from drake_bench.benchmarks.store import ARROW_CACHE, BuiltBenchmark, encode_image, shard_path, write_split
+from drake_bench.benchmarks.synth.builder import build_synth
 
 COMPACT = StorageRule(images="webp-lossless", parquet_compression="zstd")
 
@@ -71,7 +71,7 @@ def _samples(n: int = 6) -> list[Sample]:
 def test_compact_shards_read_back_identically_through_the_store(tmp_path):
     import pyarrow.parquet as pq
 
-    from drake_bench.store import finalize_build
+    from drake_bench.benchmarks.store import finalize_build
 
     samples = _samples()
     for name, storage in (("old", StorageRule()), ("new", COMPACT)):
@@ -113,7 +113,7 @@ def _same_in_2x2_cells(image) -> float:
 
 
 def test_grain_noise_is_monochrome_on_2x2_cells():
-    from drake_bench.synth.render import distort
+    from drake_bench.benchmarks.synth.render import distort
 
     base = np.array([128, 120, 110])
     clean = Image.new("RGB", (64, 64), tuple(int(v) for v in base))
@@ -129,7 +129,7 @@ def test_grain_noise_is_monochrome_on_2x2_cells():
 
 @pytest.mark.parametrize("version,grainy", [("drake-synth@1.4.0", False), ("drake-synth", True)])
 def test_noisy_quality_images_have_grain_from_generator_version_5(version, grainy):
-    from drake_bench.synth.loader import fresh_items
+    from drake_bench.benchmarks.synth.loader import fresh_items
 
     noisy = [s.images[0] for s in fresh_items(load_benchmark(version).task("vqa-distortion-type"), 40, seed=4)
              if s.answer == "noise"]
@@ -175,7 +175,7 @@ def test_compact_shards_load_with_datasets_as_the_hub_serves_them(tmp_path, monk
     """What a user of the Hub copy does: `datasets.load_dataset(repo, task)` on WebP + zstd shards."""
     import datasets
 
-    from drake_bench.card import CARD_FILE
+    from drake_bench.benchmarks.card import CARD_FILE
 
     root = build_synth("hflb-synth", scale=0.1, out=tmp_path / "b", tasks=["hflb-c1-attribute"])
     assert "storage: images `webp-lossless`, Parquet `zstd`" in (root / CARD_FILE).read_text()

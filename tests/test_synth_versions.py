@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from drake_bench.errors import ManifestError, SourceError, UnknownNameError
-from drake_bench.manifest import archived_benchmarks, available_benchmarks, load_benchmark
-from drake_bench.synth.loader import SYNTH_LOADER, fresh_items, task_generator
-from drake_bench.synth.registry import generator, get_generator, iter_generators
-from drake_bench.synth.world import BASE_VERSION, COLOR_FIGURES, GENERATOR_VERSION, SHAPE_FIGURES
+from drake_bench.benchmarks.manifest import archived_benchmarks, available_benchmarks, load_benchmark
+from drake_bench.benchmarks.synth.loader import SYNTH_LOADER, fresh_items, task_generator
+from drake_bench.benchmarks.synth.registry import generator, get_generator, iter_generators
+from drake_bench.benchmarks.synth.world import BASE_VERSION, COLOR_FIGURES, GENERATOR_VERSION, SHAPE_FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -44,7 +44,7 @@ def test_legacy_holds_exactly_the_implementations_only_archived_versions_draw():
     for g in iter_generators(every_version=True):
         if isinstance(g.fn, partial):
             continue
-        in_legacy = g.fn.__module__.startswith("drake_bench.synth.legacy.")
+        in_legacy = g.fn.__module__.startswith("drake_bench.benchmarks.synth.legacy.")
         assert in_legacy != (id(g) in current), (g.name, g.version, g.fn.__module__)
 
 
@@ -69,7 +69,7 @@ def test_pinned_versions_load_current_and_archived_manifests():
     assert changed == REDESIGNED_IN_4
     with pytest.raises(UnknownNameError, match="drake-synth@1.3.0"):
         load_benchmark("drake-synth@0.9")
-    from drake_bench.synth.builder import synth_root
+    from drake_bench.benchmarks.synth.builder import synth_root
 
     assert synth_root(current).name == "drake-synth" and synth_root(old).name == "drake-synth@1.3.0"  # side by side
 
@@ -132,8 +132,8 @@ def test_every_version_a_board_cites_rebuilds_its_data(tmp_path):
 
 def test_a_rebuild_keeps_exactly_the_tasks_whose_definition_did_not_change(tmp_path):
     """Building 1.8.0 over 1.7.0 regenerates the tasks 1.8.0 redefined and no other; a new scale regenerates all."""
-    from drake_bench.build import DONE_MARK
-    from drake_bench.synth.builder import build_synth
+    from drake_bench.benchmarks.build import DONE_MARK
+    from drake_bench.benchmarks.synth.builder import build_synth
 
     old, new = load_benchmark("drake-synth@1.7.0"), load_benchmark("drake-synth@1.8.0")
     kept = [t.id for t in new.tasks if t.id in {o.id for o in old.tasks} and t == old.task(t.id)][:2]
@@ -195,7 +195,7 @@ def test_cli_list_shows_archived_versions(monkeypatch):
 
 def test_a_rebuild_over_another_versions_build_drops_the_tasks_it_no_longer_has(tmp_path):
     """1.7.0 replaced rel-same-count; building 1.7.0 where 1.6.0 was built must not keep (and hash) its shards."""
-    from drake_bench.synth.builder import build_synth
+    from drake_bench.benchmarks.synth.builder import build_synth
 
     build_synth("drake-synth@1.6.0", scale=0.1, out=tmp_path, tasks=["rel-same-count", "rel-spatial"])
     root = build_synth("drake-synth", scale=0.1, out=tmp_path, tasks=["rel-defect-2", "rel-spatial"])

@@ -40,8 +40,8 @@ import pytest
 import torch
 
 from drake_bench.evaluation.metrics import PostFederationCostRecord, ScoreRecord, seed_summary
-from drake_bench.evaluator import RunConfig, run
-from drake_bench.manifest import manifest_dict
+from drake_bench.evaluator.standard import RunConfig, run
+from drake_bench.benchmarks.manifest import manifest_dict
 from drake_bench.methods.tap import aggregation, history, keys
 from drake_bench.methods.tap.distill import distill_loss
 from drake_bench.methods.tap.experts import activate, adapter_parameters, answer_loss, rest, trainable
@@ -51,10 +51,10 @@ from drake_bench.methods.tap.plugin import (PERSONAL, SALT_STAGE2, TAP, FedAvgPo
 from drake_bench.methods.tap.plots import plot_replacements, replacement_counts
 from drake_bench.models.identity import architecture
 from drake_bench.models.testing import toy_samples
-from drake_bench.protocol import ClientContext, FederationContext, State
-from drake_bench.registry import available_methods, create_method, register_method
-from drake_bench.results import check_result
-from drake_bench.sample import AnswerType, MethodSample
+from drake_bench.plugins.protocol import ClientContext, FederationContext, State
+from drake_bench.plugins.registry import available_methods, create_method, register_method
+from drake_bench.results.result_file import check_result
+from drake_bench.benchmarks.sample import AnswerType, MethodSample
 
 from conftest import build_toy, torch_threads, toy_spec
 
@@ -463,7 +463,7 @@ def test_segment_attention_option_reaches_the_pool(tap, tmp_path):
 def toy_pair(toy_loader, tmp_path_factory) -> tuple[str, str]:
     """Two clients of one text-only yes/no task each on the tiny text Llama: the smallest federation the evaluator
     runs (a text benchmark: 10 components, no vision tower)."""
-    from drake_bench.spec import ModelAllocation
+    from drake_bench.benchmarks.spec import ModelAllocation
 
     d = manifest_dict(toy_spec(n_clients=2, tasks_per_client=1, pool_size=6))
     d["modality"] = "text"

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import bench_probe_transfer  # noqa: E402
 import bench_transfer  # noqa: E402
 
-from drake_bench.manifest import load_benchmark  # noqa: E402
+from drake_bench.benchmarks.manifest import load_benchmark  # noqa: E402
 
 
 def _run(sources: list[int], bonus: dict[tuple[int, int], float], config: dict | None = None) -> dict:

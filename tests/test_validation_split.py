@@ -9,8 +9,8 @@ import pytest
 
 from conftest import toy_spec
 from drake_bench.errors import ScenarioError
-from drake_bench.manifest import load_benchmark, manifest_dict, parse_manifest
-from drake_bench.spec import SubsamplingRule
+from drake_bench.benchmarks.manifest import load_benchmark, manifest_dict, parse_manifest
+from drake_bench.benchmarks.spec import SubsamplingRule
 
 
 def _with_validation(ratio: float):
@@ -23,7 +23,7 @@ def _with_validation(ratio: float):
 @pytest.fixture(scope="module")
 def built_pair(toy_loader, tmp_path_factory):
     """The toy benchmark built without and with a validation split (a quarter of each training draw)."""
-    from drake_bench.build import build_benchmark
+    from drake_bench.benchmarks.build import build_benchmark
 
     plain, split = toy_spec(), _with_validation(0.25)
     roots = []
@@ -39,7 +39,7 @@ def _ids(store, task, split):
 
 
 def test_validation_items_come_from_the_training_draw_and_the_test_items_stay(built_pair):
-    from drake_bench.stream import open_built
+    from drake_bench.streams.stream import open_built
 
     (plain, plain_root), (split, split_root) = built_pair
     a, b = open_built(plain, data_dir=plain_root), open_built(split, data_dir=split_root)
@@ -55,7 +55,7 @@ def test_validation_items_come_from_the_training_draw_and_the_test_items_stay(bu
 
 
 def test_no_training_stream_hands_out_a_validation_item(built_pair):
-    from drake_bench.stream import load_federated_data, open_built
+    from drake_bench.streams.stream import load_federated_data, open_built
 
     _, (split, root) = built_pair
     store = open_built(split, data_dir=root)
@@ -68,7 +68,7 @@ def test_no_training_stream_hands_out_a_validation_item(built_pair):
 
 @pytest.mark.parametrize("scenario", ["dynamic", "dirichlet:0.1"])
 def test_a_tuning_run_scores_the_validation_split_and_a_board_run_the_test_split(built_pair, scenario):
-    from drake_bench.stream import load_federated_data, open_built
+    from drake_bench.streams.stream import load_federated_data, open_built
 
     _, (split, root) = built_pair
     store = open_built(split, data_dir=root)
@@ -83,7 +83,7 @@ def test_a_tuning_run_scores_the_validation_split_and_a_board_run_the_test_split
 
 
 def test_a_version_without_a_validation_split_refuses_a_tuning_run(built_pair):
-    from drake_bench.stream import load_federated_data
+    from drake_bench.streams.stream import load_federated_data
 
     (plain, root), _ = built_pair
     with pytest.raises(ScenarioError, match=r"toy 0\.0\.1 has no validation split.*never on its test split"):
@@ -91,7 +91,7 @@ def test_a_version_without_a_validation_split_refuses_a_tuning_run(built_pair):
 
 
 def test_validation_sizes():
-    from drake_bench.build import validation_size
+    from drake_bench.benchmarks.build import validation_size
 
     assert validation_size(200, SubsamplingRule(validation_ratio=0.1)) == 20
     assert validation_size(10000, SubsamplingRule(validation_ratio=0.1)) == 1000
@@ -107,7 +107,7 @@ def test_a_rule_without_validation_serialises_as_before_so_old_manifests_keep_th
 
 
 def test_every_embedded_benchmark_holds_a_validation_split_and_says_so_in_its_card():
-    from drake_bench.card import render_card, task_config
+    from drake_bench.benchmarks.card import render_card, task_config
 
     for name in ("drake-synth", "hflb-synth", "fedllm-synth"):
         spec = load_benchmark(name)
@@ -141,7 +141,7 @@ def _config(manifest, root, out, **kw):
 
 
 def test_tune_scores_every_grid_point_on_validation_and_selects_the_best(toy_with_validation, tmp_path):
-    from drake_bench.results import read_result
+    from drake_bench.results.result_file import read_result
     from drake_bench.tuning import RECORD_FILE, read_record, tune
 
     manifest, root = toy_with_validation
@@ -165,7 +165,7 @@ def test_a_tuning_run_resumes_and_a_selected_run_records_where_its_values_came_f
     calls = []
 
     def interrupted(cfg):  # the second point's run dies: the record on disk keeps the first
-        from drake_bench.evaluator import run
+        from drake_bench.evaluator.standard import run
 
         calls.append(cfg.method_config)
         if len(calls) == 2:
@@ -253,7 +253,7 @@ def test_the_tune_command_prints_every_point_and_writes_the_record(toy_with_vali
     bad = CliRunner().invoke(app, ["tune", "majority-answer", "--grid", "own_weight", "--benchmark", manifest])
     assert bad.exit_code == 1 and "--grid expects KEY=V1,V2" in bad.output
 
-    from drake_bench.results import read_result
+    from drake_bench.results.result_file import read_result
 
     run = ["run", "--benchmark", manifest, "--data-dir", root, "--scenario", "static", "--rounds", "1", "--local-steps",
            "1", "--seeds", "0", "--no-fast-adaptation",
@@ -271,7 +271,7 @@ def test_the_tune_command_prints_every_point_and_writes_the_record(toy_with_vali
 def test_every_committed_tuning_record_selects_its_best_point_from_its_own_result_files():
     from pathlib import Path
 
-    from drake_bench.results import read_result
+    from drake_bench.results.result_file import read_result
     from drake_bench.tuning import grid_points, read_record, select
 
     records = sorted((Path(__file__).resolve().parents[1] / "leaderboard").rglob("tuning.json"))

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from drake_bench.errors import PluginError
-from drake_bench.isolation import MethodProcess, import_path, package_origin
+from drake_bench.backends.worker_process import MethodProcess, import_path, package_origin
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def test_a_worker_started_where_a_drake_bench_folder_shadows_the_package_imports
     script = tmp_path / "start_worker.py"  # a script elsewhere: its own folder, not the current one, leads sys.path
     script.write_text(textwrap.dedent("""
         import drake_bench
-        from drake_bench.isolation import MethodProcess, package_origin
+        from drake_bench.backends.worker_process import MethodProcess, package_origin
 
         worker = MethodProcess("majority-answer", {})
         try:
@@ -48,7 +48,7 @@ def test_a_worker_started_where_a_drake_bench_folder_shadows_the_package_imports
 
 def test_a_worker_that_imports_another_drake_bench_stops_with_both_folders_named(monkeypatch):
     """The worker compares its own package's folder with the evaluator's before it imports the method."""
-    monkeypatch.setattr("drake_bench.isolation.package_origin", lambda: "/elsewhere/drake_bench")
+    monkeypatch.setattr("drake_bench.backends.worker_process.package_origin", lambda: "/elsewhere/drake_bench")
     with pytest.raises(PluginError) as err:
         MethodProcess("majority-answer", {})
     text = str(err.value)

@@ -3,8 +3,8 @@
 The evaluator prepares every client call of a round (the context, the client's state and pending message, the
 batches of its own stream, or evaluation queries with their answers removed) and keeps every number it records.
 A backend only decides where the method's ``client_update`` and ``predict`` execute: the evaluator's own method
-handle one client after another (``LocalClients`` in :mod:`drake_bench.evaluator`), or Flower nodes
-(:mod:`drake_bench.flower`). This module holds what both sides share and imports neither, so the Flower backend
+handle one client after another (``LocalClients`` in :mod:`drake_bench.evaluator.standard`), or Flower nodes
+(:mod:`drake_bench.backends.flower`). This module holds what both sides share and imports neither, so the Flower backend
 can build on it without an import cycle with the evaluator.
 """
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from drake_bench.protocol import ClientContext, Message, State
+from drake_bench.plugins.protocol import ClientContext, Message, State
 
 if TYPE_CHECKING:
-    from drake_bench.evaluator import SeedRun
+    from drake_bench.evaluator.standard import SeedRun
 
 __all__ = ["ClientCalls", "PredictJob", "TrainJob", "TrainReply"]
 
@@ -59,7 +59,7 @@ class ClientCalls:
     """Where the client-side calls of a federation round run. The evaluator prepares each call (context, state,
     pending message, that client's own batches, or queries without answers) and keeps every number; a backend
     only decides where the method's ``client_update`` and ``predict`` execute. ``LocalClients`` (the evaluator) calls the
-    evaluator's own method handle, one client after another; ``drake_bench.flower`` sends them to Flower nodes.
+    evaluator's own method handle, one client after another; ``drake_bench.backends.flower`` sends them to Flower nodes.
 
     ``train`` returns a reply for each client that answered, or a string saying why a client did not (that client
     is then recorded missing for the round); a method's own error is raised, never turned into an absence.

@@ -3,7 +3,7 @@
 ``RunConfig(backend="flower")`` (``drake-bench run --backend flower``) runs the same federation as the default
 backend on Flower (https://flower.ai), installed with the ``flower`` extra:
 
-* the **ServerApp** is the evaluator itself (:func:`drake_bench.evaluator.run`'s round loop): it reads each
+* the **ServerApp** is the evaluator itself (:func:`drake_bench.evaluator.standard.run`'s round loop): it reads each
   client's stream, draws the round's participants, calls the method's ``init_*``, ``aggregate``,
   ``post_federation`` and fast adaptation in its own method handle, schedules evaluations, scores every answer,
   checkpoints and writes the result file. It keeps every client's state, so a lost node loses nothing and a
@@ -13,7 +13,7 @@ backend on Flower (https://flower.ai), installed with the ``flower`` extra:
   evaluation queries with the answers removed. It never receives another client's data or any answer.
 
 Messages carry drake_bench's own encoding of states, messages and samples (a JSON header and the tensors as
-safetensors, :func:`drake_bench.isolation.dumps`; never pickle) as ``bytes`` in a Flower ``ConfigRecord``: Flower's
+safetensors, :func:`drake_bench.backends.worker_process.dumps`; never pickle) as ``bytes`` in a Flower ``ConfigRecord``: Flower's
 ``ArrayRecord`` goes through numpy, which has no bfloat16. Every call is seeded exactly as the default backend
 seeds it, so the result file has the same scores and bytes (docs/scale-out.md says what differs: timings).
 
@@ -46,9 +46,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drake_bench.client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
+from drake_bench.backends.client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
 from drake_bench.errors import DrakeBenchError
-from drake_bench.lock import TOKEN_ENV
+from drake_bench.core.lock import TOKEN_ENV
 
 try:
     from flwr.app import ConfigRecord, Context, Message, RecordDict
@@ -60,9 +60,9 @@ except ImportError as _exc:  # pragma: no cover - the optional extra
         f"backend='flower' needs Flower, which is not installed ({_exc}): pip install 'drake_bench[flower]'") from None
 
 if TYPE_CHECKING:
-    from drake_bench.evaluator import SeedRun
-    from drake_bench.results import RunResult
-    from drake_bench.run_config import RunConfig
+    from drake_bench.evaluator.standard import SeedRun
+    from drake_bench.results.result_file import RunResult
+    from drake_bench.evaluator.run_config import RunConfig
 
 __all__ = ["FlowerClients", "client_app", "deploy", "simulate", "write_app"]
 
@@ -85,9 +85,9 @@ _methods: dict[str, Any] = {}  # header digest -> method handle (a Ray actor kee
 def _method(header: bytes) -> Any:
     """The method this header describes, set up once per process and seed: a Ray actor serves many rounds and
     clients with one loaded method, as the default backend's single method handle does."""
-    from drake_bench.guard import GuardedMethod
-    from drake_bench.isolation import MethodProcess, import_target, loads
-    from drake_bench.registry import create_method, register_method
+    from drake_bench.plugins.guard import GuardedMethod
+    from drake_bench.backends.worker_process import MethodProcess, import_target, loads
+    from drake_bench.plugins.registry import create_method, register_method
 
     key = hashlib.sha256(header).hexdigest()
     if key not in _methods:
@@ -104,7 +104,7 @@ def _method(header: bytes) -> Any:
             method: Any = MethodProcess(h["method"], h["method_config"], seed=h["seed"], call_timeout=h["call_timeout"],
                                         threads=h["threads"], numerics=h.get("numerics", "native"))
         else:
-            from drake_bench import numerics
+            from drake_bench.core import numerics
 
             numerics.apply(h.get("numerics", "native"))  # in time where no kernel has run in this node process yet
             method = GuardedMethod(create_method(h["method"], h["method_config"]), h["seed"])
@@ -116,7 +116,7 @@ def _method(header: bytes) -> Any:
 def _answer(msg: Message, work: Callable[[Any, Any], Any]) -> Message:
     """Run one call and reply; a drake_bench error (a plugin's, located) goes back as data, so the ServerApp can
     raise it as the default backend would, instead of Flower turning it into a lost node."""
-    from drake_bench.isolation import dumps, loads
+    from drake_bench.backends.worker_process import dumps, loads
 
     record = msg.content[RECORD]
     try:
@@ -219,7 +219,7 @@ class FlowerClients(ClientCalls):
         if key not in self._headers:
             import torch
 
-            from drake_bench.isolation import dumps, registered_targets
+            from drake_bench.backends.worker_process import dumps, registered_targets
 
             cfg = self.config
             self._headers[key] = dumps({
@@ -234,8 +234,8 @@ class FlowerClients(ClientCalls):
         """Send one call per client, wait for the replies (up to ``round_timeout``), and return per client the
         decoded value, or a string saying why it has none. A method error on a node is raised here."""
         from drake_bench.errors import PluginError
-        from drake_bench.isolation import _rebuild, dumps, loads
-        from drake_bench import errors as errors_mod
+        from drake_bench.backends.worker_process import _rebuild, dumps, loads
+        import drake_bench.errors as errors_mod
 
         self._refresh_nodes(wait=False)
         header = self._header(run)
@@ -363,7 +363,7 @@ def write_app(config: RunConfig, folder: Path) -> Path:
     import tomli_w
     import torch
 
-    from drake_bench.isolation import registered_targets
+    from drake_bench.backends.worker_process import registered_targets
 
     folder = Path(folder)
     if folder.exists():
@@ -393,9 +393,9 @@ def deploy(config: RunConfig) -> RunResult:
 
     The ServerApp runs where the SuperLink runs and writes the checkpoints and the result file under ``config.out``
     there; this waits on the same machine (the localhost recipe of docs/scale-out.md)."""
-    from drake_bench.manifest import load_benchmark
-    from drake_bench.results import read_result
-    from drake_bench.scenarios import parse_scenario
+    from drake_bench.benchmarks.manifest import load_benchmark
+    from drake_bench.results.result_file import read_result
+    from drake_bench.streams.scenarios import parse_scenario
 
     assert config.superlink is not None
     app = write_app(config, Path(config.out) / "flower-app" / config.method)

@@ -3,21 +3,21 @@
 A plugin that shares the evaluator's process can reach every answer in memory (through private
 attributes, ``gc.get_objects()``, ``copy``, pickling); no attribute name can stop that. So the
 method runs in a worker process of its own. Each call sends exactly what the method may see
-(that round's training items as :class:`~drake_bench.sample.MethodSample`, the contexts, queries
+(that round's training items as :class:`~drake_bench.benchmarks.sample.MethodSample`, the contexts, queries
 without answers, states and messages) and gets back messages, states and predictions. Everything
 crosses as tensors (safetensors bytes; images as uint8 arrays) plus JSON, never pickle, so what a
 method receives is data, not objects holding references to anything else.
 
-The worker wraps the method in :class:`~drake_bench.guard.GuardedMethod`, so every call is checked
+The worker wraps the method in :class:`~drake_bench.plugins.guard.GuardedMethod`, so every call is checked
 where it runs and an error comes back already naming the method, seed, client, round and call.
 The evaluator seeds the worker's random generators before each call, exactly as it seeds its own
 in ``inline`` mode, so both modes give the same numbers. A call can be given a time limit; a
 worker that exceeds it is killed and the run stops with a located error. Workers die with their
 parent: on Linux through the parent-death signal, elsewhere through a watchdog thread.
 
-On disk, the worker confines itself before the plugin is imported (:mod:`drake_bench.confine`): the benchmark's
+On disk, the worker confines itself before the plugin is imported (:mod:`drake_bench.backends.confine`): the benchmark's
 files, the run's checkpoints and results are masked from it; and no process a call starts outlives the call
-(:mod:`drake_bench.descendants`).
+(:mod:`drake_bench.backends.descendants`).
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from drake_bench import errors as errors_mod
-from drake_bench.confine import Confinement, ConfinementUnavailable, confine
-from drake_bench.descendants import become_subreaper, end_descendants
+import drake_bench.errors as errors_mod
+from drake_bench.backends.confine import Confinement, ConfinementUnavailable, confine
+from drake_bench.backends.descendants import become_subreaper, end_descendants
 from drake_bench.errors import DrakeBenchError, PluginError
-from drake_bench.guard import peak_memory_bytes, plugin_error
-from drake_bench.lock import pid_alive
-from drake_bench.numerics import cpu_capability, environment_for
-from drake_bench.protocol import ClientContext, FederationContext, Message, ModelIdentity, State
-from drake_bench.sample import AnswerType, MethodSample
+from drake_bench.plugins.guard import peak_memory_bytes, plugin_error
+from drake_bench.core.lock import pid_alive
+from drake_bench.core.numerics import cpu_capability, environment_for
+from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, ModelIdentity, State
+from drake_bench.benchmarks.sample import AnswerType, MethodSample
 
 # --------------------------------------------------------------------------- codec: JSON + safetensors
 _TAG = "__db__"
@@ -123,7 +123,7 @@ def _decode(obj: Any, tensors: dict[str, torch.Tensor], public_data: Any = None)
         data = {k: d(v) for k, v in obj.items() if k != _TAG}
         data["allocation"] = {int(k): v for k, v in data["allocation"].items()}
         data["architectures"] = {int(k): v for k, v in data["architectures"].items()}
-        from drake_bench.synth.public import sampler
+        from drake_bench.benchmarks.synth.public import sampler
 
         # public items are no secret: the worker draws them itself, the same seeded draw as the evaluator's
         return FederationContext(public_data=public_data or sampler(data["modality"]), **data)
@@ -193,12 +193,12 @@ def die_with(watch_pid: int) -> None:
 
 def package_origin() -> str:
     """Where this process's ``drake_bench`` was imported from (its folder, resolved)."""
-    return str(Path(__file__).resolve().parent)
+    return str(Path(__file__).resolve().parents[1])
 
 
 def _enter_sandbox(confinement: dict[str, list[str]] | None) -> str:
     """Confine this worker before anything else runs (the kernel refuses a namespace to a process with threads):
-    :data:`~drake_bench.confine.SANDBOX`, or ``"none (why)"``."""
+    :data:`~drake_bench.backends.confine.SANDBOX`, or ``"none (why)"``."""
     if confinement is None:
         return "none (not asked for)"
     try:
@@ -214,9 +214,9 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
     become_subreaper()  # every process a call starts stays this worker's, and ends with the call
     os.environ.clear()  # the evaluator's environment now, not the fork server's from when it started
     os.environ.update(environ)
-    from drake_bench.guard import GuardedMethod
-    from drake_bench.progress import quiet_libraries
-    from drake_bench.registry import create_method, method_class, register_method
+    from drake_bench.plugins.guard import GuardedMethod
+    from drake_bench.core.progress import quiet_libraries
+    from drake_bench.plugins.registry import create_method, method_class, register_method
 
     quiet_libraries()
     torch.set_num_threads(threads)
@@ -282,7 +282,7 @@ def import_target(target: str) -> Any:
 def registered_targets() -> dict[str, str]:
     """Import paths of the methods registered in this process by ``register_method`` that a new process can
     import (classes defined inside functions or in ``__main__`` cannot be, and are left out)."""
-    from drake_bench.registry import _explicit
+    from drake_bench.plugins.registry import _explicit
 
     return {name: f"{cls.__module__}:{cls.__qualname__}" for name, cls in _explicit.items()
             if "<locals>" not in cls.__qualname__ and cls.__module__ != "__main__"}
@@ -352,7 +352,7 @@ class same_import_path:  # noqa: N801 - a context manager used like a function
                 os.environ[key] = value
 
 
-FORKSERVER_PRELOAD = ["drake_bench.isolation", "drake_bench.guard", "drake_bench.registry"]
+FORKSERVER_PRELOAD = ["drake_bench.backends.worker_process", "drake_bench.plugins.guard", "drake_bench.plugins.registry"]
 """What the forkserver imports before it forks any method worker."""
 MODEL_PRELOAD = [
     "peft", "drake_bench.models.pool", "drake_bench.models.engine", "drake_bench.models.loading",
@@ -393,7 +393,7 @@ class MethodProcess:
 
     def __init__(self, name: str, config: dict[str, Any], seed: int | None = None, call_timeout: float | None = None,
                  threads: int | None = None, numerics: str = "native", confinement: Confinement | None = None):
-        from drake_bench.registry import _explicit
+        from drake_bench.plugins.registry import _explicit
 
         ctx = _start_method()
         self.name, self.seed, self.call_timeout = name, seed, call_timeout
@@ -423,7 +423,7 @@ class MethodProcess:
             self.close()
             self._raise(rest[0], rest[1], "start-up", None, None)
         info = rest[0]
-        from drake_bench.protocol import MethodMeta
+        from drake_bench.plugins.protocol import MethodMeta
 
         self.meta = MethodMeta(**info["meta"])
         self.config_dump: dict[str, Any] = info["config"]

@@ -1,4 +1,4 @@
-"""Build a benchmark from its sources into the shared on-disk layout (see :mod:`drake_bench.store`).
+"""Build a benchmark from its sources into the shared on-disk layout (see :mod:`drake_bench.benchmarks.store`).
 
 Real and embedded benchmarks take the same path: the manifest names a source loader
 per task, the loader yields candidate items, this module applies the seeded
@@ -9,7 +9,7 @@ task records its recipe (:func:`task_recipe`); a build over another version's bu
 keeps the tasks whose recipe did not change and rebuilds the others.
 A task that yields no items, or far fewer than its manifest expects
 (``source.rule["expected_items"]``), fails with the files it was read from
-(:mod:`drake_bench.sources`); a loader whose source format could not be confirmed
+(:mod:`drake_bench.benchmarks.sources`); a loader whose source format could not be confirmed
 against the publisher's files makes the build warn (``UnconfirmedFormatWarning``).
 """
 
@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 
 from drake_bench.errors import DrakeBenchError, SourceError
-from drake_bench.card import write_card
-from drake_bench.manifest import load_benchmark, manifest_dict
-from drake_bench.progress import progress
-from drake_bench.sample import Sample
-from drake_bench.spec import BenchmarkSpec, SubsamplingRule, TaskSpec
-from drake_bench.store import BUILD_INFO, SPLITS, built_root, finalize_build, shard_path, write_split
+from drake_bench.benchmarks.card import write_card
+from drake_bench.benchmarks.manifest import load_benchmark, manifest_dict
+from drake_bench.core.progress import progress
+from drake_bench.benchmarks.sample import Sample
+from drake_bench.benchmarks.spec import BenchmarkSpec, SubsamplingRule, TaskSpec
+from drake_bench.benchmarks.store import BUILD_INFO, SPLITS, built_root, finalize_build, shard_path, write_split
 
 DONE_MARK = ".done"
 
@@ -92,7 +92,7 @@ def _read_pool(task: TaskSpec, source_dir: Path | None, check_expected: bool, wh
     through here too, as :meth:`TaskSpec.as_test_source`)."""
     from drake_bench.loaders import get_loader
     from drake_bench.loaders._common import recording
-    from drake_bench.sources import check_pool_size
+    from drake_bench.benchmarks.sources import check_pool_size
 
     loader = get_loader(task.source.loader)
     try:
@@ -168,7 +168,7 @@ def read_task_mark(mark: Path) -> dict[str, Any] | None:
     a mark, not a JSON object): the data folder may be shared or copied, and a task without a readable mark is simply
     built again."""
     from drake_bench.errors import JSONFileError
-    from drake_bench.json_files import read_json
+    from drake_bench.core.json_files import read_json
 
     try:
         done = read_json(mark, what="task done mark", max_bytes=TASK_MARK_MAX_BYTES)
@@ -276,7 +276,7 @@ def _build_locked(spec: BenchmarkSpec, root: Path, source_dir: str | Path | None
     src = Path(source_dir) if source_dir is not None else None
     if src is not None:
         from drake_bench.loaders import get_loader
-        from drake_bench.sources import warn_unconfirmed
+        from drake_bench.benchmarks.sources import warn_unconfirmed
 
         used = [t.source.loader for t in wanted] + [t.test_source.loader for t in wanted if t.test_source is not None]
         warn_unconfirmed({name: get_loader(name) for name in used}.values())

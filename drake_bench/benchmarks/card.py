@@ -23,8 +23,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from drake_bench.spec import BenchmarkSpec, TaskSpec
-from drake_bench.store import BUILD_INFO
+from drake_bench.benchmarks.spec import BenchmarkSpec, TaskSpec
+from drake_bench.benchmarks.store import BUILD_INFO
 
 CARD_FILE = "README.md"
 _HUB_LICENSE_ID = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")

@@ -34,12 +34,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from drake_bench.card import CARD_FILE, render_card
+from drake_bench.benchmarks.card import CARD_FILE, render_card
 from drake_bench.errors import DataNotBuiltError, DrakeBenchError, HubError, IntegrityError, SourceError
-from drake_bench.manifest import load_benchmark, manifest_dict
-from drake_bench.progress import progress
-from drake_bench.spec import BenchmarkSpec, TaskSpec
-from drake_bench.store import (
+from drake_bench.benchmarks.manifest import load_benchmark, manifest_dict
+from drake_bench.core.progress import progress
+from drake_bench.benchmarks.spec import BenchmarkSpec, TaskSpec
+from drake_bench.benchmarks.store import (
     BUILD_INFO,
     SPLITS,
     BuiltBenchmark,
@@ -431,7 +431,7 @@ def _rebuild_index_task(
 ) -> dict[str, str]:
     """Rebuild a non-redistributable task from the user's copy, in the published row order; returns its shard hashes."""
     from drake_bench.loaders import get_loader
-    from drake_bench.store import write_split
+    from drake_bench.benchmarks.store import write_split
 
     loader = get_loader(task.source.loader)
     try:
@@ -471,7 +471,7 @@ def _previous_fetch(out: Path, commit: str) -> dict[str, Any]:
     UTF-8 or JSON, nested or sized past a build record, file paths out of the folder) is no earlier fetch. Only the
     tasks fetched now are then recorded (the others are fetched again when asked for), and a warning says so."""
     from drake_bench.errors import JSONFileError
-    from drake_bench.json_files import MANIFEST_MAX_BYTES, read_json
+    from drake_bench.core.json_files import MANIFEST_MAX_BYTES, read_json
 
     path = out / BUILD_INFO
 
@@ -513,7 +513,7 @@ def _read_index(path: Path, where: str) -> dict[str, Any]:
     """A non-redistributable task's published index, downloaded: :class:`IntegrityError` naming the file if it does
     not read as one (its sha256 is the published one, but a publisher's file may hold anything)."""
     from drake_bench.errors import JSONFileError
-    from drake_bench.json_files import read_json
+    from drake_bench.core.json_files import read_json
 
     try:
         index = read_json(path, what=f"task index of {where}", max_bytes=TASK_INDEX_MAX_BYTES)
@@ -565,7 +565,7 @@ def fetch_benchmark(
     commit = info_path.parent.name
     where = f"{repo_id}@{revision}" + (f" (commit {commit})" if commit != revision else "")
     from drake_bench.errors import JSONFileError
-    from drake_bench.json_files import MANIFEST_MAX_BYTES, read_json
+    from drake_bench.core.json_files import MANIFEST_MAX_BYTES, read_json
 
     try:  # a file from the Hub: whatever it holds, one located error
         info = read_json(info_path, what=f"{BUILD_INFO} of {where}", max_bytes=MANIFEST_MAX_BYTES)

@@ -18,8 +18,8 @@ import jsonschema
 from pydantic import ValidationError
 
 from drake_bench.errors import JSONFileError, ManifestError, UnknownNameError
-from drake_bench.json_files import MANIFEST_MAX_BYTES, read_json
-from drake_bench.spec import BenchmarkSpec, StorageRule
+from drake_bench.core.json_files import MANIFEST_MAX_BYTES, read_json
+from drake_bench.benchmarks.spec import BenchmarkSpec, StorageRule
 
 SCHEMA_FILE = "manifest.schema.json"
 
@@ -71,7 +71,7 @@ def parse_manifest(data: Any, where: str = "<manifest>") -> BenchmarkSpec:
     if data.get("content_hash") and data["content_hash"] != expected:
         raise ManifestError(
             f"{where}: content_hash {data['content_hash']} does not match the manifest's content ({expected}); "
-            "the file was edited without re-stamping (drake_bench.manifest.manifest_dict stamps a manifest; the "
+            "the file was edited without re-stamping (drake_bench.benchmarks.manifest.manifest_dict stamps a manifest; the "
             "shipped ones are written by scripts/make_synth_manifests.py and scripts/make_real_manifests.py)"
         )
     return spec.model_copy(update={"content_hash": expected})
@@ -79,7 +79,7 @@ def parse_manifest(data: Any, where: str = "<manifest>") -> BenchmarkSpec:
 
 def read_manifest(path: str | Path) -> BenchmarkSpec:
     """A manifest file given by path, validated (:func:`parse_manifest`); a file that is not JSON, or is hostile
-    JSON (too large, nested too deep, ...: :func:`drake_bench.json_files.read_json`), is one line naming it."""
+    JSON (too large, nested too deep, ...: :func:`drake_bench.core.json_files.read_json`), is one line naming it."""
     path = Path(path)
     try:
         data = read_json(path, what="manifest", max_bytes=MANIFEST_MAX_BYTES)

@@ -72,7 +72,7 @@ _HIDDEN = ("task_id", "source", "meta", "id")
 class MethodSample(BaseModel):
     """A training item as a method sees it: no task id, no source, an opaque uid.
 
-    What a batch of :meth:`ClientStream.round <drake_bench.stream.ClientStream.round>` and a plugin's
+    What a batch of :meth:`ClientStream.round <drake_bench.streams.stream.ClientStream.round>` and a plugin's
     ``client_update`` hold, and, with ``answer`` blanked, what ``predict`` (and
     :func:`drake_bench.evaluate_client`'s ``predict_fn``) is asked about (:meth:`Sample.as_query`). Frozen.
 

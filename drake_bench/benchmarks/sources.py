@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from drake_bench.errors import SourceError
-from drake_bench.spec import BenchmarkSpec, TaskSpec, TestSourceSpec
+from drake_bench.benchmarks.spec import BenchmarkSpec, TaskSpec, TestSourceSpec
 
 EXPECTED_FRACTION = 0.5
 """A pool below this fraction of the manifest's ``expected_items`` is "far fewer": an error, not a smaller benchmark."""
@@ -167,7 +167,7 @@ def check_sources(benchmark: str | BenchmarkSpec, source_dir: str | Path, tasks:
     """Report, per task, the files found (with record counts), missing and misplaced, and what to download."""
     from drake_bench.loaders import get_loader, loader_layout
     from drake_bench.loaders._common import GLOB_CHARS, count_records
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     spec = load_benchmark(benchmark)
     src = Path(source_dir)

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import Field, model_serializer, model_validator
 
-from drake_bench._base import StrictModel
+from drake_bench.core.strict_model import StrictModel
 from drake_bench.errors import DrakeBenchError, UnknownNameError
-from drake_bench.sample import AnswerType
+from drake_bench.benchmarks.sample import AnswerType
 
 Provenance = Literal["P", "I", "R"]
 """[P] the paper states it, [I] inferred, [R] drake_bench's recommended choice where the paper is silent."""
@@ -94,7 +94,7 @@ class TaskSpec(StrictModel):
     @model_serializer(mode="wrap")
     def _omit_unset_test_source(self, handler: Any) -> Any:
         """A task without a test source serialises as it did before the field existed, so every manifest's content
-        hash and every built task's recipe (:func:`drake_bench.build.task_recipe`) stay as they were."""
+        hash and every built task's recipe (:func:`drake_bench.benchmarks.build.task_recipe`) stay as they were."""
         data = handler(self)
         if isinstance(data, dict) and data.get("test_source", ...) is None:
             del data["test_source"]
@@ -148,7 +148,7 @@ class ModelAllocation(StrictModel):
 
 
 class SubsamplingRule(StrictModel):
-    """How a task's pool becomes its splits (``drake_bench.build.subsample``): a seeded order of the pool, then
+    """How a task's pool becomes its splits (``drake_bench.benchmarks.build.subsample``): a seeded order of the pool, then
     ``test`` items (or the ``1 - train_ratio`` share of a small pool) held out, and ``validation_ratio`` of the rest
     carved off the end of the training draw, so the test split stays what it was without a validation split."""
 

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from drake_bench.errors import DataError, DataIntegrityError, DataNotBuiltError, DrakeBenchError, UnknownNameError
-from drake_bench.sample import AnswerType, Sample
-from drake_bench.spec import StorageRule
+from drake_bench.benchmarks.sample import AnswerType, Sample
+from drake_bench.benchmarks.spec import StorageRule
 
 BUILD_INFO = "build_info.json"
 ARROW_CACHE = ".arrow_cache"  # datasets' decoded copy of the shards, made on first read
@@ -365,7 +365,7 @@ class BuiltBenchmark:
                 f"benchmark {name!r} has no built data at {root} (missing {BUILD_INFO}). {hint}".strip()
             )
         from drake_bench.errors import JSONFileError
-        from drake_bench.json_files import MANIFEST_MAX_BYTES, read_json
+        from drake_bench.core.json_files import MANIFEST_MAX_BYTES, read_json
 
         try:  # a downloaded or copied folder's record: refused in one line whatever it holds
             info = read_json(info_path, what="build record", max_bytes=MANIFEST_MAX_BYTES)
@@ -554,7 +554,7 @@ class BuiltBenchmark:
         The folder lies inside the data root (or ``data_home()/built``), which a method's worker cannot see."""
         import weakref
 
-        from drake_bench.lock import pid_alive
+        from drake_bench.core.lock import pid_alive
 
         base = self.root / ARROW_CACHE if os.access(self.root, os.W_OK) else data_home() / "built" / ARROW_CACHE
         base.mkdir(parents=True, exist_ok=True)

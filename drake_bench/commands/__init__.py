@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from drake_bench.console import literal
+from drake_bench.core.console import literal
 
 MODULES = ["run", "tune", "data", "cards", "leaderboard"]
 
@@ -21,7 +21,7 @@ _err = Console(stderr=True)
 def fail(exc: object) -> typer.Exit:
     """Print ``exc`` on stderr as one ``error:`` line and return the exit (code 1) for the command to raise.
 
-    The message is printed as written (:func:`drake_bench.console.literal`: no rich markup read from it, no control
+    The message is printed as written (:func:`drake_bench.core.console.literal`: no rich markup read from it, no control
     character sent), since it may quote a plugin's or a file's text, which is anything. Every command reports its
     errors through here, so they all read alike."""
     _err.print(Text.assemble(("error: ", "bold red"), literal(exc)), highlight=False, soft_wrap=True)

@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
         examples: Annotated[int, typer.Option(help="Examples in the grid.")] = 4,
     ) -> None:
         """Print a task's card (description, answer type, learnability) and optionally render its example grid."""
-        from drake_bench.synth.cards import render_grid, task_card
+        from drake_bench.benchmarks.synth.cards import render_grid, task_card
 
         typer.echo(task_card(benchmark, task))
         if out is not None:
@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         examples: Annotated[int, typer.Option(help="Examples per grid.")] = 4,
     ) -> None:
         """Write every task's card and example grid (PNG) into a folder."""
-        from drake_bench.synth.cards import write_cards
+        from drake_bench.benchmarks.synth.cards import write_cards
 
         written = write_cards(benchmark, out, examples)
         typer.echo(f"wrote {len(written)} files to {out}")

@@ -44,7 +44,7 @@ def _print_standing(spec: Any, root: Path) -> None:
     import json
 
     from drake_bench.leaderboard.rules import build_standing
-    from drake_bench.store import BUILD_INFO
+    from drake_bench.benchmarks.store import BUILD_INFO
 
     info = json.loads((root / BUILD_INFO).read_text())
     _out.print(f"data hash {info['data_hash']}, content hash {info.get('content_hash', '(not recorded)')}",
@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
 
         Exits 1 when any task lacks a required file.
         """
-        from drake_bench.sources import check_sources, render
+        from drake_bench.benchmarks.sources import check_sources, render
 
         try:
             report = check_sources(benchmark, source_dir, tasks=task or None, count=count)
@@ -96,11 +96,11 @@ def register(app: typer.Typer) -> None:
         """Build a benchmark from its sources into Hub-ready Parquet shards, dataset card and hashes."""
         import warnings
 
-        from drake_bench.build import build_benchmark
-        from drake_bench.store import BUILD_INFO
+        from drake_bench.benchmarks.build import build_benchmark
+        from drake_bench.benchmarks.store import BUILD_INFO
 
-        from drake_bench.manifest import load_benchmark
-        from drake_bench.sources import UnconfirmedFormatWarning
+        from drake_bench.benchmarks.manifest import load_benchmark
+        from drake_bench.benchmarks.sources import UnconfirmedFormatWarning
 
         caught: list[warnings.WarningMessage] = []
         try:
@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
             if spec.embedded and not task:
                 # embedded benchmarks are generated: build_synth stamps scale and generator version so
                 # load_client_stream recognises the build instead of regenerating it
-                from drake_bench.synth.builder import build_synth
+                from drake_bench.benchmarks.synth.builder import build_synth
 
                 root = build_synth(spec, out=out, show_progress=True)
             else:
@@ -133,9 +133,9 @@ def register(app: typer.Typer) -> None:
         private: Annotated[bool, typer.Option("--private", help="Create the repo as private.")] = False,
     ) -> None:
         """Publish a built benchmark to a Hub dataset repo (create repo, one commit, tag the revision)."""
-        from drake_bench.hub import publish as do_publish
-        from drake_bench.manifest import load_benchmark
-        from drake_bench.store import built_root
+        from drake_bench.benchmarks.hub import publish as do_publish
+        from drake_bench.benchmarks.manifest import load_benchmark
+        from drake_bench.benchmarks.store import built_root
 
         try:
             spec = load_benchmark(benchmark)
@@ -143,7 +143,7 @@ def register(app: typer.Typer) -> None:
             if not repo_id:
                 raise DrakeBenchError(f"benchmark {spec.name!r} has no hub_repo in its manifest; pass --repo org/name")
             if root is None and spec.embedded:
-                from drake_bench.synth.builder import synth_root
+                from drake_bench.benchmarks.synth.builder import synth_root
 
                 root = synth_root(spec)  # an archived version builds beside the current one
             folder = root or built_root(spec.name)
@@ -178,8 +178,8 @@ def register(app: typer.Typer) -> None:
         offline: Annotated[bool, typer.Option("--offline", help="Use only the local Hub cache (like HF_HUB_OFFLINE=1).")] = False,
     ) -> None:
         """Fetch a pinned revision (only the clients/tasks asked for) and verify every file's sha256."""
-        from drake_bench.hub import fetch_benchmark, fetch_tasks_for_clients
-        from drake_bench.manifest import load_benchmark
+        from drake_bench.benchmarks.hub import fetch_benchmark, fetch_tasks_for_clients
+        from drake_bench.benchmarks.manifest import load_benchmark
 
         try:
             spec = load_benchmark(benchmark)

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from drake_bench.console import literal, print_table
+from drake_bench.core.console import literal, print_table
 from drake_bench.errors import DrakeBenchError
 from drake_bench.commands import fail
 

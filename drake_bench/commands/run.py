@@ -19,11 +19,11 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
-from drake_bench.console import DataTable, literal, print_table
+from drake_bench.core.console import DataTable, literal, print_table
 from drake_bench.errors import DrakeBenchError
 from drake_bench.commands import fail
 from drake_bench.evaluation.external import CODE_EXECUTION_ENV, code_execution_allowed, code_executing_tasks
-from drake_bench.run_config import RunConfig
+from drake_bench.evaluator.run_config import RunConfig
 from drake_bench.runner import SomeRunsFailed, default_jobs
 
 _err = Console(stderr=True)
@@ -62,7 +62,7 @@ def method_settings(settings: list[str], names: list[str]) -> dict[str, dict[str
     a typo must not be ignored); ``METHOD.KEY=VALUE`` to that method only, validated by its config.
     VALUE is read as JSON when it parses (``1e-3``, ``true``, ``[1, 2]``), else as a string.
     """
-    from drake_bench.registry import method_class
+    from drake_bench.plugins.registry import method_class
 
     out: dict[str, dict[str, Any]] = {n: {} for n in names}
     for item in settings:
@@ -148,8 +148,8 @@ def register(app: typer.Typer) -> None:
         """Run methods through the standard evaluator and print Self/Others A_last/A_AUC."""
         from drake_bench.evaluation.plots import plot_accuracy_over_rounds
         from drake_bench.evaluation.table import judge_note, summary_markdown, summary_table
-        from drake_bench.manifest import load_benchmark
-        from drake_bench.registry import create_method
+        from drake_bench.benchmarks.manifest import load_benchmark
+        from drake_bench.plugins.registry import create_method
         from drake_bench.runner import run_methods
 
         try:
@@ -160,7 +160,7 @@ def register(app: typer.Typer) -> None:
         seed_list = int_list(seeds)
         unseen = spec.unseen_tasks[:adaptation_tasks] if adaptation_tasks else None
         try:
-            from drake_bench.scenarios import parse_scenario
+            from drake_bench.streams.scenarios import parse_scenario
 
             # validate here, before anything is built or any worker starts, so a typo costs nothing and
             # the error names the option at fault (not the first method that happened to hit it)
@@ -247,8 +247,8 @@ def register(app: typer.Typer) -> None:
     @app.command("list")
     def list_cmd() -> None:
         """List the benchmarks and the registered methods."""
-        from drake_bench.manifest import archived_benchmarks, available_benchmarks, load_benchmark
-        from drake_bench.registry import available_methods, method_class
+        from drake_bench.benchmarks.manifest import archived_benchmarks, available_benchmarks, load_benchmark
+        from drake_bench.plugins.registry import available_methods, method_class
 
         t = DataTable(title="benchmarks (archived versions load by pinned name, e.g. drake-synth@1.3.0)")
         for col in ("name", "version", "clients", "tasks", "unseen", "modality", "kind", "rounds x steps"):
@@ -276,8 +276,8 @@ def register(app: typer.Typer) -> None:
         name: Annotated[str, typer.Argument(help="A method name (see `drake-bench list`), or `run` for the run settings.")],
     ) -> None:
         """Every config field of a method (or of a run) with its type, default and what it does."""
-        from drake_bench.protocol import OPTIONAL_CALLS
-        from drake_bench.registry import method_class
+        from drake_bench.plugins.protocol import OPTIONAL_CALLS
+        from drake_bench.plugins.registry import method_class
 
         if name == "run":
             _out.print("[bold]run settings[/] (RunConfig; `drake-bench run --help` names the options)")
@@ -317,10 +317,10 @@ def _register_check(app: typer.Typer) -> None:
     def check_cmd(paths: Annotated[list[Path], typer.Argument(help="Result files to validate and recompute.")]) -> None:
         """Validate result files: schema, provenance (data and manifest hashes, method version and config, ...),
         raw tables complete for the benchmark, scenario, seeds and rounds they claim, and a summary that
-        recomputes from them (see drake_bench.results.check_result)."""
+        recomputes from them (see drake_bench.results.result_file.check_result)."""
         from rich.markup import escape
 
-        from drake_bench.results import check_result, read_result, unpinned_weights, weights_conflicts
+        from drake_bench.results.result_file import check_result, read_result, unpinned_weights, weights_conflicts
 
         bad = 0
         readable = []
@@ -359,7 +359,7 @@ def _register_upgrade(app: typer.Typer) -> None:
         same result before it replaces the old one; files already current are left alone."""
         from rich.markup import escape
 
-        from drake_bench.results import RESULT_FILE, upgrade_result_file
+        from drake_bench.results.result_file import RESULT_FILE, upgrade_result_file
 
         files: list[Path] = []
         for p in paths:
@@ -414,7 +414,7 @@ def _register_report(app: typer.Typer) -> None:
         from drake_bench.evaluation.plots import (numeric_diagnostic_values, plot_accuracy_over_rounds,
                                         plot_diagnostics_over_rounds)
         from drake_bench.evaluation.table import judge_note, summary_markdown, summary_table
-        from drake_bench.results import benchmark_differences, check_result, read_result, unpinned_weights, weights_conflicts
+        from drake_bench.results.result_file import benchmark_differences, check_result, read_result, unpinned_weights, weights_conflicts
 
         results = []
         seen: dict[str, tuple[str, Path]] = {}  # identity key -> (what it is, first file with it)

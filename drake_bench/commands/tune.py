@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
         per seed and the point selected. Then `drake-bench run --methods METHOD --tuning-record OUT/tuning.json` runs
         the selected values on the test split, and its result records where they came from."""
         from drake_bench.errors import DrakeBenchError
-        from drake_bench.run_config import RunConfig
+        from drake_bench.evaluator.run_config import RunConfig
         from drake_bench.tuning import RECORD_FILE, parse_grid, tune
         from drake_bench.commands.run import int_list, method_settings
 

@@ -18,7 +18,7 @@ The limits, and why:
   gigabyte of memory (the decoded objects take about 4x the file's bytes). :data:`SMALL_FILE_MAX_BYTES` (1 MiB) for
   ``submission.json`` and board definitions (a few KB each), :data:`MANIFEST_MAX_BYTES` (16 MiB) for manifests (the
   largest shipped one is 140 KB); a checkpoint's ``progress.json``, drake_bench's own file, is allowed 1 GiB
-  (:data:`drake_bench.checkpoint.PROGRESS_MAX_BYTES`). The file is read up to one byte past its limit, never further.
+  (:data:`drake_bench.evaluator.checkpoint.PROGRESS_MAX_BYTES`). The file is read up to one byte past its limit, never further.
 * depth: :data:`MAX_DEPTH` (64) nested arrays and objects. The deepest file drake_bench reads is a manifest at 7
   (result files 6, board definitions 4); 64 leaves room for nested method settings and stays far below Python's
   recursion limit (1000), so that no recursive reader of the decoded data (pydantic, jsonschema, a result's diff)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from drake_bench.errors import DrakeBenchError, JSONFileError
-from drake_bench.json_files import SMALL_FILE_MAX_BYTES, read_json
+from drake_bench.core.json_files import SMALL_FILE_MAX_BYTES, read_json
 
 LOCK_FILE = ".drake-bench.lock"
 TOKEN_ENV = "DRAKE_BENCH_RUN_LOCK"

@@ -13,7 +13,7 @@ Every result file records the setting (``fl.extra.run_config.numerics``) and the
 process that trained (``environment.cpu_capability``).
 
 The variables must be in a process's environment before its first torch, MKL or oneDNN kernel runs, because each
-library reads them once. drake_bench's method workers (:class:`~drake_bench.isolation.MethodProcess`) are where
+library reads them once. drake_bench's method workers (:class:`~drake_bench.backends.worker_process.MethodProcess`) are where
 training and scoring run, and they start with the environment :func:`environment_for` gives. An ``inline`` run, a
 method inside the evaluator's own process, gets the variables only if no kernel has run there yet. The recorded
 capability says which happened. A variable the user has set already is left as it is. On a host without AVX2 (or not

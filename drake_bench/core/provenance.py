@@ -57,7 +57,7 @@ def direct_url_revision(distribution: str) -> str | None:
     is no short line of text) records no revision, with a warning naming the file; the run goes on."""
     # imported here: the build hook loads this module by path, outside the package, and never calls this function
     from drake_bench.errors import JSONFileError
-    from drake_bench.json_files import parse_json, read_json
+    from drake_bench.core.json_files import parse_json, read_json
 
     try:
         dist = metadata.distribution(distribution)
@@ -124,7 +124,7 @@ def source_revision(distribution: str, folder: str) -> str | None:
 
 def drake_bench_source() -> str | None:
     """The source revision of the drake_bench this process imported."""
-    return source_revision("drake_bench", str(Path(__file__).resolve().parent))
+    return source_revision("drake_bench", str(Path(__file__).resolve().parents[1]))
 
 
 def describe(version: str, source: str | None) -> str:

@@ -1,15 +1,15 @@
 """Which test items are scored at an evaluation point: the plan of Self and Others cells.
 
-One function decides it for the standard evaluator (:meth:`drake_bench.evaluator.Evaluator.evaluate`) and for a
+One function decides it for the standard evaluator (:meth:`drake_bench.evaluator.standard.Evaluator.evaluate`) and for a
 researcher's own model (:func:`drake_bench.evaluation.standalone.evaluate_client`), so the two score the same
 items by construction:
 
 * a cell is one (client, owner, task): the items of ``owner``'s task ``task`` that ``client``'s model answers;
   ``role`` is ``self`` when ``owner == client``, ``others`` otherwise;
 * only tasks the owner has *seen* by the end of the round count
-  (:meth:`~drake_bench.stream.FederatedData.seen_tasks`): in PFL-Dynamic a task not met yet is not scored;
+  (:meth:`~drake_bench.streams.stream.FederatedData.seen_tasks`): in PFL-Dynamic a task not met yet is not scored;
 * the items are a seeded subsample of the owner's test rows of the task
-  (:meth:`~drake_bench.stream.FederatedData.test_samples`, ``limit`` = the Self or Others cap): the same for
+  (:meth:`~drake_bench.streams.stream.FederatedData.test_samples`, ``limit`` = the Self or Others cap): the same for
   every client that answers them, and independent of the round;
 * the caps come from the run (``RunConfig.self_subsample`` / ``others_subsample``) or else the manifest
   (``fl.self_subsample`` / ``fl.others_subsample``); an Others cap of 0 scores Self alone, ``None`` the full
@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from drake_bench.sample import Sample
+from drake_bench.benchmarks.sample import Sample
 from drake_bench.evaluation.metrics import ScoreRecord
 
 if TYPE_CHECKING:
-    from drake_bench.spec import BenchmarkSpec
-    from drake_bench.stream import FederatedData
+    from drake_bench.benchmarks.spec import BenchmarkSpec
+    from drake_bench.streams.stream import FederatedData
 
 __all__ = ["EvalCell", "cell_records", "evaluation_limits", "plan_cells"]
 
@@ -88,7 +88,7 @@ def plan_cells(fed: "FederatedData", round_idx: int, self_limit: int | None, oth
 
 def cell_records(cells: Sequence[EvalCell], scores: Iterable[float], seed: int, eval_round: int) -> list[ScoreRecord]:
     """One :class:`ScoreRecord` per cell: the mean of its items' scores, ``scores`` being every item's score of
-    ``cells`` in order (as :meth:`~drake_bench.evaluator.Evaluator.score` returns them for the flattened items)."""
+    ``cells`` in order (as :meth:`~drake_bench.evaluator.standard.Evaluator.score` returns them for the flattened items)."""
     it = iter(scores)
     records = []
     for cell in cells:

@@ -47,9 +47,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from drake_bench.protocol import ClientContext, FederationContext
-    from drake_bench.results import RunResult
-    from drake_bench.stream import FederatedData
+    from drake_bench.plugins.protocol import ClientContext, FederationContext
+    from drake_bench.results.result_file import RunResult
+    from drake_bench.streams.stream import FederatedData
 
 
 class ProbeHost(Protocol):
@@ -363,7 +363,7 @@ def _read(path: Path | None, key: str, kind: type[_Cached]) -> _Cached | None:
     one that does not read as a probe record (not JSON, larger or deeper than one, not the probe its key says) is no
     cache, and a warning says so (a measurement costs minutes on a real board)."""
     from drake_bench.errors import JSONFileError
-    from drake_bench.json_files import read_json
+    from drake_bench.core.json_files import read_json
 
     if path is None or not path.is_file():
         return None

@@ -20,8 +20,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from drake_bench.errors import DrakeBenchError
-from drake_bench.sample import Sample
-from drake_bench.spec import BenchmarkSpec
+from drake_bench.benchmarks.sample import Sample
+from drake_bench.benchmarks.spec import BenchmarkSpec
 
 CODE_EXECUTION_ENV = "DRAKE_BENCH_ALLOW_CODE_EXECUTION"
 """Set to 1 to let the HumanEval scorer execute completions (what ``--allow-code-execution`` sets)."""

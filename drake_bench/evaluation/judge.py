@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 from drake_bench.errors import DrakeBenchError
-from drake_bench.sample import AnswerType, Sample
-from drake_bench.spec import BenchmarkSpec
+from drake_bench.benchmarks.sample import AnswerType, Sample
+from drake_bench.benchmarks.spec import BenchmarkSpec
 from drake_bench.evaluation.scoring import SCORER_VERSION, score_batch
 
 JUDGE_PROMPT = """[Instruction]

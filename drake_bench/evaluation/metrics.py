@@ -30,7 +30,7 @@ from typing import Any, Iterable, Literal, Sequence
 import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
-from drake_bench._base import StrictModel
+from drake_bench.core.strict_model import StrictModel
 from drake_bench.errors import DrakeBenchError
 
 PERCENTILE = 10.0

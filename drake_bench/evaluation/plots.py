@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from drake_bench.evaluation.metrics import CurvePoint
 
 if TYPE_CHECKING:  # pragma: no cover
-    from drake_bench.results import RunResult
+    from drake_bench.results.result_file import RunResult
 
 SCALE = 100.0
 DPI = 120

@@ -32,7 +32,7 @@ import unicodedata
 from collections import Counter
 from typing import Any, Literal, NamedTuple, Sequence
 
-from drake_bench.sample import AnswerType, Sample
+from drake_bench.benchmarks.sample import AnswerType, Sample
 
 ScorerVersion = Literal["1.0", "2.0"]
 SCORER_VERSIONS: tuple[str, ...] = ("1.0", "2.0")

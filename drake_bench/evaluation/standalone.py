@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 from pydantic import ConfigDict, Field
 
-from drake_bench._base import StrictModel
+from drake_bench.core.strict_model import StrictModel
 from drake_bench.errors import ScenarioError
-from drake_bench.manifest import load_benchmark
-from drake_bench.sample import MethodSample
-from drake_bench.scenarios import Scenario
-from drake_bench.spec import BenchmarkSpec
-from drake_bench.stream import FederatedData, _check_schedule, _client_id, load_federated_data
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.streams.scenarios import Scenario
+from drake_bench.benchmarks.spec import BenchmarkSpec
+from drake_bench.streams.stream import FederatedData, _check_schedule, _client_id, load_federated_data
 from drake_bench.evaluation.cells import cell_records, evaluation_limits, plan_cells
 from drake_bench.evaluation.metrics import ScoreRecord, seed_summary
 from drake_bench.evaluation.scoring import SCORER_VERSION, check_scorer_version, score_batch
@@ -104,12 +104,12 @@ def evaluate_client(
 
     Args:
         benchmark: a benchmark name or spec (opened with the stream arguments below, as :func:`load_client_stream`
-            opens it), or a :class:`~drake_bench.stream.FederatedData` already opened (to score several clients
+            opens it), or a :class:`~drake_bench.streams.stream.FederatedData` already opened (to score several clients
             without reopening; then ``seed``, ``scenario``, ``rounds``, ``local_steps`` and the data arguments are
             its own and must not be given).
         client: the client whose model answers (an int id of the benchmark).
         predict_fn: ``predict_fn(queries) -> list[str]``: called once per (owner, task) cell, in the evaluator's
-            order, with :class:`~drake_bench.sample.MethodSample` queries as a plugin's ``predict`` gets them:
+            order, with :class:`~drake_bench.benchmarks.sample.MethodSample` queries as a plugin's ``predict`` gets them:
             ``answer`` is ``""``, task identity and source are hidden (reading them raises
             :class:`~drake_bench.errors.LeakageError`), ``uid`` is keyed with a secret drawn for this call. It
             returns one string per query, in order.

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from drake_bench.compute import ComputeProbe
-from drake_bench.console import DataTable
+from drake_bench.evaluation.compute import ComputeProbe
+from drake_bench.core.console import DataTable
 from drake_bench.evaluation.metrics import MeanStd, mean_std
 
 if TYPE_CHECKING:  # pragma: no cover
-    from drake_bench.results import RunResult
+    from drake_bench.results.result_file import RunResult
 
 HEADERS = ["Method", "Self A_last", "Self A_AUC", "Others A_last", "Others A_AUC", "Worst client", "Uplink MB/round"]
 MISSING = "–"
@@ -136,7 +136,7 @@ OVER_BUDGET_NOTE = (" Over budget: the method's setup and post-federation stage 
 
 
 def compute_rows(results: Sequence["RunResult"]) -> list[list[str]]:
-    """Per result the evaluator's compute probe measured (drake_bench/compute.py): the steps the method ran, its
+    """Per result the evaluator's compute probe measured (drake_bench/evaluation/compute.py): the steps the method ran, its
     federation training FLOPs over SFT's at the benchmark's steps, what the plugin declares, the same ratio at the
     steps it ran (about 1 on a compute-matched board, unless a method's fixed costs leave it no steps to cut:
     marked "over budget"), and the totals at the steps it ran."""

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from drake_bench.errors import CheckpointError, DrakeBenchError, JSONFileError
-from drake_bench.json_files import read_json
-from drake_bench.protocol import Message, State
-from drake_bench.write_failure import once_there_is_space, write_failure
+from drake_bench.core.json_files import read_json
+from drake_bench.plugins.protocol import Message, State
+from drake_bench.core.write_failure import once_there_is_space, write_failure
 
 PROGRESS = "progress.json"
 PROGRESS_MAX_BYTES = 1 << 30

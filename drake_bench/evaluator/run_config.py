@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from drake_bench.numerics import Numerics
+from drake_bench.core.numerics import Numerics
 
 
 class Selection(BaseModel):
@@ -90,7 +90,7 @@ class RunConfig(BaseModel):
                     "same numbers on every x86-64 host with AVX2. Trained scores drift between AVX2 and AVX-512 paths: "
                     "the main job's SFT Self A_last is 35.21 on one and 37.08 on the other. 'native' lets each library "
                     "use the host's best instruction set (the only behaviour before this setting existed). The result "
-                    "file records the capability used (environment.cpu_capability). See drake_bench/numerics.py.")
+                    "file records the capability used (environment.cpu_capability). See drake_bench/core/numerics.py.")
     participation: float | None = Field(
         default=None, gt=0, le=1,
         description="Partial participation: the fraction of clients drawn to train in each round (at least one; a "

@@ -11,10 +11,10 @@ One seed's run is a sequence of small steps, as a Flower ``Strategy`` splits a r
 configure and aggregate calls: :meth:`Evaluator.init_or_resume`, then per round
 :meth:`~Evaluator.train_round`, :meth:`~Evaluator.aggregate_round`, :meth:`~Evaluator.evaluate`
 and a checkpoint, then :meth:`~Evaluator.post_federation` and :meth:`~Evaluator.fast_adaptation`.
-Every call into the plugin goes through :class:`~drake_bench.guard.GuardedMethod`.
+Every call into the plugin goes through :class:`~drake_bench.plugins.guard.GuardedMethod`.
 
 The evaluator knows nothing about models: a method reports its models' identities and its
-inference settings (:class:`~drake_bench.protocol.ReportsModels`), and the result file records them.
+inference settings (:class:`~drake_bench.plugins.protocol.ReportsModels`), and the result file records them.
 """
 
 from __future__ import annotations
@@ -33,11 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from drake_bench import checkpoint, numerics
-from drake_bench.access import DATA_ACCESS_KEY, AccessLedger
-from drake_bench.client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
-from drake_bench.compute import ComputeProbe, probe_compute
-from drake_bench.confine import SANDBOX_KEY, Confinement, dataset_caches
+from drake_bench.evaluator import checkpoint
+from drake_bench.core import numerics
+from drake_bench.evaluator.access import DATA_ACCESS_KEY, AccessLedger
+from drake_bench.backends.client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
+from drake_bench.evaluation.compute import ComputeProbe, probe_compute
+from drake_bench.backends.confine import SANDBOX_KEY, Confinement, dataset_caches
 from drake_bench.errors import DrakeBenchError
 from drake_bench.evaluation.cells import EvalCell, cell_records, evaluation_limits, plan_cells
 from drake_bench.evaluation.metrics import (AbsenceRecord, AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord,
@@ -45,13 +46,13 @@ from drake_bench.evaluation.metrics import (AbsenceRecord, AdaptationRecord, Cos
 from drake_bench.evaluation.external import code_executing_tasks, require_code_execution
 from drake_bench.evaluation.judge import Judge, judged_scores, load_judge, require_judged_tasks
 from drake_bench.evaluation.scoring import score_batch
-from drake_bench.guard import GuardedMethod
-from drake_bench.isolation import MethodProcess, warm_forkserver
-from drake_bench.lock import RunLock
-from drake_bench.manifest import load_benchmark
-from drake_bench.protocol import ClientContext, FederationContext, Message, State, mixed_seed
-from drake_bench.registry import create_method, method_package
-from drake_bench.results import (
+from drake_bench.plugins.guard import GuardedMethod
+from drake_bench.backends.worker_process import MethodProcess, warm_forkserver
+from drake_bench.core.lock import RunLock
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, State, mixed_seed
+from drake_bench.plugins.registry import create_method, method_package
+from drake_bench.results.result_file import (
     BenchmarkRef,
     EvaluationSettings,
     FLSettings,
@@ -66,13 +67,13 @@ from drake_bench.results import (
     read_result,
     write_result,
 )
-from drake_bench.run_config import RunConfig
-from drake_bench.sample import Sample
-from drake_bench.scenarios import parse_scenario
-from drake_bench.source_revision import drake_bench_source
-from drake_bench.store import data_home, shard_path
-from drake_bench.synth.public import sampler as public_sampler
-from drake_bench.stream import FederatedData, load_federated_data
+from drake_bench.evaluator.run_config import RunConfig
+from drake_bench.benchmarks.sample import Sample
+from drake_bench.streams.scenarios import parse_scenario
+from drake_bench.core.provenance import drake_bench_source
+from drake_bench.benchmarks.store import data_home, shard_path
+from drake_bench.benchmarks.synth.public import sampler as public_sampler
+from drake_bench.streams.stream import FederatedData, load_federated_data
 
 __all__ = ["ClientCalls", "Evaluator", "LocalClients", "PredictJob", "RunCallbacks", "RunConfig", "SeedRun", "TrainJob",
            "TrainReply", "run", "run_on_flower", "sample_participants"]
@@ -418,7 +419,7 @@ class Evaluator:
 
     def confinement(self, seed: int) -> Confinement:
         """What the method's worker must not see: every folder that holds test answers, the run's checkpoints (and
-        its uid secret) or results; the seed's work folder stays (drake_bench/confine.py)."""
+        its uid secret) or results; the seed's work folder stays (drake_bench/backends/confine.py)."""
         home = data_home()
         hidden = [home / "built", home / "hub", Path(self.config.out), *dataset_caches()]
         hidden += [Path(p) for p in (self.data_root, self.config.data_dir) if p is not None]
@@ -787,8 +788,8 @@ def run(config: RunConfig, callbacks: RunCallbacks | None = None) -> RunResult:
 
 def run_on_flower(configs: Sequence[RunConfig], callbacks: RunCallbacks | None = None) -> list[RunResult]:
     """Runs of one benchmark with ``backend='flower'``: in one Flower simulation, one after another (Ray starts once
-    for all of them), or each submitted to the deployed federation ``superlink`` names. See drake_bench.flower."""
-    from drake_bench import flower  # the optional extra: a clear error when Flower is not installed
+    for all of them), or each submitted to the deployed federation ``superlink`` names. See drake_bench.backends.flower."""
+    from drake_bench.backends import flower  # the optional extra: a clear error when Flower is not installed
 
     deployed = [c for c in configs if c.superlink is not None]
     if deployed:  # a deployed federation's ServerApp takes the lock where it runs
@@ -809,7 +810,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
     info: dict[str, Any] = {}
     done: list[int] = []
     data_hash = content_hash = None
-    access: dict[str, Any] = {}  # seed -> the evaluator's record of what the method was handed (drake_bench.access)
+    access: dict[str, Any] = {}  # seed -> the evaluator's record of what the method was handed (drake_bench.evaluator.access)
     phases: dict[str, dict[str, float]] = {}  # seed -> wall seconds per phase (this invocation's share of a resumed run)
     fingerprints: dict[str, str] = {}  # seed -> the configuration hash it ran under (resume from the result file)
 

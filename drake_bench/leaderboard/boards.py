@@ -22,10 +22,10 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from drake_bench._base import StrictModel
+from drake_bench.core.strict_model import StrictModel
 from drake_bench.errors import DrakeBenchError, JSONFileError
-from drake_bench.json_files import SMALL_FILE_MAX_BYTES, parse_json, read_json
-from drake_bench.numerics import Numerics
+from drake_bench.core.json_files import SMALL_FILE_MAX_BYTES, parse_json, read_json
+from drake_bench.core.numerics import Numerics
 
 DEFINITIONS = "definitions"
 DEFAULT_ROOT = "leaderboard"
@@ -102,7 +102,7 @@ class BoardDefinition(StrictModel):
     sandbox: bool = Field(
         default=False,
         description="Every entry's method worker ran confined (fl.extra.sandbox 'namespaces': no benchmark file, "
-                    "checkpoint or result readable from it, drake_bench/confine.py). False for the boards built "
+                    "checkpoint or result readable from it, drake_bench/backends/confine.py). False for the boards built "
                     "before the confinement existed, whose files record none; a rebuild turns it on.")
     numerics: Numerics = Field(
         default="portable",
@@ -164,7 +164,7 @@ class BoardDefinition(StrictModel):
         version (what its runs must be given, since a bare name loads the newest one), the bare name on the newest."""
         if Path(self.benchmark).suffix == ".json" or "@" in self.benchmark:
             return self.benchmark
-        from drake_bench.manifest import load_benchmark
+        from drake_bench.benchmarks.manifest import load_benchmark
 
         try:
             newest = load_benchmark(self.benchmark).version
@@ -176,7 +176,7 @@ class BoardDefinition(StrictModel):
     def spec(self) -> Any:
         """The benchmark manifest this board names, at the board's version (an archived one loads by its pinned
         name, so a board keeps ranking the data it was built on after a new version ships)."""
-        from drake_bench.manifest import load_benchmark
+        from drake_bench.benchmarks.manifest import load_benchmark
 
         try:
             spec = load_benchmark(self.pinned_benchmark)
@@ -195,7 +195,7 @@ class BoardDefinition(StrictModel):
 
     @property
     def scenario_tag(self) -> str:
-        from drake_bench.scenarios import parse_scenario
+        from drake_bench.streams.scenarios import parse_scenario
 
         return parse_scenario(self.scenario).tag()
 
@@ -251,7 +251,7 @@ def _parse(data: Any, where: str) -> BoardDefinition:
 
 def load_board(name_or_path: str | Path) -> BoardDefinition:
     """A canonical board by name, or a board definition file by path (``*.json``; a file that is not JSON, or is
-    hostile JSON, is one line naming it: :func:`drake_bench.json_files.read_json`)."""
+    hostile JSON, is one line naming it: :func:`drake_bench.core.json_files.read_json`)."""
     text = str(name_or_path)
     if text.endswith(".json") or Path(text).is_file():
         path = Path(text)

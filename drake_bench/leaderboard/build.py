@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from drake_bench.compute import PROBE_VERSION, probe_is_current, recorded_probe_version
+from drake_bench.evaluation.compute import PROBE_VERSION, probe_is_current, recorded_probe_version
 from drake_bench.errors import DrakeBenchError
-from drake_bench.results import RunResult, read_result, result_path
+from drake_bench.results.result_file import RunResult, read_result, result_path
 from drake_bench.leaderboard.boards import DEFAULT_ROOT, BoardDefinition, BoardEntry
 
 
@@ -64,7 +64,7 @@ def seconds_left(board: BoardDefinition, planned: list[PlannedEntry]) -> float |
 
 def method_version(name: str) -> str:
     """The installed method's version (boards key on name + version)."""
-    from drake_bench.registry import method_class
+    from drake_bench.plugins.registry import method_class
 
     return method_class(name).meta.version
 
@@ -176,7 +176,7 @@ def run_configs(board: BoardDefinition, entries: list[PlannedEntry]) -> list[Any
 def board_run_config(board: BoardDefinition, method: str, settings: dict[str, Any], out: str | Path) -> Any:
     """The RunConfig of ``method`` with ``settings`` under ``board``'s run settings, writing under ``out`` (what
     ``build`` runs for an entry, and what ``drake-bench tune --board`` scores on validation)."""
-    from drake_bench.run_config import RunConfig
+    from drake_bench.evaluator.run_config import RunConfig
 
     return RunConfig(
         benchmark=board.pinned_benchmark, scenario=board.scenario, method=method, seeds=list(board.seeds),

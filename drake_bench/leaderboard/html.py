@@ -29,11 +29,11 @@ from pathlib import Path
 from statistics import mean, pstdev
 from typing import Any, Sequence
 
-from drake_bench.compute import ComputeProbe
+from drake_bench.evaluation.compute import ComputeProbe
 from drake_bench.evaluation.metrics import CurvePoint, MeanStd
 from drake_bench.evaluation.table import MODEL_NOTE, model_groups, model_headers, model_rows
-from drake_bench.results import Environment, RunResult
-from drake_bench.source_revision import describe
+from drake_bench.results.result_file import Environment, RunResult
+from drake_bench.core.provenance import describe
 from drake_bench.leaderboard.boards import BoardDefinition
 from drake_bench.leaderboard.rules import Refusal
 

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from drake_bench.results import RunResult
-from drake_bench.write_failure import once_there_is_space, write_failure
+from drake_bench.results.result_file import RunResult
+from drake_bench.core.write_failure import once_there_is_space, write_failure
 from drake_bench.leaderboard.boards import DEFAULT_ROOT, BoardDefinition, BoardEntry, BoardError
 from drake_bench.leaderboard.build import reproduce_command
 from drake_bench.leaderboard.html import Row, board_page, link

@@ -2,7 +2,7 @@
 whose matched steps change.
 
 On a compute-matched board every entry ran the local steps that the evaluator's compute probe
-(:mod:`drake_bench.compute`) matched to SFT's training FLOPs. When the probe's procedure changes
+(:mod:`drake_bench.evaluation.compute`) matched to SFT's training FLOPs. When the probe's procedure changes
 (``PROBE_VERSION``), an entry made under the older one is still the run the board asks for exactly when the current
 probe matches it to the same steps: same steps, seeds, data and weights make the same run, so the same numbers.
 Reprobing measures the current probe for each such entry (two client rounds of one client per model, for the
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from drake_bench.compute import PROBE_VERSION, recorded_probe_version
-from drake_bench.results import read_result, write_result
+from drake_bench.evaluation.compute import PROBE_VERSION, recorded_probe_version
+from drake_bench.results.result_file import read_result, write_result
 from drake_bench.leaderboard.boards import DEFAULT_ROOT, BoardDefinition
 from drake_bench.leaderboard.build import PlannedEntry, needs_reprobe, plan, run_configs
 
@@ -45,7 +45,7 @@ def reprobe(board: BoardDefinition, root: str | Path = DEFAULT_ROOT, *, methods:
             console: Any = None) -> list[Reprobed]:
     """Reprobe every entry of ``board`` (``methods``: only these) priced by an older compute probe; see the module
     docstring. Returns what happened to each, in the board's order."""
-    from drake_bench.evaluator import Evaluator
+    from drake_bench.evaluator.standard import Evaluator
 
     out: list[Reprobed] = []
     for p in plan(board, root):

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from drake_bench.access import DATA_ACCESS_KEY
-from drake_bench.compute import PROBE_VERSION, probe_is_current, recorded_probe_version
-from drake_bench.confine import SANDBOX, SANDBOX_KEY
+from drake_bench.evaluator.access import DATA_ACCESS_KEY
+from drake_bench.evaluation.compute import PROBE_VERSION, probe_is_current, recorded_probe_version
+from drake_bench.backends.confine import SANDBOX, SANDBOX_KEY
 from drake_bench.errors import DrakeBenchError
-from drake_bench.results import (PREDICT_CALLS_KEY, WEIGHTS_SHA256, RunResult, benchmark_differences, check_result,
+from drake_bench.results.result_file import (PREDICT_CALLS_KEY, WEIGHTS_SHA256, RunResult, benchmark_differences, check_result,
                        provenance_problems, read_result, weights_conflicts)
 from drake_bench.leaderboard.boards import MIN_SEEDS, BoardDefinition
 
@@ -216,7 +216,7 @@ def file_refusals(path: str | Path, res: RunResult, board: BoardDefinition) -> l
         numerics = res.numerics or "native"  # every run before the setting existed computed natively
         if numerics != board.numerics:
             refuse("numerics", f"run_config.numerics {numerics!r}, the board's is {board.numerics!r}: the digits of "
-                               "one board must rebuild on one kind of host (drake_bench/numerics.py)")
+                               "one board must rebuild on one kind of host (drake_bench/core/numerics.py)")
 
     scorer = res.evaluation.scorer_version  # a file that records none reads as 1.0 (results.EvaluationSettings)
     if scorer != board.scorer_version:

@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Sequence
 
 from pydantic import Field, ValidationError, model_validator
 
-from drake_bench._base import StrictModel
+from drake_bench.core.strict_model import StrictModel
 from drake_bench._version import __version__
 from drake_bench.errors import DrakeBenchError, JSONFileError
-from drake_bench.json_files import SMALL_FILE_MAX_BYTES, read_json
-from drake_bench.store import file_sha256
+from drake_bench.core.json_files import SMALL_FILE_MAX_BYTES, read_json
+from drake_bench.benchmarks.store import file_sha256
 from drake_bench.leaderboard.boards import BoardDefinition, canonical_boards
 from drake_bench.leaderboard.rules import Refusal, read_for_board, summarise, validate
 
 if TYPE_CHECKING:  # pragma: no cover
-    from drake_bench.results import RunResult
+    from drake_bench.results.result_file import RunResult
 
 SUBMISSION_FILE = "submission.json"
 RESULTS_DIR = "results"
@@ -80,7 +80,7 @@ def package_mismatch(package: str, result: RunResult) -> str | None:
 
 def read_submission(path: str | Path) -> Submission:
     """``submission.json`` read and validated; a file that is not JSON, is hostile JSON
-    (:func:`drake_bench.json_files.read_json`) or lacks a field raises :class:`SubmissionError`, one line naming it."""
+    (:func:`drake_bench.core.json_files.read_json`) or lacks a field raises :class:`SubmissionError`, one line naming it."""
     try:
         data = read_json(path, what=SUBMISSION_FILE, max_bytes=SMALL_FILE_MAX_BYTES)
     except JSONFileError as exc:

@@ -6,7 +6,7 @@ recomputes from its raw tables: a submitter who edits raw scores and recomputes 
 same file: the evaluator's numbers are deterministic (same seed, same numbers; ``numerics="portable"`` holds the
 kernels to AVX2, so another x86-64 host gives the same digits). ``verify`` reruns the configuration the file records
 (``fl.extra.run_config``) in this environment, the method's workers confined as in any run
-(:mod:`drake_bench.confine`), compares everything but the execution fields (:func:`~drake_bench.results.comparable`),
+(:mod:`drake_bench.backends.confine`), compares everything but the execution fields (:func:`~drake_bench.results.result_file.comparable`),
 and writes a :class:`Verification` beside the file. The record names the file's sha256, so an edit after verification
 voids it; the board page marks each entry *verified* when a matching record says so, else *self-reported*.
 
@@ -25,13 +25,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from drake_bench._base import StrictModel
+from drake_bench.core.strict_model import StrictModel
 from drake_bench._version import __version__
 from drake_bench.errors import DrakeBenchError
-from drake_bench.confine import SANDBOX_KEY
-from drake_bench.json_files import SMALL_FILE_MAX_BYTES
-from drake_bench.results import RunResult, comparable_differences, read_result
-from drake_bench.store import file_sha256
+from drake_bench.backends.confine import SANDBOX_KEY
+from drake_bench.core.json_files import SMALL_FILE_MAX_BYTES
+from drake_bench.results.result_file import RunResult, comparable_differences, read_result
+from drake_bench.benchmarks.store import file_sha256
 
 VERIFICATION_FILE = "verification.json"
 """Beside a result file: the record of its last verification."""
@@ -55,10 +55,10 @@ class Verification(StrictModel):
 
 
 def rerun_config(result: RunResult, out: str | Path) -> Any:
-    """The :class:`~drake_bench.run_config.RunConfig` the file records, writing into ``out``, scored by the rules the
+    """The :class:`~drake_bench.evaluator.run_config.RunConfig` the file records, writing into ``out``, scored by the rules the
     file was scored by (``evaluation.scorer_version``: a run config recorded before the setting existed names none,
     and RunConfig's default is a later rule than the one such a file was scored with)."""
-    from drake_bench.run_config import RunConfig
+    from drake_bench.evaluator.run_config import RunConfig
 
     recorded = result.fl.extra.get("run_config")
     if not isinstance(recorded, dict):
@@ -76,7 +76,7 @@ def rerun_config(result: RunResult, out: str | Path) -> Any:
 
 def require_same_method(result: RunResult) -> None:
     """Refuse to verify against a method other than the one that made the file."""
-    from drake_bench.registry import method_class
+    from drake_bench.plugins.registry import method_class
 
     name, version = result.method.name, result.method.version
     try:
@@ -91,9 +91,9 @@ def require_same_method(result: RunResult) -> None:
 
 def verify(path: str | Path, *, work: str | Path | None = None, console: Any = None) -> Verification:
     """Rerun ``path``'s configuration, compare, and write the :class:`Verification` beside it (also returned)."""
-    from drake_bench.numerics import cpu_model
+    from drake_bench.core.numerics import cpu_model
     from drake_bench.runner import run_methods
-    from drake_bench.source_revision import drake_bench_source
+    from drake_bench.core.provenance import drake_bench_source
 
     path = Path(path)
     result = read_result(path)
@@ -117,7 +117,7 @@ def verification_state(path: str | Path) -> State:
     """``verified`` when a record beside ``path`` reproduced this very file, ``differs`` when its rerun did not,
     ``self-reported`` when there is no record for the file as it is now (none, or the file changed since)."""
     from drake_bench.errors import JSONFileError
-    from drake_bench.json_files import read_json
+    from drake_bench.core.json_files import read_json
 
     record_path = Path(path).parent / VERIFICATION_FILE
     if not record_path.is_file():

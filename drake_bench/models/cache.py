@@ -32,7 +32,7 @@ def models_home() -> Path:
     env = os.environ.get("DRAKE_BENCH_MODELS")
     if env:
         return Path(env).expanduser()
-    from drake_bench.store import data_home
+    from drake_bench.benchmarks.store import data_home
 
     return data_home() / "models"
 
@@ -59,7 +59,7 @@ def _read_record(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     under :func:`models_home`, which may be shared or copied: a record that does not read (not UTF-8 or JSON, nested
     or sized past a record, not a JSON object) is no record, and the entry is built again."""
     from drake_bench.errors import JSONFileError
-    from drake_bench.json_files import read_json
+    from drake_bench.core.json_files import read_json
 
     f = path / RECIPE_FILE
     if not f.is_file():

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from drake_bench.errors import DrakeBenchError
-from drake_bench.sample import AnswerType
+from drake_bench.benchmarks.sample import AnswerType
 from drake_bench.models.kernels import SEGMENT_ATTENTION, packed_forward, transformers_model, use_segment_attention
 from drake_bench.models.prompting import build_prompt, candidate_targets, is_choice, options, target
 

@@ -1,7 +1,7 @@
 """What a method running the model zoo reports about its models: weight identity and inference settings.
 
 The evaluator does not know about models; a method that runs them reports, through
-:class:`drake_bench.protocol.ReportsModels`, what fixes each base model's weights and every
+:class:`drake_bench.plugins.protocol.ReportsModels`, what fixes each base model's weights and every
 inference knob that moves scores. These two functions are that report for the zoo (tiny models
 and real checkpoints by name), shared by the LoRA-based reference entries.
 """

@@ -10,7 +10,7 @@ The recipe (the :class:`Recipe` defaults) runs once, in ``scripts/build_zoo.py``
 cores, resumable), and its results ship with the package (:mod:`.shipped`); users never run it:
 
 * tokenizer: byte-level BPE, at most 2,032 ids (16 of the models' 2,048 kept free), trained once on the synth corpus
-  (``drake_bench.synth.public.corpus_texts``) plus the prompt scaffolding; shared by
+  (``drake_bench.benchmarks.synth.public.corpus_texts``) plus the prompt scaffolding; shared by
   every tiny model;
 * multimodal models, stage 0 (the stand-in for LLaVA's pretrained CLIP tower): one Swin vision tower at 64 px,
   trained once per recipe on perception pictures and shared by every tiny LLaVA, as LLaVA-1.5 models of every
@@ -83,7 +83,7 @@ class Recipe:
     probe_pictures: int = 2000
     tower_single_fraction: float = 0.5  # share of each tower batch drawn as single-object pictures
     tower_shape_weight: float = 3.0  # weight of the shape targets in the tower's loss
-    mix: int = 2  # public-mix generation (drake_bench.synth.public.MIX_GENERATIONS)
+    mix: int = 2  # public-mix generation (drake_bench.benchmarks.synth.public.MIX_GENERATIONS)
     vocab_size: int = DEFAULT_VOCAB_SIZE
     version: int = RECIPE_VERSION
 
@@ -104,7 +104,7 @@ DEFAULT_RECIPE = Recipe()
 # ---------------------------------------------------------------------- data (synth imported lazily)
 def tokenizer_corpus(recipe: Recipe) -> list[str]:
     """Texts the shared tokenizer is trained on (synth corpus + prompt scaffolding)."""
-    from drake_bench.synth.public import corpus_texts, public_mix, public_text_mix
+    from drake_bench.benchmarks.synth.public import corpus_texts, public_mix, public_text_mix
 
     scaffold = ["USER: ASSISTANT:", MC_INSTRUCTION, OPEN_INSTRUCTION, "\n".join(f"{c}. " for c in LETTERS)]
     try:
@@ -116,7 +116,7 @@ def tokenizer_corpus(recipe: Recipe) -> list[str]:
 
 def training_data(multimodal: bool, recipe: Recipe) -> list[Any]:
     """The public-mix items a tiny model is pretrained on."""
-    from drake_bench.synth.public import public_mix, public_text_mix
+    from drake_bench.benchmarks.synth.public import public_mix, public_text_mix
 
     if multimodal:
         return public_mix(recipe.n_multimodal, recipe.data_seed, recipe.mix) + public_text_mix(
@@ -275,7 +275,7 @@ def align_vision(model: Any, processor: Any, recipe: Recipe, seed: int = 0) -> l
     afterwards (:class:`~drake_bench.models.vision.PerceptionHeads`, on ``vision_items`` perception
     pictures). Same seed, same weights (single-threaded CPU math).
     """
-    from drake_bench.synth.public import perception_pictures
+    from drake_bench.benchmarks.synth.public import perception_pictures
     from drake_bench.models.vision import PerceptionHeads, frozen_tokens, targets
 
     if recipe.vision_steps <= 0:

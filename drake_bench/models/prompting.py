@@ -28,7 +28,7 @@ import string
 from typing import Any
 
 from drake_bench.errors import DrakeBenchError
-from drake_bench.sample import AnswerType
+from drake_bench.benchmarks.sample import AnswerType
 from drake_bench.models.tokenizer import IMAGE
 
 TEMPLATE_VERSION = "llava-1.5/v2-cloze"  # recorded in every result file; bump when a prompt or target changes

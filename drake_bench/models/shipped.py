@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from drake_bench.errors import CheckpointError, DrakeBenchError, HubError, JSONFileError
-from drake_bench.hub import _json_bytes  # stable bytes: sorted keys, fixed indent (a rebuild gives identical bytes)
-from drake_bench.json_files import read_json
-from drake_bench.store import file_sha256
+from drake_bench.benchmarks.hub import _json_bytes  # stable bytes: sorted keys, fixed indent (a rebuild gives identical bytes)
+from drake_bench.core.json_files import read_json
+from drake_bench.benchmarks.store import file_sha256
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -339,7 +339,7 @@ def publish_models(names: Iterable[str] | None = None, repo_prefix: str = HUB_PR
     plan = [_plan_item(name, root, repo_prefix) for name in wanted]
     if dry_run:
         return plan
-    from drake_bench.hub import _network_errors, _one_line
+    from drake_bench.benchmarks.hub import _network_errors, _one_line
 
     if api is None:
         from huggingface_hub import HfApi
@@ -375,7 +375,7 @@ def add_shipped_to_hf_cache(name: str, repo_id: str | None = None, *, root: str 
     with ``HF_HUB_OFFLINE=1``. The folder is verified first; ``commit`` defaults to one derived from
     the weights' sha256.
     """
-    from drake_bench.hub import place_in_hf_cache
+    from drake_bench.benchmarks.hub import place_in_hf_cache
 
     root = _root(root)
     folder = verify_shipped(name, root)

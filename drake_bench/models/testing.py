@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from drake_bench.sample import AnswerType, Sample
+from drake_bench.benchmarks.sample import AnswerType, Sample
 from drake_bench.models.prompting import LETTERS, MC_INSTRUCTION, OPEN_INSTRUCTION, build_prompt
 
 _COLORS = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220), "yellow": (230, 220, 20)}

@@ -16,7 +16,7 @@ image also keep the language model's sequences short: a 5-image item costs 80 im
 
 **What it learns** (what CLIP's pretraining gives a real tower: a representation of what is in the
 picture, per region): on fresh public perception pictures
-(:func:`~drake_bench.synth.public.perception_picture`: every shape, colour, size, drawn style, crack,
+(:func:`~drake_bench.benchmarks.synth.public.perception_picture`: every shape, colour, size, drawn style, crack,
 comic state mark, distortion and rendered text, in every visual domain), dense per-token targets (for
 the object covering most of the token's cell: present, shape, colour, size, style, cracked, state),
 per-image targets (object count, visual domain, distortion, text; from the mean token) and presence
@@ -53,14 +53,14 @@ IGNORE = -100
 
 
 def token_vocabularies() -> list[list[str]]:
-    from drake_bench.synth.world import COLORS, SHAPES, SIZES, STATES, STYLES
+    from drake_bench.benchmarks.synth.world import COLORS, SHAPES, SIZES, STATES, STYLES
 
     return [["no", "yes"], list(SHAPES), list(COLORS), list(SIZES), list(STYLES), ["no", "yes"], list(STATES)]
 
 
 def image_vocabularies() -> list[list[str]]:
-    from drake_bench.synth.public import PERCEPTION_DOMAINS, PERCEPTION_TEXTS
-    from drake_bench.synth.world import DISTORTIONS
+    from drake_bench.benchmarks.synth.public import PERCEPTION_DOMAINS, PERCEPTION_TEXTS
+    from drake_bench.benchmarks.synth.world import DISTORTIONS
 
     return [[str(k) for k in range(MAX_COUNT + 1)], list(PERCEPTION_DOMAINS), ["none", *DISTORTIONS],
             ["none", *PERCEPTION_TEXTS]]
@@ -80,7 +80,7 @@ def object_labels(obj: Any, domain: str) -> list[int]:
 
 def _overlap(obj: Any, cell: int) -> int:
     """Pixels shared by a cell and the object's bounding square."""
-    from drake_bench.synth.world import SIZES
+    from drake_bench.benchmarks.synth.world import SIZES
 
     r, top, left = SIZES[obj.size], (cell // GRID) * CELL, (cell % GRID) * CELL
     w = min(left + CELL, obj.x + r + 1) - max(left, obj.x - r)
@@ -106,7 +106,7 @@ def presence_targets(picture: Any) -> torch.Tensor:
 
     Read from the max over tokens: a translation-invariant signal that teaches shape detectors quickly
     (dense per-cell targets alone learn shapes several times slower)."""
-    from drake_bench.synth.world import COLORS, SHAPES
+    from drake_bench.benchmarks.synth.world import COLORS, SHAPES
 
     v = torch.zeros(len(SHAPES) + len(COLORS) + 3)
     for o in picture.scene.objects:
@@ -144,7 +144,7 @@ class PerceptionHeads(torch.nn.Module):
     def loss(self, tokens: torch.Tensor, token_y: torch.Tensor, image_y: torch.Tensor,
              presence_y: torch.Tensor) -> torch.Tensor:
         ce = torch.nn.functional.cross_entropy
-        from drake_bench.synth.world import SHAPES
+        from drake_bench.benchmarks.synth.world import SHAPES
 
         weight = torch.ones(presence_y.shape[1])
         weight[: len(SHAPES)] = self.shape_weight
@@ -159,7 +159,7 @@ class PerceptionHeads(torch.nn.Module):
 
 
 def _presence_size() -> int:
-    from drake_bench.synth.world import COLORS, SHAPES
+    from drake_bench.benchmarks.synth.world import COLORS, SHAPES
 
     return len(SHAPES) + len(COLORS) + 3
 
@@ -198,7 +198,7 @@ def train_tower(tower: Any, image_processor: Any, recipe: Any, seed: int = 0, *,
     Single-threaded, data drawn by step index: same recipe, same weights. With ``resume_dir`` a snapshot
     is kept every ``snapshot_every`` steps and an interrupted run continues from it to the identical result.
     """
-    from drake_bench.synth.public import perception_pictures
+    from drake_bench.benchmarks.synth.public import perception_pictures
     from drake_bench.models.resume import load_progress, save_progress
 
     threads = torch.get_num_threads()
@@ -272,7 +272,7 @@ def probe_tower(tower: Any, image_processor: Any, n: int = 2000, seed: int = 1) 
     distortion, text (pictures with text only: which text). Position (single-object pictures: which
     quadrant), from all tokens. Returns ``{"accuracy": {attribute: acc}, "chance": {...}, "n": {...}}``.
     """
-    from drake_bench.synth.public import perception_pictures
+    from drake_bench.benchmarks.synth.public import perception_pictures
 
     pictures = perception_pictures(10**7, n, seed)
     threads = torch.get_num_threads()

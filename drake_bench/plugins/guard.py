@@ -1,7 +1,7 @@
 """Every call the evaluator makes into a method plugin, guarded and checked in one place.
 
 A plugin is third-party code: it may raise, hang on nothing we can see, or return something of
-the wrong shape. :class:`GuardedMethod` wraps a :class:`~drake_bench.protocol.Method` so that
+the wrong shape. :class:`GuardedMethod` wraps a :class:`~drake_bench.plugins.protocol.Method` so that
 each call either returns a checked value (a :class:`State` where a state is due, a valid
 :class:`Message` per client, one string per query) or raises one :class:`PluginError` that names
 the method, seed, client, round and call, so the author knows where to look. Errors drake_bench
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from drake_bench.errors import DrakeBenchError, PluginError
-from drake_bench.protocol import (
+from drake_bench.plugins.protocol import (
     AdaptationInit,
     MethodMeta,
     ClientContext,
@@ -33,7 +33,7 @@ from drake_bench.protocol import (
     TrainsClientsTogether,
     seed_everything,
 )
-from drake_bench.sample import MethodSample
+from drake_bench.benchmarks.sample import MethodSample
 
 T = TypeVar("T")
 
@@ -85,7 +85,7 @@ class GuardedMethod:
         return self.method.config.model_dump(mode="json")
 
     def close(self) -> None:
-        """Nothing to release in-process (a :class:`~drake_bench.isolation.MethodProcess` stops its worker)."""
+        """Nothing to release in-process (a :class:`~drake_bench.backends.worker_process.MethodProcess` stops its worker)."""
 
     # -- the one guard ------------------------------------------------------------
     def error(self, call: str, problem: str, client: int | None = None, round_idx: int | None = None) -> PluginError:

@@ -3,7 +3,7 @@
 A method is any class with the attributes and calls of :class:`Method` (a ``typing.Protocol``,
 not a base class: any object of the right shape is a method, as in MTEB's model protocols). The
 registry checks ``isinstance(obj, Method)`` when a method is created; the evaluator checks every
-value a call returns (see :mod:`drake_bench.guard`) and names the method, seed, client, round and
+value a call returns (see :mod:`drake_bench.plugins.guard`) and names the method, seed, client, round and
 call at fault when one is wrong.
 
 Everything that crosses the boundary is explicit and serialisable:
@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from drake_bench.sample import MethodSample, Sample
+from drake_bench.benchmarks.sample import MethodSample, Sample
 
 
 @dataclass
@@ -194,7 +194,7 @@ class MethodMeta(BaseModel):
         default=1.0, gt=0,
         description="The author's estimate of one local step's compute relative to plain LoRA fine-tuning of the "
                     "same base (1.0), shown by `drake-bench describe`. Informational: `--compute-matched` uses the "
-                    "evaluator's own measurement (the compute probe, drake_bench/compute.py), never this number.")
+                    "evaluator's own measurement (the compute probe, drake_bench/evaluation/compute.py), never this number.")
 
 
 class ModelIdentity(BaseModel):
@@ -290,7 +290,7 @@ class ReportsModels(Protocol):
     def evaluation_settings(self) -> dict[str, Any]:
         """Every knob of inference that moves scores (decoding, prompt template version, batch size, padding side).
 
-        Returns a dict validated as :class:`drake_bench.results.EvaluationSettings`.
+        Returns a dict validated as :class:`drake_bench.results.result_file.EvaluationSettings`.
         """
 
 

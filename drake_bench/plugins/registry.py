@@ -5,7 +5,7 @@ The reference entries register exactly as third parties do (see pyproject's
 its own pyproject and is found after ``pip install``, no fork needed. Scripts and notebooks can
 also call :func:`register_method`. Two methods with one name is an error: a silent overwrite
 would make results unattributable. Every registration is checked against the
-:class:`~drake_bench.protocol.Method` protocol (as lm-eval's registry checks a base type), so a
+:class:`~drake_bench.plugins.protocol.Method` protocol (as lm-eval's registry checks a base type), so a
 plugin that is not a method fails when it is registered or created, naming what it lacks.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from drake_bench.errors import PluginError, UnknownNameError
-from drake_bench.protocol import Method, protocol_problems
+from drake_bench.plugins.protocol import Method, protocol_problems
 
 GROUP = "drake_bench.methods"
 _explicit: dict[str, Any] = {}
@@ -99,11 +99,11 @@ def method_class(name: str) -> Any:
 
 def method_package(name: str) -> str | None:
     """``"<distribution> <version>"`` of the package whose entry point registers ``name``, with its source revision
-    where one can be known (``drake_bench.source_revision``), read without importing the plugin; None for a method
+    where one can be known (``drake_bench.core.provenance``), read without importing the plugin; None for a method
     registered in-process by :func:`register_method` or one not found."""
     import importlib.util
 
-    from drake_bench.source_revision import source_revision
+    from drake_bench.core.provenance import source_revision
 
     ep = None if name in _explicit else _entry_points().get(name)
     dist = getattr(ep, "dist", None)

@@ -8,7 +8,7 @@ and each record as one compact line: a quarter of the size, still plain JSON tha
 and still validated field by field by the shipped JSON Schema (each row's ``prefixItems`` are the record's field
 schemas, so ``raw.scores[3].score`` outside [0, 1] is refused as before).
 
-Only the file changes: in memory (:class:`drake_bench.results.RunResult`, ``model_dump``) a table is still a list
+Only the file changes: in memory (:class:`drake_bench.results.result_file.RunResult`, ``model_dump``) a table is still a list
 of records, so metrics, rules and every reader of ``result.raw`` are untouched. Schema 1.0 files (one object per
 record) still read; ``drake-bench results upgrade`` rewrites them losslessly.
 """

@@ -7,9 +7,9 @@ raw tables by :func:`drake_bench.evaluation.metrics.summarize`, and :func:`check
 it, so a submitted file whose headline numbers disagree with its own raw data is caught.
 
 The JSON Schema shipped as ``drake_bench/schemas/result.schema.json`` is generated from
-:class:`RunResult` (``python -m drake_bench.results`` rewrites it); third-party tools can
+:class:`RunResult` (``python -m drake_bench.results.result_file`` rewrites it); third-party tools can
 validate result files without Python. Layout on disk is MTEB-style, see :func:`result_path`;
-inside the file the raw tables are stored column-wise (:mod:`drake_bench.result_encoding`).
+inside the file the raw tables are stored column-wise (:mod:`drake_bench.results.encoding`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from typing import Any, Iterable, Literal, Sequence
 import jsonschema
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from drake_bench import result_encoding
-from drake_bench._base import StrictModel
+from drake_bench.results import encoding as result_encoding
+from drake_bench.core.strict_model import StrictModel
 from drake_bench._version import __version__
 from drake_bench.errors import DrakeBenchError, JSONFileError
 from drake_bench.evaluation.metrics import (
@@ -48,8 +48,8 @@ from drake_bench.evaluation.metrics import (
     summarize,
 )
 from drake_bench.evaluation.scoring import LEGACY_SCORER_VERSION
-from drake_bench.json_files import read_json
-from drake_bench.write_failure import once_there_is_space, write_failure
+from drake_bench.core.json_files import read_json
+from drake_bench.core.write_failure import once_there_is_space, write_failure
 
 RESULT_SCHEMA_VERSION = "2.0"
 READABLE_SCHEMA_VERSIONS = ("1.0", RESULT_SCHEMA_VERSION)
@@ -152,7 +152,7 @@ class MethodRef(StrictModel):
     package: str | None = Field(
         default=None,
         description="The distribution that registered the method, its version and, where one can be known, the "
-                    "source revision its code ran from (drake_bench/source_revision.py): a method version alone does "
+                    "source revision its code ran from (drake_bench/core/provenance.py): a method version alone does "
                     "not say which code made the numbers. None for a method registered in-process.")
 
 
@@ -238,7 +238,7 @@ class Environment(StrictModel):
         default=None,
         description="The instruction set torch's CPU kernels used where the method trained (AVX2, AVX512, ...): "
                     "trained digits reproduce bit for bit only on the same one (run_config.numerics; "
-                    "drake_bench/numerics.py).")
+                    "drake_bench/core/numerics.py).")
     drake_bench_source: str | None = Field(
         default=None,
         description="The source revision of the drake_bench that ran the evaluator: 'git:<commit>' from a checkout "
@@ -305,8 +305,8 @@ def _version(dist: str) -> str | None:
 def capture_environment(device: str = "cpu", cpu_capability: str | None = None) -> Environment:
     """Versions of the libraries that move scores, the platform, the CPU and the device used. ``cpu_capability``: the
     instruction set of the process that trained (a method worker's), when it is not this one."""
-    from drake_bench.numerics import cpu_capability as this_process_capability, cpu_model
-    from drake_bench.source_revision import drake_bench_source
+    from drake_bench.core.numerics import cpu_capability as this_process_capability, cpu_model
+    from drake_bench.core.provenance import drake_bench_source
 
     return Environment(
         python=platform.python_version(),
@@ -460,7 +460,7 @@ def _unknown_fields_note(data: Any) -> str:
     fields without a new schema version (so that older files stay readable), and the package version alone cannot
     say which of two drake_bench is newer, so the note names the drake_bench (and source) the file records beside
     this one, for the reader to compare."""
-    from drake_bench.source_revision import describe, drake_bench_source
+    from drake_bench.core.provenance import describe, drake_bench_source
 
     data = data if isinstance(data, dict) else {}
     env = data.get("environment")
@@ -537,7 +537,7 @@ def _unwritable(what: str, exc: OSError) -> str:
 
 def _load(path: str | Path) -> Any:
     """A result file's JSON, or one line naming the file and why it cannot be read (not there, too large, not UTF-8,
-    not JSON, nested too deep, a number out of range: :func:`drake_bench.json_files.read_json`)."""
+    not JSON, nested too deep, a number out of range: :func:`drake_bench.core.json_files.read_json`)."""
     try:
         return read_json(path, what="result file")
     except JSONFileError as exc:
@@ -834,7 +834,7 @@ def _describe_identity(ident: dict[str, Any]) -> str:
 def _benchmark_spec(ref: BenchmarkRef) -> Any:
     """The manifest the result claims (``name@version``, archived versions included), or None when this
     drake_bench does not ship it (a benchmark from a manifest file): then only the data-free rules apply."""
-    from drake_bench.manifest import load_benchmark
+    from drake_bench.benchmarks.manifest import load_benchmark
 
     try:
         return load_benchmark(f"{ref.name}@{ref.version}")
@@ -873,8 +873,8 @@ def completeness_problems(result: RunResult) -> list[str]:
 
     For a partial result only the seeds with score records are checked.
     """
-    from drake_bench.scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario
-    from drake_bench.schedule import split_rounds
+    from drake_bench.streams.scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario
+    from drake_bench.streams.schedule import split_rounds
 
     out: list[str] = []
     fl, raw = result.fl, result.raw
@@ -1043,8 +1043,8 @@ def completeness_problems(result: RunResult) -> list[str]:
 
 
 def _main(argv: Sequence[str]) -> int:
-    """``python -m drake_bench.results [PATH]``: (re)write the shipped JSON Schema."""
-    target = Path(argv[0]) if argv else Path(__file__).parent / "schemas" / SCHEMA_FILE
+    """``python -m drake_bench.results.result_file [PATH]``: (re)write the shipped JSON Schema."""
+    target = Path(argv[0]) if argv else Path(__file__).resolve().parents[1] / "schemas" / SCHEMA_FILE
     target.write_text(schema_text(), encoding="utf-8")
     print(f"wrote {target}")
     return 0

@@ -8,7 +8,7 @@
 Strings parse too: ``"static"``, ``"dynamic"``, ``"async"``, ``"async:3-7-3-7"``, ``"dirichlet:0.5"``.
 
 Each scenario is a small frozen object that carries its own behaviour (in the spirit of Flower
-Datasets' ``Partitioner``): :class:`~drake_bench.stream.FederatedData` asks it which tasks a client
+Datasets' ``Partitioner``): :class:`~drake_bench.streams.stream.FederatedData` asks it which tasks a client
 has, which rows of them, and how they spread over rounds, and never switches on the scenario kind.
 A new scenario is one new class here plus an entry in :data:`Scenario`.
 """
@@ -24,12 +24,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from drake_bench.errors import ScenarioError, UnknownNameError
-from drake_bench.partition import DirichletPartitioner
-from drake_bench.schedule import Segment, split_rounds
-from drake_bench.spec import BenchmarkSpec
+from drake_bench.streams.partition import DirichletPartitioner
+from drake_bench.streams.schedule import Segment, split_rounds
+from drake_bench.benchmarks.spec import BenchmarkSpec
 
 if TYPE_CHECKING:
-    from drake_bench.stream import FederatedData
+    from drake_bench.streams.stream import FederatedData
 
 # RNG salts: the last entry of each np.random.default_rng([...]) seed, so that streams drawn from
 # the same (seed, client) stay independent. The values are frozen: changing one changes every

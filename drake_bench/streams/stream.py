@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 
 from drake_bench.errors import DataNotBuiltError, LeakageError, ScenarioError
-from drake_bench.manifest import load_benchmark
-from drake_bench.sample import MethodSample, Sample
-from drake_bench.scenarios import Scenario, parse_scenario
-from drake_bench.schedule import IngestionSchedule
-from drake_bench.spec import BenchmarkSpec
-from drake_bench.store import SCORED_SPLITS, BuiltBenchmark, built_root, shard_path
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.benchmarks.sample import MethodSample, Sample
+from drake_bench.streams.scenarios import Scenario, parse_scenario
+from drake_bench.streams.schedule import IngestionSchedule
+from drake_bench.benchmarks.spec import BenchmarkSpec
+from drake_bench.benchmarks.store import SCORED_SPLITS, BuiltBenchmark, built_root, shard_path
 
 
 # RNG salts: the last entry of each np.random.default_rng([...]) seed, so that streams drawn from
@@ -61,13 +61,13 @@ def open_built(
     if data_dir is not None:
         store = BuiltBenchmark.open(Path(data_dir), spec.name)
     elif revision is not None:
-        from drake_bench.hub import fetch_benchmark
+        from drake_bench.benchmarks.hub import fetch_benchmark
 
         store = BuiltBenchmark.open(fetch_benchmark(spec, revision=revision, tasks=list(tasks) if tasks else None, repo_id=repo_id), spec.name)
     else:
         root = built_root(spec.name)
         if spec.embedded:
-            from drake_bench.synth import ensure_built
+            from drake_bench.benchmarks.synth import ensure_built
 
             root = ensure_built(spec)  # builds when missing or stale (other manifest, scale or generator version)
         hint = (
@@ -165,7 +165,7 @@ def _copy_rows(dataset: Any, rows: np.ndarray) -> Any:
 
 
 def _decode_subset(table: tuple[dict[int, int], Any, Path], rows: list[int]) -> list[Sample]:
-    from drake_bench.store import decode_rows
+    from drake_bench.benchmarks.store import decode_rows
 
     index, data, path = table
     return decode_rows(data, [index[r] for r in rows], path)
@@ -187,7 +187,7 @@ class RoundBatches(Sequence[list[MethodSample]]):
     IndexError), ``batches[i:j]`` a list of batches, and iterating gives the same batches in order, bit for bit:
     which rows make up each batch is drawn once per round (seeded by seed, client and round), so reading one
     step alone, out of order or twice gives the same items. A batch is a list of at most ``batch_size``
-    :class:`~drake_bench.sample.MethodSample` (fewer when memory holds fewer items; empty before the client's
+    :class:`~drake_bench.benchmarks.sample.MethodSample` (fewer when memory holds fewer items; empty before the client's
     first item arrives)."""
 
     __slots__ = ("_view", "round_idx", "_steps", "_batch_size", "_refs")

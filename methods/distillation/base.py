@@ -16,7 +16,7 @@ architecture: a pseudo-client of the method's :class:`~drake_bench.models.ModelP
 server's own LoRA adapter(s) on the architecture's frozen base. The base is the clients' (one per architecture in
 the pool), so a server model costs one adapter of memory here; a deployment whose server is a separate machine holds
 one frozen base per architecture it distils (FedMKT: only its server model's). The server adapters live in the
-server :class:`~drake_bench.protocol.State`, so a resumed run restores them.
+server :class:`~drake_bench.plugins.protocol.State`, so a resumed run restores them.
 
 **Sources.** Each method follows its authors' public code (cited by file in its docstring), read against the paper's
 abstract and the FedMosaic paper's description; the papers' full texts were not at hand, so equations are written as
@@ -39,8 +39,8 @@ import torch.nn.functional as F
 from pydantic import ConfigDict, Field
 
 from drake_bench.errors import DrakeBenchError
-from drake_bench.protocol import Diagnostic, FederationContext, Message, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import Diagnostic, FederationContext, Message, State
+from drake_bench.benchmarks.sample import MethodSample
 
 from ..dual_adapters.base import PAPER_LLM, PAPER_MLLM
 from ..lora_clients import LoraClients, LoraMethod, LoraSettings, average

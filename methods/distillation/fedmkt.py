@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from pydantic import ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
+from drake_bench.benchmarks.sample import MethodSample
 
 from ..lora_clients import average
 from .alignment import TokenAligner

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 import torch
 from pydantic import ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, Diagnostic, Message, MethodMeta, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Diagnostic, Message, MethodMeta, State
+from drake_bench.benchmarks.sample import MethodSample
 
 from ..dual_adapters.base import adapter_parameters, clone, combination, join, split, train_phase
 from .base import LOGITS, DistillationMethod, DistillSettings, adapter_of, kl_rows, mean_by_architecture, prefixed

@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from pydantic import ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, Diagnostic, Message, MethodMeta, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Diagnostic, Message, MethodMeta, State
+from drake_bench.benchmarks.sample import MethodSample
 
 from ..lora_clients import average
 from .base import LOGITS, DistillationMethod, DistillSettings, Rows, adapter_of, answer_counts, kl_rows

@@ -36,8 +36,8 @@ from typing import Any, Callable, ClassVar, Literal
 import torch
 from pydantic import ConfigDict
 
-from drake_bench.protocol import ClientContext, FederationContext, Message, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, State
+from drake_bench.benchmarks.sample import MethodSample
 
 from ..lora_clients import LoraClients, LoraMethod, LoraSettings, average
 

@@ -7,8 +7,8 @@ from typing import Any, ClassVar, Literal, Mapping
 import torch
 from pydantic import ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, MethodMeta, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, MethodMeta, State
+from drake_bench.benchmarks.sample import MethodSample
 
 from .base import GLOBAL, LOCAL, DualAdapterMethod, DualSettings, adamw, adapter_parameters, combination, optimizer_step
 from .base import task_loss

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from pydantic import ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, MethodMeta, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, MethodMeta, State
+from drake_bench.benchmarks.sample import MethodSample
 
 from .base import FROZEN, GLOBAL, LOCAL, DualAdapterMethod, DualSettings, adamw, clone, combination, optimizer_step
 

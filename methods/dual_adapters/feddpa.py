@@ -9,8 +9,8 @@ from typing import Any, Mapping
 import torch
 from pydantic import ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, MethodMeta, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, MethodMeta, State
+from drake_bench.benchmarks.sample import MethodSample
 
 from .base import GLOBAL, LOCAL, DualAdapterMethod, DualSettings, combination, detached, train_phase
 

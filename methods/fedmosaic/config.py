@@ -35,7 +35,7 @@ TOY_PROFILE: dict[str, Any] = dict(
 
 def parse_client_ranks(text: str) -> dict[int, int]:
     """``'1-3=4,4-8=8,all=16'`` -> {client: rank}: comma-separated CLIENTS=RANK items, CLIENTS as in an inline
-    allocation (drake_bench/spec.py ``inline_allocation``): an id, a range a-b, ids joined by '+'. ``all=R`` is kept
+    allocation (drake_bench/benchmarks/spec.py ``inline_allocation``): an id, a range a-b, ids joined by '+'. ``all=R`` is kept
     as the key -1 and expanded when the clients are known (``expand_client_ranks``)."""
     out: dict[int, int] = {}
     for item in (part.strip() for part in text.split(",") if part.strip()):

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from drake_bench.protocol import (
+from drake_bench.plugins.protocol import (
     ClientContext,
     Diagnostic,
     FederationContext,
@@ -22,7 +22,7 @@ from drake_bench.protocol import (
     ModelIdentity,
     State,
 )
-from drake_bench.sample import MethodSample
+from drake_bench.benchmarks.sample import MethodSample
 
 from ..lora_clients import LoraClients, average
 from . import accounting, hetlora, rela

@@ -36,8 +36,8 @@ import torch
 from pydantic import ConfigDict, Field, field_validator
 
 from drake_bench.errors import DrakeBenchError
-from drake_bench.protocol import ClientContext, Diagnostic, Message, MethodMeta, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Diagnostic, Message, MethodMeta, State
+from drake_bench.benchmarks.sample import MethodSample
 
 from ..fedit import FedIT
 from ..lora_clients import LoraClients, LoraSettings, average

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from drake_bench.errors import DrakeBenchError
-from drake_bench.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
+from drake_bench.benchmarks.sample import MethodSample
 
 from ..lora_clients import CanonicalLoraClients, LoraMethod, average
 from .accounting import paper_floats, reduction, uplink_floats

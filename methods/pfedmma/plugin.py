@@ -13,8 +13,8 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from drake_bench.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
+from drake_bench.benchmarks.sample import MethodSample
 
 from ..lora_clients import (CanonicalLoraClients, LoraMethod, average, model_loader_field, offload_dir_field,
                             packed_training_field, segment_attention_field)

@@ -34,8 +34,8 @@ import torch
 import torch.nn.functional as F
 
 from drake_bench.models.adapters import LLM_LINEAR_TARGETS
-from drake_bench.protocol import FederationContext
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import FederationContext
+from drake_bench.benchmarks.sample import MethodSample
 
 from ..lora_clients import LoraClients
 from .config import RoundSettings

@@ -5,7 +5,7 @@ The paper's clients are mixture-of-experts stacks whose components are keyed by 
 a shared-shared expert, per-task heads. A forward pass for task o of type t on modalities M_o goes through four
 routes, shared-shared, shared-task, modality-task and modality-shared, whose pooled outputs are averaged.
 
-drake_bench's methods never see a task's identity (the leakage guard: a :class:`~drake_bench.sample.MethodSample`
+drake_bench's methods never see a task's identity (the leakage guard: a :class:`~drake_bench.benchmarks.sample.MethodSample`
 carries images, question, choices, answer and ``answer_type``, never a task id). What they do see is exactly
 what the paper's keys are made of:
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
-from drake_bench.sample import AnswerType, MethodSample
+from drake_bench.benchmarks.sample import AnswerType, MethodSample
 
 MODALITIES: tuple[str, ...] = ("text", "image", "images")
 """Input modality of an item by its number of images: none, one, several."""

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from drake_bench.sample import MethodSample
+from drake_bench.benchmarks.sample import MethodSample
 
 PREFIX = "mem/"
 

@@ -22,7 +22,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
-    from drake_bench.results import RunResult
+    from drake_bench.results.result_file import RunResult
 
 CLIENT_PREFIX = "client/"
 TOTAL = "all keys"
@@ -112,7 +112,7 @@ def plot_replacements(results: Sequence["RunResult"], path: str | Path) -> "Figu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from drake_bench.results import read_result
+    from drake_bench.results.result_file import read_result
 
     ap = argparse.ArgumentParser(description="TAP's cumulative replacements per task key over rounds, from result files.")
     ap.add_argument("results", nargs="+", type=Path)

@@ -19,8 +19,8 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from drake_bench.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
-from drake_bench.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
+from drake_bench.benchmarks.sample import MethodSample
 
 from ..lora_clients import LoraMethod, average
 from .aggregation import aggregate, component_of, view_for

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drake_bench.spec import Choice, FLConfig, SubsamplingRule
+from drake_bench.benchmarks.spec import Choice, FLConfig, SubsamplingRule
 
 PAPER = (
     "Not All Clients Are Equal: Collaborative Model Personalization on Heterogeneous Multi-Modal "
@@ -87,7 +87,7 @@ COMMON_CHOICES = [
 def source_rule(rule: dict[str, Any], download: list[list[str]], expected_items: int | None = None) -> dict[str, Any]:
     """A task's ``source.rule`` with what to download from where (``download``: ``[what, url]`` pairs, listed by
     ``drake-bench sources check``) and, where the publisher's release gives it, the pool size the build expects
-    (``expected_items``: a build yielding far fewer fails; see drake_bench.sources)."""
+    (``expected_items``: a build yielding far fewer fails; see drake_bench.benchmarks.sources)."""
     out = {**rule, "download": [list(d) for d in download]}
     if expected_items is not None:
         out["expected_items"] = int(expected_items)

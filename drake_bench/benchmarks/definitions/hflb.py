@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from drake_bench.sample import AnswerType
-from drake_bench.spec import AsyncDefaults, BenchmarkSpec, Choice, ClientSpec, ModelAllocation, ScenarioDefaults, SourceSpec, TaskSpec
-from drake_bench.definitions._common import COMMON_CHOICES, PAPER, SUBSAMPLING, SUBSAMPLING_CHOICES, fl, source_rule
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.spec import AsyncDefaults, BenchmarkSpec, Choice, ClientSpec, ModelAllocation, ScenarioDefaults, SourceSpec, TaskSpec
+from drake_bench.benchmarks.definitions._common import COMMON_CHOICES, PAPER, SUBSAMPLING, SUBSAMPLING_CHOICES, fl, source_rule
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 

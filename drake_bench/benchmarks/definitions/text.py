@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from drake_bench.sample import AnswerType
-from drake_bench.spec import BenchmarkSpec, Choice, ClientSpec, ModelAllocation, ScenarioDefaults, SourceSpec, TaskSpec, TestSourceSpec
-from drake_bench.definitions._common import COMMON_CHOICES, PAPER, SUBSAMPLING, SUBSAMPLING_CHOICES, fl, source_rule
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.spec import BenchmarkSpec, Choice, ClientSpec, ModelAllocation, ScenarioDefaults, SourceSpec, TaskSpec, TestSourceSpec
+from drake_bench.benchmarks.definitions._common import COMMON_CHOICES, PAPER, SUBSAMPLING, SUBSAMPLING_CHOICES, fl, source_rule
 
 FREE = AnswerType.FREE_TEXT
 L1, L3, L8 = "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b"

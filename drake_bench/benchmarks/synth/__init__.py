@@ -6,7 +6,7 @@ benchmarks (loader name ``"synth"``), so everything past the source is shared.
 
 from __future__ import annotations
 
-from drake_bench.synth.builder import SYNTH_BENCHMARKS, build_synth, ensure_built
-from drake_bench.synth.public import corpus_texts, public_mix, public_text_mix
+from drake_bench.benchmarks.synth.builder import SYNTH_BENCHMARKS, build_synth, ensure_built
+from drake_bench.benchmarks.synth.public import corpus_texts, public_mix, public_text_mix
 
 __all__ = ["SYNTH_BENCHMARKS", "build_synth", "corpus_texts", "ensure_built", "public_mix", "public_text_mix"]

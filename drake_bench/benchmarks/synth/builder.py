@@ -1,6 +1,6 @@
 """Build embedded benchmarks through the shared builder, and build them on first use.
 
-``build_synth`` wraps :func:`drake_bench.build.build_benchmark` (same subsampling, same
+``build_synth`` wraps :func:`drake_bench.benchmarks.build.build_benchmark` (same subsampling, same
 Parquet layout) and records the synth scale and generator version in build_info.json.
 """
 
@@ -10,13 +10,13 @@ import shutil
 import warnings
 from pathlib import Path
 
-from drake_bench.build import DONE_MARK, build_benchmark, build_lock, is_built, read_task_mark
+from drake_bench.benchmarks.build import DONE_MARK, build_benchmark, build_lock, is_built, read_task_mark
 from drake_bench.errors import DrakeBenchError
-from drake_bench.manifest import available_benchmarks, load_benchmark
-from drake_bench.spec import BenchmarkSpec
-from drake_bench.store import BUILD_INFO, built_root, finalize_build
-from drake_bench.synth.loader import _scale, current_scale
-from drake_bench.synth.world import GENERATOR_VERSION
+from drake_bench.benchmarks.manifest import available_benchmarks, load_benchmark
+from drake_bench.benchmarks.spec import BenchmarkSpec
+from drake_bench.benchmarks.store import BUILD_INFO, built_root, finalize_build
+from drake_bench.benchmarks.synth.loader import _scale, current_scale
+from drake_bench.benchmarks.synth.world import GENERATOR_VERSION
 
 SYNTH_BENCHMARKS = ("drake-synth", "hflb-synth", "fedllm-synth")
 
@@ -28,11 +28,11 @@ def _stamp(spec: BenchmarkSpec, scale: float) -> dict:
 def _matches(root: Path, spec: BenchmarkSpec, scale: float) -> bool:
     """Whether ``root`` holds a finished build of ``spec`` at ``scale``. A build record that does not read (the data
     folder is shared, or was copied) is no build of it: the benchmark is built again, which rewrites the record (tasks
-    whose marks match are kept, see :func:`drake_bench.build.build_benchmark`), and a warning says so."""
+    whose marks match are kept, see :func:`drake_bench.benchmarks.build.build_benchmark`), and a warning says so."""
     if not is_built(root):
         return False
     from drake_bench.errors import JSONFileError
-    from drake_bench.json_files import MANIFEST_MAX_BYTES, read_json
+    from drake_bench.core.json_files import MANIFEST_MAX_BYTES, read_json
 
     path = root / BUILD_INFO
     try:  # the limit BuiltBenchmark.open reads the same file with

@@ -15,10 +15,10 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from drake_bench.manifest import load_benchmark
-from drake_bench.sample import Sample
-from drake_bench.spec import BenchmarkSpec, TaskSpec
-from drake_bench.synth.render import font
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.benchmarks.sample import Sample
+from drake_bench.benchmarks.spec import BenchmarkSpec, TaskSpec
+from drake_bench.benchmarks.synth.render import font
 
 CELL = 112
 LEARNABILITY_FILE = "learnability.json"
@@ -65,7 +65,7 @@ def render_grid(benchmark: str | BenchmarkSpec, task_id: str, n: int = 4) -> Ima
 
 def learnability() -> dict[str, Any]:
     """Numbers written by scripts/bench_synth_learnability.py (empty when never run)."""
-    res = resources.files("drake_bench.synth").joinpath(LEARNABILITY_FILE)
+    res = resources.files("drake_bench.benchmarks.synth").joinpath(LEARNABILITY_FILE)
     try:
         return json.loads(res.read_text())
     except FileNotFoundError:

@@ -1,19 +1,19 @@
 """Specs of the embedded benchmarks: drake-synth, hflb-synth, fedllm-synth (manifests are generated from these).
 
-Structure mirrors the real benchmarks (``drake_bench.definitions``; docs/design-notes.md#toy-scale): DRAKE's 10 clients
+Structure mirrors the real benchmarks (``drake_bench.benchmarks.definitions``; docs/design-notes.md#toy-scale): DRAKE's 10 clients
 x 4 ordered tasks with the same groups on the same client ids plus 7 unseen tasks,
 HFLB's 9 clients x 4 question-type tasks, Fed-LLM-Large's 52 clients x 2 tasks.
 """
 
 from __future__ import annotations
 
-from drake_bench.sample import AnswerType
-from drake_bench.spec import (
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.spec import (
     AsyncDefaults, BenchmarkSpec, Choice, ClientSpec, DirichletDefaults, FLConfig, ModelAllocation,
     ScenarioDefaults, SourceSpec, StorageRule, SubsamplingRule, TaskSizes, TaskSpec,
 )
-from drake_bench.synth.loader import DOMAIN_VERSION
-from drake_bench.synth.registry import get_generator
+from drake_bench.benchmarks.synth.loader import DOMAIN_VERSION
+from drake_bench.benchmarks.synth.registry import get_generator
 
 DEFAULT_POOL = 250
 LARGE_POOL = 500
@@ -56,7 +56,7 @@ METRIC = {
 
 # -- drake-synth ---------------------------------------------------------------------
 # client -> (group, [(generator, split, real counterpart)] in Dynamic order); mirrors the FedMosaic paper's Table 37
-# (drake_bench.definitions.drake.TABLE_37).
+# (drake_bench.benchmarks.definitions.drake.TABLE_37).
 DRAKE_CLIENTS: dict[int, tuple[str, list[tuple[str, str, str]]]] = {
     1: ("visual-relation", [
         ("rel-count-across", "fashion-relation", "Fashion200K ClothCombination"),
@@ -118,7 +118,7 @@ DRAKE_UNSEEN: list[tuple[str, str, str]] = [
     ("un-contrast-caption", "novel-task-type", "Mantis contrast-caption (seen images)"),
     ("un-contrast-caption-night", "novel-visual-domain", "Mantis contrast-caption (unseen images)"),
 ]
-DRAKE_DIRICHLET = [  # analogues of drake's ten Dirichlet tasks (drake_bench.definitions.drake.DIRICHLET_TASKS)
+DRAKE_DIRICHLET = [  # analogues of drake's ten Dirichlet tasks (drake_bench.benchmarks.definitions.drake.DIRICHLET_TASKS)
     "rel-edit-instruction", "rel-spatial", "rel-statement-count", "rsn-metaphor-match", "rsn-idiom-match",
     "rsn-bongard-relation", "rsn-bongard-concept", "icon-shape-mc", "icon-count-easy", "vqa-quality-yesno",
 ]
@@ -135,7 +135,7 @@ def _task(dataset: str, gen_name: str, group: str, split: str, counterpart: str,
     tid = task_id or gen_name
     n = pool or (LARGE_POOL if tid in LARGE_TASKS else DEFAULT_POOL)
     n_train = int(round(n * 0.8))
-    n_val = max(1, int(round(n_train * SYNTH_SUBSAMPLING.validation_ratio)))  # drake_bench.build.validation_size
+    n_val = max(1, int(round(n_train * SYNTH_SUBSAMPLING.validation_ratio)))  # drake_bench.benchmarks.build.validation_size
     domain = (extra_rule or {}).get("visual_domain")
     version = max(gen.version, DOMAIN_VERSION) if domain else gen.version
     description = gen.description + (f" Rendered as {DOMAIN_WORDS[domain]}." if domain else "")
@@ -366,14 +366,14 @@ FEDLLM_POOL = 60
 
 def fedllm_clients() -> dict[int, tuple[str, list[str]]]:
     """52 clients: 18 flan, 24 aya (4 per synthetic language), 10 chatbot; 2 distinct task types each [R]."""
-    from drake_bench.synth.text import CHAT, FLAN
+    from drake_bench.benchmarks.synth.text import CHAT, FLAN
 
     out: dict[int, tuple[str, list[str]]] = {}
     cid = 1
     for i in range(18):
         out[cid] = ("flan", [FLAN[i % 6], FLAN[(i + 1 + i // 6) % 6]])
         cid += 1
-    from drake_bench.synth.world import LANGUAGES
+    from drake_bench.benchmarks.synth.world import LANGUAGES
 
     for lang in LANGUAGES:
         for j in range(4):

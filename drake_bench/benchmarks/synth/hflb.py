@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from drake_bench.sample import AnswerType
-from drake_bench.synth.registry import YES_NO, Item, generator, mc, yn
-from drake_bench.synth.relation import one, two_related
-from drake_bench.synth.render import render
-from drake_bench.synth.vqa import dish
-from drake_bench.synth.world import COLORS, NUMBER_WORDS, SHAPES, Obj, Scene, an, other, place, plural, random_obj
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.synth.registry import YES_NO, Item, generator, mc, yn
+from drake_bench.benchmarks.synth.relation import one, two_related
+from drake_bench.benchmarks.synth.render import render
+from drake_bench.benchmarks.synth.vqa import dish
+from drake_bench.benchmarks.synth.world import COLORS, NUMBER_WORDS, SHAPES, Obj, Scene, an, other, place, plural, random_obj
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 COLS = list(COLORS)

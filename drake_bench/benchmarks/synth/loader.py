@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from drake_bench.errors import SourceError, UnknownNameError
-from drake_bench.sample import Sample
-from drake_bench.spec import TaskSpec
-from drake_bench.synth.registry import Generator, get_generator
-from drake_bench.synth.render import group_domain
-from drake_bench.synth.world import GENERATOR_VERSION, GROUP_DOMAINS
+from drake_bench.benchmarks.sample import Sample
+from drake_bench.benchmarks.spec import TaskSpec
+from drake_bench.benchmarks.synth.registry import Generator, get_generator
+from drake_bench.benchmarks.synth.render import group_domain
+from drake_bench.benchmarks.synth.world import GENERATOR_VERSION, GROUP_DOMAINS
 
 DOMAIN_VERSION = 6
 """First generator version that knows ``visual_domain`` (an older one would silently draw plain scenes)."""

@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from drake_bench.sample import AnswerType, Sample
-from drake_bench.synth.render import group_domain, render
-from drake_bench.synth.world import (
+from drake_bench.benchmarks.sample import AnswerType, Sample
+from drake_bench.benchmarks.synth.render import group_domain, render
+from drake_bench.benchmarks.synth.world import (
     BASE_WORDS, COLORS, DISTORTIONS, DOMAINS, GROUP_DOMAINS, LANGUAGES, SHAPES, SIZES, STATES, STYLES, Obj, Scene,
     place, random_obj, rng_for, translate,
 )
@@ -342,7 +342,7 @@ def vocabulary() -> tuple[str, ...]:
     of the task generators' answers and options (names, numbers, "o'clock"), sorted. Their surface forms only: which
     word answers which question about which picture is nothing the mix says."""
     words = set(BASE_WORDS)
-    from drake_bench.synth.registry import iter_generators
+    from drake_bench.benchmarks.synth.registry import iter_generators
 
     for gen in iter_generators():
         for i in range(20):
@@ -412,7 +412,7 @@ def corpus_texts(per_task: int = 20, public: int = 400) -> Iterator[str]:
         yield s.question
         yield s.answer
     try:
-        from drake_bench.synth.registry import iter_generators
+        from drake_bench.benchmarks.synth.registry import iter_generators
     except ImportError:  # pragma: no cover - registry not importable
         return
     for gen in iter_generators():

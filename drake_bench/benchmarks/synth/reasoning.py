@@ -15,7 +15,7 @@ marks, which image is the one not calm), the format of the relation group's crac
 learns such a question from a few hundred items, while a same/different comparison across images it
 hardly learns when the comparison is one task among several.
 
-Implementations that only archived benchmark versions draw are in :mod:`drake_bench.synth.legacy`;
+Implementations that only archived benchmark versions draw are in :mod:`drake_bench.benchmarks.synth.legacy`;
 docs/findings/synth-generator-history.md says why each was replaced.
 """
 
@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from drake_bench.sample import AnswerType
-from drake_bench.synth.registry import YES_NO, Item, generator, image_options, yn
-from drake_bench.synth.relation import consistent, one, two_related
-from drake_bench.synth.render import render
-from drake_bench.synth.world import COLOR_FIGURES, COLORS, SHAPE_FIGURES, SHAPES, STATES, Obj, Scene, other, place, random_obj
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.synth.registry import YES_NO, Item, generator, image_options, yn
+from drake_bench.benchmarks.synth.relation import consistent, one, two_related
+from drake_bench.benchmarks.synth.render import render
+from drake_bench.benchmarks.synth.world import COLOR_FIGURES, COLORS, SHAPE_FIGURES, SHAPES, STATES, Obj, Scene, other, place, random_obj
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 COLS = list(COLORS)

@@ -8,7 +8,7 @@ A generator name can hold several implementations, each tagged with the generato
 that introduced it. A manifest's task rule names the version it was built with, and the
 registry serves the newest implementation not newer than that: an older benchmark version
 (``drake-synth@1.3.0``) keeps building byte for byte after a generator is redesigned. Superseded
-implementations live in :mod:`drake_bench.synth.legacy`, which :func:`get_generator` loads with the
+implementations live in :mod:`drake_bench.benchmarks.synth.legacy`, which :func:`get_generator` loads with the
 family modules.
 """
 
@@ -22,13 +22,13 @@ import numpy as np
 from PIL import Image
 
 from drake_bench.errors import UnknownNameError
-from drake_bench.sample import AnswerType
-from drake_bench.synth.world import BASE_VERSION, GENERATOR_VERSION, rng_for
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.synth.world import BASE_VERSION, GENERATOR_VERSION, rng_for
 
 
 @dataclass
 class Item:
-    """One generated item before it becomes a :class:`~drake_bench.sample.Sample`."""
+    """One generated item before it becomes a :class:`~drake_bench.benchmarks.sample.Sample`."""
 
     images: list[Image.Image]
     question: str

@@ -8,17 +8,17 @@ The group's own skill is defect inspection: every relation client has a task tha
 one, as image quality is the VQA clients' own skill. A skill only the group teaches is what lets its
 clients gain more from each other than from other groups; counting and colours, which every group
 teaches, would not. Generators that only archived benchmark versions draw are in
-:mod:`drake_bench.synth.legacy`.
+:mod:`drake_bench.benchmarks.synth.legacy`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from drake_bench.sample import AnswerType
-from drake_bench.synth.registry import YES_NO, Item, generator, yn
-from drake_bench.synth.render import render
-from drake_bench.synth.world import an, plural, COLORS, DIRECTIONS, SHAPES, STYLES, Obj, Scene, other, place, random_obj
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.synth.registry import YES_NO, Item, generator, yn
+from drake_bench.benchmarks.synth.render import render
+from drake_bench.benchmarks.synth.world import an, plural, COLORS, DIRECTIONS, SHAPES, STYLES, Obj, Scene, other, place, random_obj
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 COLS = list(COLORS)

@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont
 
-from drake_bench.synth.world import COLORS, DOMAINS, GROUP_DOMAINS, SIZES, Obj, Scene
+from drake_bench.benchmarks.synth.world import COLORS, DOMAINS, GROUP_DOMAINS, SIZES, Obj, Scene
 
 SIDE = 64
 _group_domain: contextvars.ContextVar[str | None] = contextvars.ContextVar("synth_group_domain", default=None)

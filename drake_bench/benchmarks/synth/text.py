@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from drake_bench.sample import AnswerType
-from drake_bench.synth.registry import Item, generator
-from drake_bench.synth.world import COLORS, CORNERS, DISH_ORIGIN, DISHES, LANGUAGES, NUMBER_WORDS, PLACES, SHAPES, an, plural, translate
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.synth.registry import Item, generator
+from drake_bench.benchmarks.synth.world import COLORS, CORNERS, DISH_ORIGIN, DISHES, LANGUAGES, NUMBER_WORDS, PLACES, SHAPES, an, plural, translate
 
 FT = AnswerType.FREE_TEXT
 COLS = list(COLORS)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from drake_bench.sample import AnswerType
-from drake_bench.synth.registry import Item, generator, image_options
-from drake_bench.synth.relation import edit_pair, not_matching, one, two_related
-from drake_bench.synth.render import render
-from drake_bench.synth.vqa import dish
-from drake_bench.synth.world import an, COLORS, DISHES, SHAPES, STYLES, Obj, Scene, other, place, random_obj
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.synth.registry import Item, generator, image_options
+from drake_bench.benchmarks.synth.relation import edit_pair, not_matching, one, two_related
+from drake_bench.benchmarks.synth.render import render
+from drake_bench.benchmarks.synth.vqa import dish
+from drake_bench.benchmarks.synth.world import an, COLORS, DISHES, SHAPES, STYLES, Obj, Scene, other, place, random_obj
 
 MC, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.OPEN
 COLS = list(COLORS)

@@ -10,11 +10,11 @@ from functools import partial
 
 import numpy as np
 
-from drake_bench.sample import AnswerType
-from drake_bench.synth.registry import YES_NO, Item, generator, image_options, mc, yn
-from drake_bench.synth.relation import one
-from drake_bench.synth.render import render, render_bars, render_clock
-from drake_bench.synth.world import (
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.synth.registry import YES_NO, Item, generator, image_options, mc, yn
+from drake_bench.benchmarks.synth.relation import one
+from drake_bench.benchmarks.synth.render import render, render_bars, render_clock
+from drake_bench.benchmarks.synth.world import (
     plural, COLORS, CORNERS, DISH_ORIGIN, DISHES, DISTORTIONS, PLACES, SHAPES, Obj, Scene, other, place, random_obj,
 )
 

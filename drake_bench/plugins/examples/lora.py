@@ -17,9 +17,9 @@ from __future__ import annotations
 import torch
 from pydantic import BaseModel, Field
 
-from drake_bench import models  # the public model API: ModelPool, lora_config, train_step, predict
+import drake_bench.models as models  # the public model API: ModelPool, lora_config, train_step, predict
 from drake_bench.models import identity  # what fixes the zoo's weights; the engine's inference settings
-from drake_bench.protocol import ClientContext, FederationContext, Message, MethodMeta, ModelIdentity, State
+from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, MethodMeta, ModelIdentity, State
 
 
 class LoRAExample:

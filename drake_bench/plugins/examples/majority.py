@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from pydantic import BaseModel, Field
 
-from drake_bench.protocol import ClientContext, FederationContext, Message, MethodMeta, State
+from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, MethodMeta, State
 
 
 class MajorityAnswer:

@@ -1,7 +1,7 @@
 """Superseded multi-modal reasoning generators, kept only so archived drake-synth versions rebuild byte for byte.
 
 Each function is the implementation an archived manifest's ``generator_version`` selects (see
-:mod:`drake_bench.synth.registry`); the current ones live in :mod:`drake_bench.synth.reasoning`.
+:mod:`drake_bench.benchmarks.synth.registry`); the current ones live in :mod:`drake_bench.benchmarks.synth.reasoning`.
 Result files cite the data hashes these bodies produce, so they are frozen: never edit one. Why
 each was replaced is in docs/findings/synth-generator-history.md.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from drake_bench.sample import AnswerType
-from drake_bench.synth.reasoning import bongard, common, common_figure, in_state, near_misses, pick_among, state_odd_out
-from drake_bench.synth.registry import YES_NO, Item, generator, image_options, yn
-from drake_bench.synth.relation import consistent, one
-from drake_bench.synth.render import render
-from drake_bench.synth.world import an, COLORS, SHAPES, STATES, Obj, Scene, other, place, random_obj
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.synth.reasoning import bongard, common, common_figure, in_state, near_misses, pick_among, state_odd_out
+from drake_bench.benchmarks.synth.registry import YES_NO, Item, generator, image_options, yn
+from drake_bench.benchmarks.synth.relation import consistent, one
+from drake_bench.benchmarks.synth.render import render
+from drake_bench.benchmarks.synth.world import an, COLORS, SHAPES, STATES, Obj, Scene, other, place, random_obj
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 COLS = list(COLORS)

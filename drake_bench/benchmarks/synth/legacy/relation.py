@@ -1,7 +1,7 @@
 """Superseded visual-relation generators, kept only so archived drake-synth versions rebuild byte for byte.
 
 Archived manifests (drake-synth 1.3.0 to 1.6.0) still name these tasks; no current manifest does (the
-current relation tasks are in :mod:`drake_bench.synth.relation`). Result files cite the data hashes these
+current relation tasks are in :mod:`drake_bench.benchmarks.synth.relation`). Result files cite the data hashes these
 bodies produce, so they are frozen: never edit one.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from drake_bench.sample import AnswerType
-from drake_bench.synth.registry import YES_NO, Item, generator, yn
-from drake_bench.synth.relation import quantified
-from drake_bench.synth.render import render
-from drake_bench.synth.world import an, COLORS, Scene, place, random_obj
+from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.benchmarks.synth.registry import YES_NO, Item, generator, yn
+from drake_bench.benchmarks.synth.relation import quantified
+from drake_bench.benchmarks.synth.render import render
+from drake_bench.benchmarks.synth.world import an, COLORS, Scene, place, random_obj
 
 YN = AnswerType.YES_NO
 COLS = list(COLORS)
