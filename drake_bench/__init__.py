@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from drake_bench._version import __version__
-
+from drake_bench.benchmarks.manifest import available_benchmarks, load_benchmark  # noqa: E402
+from drake_bench.benchmarks.sample import AnswerType, MethodSample, Sample  # noqa: E402
+from drake_bench.benchmarks.spec import BenchmarkSpec, ClientSpec, TaskSpec  # noqa: E402
 from drake_bench.errors import (  # noqa: E402
     CheckpointError,
     DataError,
@@ -18,7 +20,9 @@ from drake_bench.errors import (  # noqa: E402
     ScenarioError,
     UnknownNameError,
 )
-from drake_bench.benchmarks.manifest import available_benchmarks, load_benchmark  # noqa: E402
+from drake_bench.evaluation.standalone import evaluate_client  # noqa: E402
+from drake_bench.evaluator.run_config import RunConfig  # noqa: E402
+from drake_bench.evaluator.standard import run  # noqa: E402
 from drake_bench.plugins.protocol import (  # noqa: E402
     AdaptationInit,
     ClientContext,
@@ -30,22 +34,15 @@ from drake_bench.plugins.protocol import (  # noqa: E402
     ModelIdentity,
     PostFederation,
     ReportsClientDiagnostics,
-    TrainsClientsTogether,
     ReportsDiagnostics,
     ReportsModels,
     State,
+    TrainsClientsTogether,
 )
 from drake_bench.plugins.registry import available_methods, create_method, register_method  # noqa: E402
-from drake_bench.evaluator.run_config import RunConfig  # noqa: E402
-from drake_bench.benchmarks.sample import AnswerType, MethodSample, Sample  # noqa: E402
-from drake_bench.streams.scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario  # noqa: E402
-from drake_bench.benchmarks.spec import BenchmarkSpec, ClientSpec, TaskSpec  # noqa: E402
-from drake_bench.streams.stream import ClientStream, FederatedData, load_client_stream, load_federated_data  # noqa: E402
-
-from drake_bench.evaluator.standard import run  # noqa: E402
-from drake_bench.evaluation.standalone import evaluate_client  # noqa: E402
 from drake_bench.runner import run_methods  # noqa: E402
-
+from drake_bench.streams.scenarios import Asynchronous, Dirichlet, Dynamic, Static, parse_scenario  # noqa: E402
+from drake_bench.streams.stream import ClientStream, FederatedData, load_client_stream, load_federated_data  # noqa: E402
 
 __all__ = [
     "__version__",

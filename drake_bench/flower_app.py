@@ -15,13 +15,13 @@ import os
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from drake_bench.evaluator.standard import _run_locked
 from drake_bench.backends.flower import FlowerClients, client_app
 from drake_bench.backends.worker_process import import_target
-from drake_bench.core.lock import TOKEN_ENV, RunLock
 from drake_bench.benchmarks.manifest import load_benchmark
-from drake_bench.plugins.registry import register_method
+from drake_bench.core.lock import TOKEN_ENV, RunLock
 from drake_bench.evaluator.run_config import RunConfig
+from drake_bench.evaluator.standard import _run_locked
+from drake_bench.plugins.registry import register_method
 
 __all__ = ["client_app", "server_app"]
 

@@ -5,6 +5,10 @@ import importlib
 import sys
 import warnings
 
-warnings.warn("drake_bench.protocol moved to drake_bench.plugins.protocol; import from there (or from drake_bench itself): "
-              "the old path goes in drake_bench 0.2", DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "drake_bench.protocol moved to drake_bench.plugins.protocol; import from there (or from drake_bench itself): "
+    "the old path goes in drake_bench 0.2",
+    DeprecationWarning,
+    stacklevel=2,
+)
 sys.modules[__name__] = importlib.import_module("drake_bench.plugins.protocol")

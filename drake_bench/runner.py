@@ -16,19 +16,19 @@ from __future__ import annotations
 
 import os
 import time
-from contextlib import nullcontext
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from rich.console import Console
 
-from drake_bench.core import numerics
-from drake_bench.errors import DrakeBenchError, UnknownNameError
 from drake_bench.backends.worker_process import hidden_main, registered_targets
+from drake_bench.core import numerics
 from drake_bench.core.lock import RunLock
 from drake_bench.core.progress import TimeLeft, format_duration
-from drake_bench.results.result_file import RunResult
+from drake_bench.errors import DrakeBenchError, UnknownNameError
 from drake_bench.evaluator.run_config import RunConfig
+from drake_bench.results.result_file import RunResult
 
 
 def default_jobs() -> int:
@@ -56,8 +56,8 @@ def _worker(config_json: str, threads: int) -> tuple[str, str]:
     """Run one method in a worker process; errors come back as text (custom exceptions do not pickle)."""
     import torch
 
-    from drake_bench.evaluator.standard import RunCallbacks, run
     from drake_bench.core.progress import quiet_libraries
+    from drake_bench.evaluator.standard import RunCallbacks, run
 
     queue = _progress_queue
     quiet_libraries()
@@ -68,7 +68,14 @@ def _worker(config_json: str, threads: int) -> tuple[str, str]:
 
     class Callbacks(RunCallbacks):
         def on_round(self, seed: int, round_idx: int, total: int) -> None:
-            queue.put((cfg.method, seeds.index(seed) * total + round_idx, total * len(seeds), f"seed {seed} round {round_idx + 1}/{total}"))
+            queue.put(
+                (
+                    cfg.method,
+                    seeds.index(seed) * total + round_idx,
+                    total * len(seeds),
+                    f"seed {seed} round {round_idx + 1}/{total}",
+                )
+            )
 
         def on_eval(self, seed: int, round_idx: int) -> None:
             queue.put((cfg.method, None, None, f"seed {seed} evaluating after round {round_idx + 1}"))
@@ -110,8 +117,10 @@ def prepare_tiny_models(names: Sequence[str], console: Console) -> None:
     from drake_bench.models.pretrain import DEFAULT_RECIPE, checkpoint_dir, ensure_pretrained, is_pretrained
 
     for name in [n for n in tiny if not is_pretrained(n)]:
-        note = (f"pretraining {name} once (recipe {DEFAULT_RECIPE.version}; cached in {checkpoint_dir(name).parent}; "
-                "the first multimodal model also trains the shared vision tower, about 4 minutes)")
+        note = (
+            f"pretraining {name} once (recipe {DEFAULT_RECIPE.version}; cached in {checkpoint_dir(name).parent}; "
+            "the first multimodal model also trains the shared vision tower, about 4 minutes)"
+        )
         if not console.is_terminal:
             console.print(note, highlight=False)
         with console.status(note):
@@ -129,8 +138,11 @@ def verify_tiny_models(names: Sequence[str], console: Console) -> None:
         path = verify_shipped(name)
         size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
         sha = shipped_identity(name)["weights_sha256"]
-        console.print(f"verified {name}: shipped weights sha256 {sha[:12]}..., {size / 1e6:.1f} MB "
-                      f"({time.perf_counter() - started:.2f} s)", highlight=False)
+        console.print(
+            f"verified {name}: shipped weights sha256 {sha[:12]}..., {size / 1e6:.1f} MB "
+            f"({time.perf_counter() - started:.2f} s)",
+            highlight=False,
+        )
         console.file.flush()  # a log or pipe shows each line as it happens
 
 
@@ -146,11 +158,19 @@ def _run_in_workers(configs: Sequence[RunConfig], jobs: int, threads: int, conso
     q = ctx.Queue()  # a plain queue (no manager process that could outlive a killed run)
     started = time.perf_counter()
     left = TimeLeft()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False, disable=not console.is_terminal) as bar:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+        disable=not console.is_terminal,
+    ) as bar:
         tasks = {c.method: bar.add_task(f"{c.method}: starting", total=None) for c in configs}
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(q, os.getpid(), registered_targets())) as pool:
+        with ProcessPoolExecutor(
+            max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=(q, os.getpid(), registered_targets())
+        ) as pool:
             with hidden_main():  # the workers start on submit; they must not run the caller's script again
                 futures = [pool.submit(_worker, c.model_dump_json(), threads) for c in configs]
             pending = set(futures)
@@ -203,8 +223,9 @@ class SomeRunsFailed(DrakeBenchError):
         super().__init__(lines[0] if len(lines) == 1 and not results else head + ":\n" + "\n".join(lines))
 
 
-def run_methods(configs: Sequence[RunConfig], jobs: int | None = None, threads: int = 1,
-                console: Console | None = None) -> list[RunResult]:
+def run_methods(
+    configs: Sequence[RunConfig], jobs: int | None = None, threads: int = 1, console: Console | None = None
+) -> list[RunResult]:
     """Run each config (one method each; same benchmark) and return their results in the order given.
 
     Args:
@@ -224,7 +245,9 @@ def run_methods(configs: Sequence[RunConfig], jobs: int | None = None, threads: 
     if repeated:  # two runs of one method would write the same result file
         raise DrakeBenchError(f"methods listed more than once: {', '.join(repeated)}")
     if len({(c.benchmark, c.data_dir, c.revision, c.allocation) for c in configs}) != 1:
-        raise DrakeBenchError("run_methods runs configs of one benchmark, data folder, revision and allocation together")
+        raise DrakeBenchError(
+            "run_methods runs configs of one benchmark, data folder, revision and allocation together"
+        )
     console = console or Console(stderr=True)
     first = configs[0]
     with RunLock(first.out) if len({c.out for c in configs}) == 1 else nullcontext():
@@ -247,8 +270,8 @@ def _run_on_flower(configs: list[RunConfig], threads: int, console: Console) -> 
     floating-point reductions (so the numbers) depend on it."""
     import torch
 
-    from drake_bench.evaluator.standard import RunCallbacks, run_on_flower
     from drake_bench.core.progress import quiet_libraries
+    from drake_bench.evaluator.standard import RunCallbacks, run_on_flower
 
     if len({c.backend for c in configs}) != 1:
         raise DrakeBenchError("run_methods runs configs of one backend together")
@@ -256,8 +279,9 @@ def _run_on_flower(configs: list[RunConfig], threads: int, console: Console) -> 
 
     class Lines(RunCallbacks):
         def on_round(self, seed: int, round_idx: int, total: int) -> None:
-            console.print(f"[{time.perf_counter() - started:5.0f} s] seed {seed} round {round_idx + 1}/{total}",
-                          highlight=False)
+            console.print(
+                f"[{time.perf_counter() - started:5.0f} s] seed {seed} round {round_idx + 1}/{total}", highlight=False
+            )
 
     quiet_libraries()
     before = torch.get_num_threads()

@@ -67,9 +67,13 @@ class TuningRecord(BaseModel):
     split: Literal["validation"] = Field(default="validation", description="The split every point was scored on.")
     criterion: str = Field(description="The summary metric maximised (drake_bench.tuning.CRITERIA).")
     grid: dict[str, list[Any]] = Field(description="Each tuned key's candidate values, in the order they were tried.")
-    base_config: dict[str, Any] = Field(description="The RunConfig every point shares (its method_config before the grid's values).")
+    base_config: dict[str, Any] = Field(
+        description="The RunConfig every point shares (its method_config before the grid's values)."
+    )
     points: list[TuningPoint] = Field(default_factory=list, description="The points run so far, in grid order.")
-    selected: dict[str, Any] | None = Field(default=None, description="The best point's settings once every point has run.")
+    selected: dict[str, Any] | None = Field(
+        default=None, description="The best point's settings once every point has run."
+    )
     package_version: str
 
 
@@ -131,8 +135,13 @@ def _write(record: TuningRecord, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def tune(config: RunConfig, grid: dict[str, list[Any]], criterion: str = "self_last",
-         out: str | Path | None = None, run: Callable[[RunConfig], Any] | None = None) -> TuningRecord:
+def tune(
+    config: RunConfig,
+    grid: dict[str, list[Any]],
+    criterion: str = "self_last",
+    out: str | Path | None = None,
+    run: Callable[[RunConfig], Any] | None = None,
+) -> TuningRecord:
     """Run ``config`` at every point of ``grid`` scored on the validation split, and write ``<out>/tuning.json``.
 
     ``config`` is the run to tune (its ``method_config`` holds the fixed settings; a key may not be both fixed and
@@ -161,11 +170,19 @@ def tune(config: RunConfig, grid: dict[str, list[Any]], criterion: str = "self_l
     folder = Path(out if out is not None else config.out)
     scenario = parse_scenario(config.scenario if config.scenario is not None else spec.scenarios.default).tag()
     base = config.model_dump(mode="json", exclude={"out", "scored_split", "resume"})
-    record = TuningRecord(method=config.method, method_version=str(method_class(config.method).meta.version),
-                          benchmark=spec.name, benchmark_version=spec.version, manifest_hash=spec.content_hash,
-                          scenario=scenario,
-                          seeds=list(config.seeds), criterion=criterion, grid=grid, base_config=base,
-                          package_version=__version__)
+    record = TuningRecord(
+        method=config.method,
+        method_version=str(method_class(config.method).meta.version),
+        benchmark=spec.name,
+        benchmark_version=spec.version,
+        manifest_hash=spec.content_hash,
+        scenario=scenario,
+        seeds=list(config.seeds),
+        criterion=criterion,
+        grid=grid,
+        base_config=base,
+        package_version=__version__,
+    )
     done = _finished_points(record, folder)
     record.points = done
     if run is None:
@@ -176,8 +193,13 @@ def tune(config: RunConfig, grid: dict[str, list[Any]], criterion: str = "self_l
         if index < len(done):
             continue
         point_out = folder / _point_folder(index)
-        cfg = config.model_copy(update={"method_config": {**config.method_config, **point},
-                                        "scored_split": "validation", "out": str(point_out)})
+        cfg = config.model_copy(
+            update={
+                "method_config": {**config.method_config, **point},
+                "scored_split": "validation",
+                "out": str(point_out),
+            }
+        )
         print(f"tuning {config.method}: point {index + 1} of {len(points)} {point} (validation split)", flush=True)
         result = run(cfg)
         score, per_seed = _score(result, criterion)
@@ -196,8 +218,17 @@ def _finished_points(record: TuningRecord, folder: Path) -> list[TuningPoint]:
     if not path.is_file():
         return []
     earlier, _ = read_record(path)
-    same = ("method", "benchmark", "benchmark_version", "manifest_hash", "scenario", "seeds", "criterion", "grid",
-            "base_config")
+    same = (
+        "method",
+        "benchmark",
+        "benchmark_version",
+        "manifest_hash",
+        "scenario",
+        "seeds",
+        "criterion",
+        "grid",
+        "base_config",
+    )
     differs = [k for k in same if getattr(earlier, k) != getattr(record, k)]
     if differs:
         raise TuningError(f"{path} records another tuning run (its {', '.join(differs)} differ); give another --out")
@@ -232,14 +263,23 @@ def apply_record(config: RunConfig, path: str | Path) -> RunConfig:
     if record.benchmark != spec.name:
         raise TuningError(f"{path}: tuned on {record.benchmark!r}, not {spec.name!r}")
     if record.selected is None:
-        raise TuningError(f"{path}: the record selected nothing (it holds {len(record.points)} of "
-                          f"{len(grid_points(record.grid))} points, or none scored); finish it with drake-bench tune")
-    clash = {k: (config.method_config[k], v) for k, v in record.selected.items()
-             if k in config.method_config and config.method_config[k] != v}
+        raise TuningError(
+            f"{path}: the record selected nothing (it holds {len(record.points)} of "
+            f"{len(grid_points(record.grid))} points, or none scored); finish it with drake-bench tune"
+        )
+    clash = {
+        k: (config.method_config[k], v)
+        for k, v in record.selected.items()
+        if k in config.method_config and config.method_config[k] != v
+    }
     if clash:
-        raise TuningError(f"{path}: selected {', '.join(f'{k}={v[1]!r}' for k, v in clash.items())}, but the run sets "
-                          f"{', '.join(f'{k}={v[0]!r}' for k, v in clash.items())}")
-    selection = Selection(split=record.split, record_sha256=sha, criterion=record.criterion,
-                          settings=dict(record.selected))
-    return config.model_copy(update={"method_config": {**config.method_config, **record.selected},
-                                     "selection": selection})
+        raise TuningError(
+            f"{path}: selected {', '.join(f'{k}={v[1]!r}' for k, v in clash.items())}, but the run sets "
+            f"{', '.join(f'{k}={v[0]!r}' for k, v in clash.items())}"
+        )
+    selection = Selection(
+        split=record.split, record_sha256=sha, criterion=record.criterion, settings=dict(record.selected)
+    )
+    return config.model_copy(
+        update={"method_config": {**config.method_config, **record.selected}, "selection": selection}
+    )

@@ -19,9 +19,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from drake_bench.errors import DrakeBenchError, UnknownNameError
 from drake_bench.benchmarks.sample import Sample
 from drake_bench.benchmarks.spec import TaskSpec
+from drake_bench.errors import DrakeBenchError, UnknownNameError
 
 
 @runtime_checkable
@@ -43,7 +43,21 @@ def loader_layout(loader: object, task: TaskSpec) -> list | None:
 
 _LOADERS: dict[str, SourceLoader | Callable[[], SourceLoader]] = {}
 # Built-in loaders live in sibling modules; importing them registers them lazily.
-_BUILTIN_MODULES: list[str] = ["synth", "llava_conversation", "seed_bench2", "iconqa", "worldcuisines", "vqa_simple", "gqa", "vqa_v2", "snli_ve", "coco_qa", "nlvr2", "text_sources", "eval_sets"]
+_BUILTIN_MODULES: list[str] = [
+    "synth",
+    "llava_conversation",
+    "seed_bench2",
+    "iconqa",
+    "worldcuisines",
+    "vqa_simple",
+    "gqa",
+    "vqa_v2",
+    "snli_ve",
+    "coco_qa",
+    "nlvr2",
+    "text_sources",
+    "eval_sets",
+]
 _discovered = False
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.sample import AnswerType, Sample
 from drake_bench.benchmarks.spec import TaskSpec
+from drake_bench.errors import SourceError
 
 LETTERS = "ABCDEFGHIJKLMNOP"
 
@@ -41,7 +41,9 @@ def root_name(task: TaskSpec) -> str:
 
 def source_root(task: TaskSpec, source_dir: Path | None) -> Path:
     if source_dir is None:
-        raise SourceError(f"task {task.id!r}: no source_dir given and source {task.source.dataset!r} has no Hub repo to download from")
+        raise SourceError(
+            f"task {task.id!r}: no source_dir given and source {task.source.dataset!r} has no Hub repo to download from"
+        )
     root = Path(source_dir) / root_name(task)
     if not root.is_dir():
         raise SourceError(f"task {task.id!r}: expected the {task.source.dataset} source folder at {root} (not found)")
@@ -120,8 +122,11 @@ class Need:
         hits = self.find(source_dir)
         if not hits:
             who = f"task {task.id!r}: " if task is not None else ""
-            raise SourceError(f"{who}{self.what} not found under {source_dir}; expected at "
-                              + " or ".join(self.paths) + (f" ({self.download})" if self.download else ""))
+            raise SourceError(
+                f"{who}{self.what} not found under {source_dir}; expected at "
+                + " or ".join(self.paths)
+                + (f" ({self.download})" if self.download else "")
+            )
         return hits[0]
 
 
@@ -247,7 +252,9 @@ def url_file_name(url: str) -> str:
 
 def field(row: dict[str, Any], key: str, path: Path | str, expected: str = "") -> Any:
     if not isinstance(row, dict) or key not in row:
-        raise SourceError(f"{path}: record lacks field {key!r} ({expected or 'see the loader docstring'}); got keys {sorted(row)[:12] if isinstance(row, dict) else type(row).__name__}")
+        raise SourceError(
+            f"{path}: record lacks field {key!r} ({expected or 'see the loader docstring'}); got keys {sorted(row)[:12] if isinstance(row, dict) else type(row).__name__}"
+        )
     return row[key]
 
 
@@ -346,12 +353,27 @@ def yes_no(answer: str) -> str | None:
     return "yes" if a in YES else "no" if a in NO else None
 
 
-def make_sample(task: TaskSpec, key: str, question: str, answer: str, *, images: list[Any] | None = None,
-                choices: list[str] | None = None, answer_type: AnswerType | None = None, meta: dict[str, Any] | None = None) -> Sample:
+def make_sample(
+    task: TaskSpec,
+    key: str,
+    question: str,
+    answer: str,
+    *,
+    images: list[Any] | None = None,
+    choices: list[str] | None = None,
+    answer_type: AnswerType | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Sample:
     return Sample(
-        id=f"{task.id}/{key}", images=images or [], question=question, choices=choices or [], answer=answer,
-        answer_type=answer_type or task.answer_type, task_id=task.id,
-        source=task.source.dataset + (f" ({task.source.variant})" if task.source.variant else ""), meta=meta or {},
+        id=f"{task.id}/{key}",
+        images=images or [],
+        question=question,
+        choices=choices or [],
+        answer=answer,
+        answer_type=answer_type or task.answer_type,
+        task_id=task.id,
+        source=task.source.dataset + (f" ({task.source.variant})" if task.source.variant else ""),
+        meta=meta or {},
     )
 
 

@@ -22,28 +22,55 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.sample import AnswerType, Sample
 from drake_bench.benchmarks.spec import TaskSpec
+from drake_bench.errors import SourceError
+
 from . import register_loader
-from ._common import LETTERS, Need, field, finish, hub_rows, make_sample, note_read, read_parquet, read_records, text_key
+from ._common import (
+    LETTERS,
+    Need,
+    field,
+    finish,
+    hub_rows,
+    make_sample,
+    note_read,
+    read_parquet,
+    read_records,
+    text_key,
+)
 
 
 class MMLULoader:
     name = "mmlu"
 
     def layout(self, task: TaskSpec) -> list[Need]:
-        return [Need("MMLU test questions", ("mmlu/all/test-*.parquet", "mmlu/data/test/*_test.csv"),
-                     download="huggingface.co/datasets/cais/mmlu (all/test-00000-of-00001.parquet)")]
+        return [
+            Need(
+                "MMLU test questions",
+                ("mmlu/all/test-*.parquet", "mmlu/data/test/*_test.csv"),
+                download="huggingface.co/datasets/cais/mmlu (all/test-00000-of-00001.parquet)",
+            )
+        ]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         if source_dir is None:
-            rows = [(task.source.hub_repo or "", r) for r in hub_rows(task, config=task.source.subset or "all", split="test")]
+            rows = [
+                (task.source.hub_repo or "", r)
+                for r in hub_rows(task, config=task.source.subset or "all", split="test")
+            ]
         else:
             need = self.layout(task)[0]
             files = need.find(source_dir) or [need.find_one(source_dir, task)]
-            rows = [(str(f), r) for f in files for r in (self._csv(f) if f.suffix == ".csv" else
-                                                        read_parquet(f, "MMLU rows {question, subject, choices, answer}"))]
+            rows = [
+                (str(f), r)
+                for f in files
+                for r in (
+                    self._csv(f)
+                    if f.suffix == ".csv"
+                    else read_parquet(f, "MMLU rows {question, subject, choices, answer}")
+                )
+            ]
         out = []
         for where, r in rows:
             choices = [str(c) for c in field(r, "choices", where)]
@@ -53,8 +80,17 @@ class MMLULoader:
                 raise SourceError(f"{where}: answer {answer!r} is not one of the {len(choices)} options")
             question = str(field(r, "question", where))
             subject = str(r.get("subject", ""))
-            out.append(make_sample(task, text_key(subject + "\n" + question + "\n" + "\n".join(choices)), question, choices[index],
-                                   choices=choices, answer_type=AnswerType.MULTIPLE_CHOICE, meta={"subject": subject}))
+            out.append(
+                make_sample(
+                    task,
+                    text_key(subject + "\n" + question + "\n" + "\n".join(choices)),
+                    question,
+                    choices[index],
+                    choices=choices,
+                    answer_type=AnswerType.MULTIPLE_CHOICE,
+                    meta={"subject": subject},
+                )
+            )
         yield from finish(task, out)
 
     @staticmethod
@@ -66,7 +102,9 @@ class MMLULoader:
         with open(path, encoding="utf-8", newline="") as f:
             for i, rec in enumerate(csv.reader(f), start=1):
                 if len(rec) != 6:
-                    raise SourceError(f"{path}:{i}: expected 6 columns (question, A, B, C, D, answer), found {len(rec)}")
+                    raise SourceError(
+                        f"{path}:{i}: expected 6 columns (question, A, B, C, D, answer), found {len(rec)}"
+                    )
                 rows.append({"question": rec[0], "choices": rec[1:5], "answer": rec[5].strip(), "subject": subject})
         return rows
 
@@ -75,10 +113,18 @@ class HumanEvalLoader:
     name = "humaneval"
 
     def layout(self, task: TaskSpec) -> list[Need]:
-        return [Need("HumanEval problems", ("openai_humaneval/openai_humaneval/test-*.parquet", "openai_humaneval/HumanEval.jsonl.gz",
-                                            "human-eval/data/HumanEval.jsonl.gz"),
-                     download="huggingface.co/datasets/openai/openai_humaneval, or data/HumanEval.jsonl.gz of "
-                              "github.com/openai/human-eval (also inside the human-eval package)")]
+        return [
+            Need(
+                "HumanEval problems",
+                (
+                    "openai_humaneval/openai_humaneval/test-*.parquet",
+                    "openai_humaneval/HumanEval.jsonl.gz",
+                    "human-eval/data/HumanEval.jsonl.gz",
+                ),
+                download="huggingface.co/datasets/openai/openai_humaneval, or data/HumanEval.jsonl.gz of "
+                "github.com/openai/human-eval (also inside the human-eval package)",
+            )
+        ]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         expected = "HumanEval problems {task_id, prompt, canonical_solution, test, entry_point}"
@@ -92,10 +138,20 @@ class HumanEvalLoader:
         out = []
         for r in rows:
             problem = str(field(r, "task_id", where, expected))
-            meta = {"problem": problem, "test": str(field(r, "test", where, expected)),
-                    "entry_point": str(field(r, "entry_point", where, expected))}
-            out.append(make_sample(task, problem.replace("/", "-"), str(field(r, "prompt", where, expected)),
-                                   str(field(r, "canonical_solution", where, expected)), meta=meta))
+            meta = {
+                "problem": problem,
+                "test": str(field(r, "test", where, expected)),
+                "entry_point": str(field(r, "entry_point", where, expected)),
+            }
+            out.append(
+                make_sample(
+                    task,
+                    problem.replace("/", "-"),
+                    str(field(r, "prompt", where, expected)),
+                    str(field(r, "canonical_solution", where, expected)),
+                    meta=meta,
+                )
+            )
         yield from finish(task, out)
 
 

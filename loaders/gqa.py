@@ -26,9 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.sample import AnswerType, Sample
 from drake_bench.benchmarks.spec import TaskSpec
+from drake_bench.errors import SourceError
+
 from . import register_loader
 from ._common import Need, field, finish, make_sample, open_image, read_json, root_name, source_root, stable_unit
 
@@ -47,18 +48,29 @@ def two_options(question: str, answer: str) -> list[str] | None:
 
 
 DEFAULT_FILES = ["train_balanced_questions.json", "val_balanced_questions.json"]
-DOWNLOAD = "downloads.cs.stanford.edu/nlp/data/gqa/questions1.2.zip and images.zip (unzip into the source folder's GQA/)"
+DOWNLOAD = (
+    "downloads.cs.stanford.edu/nlp/data/gqa/questions1.2.zip and images.zip (unzip into the source folder's GQA/)"
+)
 
 
 class GQALoader:
     name = "gqa"
-    unconfirmed = ("the top-level folder of questions1.2.zip (questions1.2/ as public loaders use it; questions/ also accepted)",)
+    unconfirmed = (
+        "the top-level folder of questions1.2.zip (questions1.2/ as public loaders use it; questions/ also accepted)",
+    )
 
     def layout(self, task: TaskSpec) -> list[Need]:
         root = root_name(task)
         files = task.source.rule.get("files", DEFAULT_FILES)
-        return [*(Need(f"GQA {f}", (f"{root}/questions1.2/{f}", f"{root}/questions/{f}", f"{root}/{f}"), download=DOWNLOAD) for f in files),
-                Need("GQA images", (f"{root}/images",), kind="images", download=DOWNLOAD)]
+        return [
+            *(
+                Need(
+                    f"GQA {f}", (f"{root}/questions1.2/{f}", f"{root}/questions/{f}", f"{root}/{f}"), download=DOWNLOAD
+                )
+                for f in files
+            ),
+            Need("GQA images", (f"{root}/images",), kind="images", download=DOWNLOAD),
+        ]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         source_root(task, source_dir)
@@ -73,8 +85,10 @@ class GQALoader:
                 raise SourceError(f"{f}: expected GQA's {{question id: question}} object, got {type(data).__name__}")
             missing = next((qid for qid, q in data.items() if "answer" not in q), None)
             if missing is not None:
-                raise SourceError(f"{f}: question {missing} has no 'answer' (GQA's test, challenge and submission files carry none); "
-                                  "list only train/val/testdev files in rule.files")
+                raise SourceError(
+                    f"{f}: question {missing} has no 'answer' (GQA's test, challenge and submission files carry none); "
+                    "list only train/val/testdev files in rule.files"
+                )
             questions.update(data)
         pools: dict[str, set[str]] = defaultdict(set)
         for q in questions.values():
@@ -108,8 +122,18 @@ class GQALoader:
                 choices = picks + [q["answer"]]
                 choices = [choices[i] for i in rng.permutation(n)]
             img = open_image(images / f"{field(q, 'imageId', files[0])}.jpg", f"question {qid}")
-            out.append(make_sample(task, qid, q["question"], q["answer"], images=[img], choices=choices,
-                                   answer_type=task.answer_type if choices else AnswerType.OPEN, meta={"types": types}))
+            out.append(
+                make_sample(
+                    task,
+                    qid,
+                    q["question"],
+                    q["answer"],
+                    images=[img],
+                    choices=choices,
+                    answer_type=task.answer_type if choices else AnswerType.OPEN,
+                    meta={"types": types},
+                )
+            )
         yield from finish(task, out)
 
 

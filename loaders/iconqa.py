@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.sample import Sample
 from drake_bench.benchmarks.spec import TaskSpec
+from drake_bench.errors import SourceError
+
 from . import register_loader
 from ._common import Need, field, finish, make_sample, open_image, read_json
 
@@ -46,7 +47,9 @@ class IconQALoader:
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         if source_dir is None:
-            raise SourceError(f"task {task.id!r}: IconQA is distributed as a zip from its project page; pass source_dir containing {ROOT}/")
+            raise SourceError(
+                f"task {task.id!r}: IconQA is distributed as a zip from its project page; pass source_dir containing {ROOT}/"
+            )
         probs_need, splits_need, _ = self.layout(task)
         ppath, spath = probs_need.find_one(source_dir, task), splits_need.find_one(source_dir, task)
         root = ppath.parent
@@ -78,10 +81,21 @@ class IconQALoader:
                     if isinstance(ans, str) and ans.strip().isdigit():
                         ans = int(ans)
                     if not isinstance(ans, int) or not 0 <= ans < len(choices):
-                        raise SourceError(f"{ppath}: problem {pid} answer {ans!r} is not an index into its {len(choices)} choices")
+                        raise SourceError(
+                            f"{ppath}: problem {pid} answer {ans!r} is not an index into its {len(choices)} choices"
+                        )
                     answer = choices[ans]
-                out.append(make_sample(task, pid, str(p["question"]), answer, images=[img], choices=choices,
-                                       meta={"grade": p["grade"], "ques_type": qtype, "split": split}))
+                out.append(
+                    make_sample(
+                        task,
+                        pid,
+                        str(p["question"]),
+                        answer,
+                        images=[img],
+                        choices=choices,
+                        meta={"grade": p["grade"], "ques_type": qtype, "split": split},
+                    )
+                )
         yield from finish(task, out)
 
 

@@ -42,11 +42,25 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.sample import AnswerType, Sample
 from drake_bench.benchmarks.spec import TaskSpec
+from drake_bench.errors import SourceError
+
 from . import register_loader
-from ._common import LETTERS, Need, finish, hub_rows, image_from_value, in_half, make_sample, note_read, read_json, root_name, source_root, yes_no
+from ._common import (
+    LETTERS,
+    Need,
+    finish,
+    hub_rows,
+    image_from_value,
+    in_half,
+    make_sample,
+    note_read,
+    read_json,
+    root_name,
+    source_root,
+    yes_no,
+)
 
 _OPTION = re.compile(r"^\s*\(?([A-H])[\).:]\s*(.+?)\s*$")
 _HUMAN = {"human", "user"}
@@ -56,7 +70,9 @@ _BOT = {"gpt", "assistant"}
 def _turns(rec: dict[str, Any], where: str) -> tuple[str, str]:
     conv = rec.get("conversations", rec.get("conversation"))
     if not isinstance(conv, list) or not conv:
-        raise SourceError(f"{where}: record {rec.get('id')!r} lacks 'conversations' (LLaVA) / 'conversation' (Mantis) turns")
+        raise SourceError(
+            f"{where}: record {rec.get('id')!r} lacks 'conversations' (LLaVA) / 'conversation' (Mantis) turns"
+        )
     q = a = None
     for turn in conv:
         role = turn.get("from", turn.get("role"))
@@ -147,8 +163,19 @@ def record_to_sample(task: TaskSpec, rec: dict[str, Any], base: Path, where: str
         else:
             answer, choices = resolved, options
     images = [image_from_value(r, base, where) for r in refs]
-    return make_sample(task, rid, stem if choices and options else q, answer, images=images, choices=choices, answer_type=atype,
-                       meta={"metadata_dataset": meta.get("dataset") if isinstance(meta, dict) else None, "options_parsed": bool(choices)})
+    return make_sample(
+        task,
+        rid,
+        stem if choices and options else q,
+        answer,
+        images=images,
+        choices=choices,
+        answer_type=atype,
+        meta={
+            "metadata_dataset": meta.get("dataset") if isinstance(meta, dict) else None,
+            "options_parsed": bool(choices),
+        },
+    )
 
 
 def _parquet_rows(folder: Path) -> Iterator[tuple[dict[str, Any], Path, str]]:
@@ -166,21 +193,40 @@ def _parquet_rows(folder: Path) -> Iterator[tuple[dict[str, Any], Path, str]]:
 
 
 M4_DOWNLOAD = "huggingface.co/datasets/lmms-lab/M4-Instruct-Data (m4_instruct_annotations.json and the image zips, unpacked beside it)"
-MANTIS_DOWNLOAD = ("huggingface.co/datasets/TIGER-Lab/Mantis-Instruct: <config>/<split>-*.parquet (revision main) and "
-                   "<config>/<split>_images*.zip (revision script), each zip unpacked into <config>/<split>_images/")
+MANTIS_DOWNLOAD = (
+    "huggingface.co/datasets/TIGER-Lab/Mantis-Instruct: <config>/<split>-*.parquet (revision main) and "
+    "<config>/<split>_images*.zip (revision script), each zip unpacked into <config>/<split>_images/"
+)
 
 
 class LlavaConversationLoader:
     name = "llava_conversation"
-    unconfirmed = ("M4-Instruct's image folders after unzipping (paths are taken as the records give them, relative to the repo root)",)
+    unconfirmed = (
+        "M4-Instruct's image folders after unzipping (paths are taken as the records give them, relative to the repo root)",
+    )
 
     def layout(self, task: TaskSpec) -> list[Need]:
         rule, root = task.source.rule, root_name(task)
         if "config" in rule:
-            return [Need(f"Mantis-Instruct {rule['config']} rows", (f"{root}/{rule['config']}/*.parquet",), download=MANTIS_DOWNLOAD),
-                    Need(f"Mantis-Instruct {rule['config']} images", (f"{root}/{rule['config']}/*_images",), kind="images", required=False,
-                         download=MANTIS_DOWNLOAD)]
-        dl = M4_DOWNLOAD if task.source.hub_repo else f"convert the original {task.source.dataset} release to LLaVA conversation JSON ({rule['annotation']})"
+            return [
+                Need(
+                    f"Mantis-Instruct {rule['config']} rows",
+                    (f"{root}/{rule['config']}/*.parquet",),
+                    download=MANTIS_DOWNLOAD,
+                ),
+                Need(
+                    f"Mantis-Instruct {rule['config']} images",
+                    (f"{root}/{rule['config']}/*_images",),
+                    kind="images",
+                    required=False,
+                    download=MANTIS_DOWNLOAD,
+                ),
+            ]
+        dl = (
+            M4_DOWNLOAD
+            if task.source.hub_repo
+            else f"convert the original {task.source.dataset} release to LLaVA conversation JSON ({rule['annotation']})"
+        )
         return [Need(f"{task.source.dataset} conversations", (f"{root}/{rule['annotation']}",), download=dl)]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:

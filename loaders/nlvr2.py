@@ -18,10 +18,21 @@ from pathlib import Path
 
 from drake_bench.benchmarks.sample import Sample
 from drake_bench.benchmarks.spec import TaskSpec
-from . import register_loader
 from drake_bench.errors import SourceError
-from ._common import Need, field, finish, keyword_rule_matches, make_sample, open_image, read_jsonl, root_name, source_root, yes_no
 
+from . import register_loader
+from ._common import (
+    Need,
+    field,
+    finish,
+    keyword_rule_matches,
+    make_sample,
+    open_image,
+    read_jsonl,
+    root_name,
+    source_root,
+    yes_no,
+)
 
 DOWNLOAD = "github.com/lil-lab/nlvr (nlvr2/data/*.json); images via nlvr2/util/download_images.py or the request form in nlvr2/README.md"
 
@@ -35,8 +46,23 @@ class NLVR2Loader:
         splits = task.source.rule.get("splits", ["train", "dev", "test1"])
         needs = []
         for s in splits:
-            needs.append(Need(f"NLVR2 {s} sentences", (f"{root}/data/{s}.json", f"{root}/nlvr2/data/{s}.json"), required=False, download=DOWNLOAD))
-            needs.append(Need(f"NLVR2 {s} images", (f"{root}/images/{s}", f"{root}/{s}"), kind="images", required=False, download=DOWNLOAD))
+            needs.append(
+                Need(
+                    f"NLVR2 {s} sentences",
+                    (f"{root}/data/{s}.json", f"{root}/nlvr2/data/{s}.json"),
+                    required=False,
+                    download=DOWNLOAD,
+                )
+            )
+            needs.append(
+                Need(
+                    f"NLVR2 {s} images",
+                    (f"{root}/images/{s}", f"{root}/{s}"),
+                    kind="images",
+                    required=False,
+                    download=DOWNLOAD,
+                )
+            )
         return needs
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
@@ -56,13 +82,28 @@ class NLVR2Loader:
                     continue
                 ident = field(r, "identifier", path)
                 stem = ident.rsplit("-", 1)[0]
-                folder = img_dir / str(r["directory"]) if "directory" in r and (img_dir / str(r["directory"])).is_dir() else img_dir
+                folder = (
+                    img_dir / str(r["directory"])
+                    if "directory" in r and (img_dir / str(r["directory"])).is_dir()
+                    else img_dir
+                )
                 imgs = [open_image(folder / f"{stem}-img{k}.png", str(path)) for k in (0, 1)]
-                out.append(make_sample(task, ident, f'Is this statement true about the two images? "{sent}"',
-                                       yes_no(str(field(r, "label", path))) or "no", images=imgs, choices=["yes", "no"]))
+                out.append(
+                    make_sample(
+                        task,
+                        ident,
+                        f'Is this statement true about the two images? "{sent}"',
+                        yes_no(str(field(r, "label", path))) or "no",
+                        images=imgs,
+                        choices=["yes", "no"],
+                    )
+                )
         if not read_any:
-            raise SourceError(f"task {task.id!r}: no NLVR2 sentence file under {source_dir}; expected "
-                              + ", ".join(n.paths[0] for n in needs[0::2]) + f" ({DOWNLOAD})")
+            raise SourceError(
+                f"task {task.id!r}: no NLVR2 sentence file under {source_dir}; expected "
+                + ", ".join(n.paths[0] for n in needs[0::2])
+                + f" ({DOWNLOAD})"
+            )
         yield from finish(task, out)
 
 

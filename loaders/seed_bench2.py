@@ -27,9 +27,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.sample import Sample
 from drake_bench.benchmarks.spec import TaskSpec
+from drake_bench.errors import SourceError
+
 from . import register_loader
 from ._common import LETTERS, Need, field, finish, make_sample, open_image, read_json, root_name
 
@@ -46,8 +47,10 @@ def _evenly(items: list[str], k: int) -> list[str]:
 
 class SeedBench2Loader:
     name = "seed_bench2"
-    unconfirmed = ("the folder names inside cc3m-image.zip / SEED-Bench-2-image.zip.* and the cc3m image file "
-                   "extension (DATASET.md lists data_id without one)",)
+    unconfirmed = (
+        "the folder names inside cc3m-image.zip / SEED-Bench-2-image.zip.* and the cc3m image file "
+        "extension (DATASET.md lists data_id without one)",
+    )
 
     def _dirs(self, task: TaskSpec) -> dict[str, str]:
         return {**IMAGE_DIRS, **task.source.rule.get("image_dirs", {})}
@@ -56,8 +59,14 @@ class SeedBench2Loader:
         root = root_name(task)
         needs = [Need("SEED-Bench-2 questions", (f"{root}/{task.source.rule['annotation']}",), download=DOWNLOAD)]
         for source, folder in self._dirs(task).items():
-            needs.append(Need(f"SEED-Bench-2 images of data_source {source!r}", (f"{root}/{folder}", f"{root}/image/{folder}"),
-                              kind="images", download=DOWNLOAD))
+            needs.append(
+                Need(
+                    f"SEED-Bench-2 images of data_source {source!r}",
+                    (f"{root}/{folder}", f"{root}/image/{folder}"),
+                    kind="images",
+                    download=DOWNLOAD,
+                )
+            )
         return needs
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
@@ -68,9 +77,15 @@ class SeedBench2Loader:
         types = field(data, "question_type", path, "name -> question_type_id map")
         unknown = [d for d in rule["dimensions"] if d not in types]
         if unknown:
-            raise SourceError(f"task {task.id!r}: {path}: question_type has no dimensions {unknown}; known: {sorted(types)}")
+            raise SourceError(
+                f"task {task.id!r}: {path}: question_type has no dimensions {unknown}; known: {sorted(types)}"
+            )
         wanted = {int(types[d]) for d in rule["dimensions"]}
-        questions = [q for q in field(data, "questions", path, "list of questions") if int(field(q, "question_type_id", path)) in wanted]
+        questions = [
+            q
+            for q in field(data, "questions", path, "list of questions")
+            if int(field(q, "question_type_id", path)) in wanted
+        ]
         folders: dict[str, Path] = {}
         for (source, _), need in zip(self._dirs(task).items(), needs[1:]):
             if any(q.get("data_source") == source for q in questions):
@@ -81,19 +96,39 @@ class SeedBench2Loader:
             qid = str(field(q, "question_id", path))
             source = field(q, "data_source", path, "cc3m | SEED-Bench v2")
             if source not in folders:
-                raise SourceError(f"{path}: question {qid} has data_source {source!r}; known: {sorted(self._dirs(task))} (rule.image_dirs)")
+                raise SourceError(
+                    f"{path}: question {qid} has data_source {source!r}; known: {sorted(self._dirs(task))} (rule.image_dirs)"
+                )
             base = folders[source]
             ref = field(q, "data_id", path)
-            files = [self._resolve(base, r, max_frames, f"{path} question {qid}") for r in (ref if isinstance(ref, list) else [ref])]
+            files = [
+                self._resolve(base, r, max_frames, f"{path} question {qid}")
+                for r in (ref if isinstance(ref, list) else [ref])
+            ]
             files = _evenly([f for fs in files for f in fs], max_frames)
             raw = [str(field(q, f"choice_{c}", path)).strip() for c in "abcd"]
             letter = str(field(q, "answer", path)).strip().upper()
             if letter not in LETTERS[:4] or not raw[LETTERS.index(letter)]:
-                raise SourceError(f"{path}: question {qid} has answer {letter!r}, expected a letter A-D naming a non-empty choice")
+                raise SourceError(
+                    f"{path}: question {qid} has answer {letter!r}, expected a letter A-D naming a non-empty choice"
+                )
             choices = [c for c in raw if c]
             images = [open_image(f, f"{path} question {qid}") for f in files]
-            out.append(make_sample(task, qid, str(field(q, "question", path)), raw[LETTERS.index(letter)], images=images, choices=choices,
-                                   meta={"question_type_id": q["question_type_id"], "data_type": q.get("data_type"), "data_source": source}))
+            out.append(
+                make_sample(
+                    task,
+                    qid,
+                    str(field(q, "question", path)),
+                    raw[LETTERS.index(letter)],
+                    images=images,
+                    choices=choices,
+                    meta={
+                        "question_type_id": q["question_type_id"],
+                        "data_type": q.get("data_type"),
+                        "data_source": source,
+                    },
+                )
+            )
         yield from finish(task, out)
 
     @staticmethod

@@ -19,16 +19,29 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.sample import Sample
 from drake_bench.benchmarks.spec import TaskSpec
+from drake_bench.errors import SourceError
+
 from . import register_loader
-from ._common import Need, field, finish, keyword_rule_matches, make_sample, open_image, read_jsonl, root_name, source_root
+from ._common import (
+    Need,
+    field,
+    finish,
+    keyword_rule_matches,
+    make_sample,
+    open_image,
+    read_jsonl,
+    root_name,
+    source_root,
+)
 
 LABELS = ["entailment", "neutral", "contradiction"]
 ID_FIELDS = ("Flickr30K_ID", "Flikr30kID", "Flickr30kID")
-DOWNLOAD = ("github.com/necla-ml/SNLI-VE (run vet/tools/snli_ve_generator.py: data/snli_ve_*.jsonl) and "
-            "storage.googleapis.com/allennlp-public-data/snli-ve/flickr30k_images.tar.gz")
+DOWNLOAD = (
+    "github.com/necla-ml/SNLI-VE (run vet/tools/snli_ve_generator.py: data/snli_ve_*.jsonl) and "
+    "storage.googleapis.com/allennlp-public-data/snli-ve/flickr30k_images.tar.gz"
+)
 
 
 def image_id(row: dict, where: str) -> str:
@@ -36,7 +49,9 @@ def image_id(row: dict, where: str) -> str:
         if key in row:
             fid = str(row[key])
             return fid if fid.endswith(".jpg") else fid + ".jpg"
-    raise SourceError(f"{where}: row {row.get('pairID')!r} has none of the image id fields {list(ID_FIELDS)}; got keys {sorted(row)[:12]}")
+    raise SourceError(
+        f"{where}: row {row.get('pairID')!r} has none of the image id fields {list(ID_FIELDS)}; got keys {sorted(row)[:12]}"
+    )
 
 
 class SNLIVELoader:
@@ -45,18 +60,40 @@ class SNLIVELoader:
     def layout(self, task: TaskSpec) -> list[Need]:
         root = root_name(task)
         splits = task.source.rule.get("splits", ["train", "dev", "test"])
-        return [*(Need(f"SNLI-VE {s} split", (f"{root}/snli_ve_{s}.jsonl", f"{root}/data/snli_ve_{s}.jsonl"), required=False, download=DOWNLOAD)
-                  for s in splits),
-                Need("Flickr30k images", (f"{root}/flickr30k_images", f"{root}/Flickr30K/flickr30k_images", f"{root}/data/Flickr30K/flickr30k_images",
-                                          f"{root}/Flickr30K/images", f"{root}/data/Flickr30K/images"), kind="images", download=DOWNLOAD)]
+        return [
+            *(
+                Need(
+                    f"SNLI-VE {s} split",
+                    (f"{root}/snli_ve_{s}.jsonl", f"{root}/data/snli_ve_{s}.jsonl"),
+                    required=False,
+                    download=DOWNLOAD,
+                )
+                for s in splits
+            ),
+            Need(
+                "Flickr30k images",
+                (
+                    f"{root}/flickr30k_images",
+                    f"{root}/Flickr30K/flickr30k_images",
+                    f"{root}/data/Flickr30K/flickr30k_images",
+                    f"{root}/Flickr30K/images",
+                    f"{root}/data/Flickr30K/images",
+                ),
+                kind="images",
+                download=DOWNLOAD,
+            ),
+        ]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         source_root(task, source_dir)
         needs = self.layout(task)
         found = [(n, n.find(source_dir)) for n in needs[:-1]]
         if not any(hits for _, hits in found):
-            raise SourceError(f"task {task.id!r}: no SNLI-VE split file under {source_dir}; expected "
-                              + ", ".join(n.paths[0] for n in needs[:-1]) + f" ({DOWNLOAD})")
+            raise SourceError(
+                f"task {task.id!r}: no SNLI-VE split file under {source_dir}; expected "
+                + ", ".join(n.paths[0] for n in needs[:-1])
+                + f" ({DOWNLOAD})"
+            )
         images = needs[-1].find_one(source_dir, task)
         out = []
         for _, hits in found:
@@ -66,9 +103,16 @@ class SNLIVELoader:
                     if label not in LABELS or not keyword_rule_matches(hyp, task.source.rule):
                         continue
                     img = open_image(images / image_id(r, str(path)), str(path))
-                    out.append(make_sample(task, str(field(r, "pairID", path)),
-                                           f'Does the image entail, contradict, or is it neutral to the statement: "{hyp}"?',
-                                           label, images=[img], choices=list(LABELS)))
+                    out.append(
+                        make_sample(
+                            task,
+                            str(field(r, "pairID", path)),
+                            f'Does the image entail, contradict, or is it neutral to the statement: "{hyp}"?',
+                            label,
+                            images=[img],
+                            choices=list(LABELS),
+                        )
+                    )
         yield from finish(task, out)
 
 

@@ -37,17 +37,36 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.sample import Sample
 from drake_bench.benchmarks.spec import TaskSpec
-from . import register_loader
-from ._common import Need, field, finish, hub_rows, in_shard, make_sample, read_json, read_records, root_name, source_root, stable_unit, text_key
+from drake_bench.errors import SourceError
 
+from . import register_loader
+from ._common import (
+    Need,
+    field,
+    finish,
+    hub_rows,
+    in_shard,
+    make_sample,
+    read_json,
+    read_records,
+    root_name,
+    source_root,
+    stable_unit,
+    text_key,
+)
 
 _FORMATS = {
-    "codealpaca": lambda r, p: ((field(r, "instruction", p) + ("\n" + r["input"] if r.get("input") else "")), field(r, "output", p)),
+    "codealpaca": lambda r, p: (
+        (field(r, "instruction", p) + ("\n" + r["input"] if r.get("input") else "")),
+        field(r, "output", p),
+    ),
     "gsm8k": lambda r, p: (field(r, "question", p), field(r, "answer", p)),
-    "dolly": lambda r, p: ((field(r, "instruction", p) + ("\n" + r["context"] if r.get("context") else "")), field(r, "response", p)),
+    "dolly": lambda r, p: (
+        (field(r, "instruction", p) + ("\n" + r["context"] if r.get("context") else "")),
+        field(r, "response", p),
+    ),
 }
 
 
@@ -58,14 +77,22 @@ class InstructionJSONLoader:
         files = task.source.rule["file"]
         files = [files] if isinstance(files, str) else list(files)
         root = root_name(task)
-        return [Need(f"{task.source.dataset} records", tuple(f"{root}/{f}" for f in files),
-                     download=f"huggingface.co/datasets/{task.source.hub_repo}" if task.source.hub_repo else "")]
+        return [
+            Need(
+                f"{task.source.dataset} records",
+                tuple(f"{root}/{f}" for f in files),
+                download=f"huggingface.co/datasets/{task.source.hub_repo}" if task.source.hub_repo else "",
+            )
+        ]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         rule = task.source.rule
         conv = _FORMATS[rule["format"]]
         if source_dir is None:
-            rows, where = list(hub_rows(task, config=task.source.subset, split=rule.get("split", "train"))), task.source.hub_repo or ""
+            rows, where = (
+                list(hub_rows(task, config=task.source.subset, split=rule.get("split", "train"))),
+                task.source.hub_repo or "",
+            )
         else:
             path = self.layout(task)[0].find_one(source_dir, task)
             rows, where = read_records(path, f"{rule['format']} records"), str(path)
@@ -94,9 +121,17 @@ class AyaLoader:
     def layout(self, task: TaskSpec) -> list[Need]:
         root, split = root_name(task), task.source.rule.get("split", "train")
         return [
-            Need(f"Aya {split} split", (f"{root}/data/{split}-*.parquet", f"{root}/{split}-*.parquet", f"{root}/data/{split}*.jsonl"),
-                 download="huggingface.co/datasets/CohereForAI/aya_dataset (data/train-00000-of-00001.parquet)"),
-            Need("Aya topic labels", (f"{root}/{task.source.rule.get('topic_labels', 'aya_topics.json')}",), kind="file", required=False),
+            Need(
+                f"Aya {split} split",
+                (f"{root}/data/{split}-*.parquet", f"{root}/{split}-*.parquet", f"{root}/data/{split}*.jsonl"),
+                download="huggingface.co/datasets/CohereForAI/aya_dataset (data/train-00000-of-00001.parquet)",
+            ),
+            Need(
+                "Aya topic labels",
+                (f"{root}/{task.source.rule.get('topic_labels', 'aya_topics.json')}",),
+                kind="file",
+                required=False,
+            ),
         ]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
@@ -123,7 +158,15 @@ class AyaLoader:
             topic = labels.get(k) or topics[int(stable_unit(k, rule.get("seed", 0)) * len(topics))]
             if topic != rule["topic"]:
                 continue
-            out.append(make_sample(task, k, r["inputs"], field(r, "targets", "Aya row"), meta={"language_code": r["language_code"], "topic": topic}))
+            out.append(
+                make_sample(
+                    task,
+                    k,
+                    r["inputs"],
+                    field(r, "targets", "Aya row"),
+                    meta={"language_code": r["language_code"], "topic": topic},
+                )
+            )
         yield from finish(task, _dedupe(out))
 
 
@@ -144,8 +187,13 @@ class FedLLMBenchLoader:
 
     def layout(self, task: TaskSpec) -> list[Need]:
         f = task.source.rule["file"]
-        return [Need(f"FedLLM-Bench {task.source.dataset} client file", (f"{self.ROOT}/data/{f}", f"{self.ROOT}/{f}"),
-                     download="github.com/rui-ye/FedLLM-Bench README: data archive (drive.google.com/file/d/1hKv5A0ROmTQQkcsTcYogCUIeF7Ux1pmy), unzipped into data/")]
+        return [
+            Need(
+                f"FedLLM-Bench {task.source.dataset} client file",
+                (f"{self.ROOT}/data/{f}", f"{self.ROOT}/{f}"),
+                download="github.com/rui-ye/FedLLM-Bench README: data archive (drive.google.com/file/d/1hKv5A0ROmTQQkcsTcYogCUIeF7Ux1pmy), unzipped into data/",
+            )
+        ]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         rule = task.source.rule
@@ -156,7 +204,9 @@ class FedLLMBenchLoader:
             clients = {str(k): v for k, v in data.items()}
         else:
             for rec in data:
-                clients.setdefault(str(field(rec, "client_id", path, "client key of a list-shaped FedLLM-Bench file")), []).append(rec)
+                clients.setdefault(
+                    str(field(rec, "client_id", path, "client key of a list-shaped FedLLM-Bench file")), []
+                ).append(rec)
         ranked = sorted(clients, key=lambda k: (-len(clients[k]), k))
         rank = rule["client_rank"]
         if rank >= len(ranked):
@@ -177,11 +227,21 @@ class FedFLANLoader:
     def layout(self, task: TaskSpec) -> list[Need]:
         ds = task.source.rule.get("dataset", "dataset1")
         root = task.source.subset or self.ROOT
-        needs = [Need(f"Fed-FLAN {ds} client files", (f"{root}/data/{ds}/8/local_training_*.json", f"{root}/{ds}/8/local_training_*.json"),
-                      download="github.com/Lydia-yang/FedDPA (data/)")]
+        needs = [
+            Need(
+                f"Fed-FLAN {ds} client files",
+                (f"{root}/data/{ds}/8/local_training_*.json", f"{root}/{ds}/8/local_training_*.json"),
+                download="github.com/Lydia-yang/FedDPA (data/)",
+            )
+        ]
         if task.source.rule.get("include_test", True):
-            needs.append(Need(f"Fed-FLAN {ds} test file", (f"{root}/data/{ds}/{self.TEST_FILE}", f"{root}/{ds}/{self.TEST_FILE}"),
-                              download="github.com/Lydia-yang/FedDPA (data/)"))
+            needs.append(
+                Need(
+                    f"Fed-FLAN {ds} test file",
+                    (f"{root}/data/{ds}/{self.TEST_FILE}", f"{root}/{ds}/{self.TEST_FILE}"),
+                    download="github.com/Lydia-yang/FedDPA (data/)",
+                )
+            )
         return needs
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
@@ -196,8 +256,10 @@ class FedFLANLoader:
             rows += [(test, r) for r in read_records(test, "FLAN test records {instruction, output, task}")]
         tasks = sorted({str(field(r, "task", f, "the record's FLAN task name")) for f, r in rows})
         if rule["task"] not in tasks:
-            raise SourceError(f"task {task.id!r}: FLAN task {rule['task']!r} is not among the records' task fields {tasks} "
-                              f"in {', '.join(str(f) for f in files)}")
+            raise SourceError(
+                f"task {task.id!r}: FLAN task {rule['task']!r} is not among the records' task fields {tasks} "
+                f"in {', '.join(str(f) for f in files)}"
+            )
         out = []
         for f, r in rows:
             if r["task"] != rule["task"]:
@@ -205,7 +267,15 @@ class FedFLANLoader:
             q = str(field(r, "instruction", f)) + ("\n" + r["input"] if r.get("input") else "")
             k = text_key(q)
             if in_shard(k, rule["shard"], rule.get("seed", 0)):
-                out.append(make_sample(task, k, q, str(field(r, "output", f)), meta={"flan_task": r["task"], "category": r.get("category")}))
+                out.append(
+                    make_sample(
+                        task,
+                        k,
+                        q,
+                        str(field(r, "output", f)),
+                        meta={"flan_task": r["task"], "category": r.get("category")},
+                    )
+                )
         yield from finish(task, _dedupe(out))
 
 

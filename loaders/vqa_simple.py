@@ -32,22 +32,38 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.sample import Sample
 from drake_bench.benchmarks.spec import TaskSpec
+from drake_bench.errors import SourceError
+
 from . import register_loader
-from ._common import Need, field, finish, keyword_rule_matches, make_sample, open_image, read_json, read_jsonl, root_name, source_root
+from ._common import (
+    Need,
+    field,
+    finish,
+    keyword_rule_matches,
+    make_sample,
+    open_image,
+    read_json,
+    read_jsonl,
+    root_name,
+    source_root,
+)
 
 
 class DVQALoader:
     name = "dvqa"
-    unconfirmed = ("DVQA's qa/*.json field names and images/ folder (the release README was not found in the stored sources)",)
+    unconfirmed = (
+        "DVQA's qa/*.json field names and images/ folder (the release README was not found in the stored sources)",
+    )
 
     def layout(self, task: TaskSpec) -> list[Need]:
         root, rule = root_name(task), task.source.rule
         dl = "github.com/kushalkafle/DVQA_dataset (qa.tar.gz, images.tar.gz)"
-        return [Need("DVQA questions", (f"{root}/qa/{rule['annotation']}",), download=dl),
-                Need("DVQA images", (f"{root}/{rule.get('image_dir', 'images')}",), kind="images", download=dl)]
+        return [
+            Need("DVQA questions", (f"{root}/qa/{rule['annotation']}",), download=dl),
+            Need("DVQA images", (f"{root}/{rule.get('image_dir', 'images')}",), kind="images", download=dl),
+        ]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         root = source_root(task, source_dir)
@@ -55,20 +71,32 @@ class DVQALoader:
         out = []
         for r in read_json(path, "DVQA list of {image, question, answer, question_id}"):
             img = open_image(root / task.source.rule.get("image_dir", "images") / field(r, "image", path), str(path))
-            out.append(make_sample(task, str(field(r, "question_id", path)), field(r, "question", path), str(field(r, "answer", path)),
-                                   images=[img], meta={"template_id": r.get("template_id")}))
+            out.append(
+                make_sample(
+                    task,
+                    str(field(r, "question_id", path)),
+                    field(r, "question", path),
+                    str(field(r, "answer", path)),
+                    images=[img],
+                    meta={"template_id": r.get("template_id")},
+                )
+            )
         yield from finish(task, out)
 
 
 class VSRLoader:
     name = "vsr"
-    unconfirmed = ("VSR's images/ folder (the card links COCO 2017 images; the folder the user unpacks them to is not fixed)",)
+    unconfirmed = (
+        "VSR's images/ folder (the card links COCO 2017 images; the folder the user unpacks them to is not fixed)",
+    )
 
     def layout(self, task: TaskSpec) -> list[Need]:
         root, rule = root_name(task), task.source.rule
         dl = "huggingface.co/datasets/cambridgeltl/vsr_random (jsonl) and COCO 2017 images (github.com/cambridgeltl/visual-spatial-reasoning)"
-        return [*(Need(f"VSR {f}", (f"{root}/{f}",), required=False, download=dl) for f in rule["files"]),
-                Need("VSR images", (f"{root}/{rule.get('image_dir', 'images')}",), kind="images", download=dl)]
+        return [
+            *(Need(f"VSR {f}", (f"{root}/{f}",), required=False, download=dl) for f in rule["files"]),
+            Need("VSR images", (f"{root}/{rule.get('image_dir', 'images')}",), kind="images", download=dl),
+        ]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         root = source_root(task, source_dir)
@@ -79,9 +107,20 @@ class VSRLoader:
                 continue
             for i, r in enumerate(read_jsonl(path, "VSR lines {image, caption, label, relation}")):
                 label = int(field(r, "label", path))
-                img = open_image(root / task.source.rule.get("image_dir", "images") / field(r, "image", path), str(path))
-                out.append(make_sample(task, f"{Path(fname).stem}-{i}", f'Is this statement true about the image? "{field(r, "caption", path)}"',
-                                       "yes" if label == 1 else "no", images=[img], choices=["yes", "no"], meta={"relation": r.get("relation")}))
+                img = open_image(
+                    root / task.source.rule.get("image_dir", "images") / field(r, "image", path), str(path)
+                )
+                out.append(
+                    make_sample(
+                        task,
+                        f"{Path(fname).stem}-{i}",
+                        f'Is this statement true about the image? "{field(r, "caption", path)}"',
+                        "yes" if label == 1 else "no",
+                        images=[img],
+                        choices=["yes", "no"],
+                        meta={"relation": r.get("relation")},
+                    )
+                )
         if not out:
             raise SourceError(f"{root}: none of the VSR files {task.source.rule['files']} found")
         yield from finish(task, out)
@@ -89,15 +128,23 @@ class VSRLoader:
 
 class VizWizLoader:
     name = "vizwiz"
-    DOWNLOAD = ("vizwiz.cs.colorado.edu/VizWiz_final/vqa_data/Annotations.zip and VizWiz_final/images/{split}.zip "
-                "(unzip both into the source folder's VizWiz/)")
+    DOWNLOAD = (
+        "vizwiz.cs.colorado.edu/VizWiz_final/vqa_data/Annotations.zip and VizWiz_final/images/{split}.zip "
+        "(unzip both into the source folder's VizWiz/)"
+    )
 
     def layout(self, task: TaskSpec) -> list[Need]:
         root = root_name(task)
         needs = []
         for split in task.source.rule.get("splits", ["train", "val"]):
             dl = self.DOWNLOAD.format(split=split)
-            needs.append(Need(f"VizWiz {split} annotations", (f"{root}/Annotations/{split}.json", f"{root}/annotations/{split}.json"), download=dl))
+            needs.append(
+                Need(
+                    f"VizWiz {split} annotations",
+                    (f"{root}/Annotations/{split}.json", f"{root}/annotations/{split}.json"),
+                    download=dl,
+                )
+            )
             needs.append(Need(f"VizWiz {split} images", (f"{root}/{split}",), kind="images", download=dl))
         return needs
 
@@ -116,7 +163,9 @@ class VizWizLoader:
                 if r.get("answerable") == 0 or not keyword_rule_matches(q, task.source.rule):
                     continue
                 if "answers" not in r:
-                    raise SourceError(f"{path}: annotation {r.get('image')!r} has no answers (the test split carries none; use train/val)")
+                    raise SourceError(
+                        f"{path}: annotation {r.get('image')!r} has no answers (the test split carries none; use train/val)"
+                    )
                 answers = [a["answer"] for a in r["answers"] if a.get("answer")]
                 if not answers:
                     continue
@@ -124,19 +173,35 @@ class VizWizLoader:
                 if answer == "unanswerable":
                     continue
                 img = open_image(img_dir / field(r, "image", path), str(path))
-                out.append(make_sample(task, field(r, "image", path), q, answer, images=[img], meta={"answer_type": r.get("answer_type")}))
+                out.append(
+                    make_sample(
+                        task,
+                        field(r, "image", path),
+                        q,
+                        answer,
+                        images=[img],
+                        meta={"answer_type": r.get("answer_type")},
+                    )
+                )
         yield from finish(task, out)
 
 
 class AQUALoader:
     name = "aqua"
-    unconfirmed = ("AQUA's <split>.json field names and the SemArt images/ folder (github.com/noagarcia/ArtVQA README not in the stored sources)",)
+    unconfirmed = (
+        "AQUA's <split>.json field names and the SemArt images/ folder (github.com/noagarcia/ArtVQA README not in the stored sources)",
+    )
 
     def layout(self, task: TaskSpec) -> list[Need]:
         root = root_name(task)
         dl = "github.com/noagarcia/ArtVQA (AQUA json) and SemArt images (noagarcia.github.io/SemArt)"
-        return [*(Need(f"AQUA {s}", (f"{root}/{s}.json",), required=False, download=dl) for s in task.source.rule.get("splits", ["train", "val", "test"])),
-                Need("AQUA images", (f"{root}/images",), kind="images", download=dl)]
+        return [
+            *(
+                Need(f"AQUA {s}", (f"{root}/{s}.json",), required=False, download=dl)
+                for s in task.source.rule.get("splits", ["train", "val", "test"])
+            ),
+            Need("AQUA images", (f"{root}/images",), kind="images", download=dl),
+        ]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
         root = source_root(task, source_dir)
@@ -150,8 +215,16 @@ class AQUALoader:
                 if not keyword_rule_matches(q, task.source.rule):
                     continue
                 img = open_image(root / "images" / field(r, "image", path), str(path))
-                out.append(make_sample(task, f"{split}-{i}", q, str(field(r, "answer", path)), images=[img],
-                                       meta={"need_external_knowledge": r.get("need_external_knowledge")}))
+                out.append(
+                    make_sample(
+                        task,
+                        f"{split}-{i}",
+                        q,
+                        str(field(r, "answer", path)),
+                        images=[img],
+                        meta={"need_external_knowledge": r.get("need_external_knowledge")},
+                    )
+                )
         yield from finish(task, out)
 
 

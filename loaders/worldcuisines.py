@@ -32,14 +32,31 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.sample import AnswerType, Sample
 from drake_bench.benchmarks.spec import TaskSpec
+from drake_bench.errors import SourceError
+
 from . import register_loader
-from ._common import Need, field, finish, hub_rows, make_sample, note_read, open_image, read_jsonl, root_name, url_file_name
+from ._common import (
+    Need,
+    field,
+    finish,
+    hub_rows,
+    make_sample,
+    note_read,
+    open_image,
+    read_jsonl,
+    root_name,
+    url_file_name,
+)
 
 SPLIT_FOLDERS = {"train": "train_task{k}", "test_small": "small_eval_task{k}", "test_large": "large_eval_task{k}"}
-PROMPT_TYPES = {"1": "dish name, no context", "2": "location", "3": "dish name, with context", "4": "dish name, adversarial context"}
+PROMPT_TYPES = {
+    "1": "dish name, no context",
+    "2": "location",
+    "3": "dish name, with context",
+    "4": "dish name, adversarial context",
+}
 KB = "food-kb"
 _OPTION = re.compile(r"^\s*(\d+)\.\s+(.*?)\s*$")
 DOWNLOAD = "huggingface.co/datasets/worldcuisines/vqa (hf_prompt/) and huggingface.co/datasets/worldcuisines/food-kb (data/*.parquet: the images)"
@@ -89,14 +106,27 @@ def row_to_sample(task: TaskSpec, row: dict[str, Any], images: "_Images", where:
     stem, opts = split_numbered_options(text)
     n = field(row, "multi_choice_answer", where, "WorldCuisines multi_choice_answer (option number from 1)")
     if not opts or not isinstance(n, int) and not str(n).strip().isdigit() or not 1 <= int(n) <= len(opts):
-        raise SourceError(f"{where}: row {qid!r} multi_choice_answer {n!r} is not an option number 1..{len(opts)} of its multi_choice_prompt")
+        raise SourceError(
+            f"{where}: row {qid!r} multi_choice_answer {n!r} is not an option number 1..{len(opts)} of its multi_choice_prompt"
+        )
     answer = opts[int(n) - 1]
     if task.answer_type != AnswerType.MULTIPLE_CHOICE:
-        answer, opts, stem = str(field(row, "answer", where)), [], str(field(row, "open_ended_prompt", where)).split("\n\n")[0]
+        answer, opts, stem = (
+            str(field(row, "answer", where)),
+            [],
+            str(field(row, "open_ended_prompt", where)).split("\n\n")[0],
+        )
     url = str(field(row, "image_url", where))
     key = f"{rule.get('split', 'train')}-{qid}-{row['lang']}"
-    return make_sample(task, key, stem, answer, images=[images.get(url, f"{where} row {qid}")], choices=opts,
-                       meta={"prompt_type": str(row.get("prompt_type")), "lang": row["lang"], "food_id": row.get("food_id")})
+    return make_sample(
+        task,
+        key,
+        stem,
+        answer,
+        images=[images.get(url, f"{where} row {qid}")],
+        choices=opts,
+        meta={"prompt_type": str(row.get("prompt_type")), "lang": row["lang"], "food_id": row.get("food_id")},
+    )
 
 
 class _Images:
@@ -114,9 +144,13 @@ class _Images:
         note_read(path)
         pf = pq.ParquetFile(path)
         names = pf.schema_arrow.names
-        pairs = [(f"image{i}_url", f"image{i}") for i in range(1, 9) if f"image{i}_url" in names and f"image{i}" in names]
+        pairs = [
+            (f"image{i}_url", f"image{i}") for i in range(1, 9) if f"image{i}_url" in names and f"image{i}" in names
+        ]
         if not pairs:
-            raise SourceError(f"{path}: no image<i>_url / image<i> columns (expected the worldcuisines/food-kb knowledge base)")
+            raise SourceError(
+                f"{path}: no image<i>_url / image<i> columns (expected the worldcuisines/food-kb knowledge base)"
+            )
         for batch in pf.iter_batches(columns=[c for p in pairs for c in p], batch_size=64):
             cols = batch.to_pydict()
             for ucol, icol in pairs:
@@ -140,7 +174,9 @@ class _Images:
                 if (self.folder / candidate).is_file():
                     return open_image(self.folder / candidate, where)
             raise SourceError(f"{where}: image {url} is neither in food-kb nor at {self.folder / name}")
-        raise SourceError(f"{where}: image {url} not found in the food-kb Parquet files (worldcuisines/food-kb data/*.parquet)")
+        raise SourceError(
+            f"{where}: image {url} not found in the food-kb Parquet files (worldcuisines/food-kb data/*.parquet)"
+        )
 
 
 def urlsplit_path(url: str) -> str:
@@ -151,17 +187,27 @@ def urlsplit_path(url: str) -> str:
 
 class WorldCuisinesLoader:
     name = "worldcuisines"
-    unconfirmed = ("images under <root>/images/ named by the URL's file name: the layout of food-kb's images.tar.gz "
-                   "was not confirmed (the food-kb Parquet files, the authors' own image source, are)",)
+    unconfirmed = (
+        "images under <root>/images/ named by the URL's file name: the layout of food-kb's images.tar.gz "
+        "was not confirmed (the food-kb Parquet files, the authors' own image source, are)",
+    )
 
     def layout(self, task: TaskSpec) -> list[Need]:
         lang = task.source.rule.get("lang")
         dirs = _prompt_dirs(task)
         files = tuple(f"{d}/{lang}_{d.rsplit('/', 1)[1]}.jsonl" for d in dirs) if lang else ()
         return [
-            Need(f"WorldCuisines {folder_name(task)} rows", files + tuple(f"{d}/*.jsonl" for d in dirs), download=DOWNLOAD),
-            Need("WorldCuisines images (food-kb knowledge base)", (f"{KB}/data/*.parquet", f"{root_name(task)}/images"), kind="images",
-                 download="huggingface.co/datasets/worldcuisines/food-kb"),
+            Need(
+                f"WorldCuisines {folder_name(task)} rows",
+                files + tuple(f"{d}/*.jsonl" for d in dirs),
+                download=DOWNLOAD,
+            ),
+            Need(
+                "WorldCuisines images (food-kb knowledge base)",
+                (f"{KB}/data/*.parquet", f"{root_name(task)}/images"),
+                kind="images",
+                download="huggingface.co/datasets/worldcuisines/food-kb",
+            ),
         ]
 
     def load(self, task: TaskSpec, source_dir: Path | None) -> Iterator[Sample]:
@@ -176,14 +222,21 @@ class WorldCuisinesLoader:
             if not paths:
                 need.find_one(source_dir, task)
             files = [(str(p), read_jsonl(p, "WorldCuisines hf_prompt rows")) for p in paths]
-        keep = [(w, r) for w, rows in files for r in rows
-                if str(r.get("lang")) == str(rule.get("lang", r.get("lang"))) and str(r.get("prompt_type")) == str(rule.get("prompt_type", r.get("prompt_type")))]
+        keep = [
+            (w, r)
+            for w, rows in files
+            for r in rows
+            if str(r.get("lang")) == str(rule.get("lang", r.get("lang")))
+            and str(r.get("prompt_type")) == str(rule.get("prompt_type", r.get("prompt_type")))
+        ]
         wanted = {str(r.get("image_url")) for _, r in keep}
         kb = sorted((Path(source_dir) / KB / "data").glob("*.parquet")) if source_dir is not None else []
         folder = Path(source_dir) / root_name(task) / "images" if source_dir is not None else None
         if source_dir is not None and keep and not kb and not (folder is not None and folder.is_dir()):
-            raise SourceError(f"task {task.id!r}: no WorldCuisines images: expected the food-kb knowledge base at "
-                              f"{Path(source_dir) / KB / 'data'}/*.parquet (or image files under {folder}); download {DOWNLOAD}")
+            raise SourceError(
+                f"task {task.id!r}: no WorldCuisines images: expected the food-kb knowledge base at "
+                f"{Path(source_dir) / KB / 'data'}/*.parquet (or image files under {folder}); download {DOWNLOAD}"
+            )
         images = _Images(kb, folder if folder is not None and folder.is_dir() else None, wanted)
         out = [row_to_sample(task, r, images, w) for w, r in keep]
         yield from finish(task, (s for s in out if s is not None))

@@ -22,13 +22,20 @@ from .lora_clients import GroupedLoraRounds, LoraMethod, LoraSettings, average
 
 class FedIT(GroupedLoraRounds, LoraMethod):
     meta = MethodMeta(
-        name="fedit", version="1.0", relative_compute=1.0,
+        name="fedit",
+        version="1.0",
+        relative_compute=1.0,
         summary="FedAvg of one LoRA adapter per architecture (federated instruction tuning).",
-        reference="Zhang et al., Towards Building the Federated GPT: Federated Instruction Tuning (ICASSP 2024)")
+        reference="Zhang et al., Towards Building the Federated GPT: Federated Instruction Tuning (ICASSP 2024)",
+    )
 
     class Config(LoraSettings):
         model_config = ConfigDict(extra="forbid")
-        weighting: str = Field(default="equal", pattern="^(equal)$", description="How uploads of one architecture are averaged: 'equal' weights (the FedMosaic paper's Table 7 'Vanilla').")
+        weighting: str = Field(
+            default="equal",
+            pattern="^(equal)$",
+            description="How uploads of one architecture are averaged: 'equal' weights (the FedMosaic paper's Table 7 'Vanilla').",
+        )
 
     def round_start(self, ctx: ClientContext, state: State, message: Message | None) -> State:
         """The architecture's last global adapter (its own adapter before the first aggregate)."""
@@ -38,7 +45,9 @@ class FedIT(GroupedLoraRounds, LoraMethod):
         tensors = self.clients.dump(ctx.client_id)
         return Message(tensors=tensors), State(tensors=tensors, metadata={"loss": loss})
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         groups: dict[str, list[int]] = {}
         for c in uploads:
             groups.setdefault(self.arch[c], []).append(c)

@@ -18,8 +18,8 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, ModelIdentity, State
 from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, ModelIdentity, State
 
 
 def packed_training_field() -> Any:
@@ -28,10 +28,11 @@ def packed_training_field() -> Any:
     return Field(
         default=True,
         description="Train on each batch's items packed into one sequence (each with its own positions and a "
-                    "block-diagonal causal mask) instead of right-padded: the same loss and gradients within float "
-                    "tolerance, without the padding's compute (models whose attention cannot pack train padded). "
-                    "False trains padded, as every run did before packing (CHANGELOG), to rerun such a result file "
-                    "exactly.")
+        "block-diagonal causal mask) instead of right-padded: the same loss and gradients within float "
+        "tolerance, without the padding's compute (models whose attention cannot pack train padded). "
+        "False trains padded, as every run did before packing (CHANGELOG), to rerun such a result file "
+        "exactly.",
+    )
 
 
 def segment_attention_field() -> Any:
@@ -40,10 +41,11 @@ def segment_attention_field() -> Any:
     return Field(
         default=True,
         description="In packed training steps, run the language model's attention on each item's own segment (causal "
-                    "SDPA per item) instead of over the whole packed sequence under a block-diagonal mask: the same "
-                    "loss and gradients within float tolerance, 1.15x faster steps on the multimodal models "
-                    "(docs/performance/step_paths.md). False: the masked attention, as runs did before it (CHANGELOG), "
-                    "to rerun such a result file exactly. Generation and scoring are the same either way.")
+        "SDPA per item) instead of over the whole packed sequence under a block-diagonal mask: the same "
+        "loss and gradients within float tolerance, 1.15x faster steps on the multimodal models "
+        "(docs/performance/step_paths.md). False: the masked attention, as runs did before it (CHANGELOG), "
+        "to rerun such a result file exactly. Generation and scoring are the same either way.",
+    )
 
 
 def offload_dir_field(what: str = "client adapters") -> Any:
@@ -55,8 +57,10 @@ def offload_dir_field(what: str = "client adapters") -> Any:
 def model_loader_field() -> Any:
     """The ``model_loader`` setting of every entry that loads the zoo's models (one description, one default)."""
     return Field(
-        default="zoo", description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny "
-                                   "models from drake_bench.models.testing (fast tests only).")
+        default="zoo",
+        description="'zoo': the pretrained models named by the allocation; 'testing': untrained tiny "
+        "models from drake_bench.models.testing (fast tests only).",
+    )
 
 
 class LoraSettings(BaseModel):
@@ -67,10 +71,12 @@ class LoraSettings(BaseModel):
     rank: int = Field(default=8, ge=1, description="LoRA rank r of every adapted linear layer of the language model.")
     alpha: int = Field(default=16, description="LoRA scaling numerator: the update is scaled by alpha / rank.")
     learning_rate: float = Field(
-        default=3e-3, gt=0,
+        default=3e-3,
+        gt=0,
         description="AdamW learning rate, constant. 3e-3 was selected on drake-synth 1.9.0's validation split over "
-                    "3e-4, 1e-3 and 3e-3 at the main job's schedule (leaderboard/tuning/sft-learning-rate/tuning.json); "
-                    "the papers' 2e-5 to 3e-4 are for 1B-8B models.")
+        "3e-4, 1e-3 and 3e-3 at the main job's schedule (leaderboard/tuning/sft-learning-rate/tuning.json); "
+        "the papers' 2e-5 to 3e-4 are for 1B-8B models.",
+    )
     weight_decay: float = Field(default=0.0, description="AdamW weight decay on the adapter weights.")
     offload_dir: str | None = offload_dir_field()
     packed_training: bool = packed_training_field()
@@ -136,9 +142,16 @@ class LoraClients:
         from drake_bench.models import ModelPool
 
         self.pool = ModelPool(
-            federation.allocation, self.adapter_config, device=federation.device, offload_dir=self.settings.offload_dir,
-            adapter_names=self.adapter_names, seed=federation.seed, loader=self.loader, post_attach=self.post_attach,
-            client_ranks=self.client_ranks(federation), rank_axes=self.rank_axes,
+            federation.allocation,
+            self.adapter_config,
+            device=federation.device,
+            offload_dir=self.settings.offload_dir,
+            adapter_names=self.adapter_names,
+            seed=federation.seed,
+            loader=self.loader,
+            post_attach=self.post_attach,
+            client_ranks=self.client_ranks(federation),
+            rank_axes=self.rank_axes,
             segment_attention=getattr(self.settings, "segment_attention", True),
         )
         self.federation = federation
@@ -150,7 +163,7 @@ class LoraClients:
         """Put a State's tensors (optionally under ``<adapter>/`` prefixes) into the pool."""
         for a in self.adapter_names:
             p = f"{a}/" if prefix or len(self.adapter_names) > 1 else ""
-            tensors = {k[len(p):]: v for k, v in state.tensors.items() if k.startswith(p)} if p else state.tensors
+            tensors = {k[len(p) :]: v for k, v in state.tensors.items() if k.startswith(p)} if p else state.tensors
             self.pool.set_state(client, tensors, adapter=a)
 
     def dump(self, client: int) -> dict[str, torch.Tensor]:
@@ -158,8 +171,13 @@ class LoraClients:
             return self.pool.get_state(client, self.adapter_names[0])
         return {f"{a}/{k}": v for a in self.adapter_names for k, v in self.pool.get_state(client, a).items()}
 
-    def train(self, ctx: ClientContext, batches: Iterable[Sequence[MethodSample]], adapter: str | None = None,
-              after_step: Callable[[int, Sequence[MethodSample]], None] | None = None) -> float:
+    def train(
+        self,
+        ctx: ClientContext,
+        batches: Iterable[Sequence[MethodSample]],
+        adapter: str | None = None,
+        after_step: Callable[[int, Sequence[MethodSample]], None] | None = None,
+    ) -> float:
         """Local training on the client's batches (active adapter ``adapter``) with a fresh :meth:`optimizer`
         (AdamW over :meth:`param_groups` unless overridden); returns the mean loss. ``after_step(step, batch)`` runs after every step
         (steps count the non-empty batches from 1), with the client's model still swapped in."""
@@ -175,16 +193,24 @@ class LoraClients:
             for batch in batches:
                 if not len(batch):
                     continue
-                losses.append(train_step(model, pool.processor(ctx.client_id), list(batch), opt,
-                                         packed=packing(getattr(self.settings, "packed_training", True))))
+                losses.append(
+                    train_step(
+                        model,
+                        pool.processor(ctx.client_id),
+                        list(batch),
+                        opt,
+                        packed=packing(getattr(self.settings, "packed_training", True)),
+                    )
+                )
                 if after_step is not None:
                     after_step(len(losses), batch)
             if adapter is not None:
                 model.set_adapter(pool.slot(ctx.client_id, self.adapter_names[0]))
         return float(sum(losses) / len(losses)) if losses else 0.0
 
-    def train_group(self, ctxs: Sequence[ClientContext], batches: Sequence[Iterable[Sequence[MethodSample]]]
-                    ) -> list[float]:
+    def train_group(
+        self, ctxs: Sequence[ClientContext], batches: Sequence[Iterable[Sequence[MethodSample]]]
+    ) -> list[float]:
         """:meth:`train` for several clients of one architecture in one pass per step (client batching,
         ``drake_bench.models.grouped``): each client trains its own adapter with its own fresh :meth:`optimizer`
         on its own batches, step k of every client that has a k-th non-empty batch in one forward and backward;
@@ -194,11 +220,14 @@ class LoraClients:
         from drake_bench.models.grouped import train_group_step
 
         if not getattr(self.settings, "packed_training", True):
-            raise DrakeBenchError("client batching packs each client's batch into one row; packed_training=False "
-                                  "trains padded, so run it without --client-batching")
+            raise DrakeBenchError(
+                "client batching packs each client's batch into one row; packed_training=False "
+                "trains padded, so run it without --client-batching"
+            )
         if len(self.adapter_names) != 1:
-            raise DrakeBenchError("client batching trains one adapter per client; this pool has "
-                                  f"{list(self.adapter_names)}")
+            raise DrakeBenchError(
+                f"client batching trains one adapter per client; this pool has {list(self.adapter_names)}"
+            )
         pool = self.pool
         clients = [c.client_id for c in ctxs]
         steps = [[list(b) for b in bs if len(b)] for bs in batches]
@@ -212,8 +241,13 @@ class LoraClients:
             losses: list[list[float]] = [[] for _ in clients]
             for k in range(max((len(s) for s in steps), default=0)):
                 rows = [i for i, s in enumerate(steps) if k < len(s)]
-                out = train_group_step(model, processor, [steps[i][k] for i in rows], [slots[i] for i in rows],
-                                       [optimizers[i] for i in rows])
+                out = train_group_step(
+                    model,
+                    processor,
+                    [steps[i][k] for i in rows],
+                    [slots[i] for i in rows],
+                    [optimizers[i] for i in rows],
+                )
                 for i, loss in zip(rows, out):
                     losses[i].append(loss)
         return [float(sum(x) / len(x)) if x else 0.0 for x in losses]
@@ -247,8 +281,9 @@ class CanonicalLoraClients(LoraClients):
             mapping = self.canonical_keys(self.pool.model_for(client))
             peft_keys = set(self.pool.initial_state(client))
             if set(mapping) != peft_keys:
-                raise RuntimeError(f"{arch}: adapter tensors {sorted(peft_keys ^ set(mapping))[:4]} have no "
-                                   "canonical name")
+                raise RuntimeError(
+                    f"{arch}: adapter tensors {sorted(peft_keys ^ set(mapping))[:4]} have no canonical name"
+                )
             self._keys[arch] = mapping
         return self._keys[arch]
 
@@ -269,7 +304,9 @@ class CanonicalLoraClients(LoraClients):
         return {names[k]: v for k, v in self.pool.get_state(client).items()}
 
 
-def average(states: Sequence[dict[str, torch.Tensor]], weights: Sequence[float] | None = None) -> dict[str, torch.Tensor]:
+def average(
+    states: Sequence[dict[str, torch.Tensor]], weights: Sequence[float] | None = None
+) -> dict[str, torch.Tensor]:
     """Weighted average of equally-shaped tensor dicts (FedAvg)."""
     if not states:
         raise ValueError("nothing to average")
@@ -339,14 +376,19 @@ class GroupedLoraRounds:
         """The upload and the new state after local training (the trained adapter is in the pool)."""
         raise NotImplementedError
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+    def client_update(
+        self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
+    ) -> tuple[Message, State]:
         self.clients.load(ctx.client_id, self.round_start(ctx, state, message))
         return self.round_result(ctx, self.clients.train(ctx, batches))
 
-    def client_update_group(self, ctxs: Sequence[ClientContext], states: Sequence[State],
-                            messages: Sequence[Message | None], batches: Sequence[Iterable[Sequence[MethodSample]]]
-                            ) -> list[tuple[Message, State]]:
+    def client_update_group(
+        self,
+        ctxs: Sequence[ClientContext],
+        states: Sequence[State],
+        messages: Sequence[Message | None],
+        batches: Sequence[Iterable[Sequence[MethodSample]]],
+    ) -> list[tuple[Message, State]]:
         for ctx, state, message in zip(ctxs, states, messages):
             self.clients.load(ctx.client_id, self.round_start(ctx, state, message))
         losses = self.clients.train_group(ctxs, batches)

@@ -15,8 +15,12 @@ from .lora_clients import GroupedLoraRounds, LoraMethod, LoraSettings
 
 
 class SFT(GroupedLoraRounds, LoraMethod):
-    meta = MethodMeta(name="sft", version="1.0", relative_compute=1.0,
-                      summary="Local LoRA fine-tuning on each client; nothing is shared (the personalisation baseline).")
+    meta = MethodMeta(
+        name="sft",
+        version="1.0",
+        relative_compute=1.0,
+        summary="Local LoRA fine-tuning on each client; nothing is shared (the personalisation baseline).",
+    )
 
     class Config(LoraSettings):
         model_config = ConfigDict(extra="forbid")
@@ -27,5 +31,7 @@ class SFT(GroupedLoraRounds, LoraMethod):
     def round_result(self, ctx: ClientContext, loss: float) -> tuple[Message, State]:
         return Message(), State(tensors=self.clients.dump(ctx.client_id), metadata={"loss": loss})
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         return {c: Message() for c in uploads}, server_state

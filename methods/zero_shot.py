@@ -18,15 +18,19 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import ConfigDict
 
-from drake_bench.plugins.protocol import ClientContext, Message, MethodMeta, State
 from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Message, MethodMeta, State
 
 from .lora_clients import LoraMethod, LoraSettings
 
 
 class ZeroShot(LoraMethod):
-    meta = MethodMeta(name="zero-shot", version="1.0", relative_compute=1.0,
-                      summary="The pretrained base models, never trained: the reference row.")
+    meta = MethodMeta(
+        name="zero-shot",
+        version="1.0",
+        relative_compute=1.0,
+        summary="The pretrained base models, never trained: the reference row.",
+    )
 
     class Config(LoraSettings):
         model_config = ConfigDict(extra="forbid")
@@ -35,11 +39,14 @@ class ZeroShot(LoraMethod):
         super().__init__(config)
         self._answers: dict[tuple[str, str], dict[str, str]] = {}  # (model, architecture) -> uid -> answer
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+    def client_update(
+        self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
+    ) -> tuple[Message, State]:
         return Message(), state
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         return {c: Message() for c in uploads}, server_state
 
     def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample]) -> list[str]:

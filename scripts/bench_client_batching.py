@@ -58,10 +58,20 @@ def main(argv: list[str] | None = None) -> None:
     for name in [n for n in args.models.split(",") if n]:
         for size in sizes:
             clients = list(range(1, size + 1))
-            fed = FederationContext(benchmark="bench", modality="multimodal", clients=clients,
-                                    allocation={c: name for c in clients}, architectures={c: "a" for c in clients},
-                                    rounds=1, local_steps=args.steps, batch_size=args.batch_size, seed=0,
-                                    device=args.device, public_data=None, workdir=None)  # type: ignore[arg-type]
+            fed = FederationContext(
+                benchmark="bench",
+                modality="multimodal",
+                clients=clients,
+                allocation={c: name for c in clients},
+                architectures={c: "a" for c in clients},
+                rounds=1,
+                local_steps=args.steps,
+                batch_size=args.batch_size,
+                seed=0,
+                device=args.device,
+                public_data=None,
+                workdir=None,
+            )  # type: ignore[arg-type]
             lc = LoraClients(LoraSettings())
             lc.setup(fed)
             gen = torch.Generator().manual_seed(0)
@@ -70,9 +80,11 @@ def main(argv: list[str] | None = None) -> None:
                 st = lc.pool.get_state(c)
                 start[c] = {k: v + 0.02 * torch.randn(v.shape, generator=gen) for k, v in st.items()}
             pool_batches = batches_for(bool(model_info(name).multimodal), args.batch_size, args.steps * size)
-            batches = {c: pool_batches[(c - 1) * args.steps:c * args.steps] for c in clients}
-            ctxs = [ClientContext(client_id=c, model_name=name, architecture="a", round_idx=0, seed=0,
-                                  device=args.device) for c in clients]
+            batches = {c: pool_batches[(c - 1) * args.steps : c * args.steps] for c in clients}
+            ctxs = [
+                ClientContext(client_id=c, model_name=name, architecture="a", round_idx=0, seed=0, device=args.device)
+                for c in clients
+            ]
 
             def once(grouped: bool) -> tuple[float, dict]:
                 for c in clients:
@@ -96,33 +108,56 @@ def main(argv: list[str] | None = None) -> None:
                 for grouped in (False, True):
                     dt, states[grouped] = once(grouped)
                     times[grouped].append(dt)
-            diff = max(float((states[True][c][k] - states[False][c][k]).abs().max()) for c in clients
-                       for k in states[False][c])
+            diff = max(
+                float((states[True][c][k] - states[False][c][k]).abs().max()) for c in clients for k in states[False][c]
+            )
             moved = sum(float((states[False][c][k] - start[c][k]).pow(2).sum()) for c in clients for k in start[c])
-            apart = sum(float((states[True][c][k] - states[False][c][k]).pow(2).sum()) for c in clients for k in start[c])
+            apart = sum(
+                float((states[True][c][k] - states[False][c][k]).pow(2).sum()) for c in clients for k in start[c]
+            )
             med = {k: statistics.median(v) for k, v in times.items()}
-            row = {"model": name, "clients": size, "device": args.device, "seconds_sequential": med[False],
-                   "seconds_grouped": med[True], "ratio_sequential_over_grouped": med[False] / med[True],
-                   "max_abs_weight_difference": diff, "update_difference_relative": (apart / moved) ** 0.5, "samples": {"sequential": times[False], "grouped": times[True]}}
+            row = {
+                "model": name,
+                "clients": size,
+                "device": args.device,
+                "seconds_sequential": med[False],
+                "seconds_grouped": med[True],
+                "ratio_sequential_over_grouped": med[False] / med[True],
+                "max_abs_weight_difference": diff,
+                "update_difference_relative": (apart / moved) ** 0.5,
+                "samples": {"sequential": times[False], "grouped": times[True]},
+            }
             rows.append(row)
-            print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items() if k != "samples"},
-                  flush=True)
-    data = {"batch_size": args.batch_size, "steps": args.steps, "repeats": args.repeats, "device": args.device,
-            "rows": rows}
+            print(
+                {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items() if k != "samples"}, flush=True
+            )
+    data = {
+        "batch_size": args.batch_size,
+        "steps": args.steps,
+        "repeats": args.repeats,
+        "device": args.device,
+        "rows": rows,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = "" if args.device == "cpu" else "_" + args.device.replace(":", "")
     (args.out / f"client_batching{suffix}.json").write_text(json.dumps(data, indent=1) + "\n")
-    lines = ["# Client batching vs sequential training", "",
-             f"Generated by `python scripts/bench_client_batching.py{'' if args.device == 'cpu' else ' --device ' + args.device}` "
-             f"(see its docstring): C clients of one model, {args.steps} local steps of {args.batch_size} items each, "
-             f"LoRA rank 8, AdamW, one torch thread, median of {args.repeats} alternating repeats, device "
-             f"{args.device}.", "",
-             "| model | clients | sequential s | grouped s | sequential / grouped | max weight diff | update diff / update |",
-             "|:---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# Client batching vs sequential training",
+        "",
+        f"Generated by `python scripts/bench_client_batching.py{'' if args.device == 'cpu' else ' --device ' + args.device}` "
+        f"(see its docstring): C clients of one model, {args.steps} local steps of {args.batch_size} items each, "
+        f"LoRA rank 8, AdamW, one torch thread, median of {args.repeats} alternating repeats, device "
+        f"{args.device}.",
+        "",
+        "| model | clients | sequential s | grouped s | sequential / grouped | max weight diff | update diff / update |",
+        "|:---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['clients']} | {r['seconds_sequential']:.2f} | {r['seconds_grouped']:.2f} "
-                     f"| **{r['ratio_sequential_over_grouped']:.2f}x** | {r['max_abs_weight_difference']:.1e} "
-                     f"| {r['update_difference_relative']:.1e} |")
+        lines.append(
+            f"| {r['model']} | {r['clients']} | {r['seconds_sequential']:.2f} | {r['seconds_grouped']:.2f} "
+            f"| **{r['ratio_sequential_over_grouped']:.2f}x** | {r['max_abs_weight_difference']:.1e} "
+            f"| {r['update_difference_relative']:.1e} |"
+        )
     (args.out / f"client_batching{suffix}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
 

@@ -55,10 +55,21 @@ def config_for(method: str, a: argparse.Namespace):
     mcfg = {}
     if method in ("fedmosaic", "fedit-pqlora") and a.public_size:
         mcfg["public_size"] = a.public_size
-    cfg = RunConfig(benchmark=a.benchmark, scenario="dynamic", method=method, method_config=mcfg, seeds=a.seeds,
-                    allocation=a.allocation, rounds=a.rounds, local_steps=a.local_steps,
-                    others_subsample=a.others_subsample, self_subsample=a.self_subsample,
-                    eval_every_rounds=a.eval_every, fast_adaptation=False, out=a.out)
+    cfg = RunConfig(
+        benchmark=a.benchmark,
+        scenario="dynamic",
+        method=method,
+        method_config=mcfg,
+        seeds=a.seeds,
+        allocation=a.allocation,
+        rounds=a.rounds,
+        local_steps=a.local_steps,
+        others_subsample=a.others_subsample,
+        self_subsample=a.self_subsample,
+        eval_every_rounds=a.eval_every,
+        fast_adaptation=False,
+        out=a.out,
+    )
     return cfg
 
 
@@ -66,15 +77,17 @@ def result_file(board: Path, method: str) -> Path:
     return board / f"drake-synth-dynamic-{method}.json"
 
 
-REPRO = "python scripts/bench_fedmosaic.py --benchmark {bench} --out {out}  # = drake-bench run --benchmark {bench} " \
-        "--methods fedmosaic,sft,fedit-pqlora,fedit --allocation cross-family --seeds 0,1,2 --no-fast-adaptation " \
-        "--out {out}, then this report"
+REPRO = (
+    "python scripts/bench_fedmosaic.py --benchmark {bench} --out {out}  # = drake-bench run --benchmark {bench} "
+    "--methods fedmosaic,sft,fedit-pqlora,fedit --allocation cross-family --seeds 0,1,2 --no-fast-adaptation "
+    "--out {out}, then this report"
+)
 
 
 def report(a: argparse.Namespace) -> None:
-    from drake_bench.evaluator.checkpoint import load as load_progress
     from drake_bench.evaluation.plots import plot_accuracy_over_rounds, plot_relevance_heatmap
     from drake_bench.evaluation.table import summary_markdown
+    from drake_bench.evaluator.checkpoint import load as load_progress
     from drake_bench.results.result_file import read_result
 
     board = Path(a.board)
@@ -91,33 +104,57 @@ def report(a: argparse.Namespace) -> None:
         s = torch.tensor(meta["relevance"])[idx][:, idx]
         w = torch.tensor(meta["weights"])[idx][:, idx]
         labels = [str(order[i]) for i in idx]
-        plot_relevance_heatmap(s.tolist(), labels, board / "drake-synth-dynamic-relevance.png",
-                               title=f"FedMosaic relevance cos(g_i, g_j), {Path(runs[0]).name}, round {meta['round']}")
-        plot_relevance_heatmap(w.tolist(), labels, board / "drake-synth-dynamic-rela-weights.png",
-                               title=f"FedMosaic RELA weights softmax(S/tau), {Path(runs[0]).name}")
+        plot_relevance_heatmap(
+            s.tolist(),
+            labels,
+            board / "drake-synth-dynamic-relevance.png",
+            title=f"FedMosaic relevance cos(g_i, g_j), {Path(runs[0]).name}, round {meta['round']}",
+        )
+        plot_relevance_heatmap(
+            w.tolist(),
+            labels,
+            board / "drake-synth-dynamic-rela-weights.png",
+            title=f"FedMosaic RELA weights softmax(S/tau), {Path(runs[0]).name}",
+        )
         groups = [[1, 5, 6], [7, 8, 9], [2, 3, 4, 10]]
         pos = {c: k for k, g in enumerate(groups) for c in g}
-        within = [float(w[i, j]) for i in range(len(idx)) for j in range(len(idx))
-                  if i != j and pos[order[idx[i]]] == pos[order[idx[j]]]]
-        across = [float(w[i, j]) for i in range(len(idx)) for j in range(len(idx))
-                  if pos[order[idx[i]]] != pos[order[idx[j]]]]
-        s_within = [float(s[i, j]) for i in range(len(idx)) for j in range(len(idx))
-                    if i != j and pos[order[idx[i]]] == pos[order[idx[j]]]]
-        s_across = [float(s[i, j]) for i in range(len(idx)) for j in range(len(idx))
-                    if pos[order[idx[i]]] != pos[order[idx[j]]]]
+        within = [
+            float(w[i, j])
+            for i in range(len(idx))
+            for j in range(len(idx))
+            if i != j and pos[order[idx[i]]] == pos[order[idx[j]]]
+        ]
+        across = [
+            float(w[i, j]) for i in range(len(idx)) for j in range(len(idx)) if pos[order[idx[i]]] != pos[order[idx[j]]]
+        ]
+        s_within = [
+            float(s[i, j])
+            for i in range(len(idx))
+            for j in range(len(idx))
+            if i != j and pos[order[idx[i]]] == pos[order[idx[j]]]
+        ]
+        s_across = [
+            float(s[i, j]) for i in range(len(idx)) for j in range(len(idx)) if pos[order[idx[i]]] != pos[order[idx[j]]]
+        ]
         multi = [c for c in (1, 5, 6, 7, 8, 9) if c in order]
-        s_multi = [float(s[idx.index(order.index(a)), idx.index(order.index(b))])
-                   for a in multi for b in multi if a != b]
-        heat_note = (f"relevance ({Path(runs[0]).name}, last round): mean off-diagonal cosine within a task group "
-                     f"{sum(s_within) / len(s_within):.2f} vs across groups {sum(s_across) / len(s_across):.2f}; "
-                     f"among the multi-image clients 1, 5-9 {sum(s_multi) / len(s_multi):.2f} (the paper's Fig. 26 "
-                     f"also shows multi-image clients close to each other). The softmax(S/tau) weights: within a "
-                     f"group {sum(within) / len(within):.4f} vs across {sum(across) / len(across):.4f} (uniform: "
-                     f"{1 / len(order):.4f})")
+        s_multi = [
+            float(s[idx.index(order.index(a)), idx.index(order.index(b))]) for a in multi for b in multi if a != b
+        ]
+        heat_note = (
+            f"relevance ({Path(runs[0]).name}, last round): mean off-diagonal cosine within a task group "
+            f"{sum(s_within) / len(s_within):.2f} vs across groups {sum(s_across) / len(s_across):.2f}; "
+            f"among the multi-image clients 1, 5-9 {sum(s_multi) / len(s_multi):.2f} (the paper's Fig. 26 "
+            f"also shows multi-image clients close to each other). The softmax(S/tau) weights: within a "
+            f"group {sum(within) / len(within):.4f} vs across {sum(across) / len(across):.4f} (uniform: "
+            f"{1 / len(order):.4f})"
+        )
 
     def agg(m: str, key: str) -> tuple[float, float]:
-        ms = results[m].summary.aggregate[key] if isinstance(results[m].summary.aggregate, dict) else getattr(
-            results[m].summary.aggregate, key)
+        ms = (
+            results[m].summary.aggregate[key]
+            if isinstance(results[m].summary.aggregate, dict)
+            else getattr(results[m].summary.aggregate, key)
+        )
         ms = ms if isinstance(ms, dict) else ms.model_dump()
         return 100 * ms["mean"], 100 * (ms["std"] or 0.0)
 
@@ -126,20 +163,24 @@ def report(a: argparse.Namespace) -> None:
     lines = [f"# {bench}, dynamic scenario: FedMosaic and baselines", ""]
     fl, rc = first.fl, first.fl.extra.get("run_config", {})
     fm = results["fedmosaic"].method.config if "fedmosaic" in results else {}
-    lines += [f"Allocation `{first.model_allocation.name}` ({', '.join(sorted(set(first.model_allocation.clients.values())))}; "
-              f"pretrained tiny zoo models), seeds {first.seeds}; {fl.rounds} rounds x {fl.local_steps} local steps, "
-              f"batch {fl.batch_size}, evaluation after rounds {fl.eval_rounds}, Self items per task "
-              f"{rc.get('self_subsample') or 'manifest (20)'}, Others items per task {fl.others_subsample}, no fast "
-              f"adaptation. FedMosaic uses the toy profile (r {fm.get('rank')}, N_B {fm.get('n_blocks')}, lr "
-              f"{fm.get('lr_pq')} (P/Q) / {fm.get('lr_other')} (rest), m {fm.get('grad_interval')}, tau {fm.get('tau')}, "
-              f"alpha {fm.get('ema_alpha', fm.get('alpha'))}, N_s {fm.get('mask_ratio', fm.get('n_s'))}, mu "
-              f"{fm.get('noise_std', fm.get('mu'))}, |D_p| {fm.get('public_size')}) and is not compute-matched (same local "
-              "steps as the baselines). Reproduce: `" + REPRO.format(out=a.out, bench=bench) + "`.", ""]
+    lines += [
+        f"Allocation `{first.model_allocation.name}` ({', '.join(sorted(set(first.model_allocation.clients.values())))}; "
+        f"pretrained tiny zoo models), seeds {first.seeds}; {fl.rounds} rounds x {fl.local_steps} local steps, "
+        f"batch {fl.batch_size}, evaluation after rounds {fl.eval_rounds}, Self items per task "
+        f"{rc.get('self_subsample') or 'manifest (20)'}, Others items per task {fl.others_subsample}, no fast "
+        f"adaptation. FedMosaic uses the toy profile (r {fm.get('rank')}, N_B {fm.get('n_blocks')}, lr "
+        f"{fm.get('lr_pq')} (P/Q) / {fm.get('lr_other')} (rest), m {fm.get('grad_interval')}, tau {fm.get('tau')}, "
+        f"alpha {fm.get('ema_alpha', fm.get('alpha'))}, N_s {fm.get('mask_ratio', fm.get('n_s'))}, mu "
+        f"{fm.get('noise_std', fm.get('mu'))}, |D_p| {fm.get('public_size')}) and is not compute-matched (same local "
+        "steps as the baselines). Reproduce: `" + REPRO.format(out=a.out, bench=bench) + "`.",
+        "",
+    ]
     lines.append(summary_markdown(ordered))
     if all(m in results for m in METHODS):
         o = {m: agg(m, "others_last") for m in METHODS}
         oa = {m: agg(m, "others_auc") for m in METHODS}
         sl = {m: agg(m, "self_last") for m in METHODS}
+
         def verdict(higher: tuple[float, float], lower: tuple[float, float]) -> str:
             """'held' only when the gap exceeds both seed stds; a smaller positive gap is not evidence."""
             gap = higher[0] - lower[0]
@@ -151,23 +192,35 @@ def report(a: argparse.Namespace) -> None:
 
         c2 = o["fedit"][0] <= o["fedit-pqlora"][0] <= o["fedmosaic"][0]
         order3 = ["fedit", "fedit-pqlora", "fedmosaic"]
-        inside = all(abs(o[x][0] - o[y][0]) <= max(o[x][1], o[y][1]) for i, x in enumerate(order3) for y in order3[i + 1:])
+        inside = all(
+            abs(o[x][0] - o[y][0]) <= max(o[x][1], o[y][1]) for i, x in enumerate(order3) for y in order3[i + 1 :]
+        )
         sft_gap = sl["sft"][0] - o["sft"][0]
         fmt = lambda d: ", ".join(f"{LABELS[m]} {d[m][0]:.2f} ± {d[m][1]:.2f}" for m in METHODS)  # noqa: E731
-        lines += ["", "## Claims (the FedMosaic paper's orderings: Tables 2 and 7)", "",
-                  f"- FedMosaic Others > SFT Others: A_last **{verdict(o['fedmosaic'], o['sft'])}**, A_AUC "
-                  f"**{verdict(oa['fedmosaic'], oa['sft'])}**. Others A_last: {fmt(o)}; Others A_AUC: {fmt(oa)}.",
-                  f"- Others ordered FedIT <= FedIT+PQ-LoRA <= FedMosaic (A_last, means only): "
-                  f"**{'held' if c2 else 'did not hold'}**; "
-                  + ("every pairwise gap is inside the seed std." if inside else "not every pairwise gap is inside the seed std."),
-                  f"- FedMosaic Self vs SFT Self (A_last): {verdict(sl['fedmosaic'], sl['sft'])}. Self A_last: {fmt(sl)}.",
-                  f"- RELA: {heat_note}.", "",
-                  f"At this scale the tiny models learn the tasks only slightly in {fl.rounds * fl.local_steps} local "
-                  f"iterations (SFT's Self exceeds its Others by {sft_gap:.1f} points at A_last), so there is little task "
-                  "knowledge for any method to share; the benchmark does not reproduce the paper's gains beyond seed "
-                  "noise, and says so. Plots: `drake-synth-dynamic-accuracy.png`, "
-                  "`drake-synth-dynamic-relevance.png` (cosine of the sanitised W_s gradients, clients ordered "
-                  "by group 1,5,6 | 7,8,9 | 2,3,4,10) and `drake-synth-dynamic-rela-weights.png`.", ""]
+        lines += [
+            "",
+            "## Claims (the FedMosaic paper's orderings: Tables 2 and 7)",
+            "",
+            f"- FedMosaic Others > SFT Others: A_last **{verdict(o['fedmosaic'], o['sft'])}**, A_AUC "
+            f"**{verdict(oa['fedmosaic'], oa['sft'])}**. Others A_last: {fmt(o)}; Others A_AUC: {fmt(oa)}.",
+            f"- Others ordered FedIT <= FedIT+PQ-LoRA <= FedMosaic (A_last, means only): "
+            f"**{'held' if c2 else 'did not hold'}**; "
+            + (
+                "every pairwise gap is inside the seed std."
+                if inside
+                else "not every pairwise gap is inside the seed std."
+            ),
+            f"- FedMosaic Self vs SFT Self (A_last): {verdict(sl['fedmosaic'], sl['sft'])}. Self A_last: {fmt(sl)}.",
+            f"- RELA: {heat_note}.",
+            "",
+            f"At this scale the tiny models learn the tasks only slightly in {fl.rounds * fl.local_steps} local "
+            f"iterations (SFT's Self exceeds its Others by {sft_gap:.1f} points at A_last), so there is little task "
+            "knowledge for any method to share; the benchmark does not reproduce the paper's gains beyond seed "
+            "noise, and says so. Plots: `drake-synth-dynamic-accuracy.png`, "
+            "`drake-synth-dynamic-relevance.png` (cosine of the sanitised W_s gradients, clients ordered "
+            "by group 1,5,6 | 7,8,9 | 2,3,4,10) and `drake-synth-dynamic-rela-weights.png`.",
+            "",
+        ]
     (board / "drake-synth-dynamic.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
@@ -182,7 +235,9 @@ def main() -> None:
 
         from drake_bench.runner import run_methods
 
-        results = run_methods([config_for(m, a) for m in a.methods], jobs=a.jobs, threads=1, console=Console(stderr=True))
+        results = run_methods(
+            [config_for(m, a) for m in a.methods], jobs=a.jobs, threads=1, console=Console(stderr=True)
+        )
         for m, res in zip(a.methods, results):
             shutil.copyfile(res.path(a.out), result_file(board, m))
     else:  # results of an earlier `drake-bench run ... --out <out>` not yet copied to the board

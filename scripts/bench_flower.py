@@ -29,13 +29,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Flower backend"
-RUNS = {"default": [], "flower-2": ["--backend", "flower", "--flower-workers", "2"],
-        "flower-1": ["--backend", "flower", "--flower-workers", "1"]}
+RUNS = {
+    "default": [],
+    "flower-2": ["--backend", "flower", "--flower-workers", "2"],
+    "flower-1": ["--backend", "flower", "--flower-workers", "1"],
+}
 
 
 def run_job(out: Path, options: list[str]) -> float:
-    cmd = [sys.executable, "-m", "drake_bench.cli", "run", "--methods", "sft,fedit", "--out", str(out), "--no-resume",
-           *options]
+    cmd = [
+        sys.executable,
+        "-m",
+        "drake_bench.cli",
+        "run",
+        "--methods",
+        "sft,fedit",
+        "--out",
+        str(out),
+        "--no-resume",
+        *options,
+    ]
     started = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - started
@@ -62,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench-flower-"))
     try:
-        run_job(tmp / "warm-up", ["--scenario", "static", "--rounds", "1", "--local-steps", "1", "--no-fast-adaptation"])
+        run_job(
+            tmp / "warm-up", ["--scenario", "static", "--rounds", "1", "--local-steps", "1", "--no-fast-adaptation"]
+        )
         times = {name: run_job(tmp / name, [*options, *args.extra]) for name, options in RUNS.items()}
         diffs = differences(tmp / "default", tmp / "flower-2") + differences(tmp / "default", tmp / "flower-1")
     finally:
@@ -70,16 +85,21 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     job = "`drake-bench run --methods sft,fedit" + (" " + " ".join(args.extra) if args.extra else "") + "`"
     lines = [
-        SECTION, "",
+        SECTION,
+        "",
         f"The same job ({job}: drake-synth, seed 0, {os.cpu_count()} cores) under the default backend and under "
         "`--backend flower` with 1 and 2 ClientApps at a time, one after the other in one invocation of "
         f"`python scripts/bench_flower.py{' --extra ' + ' '.join(args.extra) if args.extra else ''}` (after a "
-        f"warm-up run that builds the data; 1-minute load average {load:.1f} at the end).", "",
-        "| run | wall time (s) |", "|:---|---:|",
-        *[f"| {name} | {secs:.0f} |" for name, secs in times.items()], "",
+        f"warm-up run that builds the data; 1-minute load average {load:.1f} at the end).",
+        "",
+        "| run | wall time (s) |",
+        "|:---|---:|",
+        *[f"| {name} | {secs:.0f} |" for name, secs in times.items()],
+        "",
         f"Flower overhead, flower-2 / default: **{times['flower-2'] / times['default']:.2f}**. Scaling, flower-1 / "
         f"flower-2: **{times['flower-1'] / times['flower-2']:.2f}**. The three runs' result files are "
-        f"{'identical but for execution fields' if not diffs else 'NOT identical: ' + '; '.join(diffs[:3])}.", "",
+        f"{'identical but for execution fields' if not diffs else 'NOT identical: ' + '; '.join(diffs[:3])}.",
+        "",
     ]
     doc = args.doc
     text = doc.read_text() if doc.exists() else "# Performance\n\n"

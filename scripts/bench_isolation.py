@@ -36,8 +36,10 @@ def numbers(out: Path) -> dict[str, list]:
     for path in sorted(out.glob("drake-synth/*/*/*/result.json")):
         res = load_result_data(path)
         found[res["method"]["name"]] = [
-            [s["score"] for s in res["raw"]["scores"]], [a["score"] for a in res["raw"]["adaptation"]],
-            [(c["uplink_bytes"], c["downlink_bytes"]) for c in res["raw"]["costs"]]]
+            [s["score"] for s in res["raw"]["scores"]],
+            [a["score"] for a in res["raw"]["adaptation"]],
+            [(c["uplink_bytes"], c["downlink_bytes"]) for c in res["raw"]["costs"]],
+        ]
     return found
 
 
@@ -48,22 +50,30 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench-isolation-"))
     try:
-        run_job("process", tmp / "warm-up", ["--rounds", "4", "--local-steps", "1", "--no-fast-adaptation", *args.extra])
+        run_job(
+            "process", tmp / "warm-up", ["--rounds", "4", "--local-steps", "1", "--no-fast-adaptation", *args.extra]
+        )
         times = {iso: run_job(iso, tmp / iso, args.extra) for iso in ("process", "inline")}
         same = numbers(tmp / "process") == numbers(tmp / "inline") and numbers(tmp / "process")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     ratio = times["process"] / times["inline"]
     lines = [
-        SECTION, "",
+        SECTION,
+        "",
         "The main job (`drake-bench run`: drake-synth, SFT and FedIT, seed 0, two workers on 2 cores), timed as a whole "
         "command with the method in its own worker process (the default) and inside the evaluator's process "
         "(`--isolation inline`), one after the other in one invocation of `python scripts/bench_isolation.py` "
-        "(after a short warm-up run that builds the data and pretrains the models).", "",
-        "| isolation | wall time (s) |", "|:---|---:|",
-        f"| process | {times['process']:.0f} |", f"| inline | {times['inline']:.0f} |", "",
+        "(after a short warm-up run that builds the data and pretrains the models).",
+        "",
+        "| isolation | wall time (s) |",
+        "|:---|---:|",
+        f"| process | {times['process']:.0f} |",
+        f"| inline | {times['inline']:.0f} |",
+        "",
         f"Ratio process / inline: **{ratio:.3f}** ({(ratio - 1) * 100:+.1f}%). Scores, fast-adaptation scores and "
-        f"message bytes of the two runs are {'identical' if same else 'NOT identical'}.", "",
+        f"message bytes of the two runs are {'identical' if same else 'NOT identical'}.",
+        "",
     ]
     doc = args.doc
     text = doc.read_text() if doc.exists() else "# Performance\n\n"

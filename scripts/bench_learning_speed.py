@@ -47,7 +47,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_transfer import (  # noqa: E402
-    BENCH, EVAL_SEED, TRAIN_SEED, _items, add_training_arguments, score_tasks, train_client,
+    BENCH,
+    EVAL_SEED,
+    TRAIN_SEED,
+    _items,
+    add_training_arguments,
+    score_tasks,
+    train_client,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,8 +109,13 @@ def _init(model_name: str, eval_items: int, seed: int) -> None:
 
     torch.set_num_threads(1)
     spec = load_benchmark(BENCH)
-    _worker.update(model_name=model_name, seed=seed, spec=spec, models={},
-                   evals={t: _items(t, eval_items, EVAL_SEED) for c in spec.clients for t in c.tasks})
+    _worker.update(
+        model_name=model_name,
+        seed=seed,
+        spec=spec,
+        models={},
+        evals={t: _items(t, eval_items, EVAL_SEED) for c in spec.clients for t in c.tasks},
+    )
 
 
 def _model(name: str, variant: Variant):
@@ -119,8 +130,11 @@ def _model(name: str, variant: Variant):
     if name not in w["models"]:
         default = LoraSettings()
         rank = variant.rank or default.rank
-        settings = LoraSettings(rank=rank, alpha=default.alpha * rank // default.rank,
-                                learning_rate=variant.learning_rate or default.learning_rate)
+        settings = LoraSettings(
+            rank=rank,
+            alpha=default.alpha * rank // default.rank,
+            learning_rate=variant.learning_rate or default.learning_rate,
+        )
         base, proc = _base(w["model_name"], variant.pretrain_factor)
         torch.manual_seed(w["seed"])
         extra = {"modules_to_save": ["multi_modal_projector"]} if variant.train_projector else {}
@@ -139,10 +153,16 @@ def _job(name: str, variant: Variant, client: int, steps: int, batch: int) -> di
     t0 = time.time()
     zero = score_tasks(model, proc, evals)
     loss_first, loss_last = train_client(model, proc, settings, w["spec"], client, steps, batch)
-    return {"variant": name, "client": client, "zero_shot": zero, "trained": score_tasks(model, proc, evals),
-            "loss_first": loss_first, "loss_last": loss_last,
-            "settings": {"rank": settings.rank, "alpha": settings.alpha, "learning_rate": settings.learning_rate},
-            "seconds": round(time.time() - t0, 1)}
+    return {
+        "variant": name,
+        "client": client,
+        "zero_shot": zero,
+        "trained": score_tasks(model, proc, evals),
+        "loss_first": loss_first,
+        "loss_last": loss_last,
+        "settings": {"rank": settings.rank, "alpha": settings.alpha, "learning_rate": settings.learning_rate},
+        "seconds": round(time.time() - t0, 1),
+    }
 
 
 def _mean_se(xs: list[float]) -> tuple[float, float]:
@@ -159,18 +179,30 @@ def summarise(res: dict) -> dict:
     gains: dict[str, dict[str, float]] = {}
     for name in res["config"].get("variant_order", list(res["runs"])):  # the JSON's keys are sorted
         runs = res["runs"][name]
-        per_client = {c: 100 * statistics.mean(runs[c]["trained"][t] - runs[c]["zero_shot"][t] for t in runs[c]["trained"])
-                      for c in sorted(runs, key=int)}
+        per_client = {
+            c: 100 * statistics.mean(runs[c]["trained"][t] - runs[c]["zero_shot"][t] for t in runs[c]["trained"])
+            for c in sorted(runs, key=int)
+        }
         gains[name] = per_client
         by_type = {}
         for a in ANSWER_TYPES:
-            xs = [100 * (r["trained"][t] - r["zero_shot"][t]) for r in runs.values() for t in r["trained"] if atype[t] == a]
+            xs = [
+                100 * (r["trained"][t] - r["zero_shot"][t])
+                for r in runs.values()
+                for t in r["trained"]
+                if atype[t] == a
+            ]
             if xs:
                 by_type[a] = {"mean": statistics.mean(xs), "tasks": len(xs), "improved": sum(x > 0 for x in xs)}
         m, se = _mean_se(list(per_client.values()))
-        out[name] = {"gain": m, "se": se, "clients_improved": sum(g > 0 for g in per_client.values()),
-                     "clients": len(per_client), "by_answer_type": by_type,
-                     "per_client": {c: round(g, 2) for c, g in per_client.items()}}
+        out[name] = {
+            "gain": m,
+            "se": se,
+            "clients_improved": sum(g > 0 for g in per_client.values()),
+            "clients": len(per_client),
+            "by_answer_type": by_type,
+            "per_client": {c: round(g, 2) for c, g in per_client.items()},
+        }
     if "reference" in gains:
         for name, per_client in gains.items():
             shared = [c for c in per_client if c in gains["reference"]]
@@ -204,13 +236,25 @@ def write_report(res: dict, out: Path) -> None:
         v = s[n]
         vs = v.get("vs_reference")
         bt = v["by_answer_type"]
-        cells = [f"{bt[a]['mean']:+.1f} ({bt[a]['improved']}/{bt[a]['tasks']})" if a in bt else "" for a in ANSWER_TYPES]
-        lines.append(f"| {n} | {v['gain']:+.2f} ({v['se']:.2f}) | {v['clients_improved']}/{v['clients']} | "
-                     + (f"{vs['mean']:+.2f} ({vs['se']:.2f})" if vs else "") + " | " + " | ".join(cells) + " |")
-    lines += ["", "Answer-type cells: mean gain over the tasks of that type (tasks improved / tasks).", "",
-              "Per client (gain x100):", "",
-              "| variant | " + " | ".join(str(c) for c in s[names[0]]["per_client"]) + " |",
-              "|:---|" + "---:|" * len(s[names[0]]["per_client"])]
+        cells = [
+            f"{bt[a]['mean']:+.1f} ({bt[a]['improved']}/{bt[a]['tasks']})" if a in bt else "" for a in ANSWER_TYPES
+        ]
+        lines.append(
+            f"| {n} | {v['gain']:+.2f} ({v['se']:.2f}) | {v['clients_improved']}/{v['clients']} | "
+            + (f"{vs['mean']:+.2f} ({vs['se']:.2f})" if vs else "")
+            + " | "
+            + " | ".join(cells)
+            + " |"
+        )
+    lines += [
+        "",
+        "Answer-type cells: mean gain over the tasks of that type (tasks improved / tasks).",
+        "",
+        "Per client (gain x100):",
+        "",
+        "| variant | " + " | ".join(str(c) for c in s[names[0]]["per_client"]) + " |",
+        "|:---|" + "---:|" * len(s[names[0]]["per_client"]),
+    ]
     for n in names:
         lines.append(f"| {n} | " + " | ".join(f"{g:+.1f}" for g in s[n]["per_client"].values()) + " |")
     out.mkdir(parents=True, exist_ok=True)
@@ -240,7 +284,9 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from: {', '.join(VARIANTS)}")
     ap.add_argument("--clients", default=None, help="comma-separated client ids (default: all)")
     ap.add_argument("--out", type=Path, default=None, help="default: docs/learning_speed/<model>-<steps>steps")
-    ap.add_argument("--report-only", action="store_true", help="rewrite the .md and .png from <out>/learning_speed.json")
+    ap.add_argument(
+        "--report-only", action="store_true", help="rewrite the .md and .png from <out>/learning_speed.json"
+    )
     args = ap.parse_args()
     args.out = args.out or ROOT / "docs" / "learning_speed" / f"{args.model}-{args.steps}steps"
     if args.report_only:
@@ -255,7 +301,9 @@ def main() -> None:
         ap.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
     from drake_bench.benchmarks.manifest import load_benchmark
 
-    clients = [int(c) for c in args.clients.split(",")] if args.clients else [c.id for c in load_benchmark(BENCH).clients]
+    clients = (
+        [int(c) for c in args.clients.split(",")] if args.clients else [c.id for c in load_benchmark(BENCH).clients]
+    )
     if any(VARIANTS[n].pretrain_factor != 1 for n in names):  # build slow bases once, before the workers race for them
         for n in names:
             if VARIANTS[n].pretrain_factor != 1:
@@ -263,8 +311,12 @@ def main() -> None:
                 _base(args.model, VARIANTS[n].pretrain_factor)
     t0 = time.time()
     runs: dict[str, dict[str, dict]] = {n: {} for n in names}
-    with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn"), initializer=_init,
-                             initargs=(args.model, args.eval_items, args.seed)) as pool:
+    with ProcessPoolExecutor(
+        args.workers,
+        mp_context=get_context("spawn"),
+        initializer=_init,
+        initargs=(args.model, args.eval_items, args.seed),
+    ) as pool:
         # variant-major per worker would rebuild fewer models, but jobs are cheap next to training
         futures = [pool.submit(_job, n, VARIANTS[n], c, args.steps, args.batch) for n in names for c in clients]
         for f in futures:
@@ -272,10 +324,21 @@ def main() -> None:
             runs[r["variant"]][str(r["client"])] = r
             gain = 100 * statistics.mean(r["trained"][t] - r["zero_shot"][t] for t in r["trained"])
             print(f"{r['variant']}, client {r['client']}: gain {gain:+.1f} ({r['seconds']:.0f}s)", flush=True)
-    res = {"config": {"model": args.model, "steps": args.steps, "batch": args.batch, "eval_items": args.eval_items,
-                      "seed": args.seed, "train_seed": TRAIN_SEED, "eval_seed": EVAL_SEED,
-                      "variants": {n: asdict(VARIANTS[n]) for n in names}, "variant_order": names},
-           "runs": runs, "seconds": round(time.time() - t0, 1)}
+    res = {
+        "config": {
+            "model": args.model,
+            "steps": args.steps,
+            "batch": args.batch,
+            "eval_items": args.eval_items,
+            "seed": args.seed,
+            "train_seed": TRAIN_SEED,
+            "eval_seed": EVAL_SEED,
+            "variants": {n: asdict(VARIANTS[n]) for n in names},
+            "variant_order": names,
+        },
+        "runs": runs,
+        "seconds": round(time.time() - t0, 1),
+    }
     res["summary"] = summarise(res)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "learning_speed.json").write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")

@@ -27,13 +27,13 @@ from pathlib import Path
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from drake_bench.benchmarks.sample import Sample
 from drake_bench.models import engine
 from drake_bench.models.adapters import lora_config
 from drake_bench.models.pool import ModelPool
 from drake_bench.models.testing import toy_image, toy_loader, toy_samples
 from drake_bench.models.tokenizer import IMAGE_TOKENS
 from drake_bench.models.zoo import build_tiny, model_info, tiny_config, tiny_names
-from drake_bench.benchmarks.sample import Sample
 
 
 def matmul_peak(n: int = 1024, reps: int = 20) -> float:
@@ -54,8 +54,10 @@ def step_batch(multimodal: bool) -> list[Sample]:
     if not multimodal:
         return base
     counts = [1, 2, 3, 5]
-    return [s.model_copy(update={"images": [toy_image("red")] * c, "question": "What colour is the square?"})
-            for s, c in zip(base, counts)]
+    return [
+        s.model_copy(update={"images": [toy_image("red")] * c, "question": "What colour is the square?"})
+        for s, c in zip(base, counts)
+    ]
 
 
 def bench_steps(names: list[str], reps: int) -> list[dict]:
@@ -80,13 +82,18 @@ def bench_steps(names: list[str], reps: int) -> list[dict]:
         t = time.perf_counter()
         engine.generate(model, proc, batch, max_new_tokens=16)
         gen = time.perf_counter() - t
-        rows.append({
-            "model": name, "hidden": text.hidden_size, "layers": text.num_hidden_layers,
-            "params": sum(p.numel() for p in model.parameters() if not p.requires_grad),
-            "lora_params": sum(p.numel() for p in pool.trainable_parameters(0)),
-            "step_ms": 1000 * statistics.median(times), "gflop_per_step": flops / 1e9,
-            "gen16_ms": 1000 * gen,
-        })
+        rows.append(
+            {
+                "model": name,
+                "hidden": text.hidden_size,
+                "layers": text.num_hidden_layers,
+                "params": sum(p.numel() for p in model.parameters() if not p.requires_grad),
+                "lora_params": sum(p.numel() for p in pool.trainable_parameters(0)),
+                "step_ms": 1000 * statistics.median(times),
+                "gflop_per_step": flops / 1e9,
+                "gen16_ms": 1000 * gen,
+            }
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -115,9 +122,9 @@ def bench_pool(name: str, counts=(1, 10, 52), swaps: int = 40) -> dict:
 
 
 def bench_knowledge(names: list[str], n_eval: int) -> list[dict]:
+    from drake_bench.benchmarks.synth.public import public_mix, public_text_mix
     from drake_bench.models import load_base
     from drake_bench.models.pretrain import checkpoint_dir, public_eval
-    from drake_bench.benchmarks.synth.public import public_mix, public_text_mix
 
     rows = []
     for name in names:
@@ -128,12 +135,16 @@ def bench_knowledge(names: list[str], n_eval: int) -> list[dict]:
         load_s = time.perf_counter() - t
         rec = json.loads((checkpoint_dir(name) / "drake_pretrain.json").read_text())
         untrained = build_tiny(name).eval()
-        rows.append({
-            "model": name, "pretrain_s": rec.get("train_seconds"), "load_or_build_s": load_s,
-            "final_loss": statistics.mean(rec["losses"][-10:]),
-            "f1_pretrained": public_eval(model, proc, held_out),
-            "f1_untrained": public_eval(untrained, proc, held_out),
-        })
+        rows.append(
+            {
+                "model": name,
+                "pretrain_s": rec.get("train_seconds"),
+                "load_or_build_s": load_s,
+                "final_loss": statistics.mean(rec["losses"][-10:]),
+                "f1_pretrained": public_eval(model, proc, held_out),
+                "f1_untrained": public_eval(untrained, proc, held_out),
+            }
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -256,8 +267,10 @@ def vision_text() -> str:
 
     v = vision_config()
     side = v.image_size // (v.patch_size * 2 ** (len(v.depths) - 1))
-    return (f"{v.image_size} px, {v.patch_size} px patches, {len(v.depths)} stages, {side} x {side} = {side * side} "
-            f"tokens of width {v.hidden_size}, read at layer {VISION_FEATURE_LAYER}")
+    return (
+        f"{v.image_size} px, {v.patch_size} px patches, {len(v.depths)} stages, {side} x {side} = {side * side} "
+        f"tokens of width {v.hidden_size}, read at layer {VISION_FEATURE_LAYER}"
+    )
 
 
 def shapes_table() -> str:
@@ -266,61 +279,99 @@ def shapes_table() -> str:
         cfg = tiny_config(name)
         t = cfg.text_config if model_info(name).multimodal else cfg
         n = sum(p.numel() for p in build_tiny(name).parameters())
-        rows.append(f"| {name} | {t.hidden_size} | {t.num_hidden_layers} | {t.num_attention_heads} / "
-                    f"{t.num_key_value_heads} | {t.intermediate_size} | {n / 1e6:.2f}M |")
+        rows.append(
+            f"| {name} | {t.hidden_size} | {t.num_hidden_layers} | {t.num_attention_heads} / "
+            f"{t.num_key_value_heads} | {t.intermediate_size} | {n / 1e6:.2f}M |"
+        )
     return "\n".join(rows)
 
 
 def render(res: dict) -> str:
     peak = res["peak_flops"]
-    L = [INTRO.replace("{shapes}", shapes_table()).replace("{vision}", vision_text()), "## Measurements", "",
-         f"Measured by `python scripts/bench_models.py` on {res['machine']} "
-         f"({res['threads']} torch thread(s), torch {torch.__version__}). "
-         "CPU numbers on a shared 2-core machine vary by 2x or more with other load; "
-         "treat them as orders of magnitude.", "",
-         f"Matmul peak (fp32 GEMM 1024^3, best of 20): **{peak / 1e9:.1f} GFLOP/s**.", "",
-         "## Training step per model (LoRA r=8 on all LLM linears, batch 4)", "",
-         f"Multimodal batches carry 1, 2, 3 and 5 images ({IMAGE_TOKENS} image tokens each); text batches are short "
-         "instructions. FLOPs counted by `torch.utils.flop_counter.FlopCounterMode` over one step.", "",
-         "| model | hidden | layers | frozen params | LoRA params | step (ms) | GFLOP/step | achieved GFLOP/s | % of peak | greedy 16 tok, batch 4 (ms) |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
+    L = [
+        INTRO.replace("{shapes}", shapes_table()).replace("{vision}", vision_text()),
+        "## Measurements",
+        "",
+        f"Measured by `python scripts/bench_models.py` on {res['machine']} "
+        f"({res['threads']} torch thread(s), torch {torch.__version__}). "
+        "CPU numbers on a shared 2-core machine vary by 2x or more with other load; "
+        "treat them as orders of magnitude.",
+        "",
+        f"Matmul peak (fp32 GEMM 1024^3, best of 20): **{peak / 1e9:.1f} GFLOP/s**.",
+        "",
+        "## Training step per model (LoRA r=8 on all LLM linears, batch 4)",
+        "",
+        f"Multimodal batches carry 1, 2, 3 and 5 images ({IMAGE_TOKENS} image tokens each); text batches are short "
+        "instructions. FLOPs counted by `torch.utils.flop_counter.FlopCounterMode` over one step.",
+        "",
+        "| model | hidden | layers | frozen params | LoRA params | step (ms) | GFLOP/step | achieved GFLOP/s | % of peak | greedy 16 tok, batch 4 (ms) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in res["steps"]:
         ach = r["gflop_per_step"] / (r["step_ms"] / 1000)
-        L.append(f"| {r['model']} | {r['hidden']} | {r['layers']} | {r['params'] / 1e6:.2f}M | {r['lora_params'] / 1e3:.1f}k | "
-                 f"{r['step_ms']:.0f} | {r['gflop_per_step']:.2f} | {ach:.1f} | {100 * ach * 1e9 / peak:.0f}% | {r['gen16_ms']:.0f} |")
+        L.append(
+            f"| {r['model']} | {r['hidden']} | {r['layers']} | {r['params'] / 1e6:.2f}M | {r['lora_params'] / 1e3:.1f}k | "
+            f"{r['step_ms']:.0f} | {r['gflop_per_step']:.2f} | {ach:.1f} | {100 * ach * 1e9 / peak:.0f}% | {r['gen16_ms']:.0f} |"
+        )
     p = res["pool"]
-    L += ["", f"## Pool: one frozen base, many clients ({p['model']}, LoRA r=8)", "",
-          "Bytes counted from the tensors' storages (`ModelPool.memory_report`).", "",
-          "| clients | base | live adapter slots | per-client adapters | total |", "|---|---|---|---|---|"]
+    L += [
+        "",
+        f"## Pool: one frozen base, many clients ({p['model']}, LoRA r=8)",
+        "",
+        "Bytes counted from the tensors' storages (`ModelPool.memory_report`).",
+        "",
+        "| clients | base | live adapter slots | per-client adapters | total |",
+        "|---|---|---|---|---|",
+    ]
     for n, m in p["memory"].items():
-        L.append(f"| {n} | {m['base_bytes'] / 2**20:.2f} MiB | {m['live_adapter_bytes'] / 2**20:.2f} MiB | "
-                 f"{m['client_adapter_bytes'] / 2**20:.2f} MiB | {m['total_bytes'] / 2**20:.2f} MiB |")
-    L += ["", f"Adapter swap (save the active client's adapters, load the next one's): "
-              f"**{p['swap_ms']['memory']:.2f} ms** in memory, **{p['swap_ms']['disk']:.2f} ms** "
-              "offloaded to safetensors files."]
+        L.append(
+            f"| {n} | {m['base_bytes'] / 2**20:.2f} MiB | {m['live_adapter_bytes'] / 2**20:.2f} MiB | "
+            f"{m['client_adapter_bytes'] / 2**20:.2f} MiB | {m['total_bytes'] / 2**20:.2f} MiB |"
+        )
+    L += [
+        "",
+        f"Adapter swap (save the active client's adapters, load the next one's): "
+        f"**{p['swap_ms']['memory']:.2f} ms** in memory, **{p['swap_ms']['disk']:.2f} ms** "
+        "offloaded to safetensors files.",
+    ]
     if res.get("knowledge"):
-        L += ["", "## Pretraining and public-mix knowledge", "",
-              f"Token-F1 of greedy answers (32 new tokens) on {res.get('n_eval', 48)} held-out public items (seed 12345, never trained on); "
-              "multimodal models on `public_mix` (captions, colour/shape lists, multi-image descriptions, multiple-choice and yes/no items), text "
-              "models on `public_text_mix` (translations). Untrained = the same architecture at its random init.", "",
-              "| model | pretraining (s) | final loss | F1 untrained | F1 pretrained |", "|---|---|---|---|---|"]
+        L += [
+            "",
+            "## Pretraining and public-mix knowledge",
+            "",
+            f"Token-F1 of greedy answers (32 new tokens) on {res.get('n_eval', 48)} held-out public items (seed 12345, never trained on); "
+            "multimodal models on `public_mix` (captions, colour/shape lists, multi-image descriptions, multiple-choice and yes/no items), text "
+            "models on `public_text_mix` (translations). Untrained = the same architecture at its random init.",
+            "",
+            "| model | pretraining (s) | final loss | F1 untrained | F1 pretrained |",
+            "|---|---|---|---|---|",
+        ]
         for r in res["knowledge"]:
-            L.append(f"| {r['model']} | {r['pretrain_s']} | {r['final_loss']:.2f} | {r['f1_untrained']:.3f} | "
-                     f"**{r['f1_pretrained']:.3f}** |")
+            L.append(
+                f"| {r['model']} | {r['pretrain_s']} | {r['final_loss']:.2f} | {r['f1_untrained']:.3f} | "
+                f"**{r['f1_pretrained']:.3f}** |"
+            )
         if res.get("tower"):
             t = res["tower"]
             acc = ", ".join(f"{k} {v:.2f}" for k, v in t["probe"]["accuracy"].items())
-            L += ["", f"The multimodal models' pretraining time excludes the shared vision tower, trained once for all "
-                      f"of them ({t['tower_steps']} steps, batch {t['tower_batch']}; linear probes on held-out "
-                      f"perception pictures: {acc}; from `_vision/drake_pretrain.json`)."]
-    L += ["", "## Notes", "",
-          "* Pretraining runs single-threaded (identical float summation order for a given seed); steps are "
-          "timed with the thread count above. Rerun this script after changing the recipe or the zoo.",
-          "* Not measured here: CUDA/bf16 numbers (the engine uses bf16 autocast on CUDA; no GPU on this machine).",
-          "* Clients of one architecture share one frozen base; per-client LoRA ranks within an architecture (the "
-          "paper's rank-heterogeneous study) are one peft adapter slot per rank on that base "
-          "(`ModelPool(client_ranks=...)` in `drake_bench/models/pool.py`; FedMosaic's `client_ranks`, "
-          "`docs/methods/fedmosaic.md`)."]
+            L += [
+                "",
+                f"The multimodal models' pretraining time excludes the shared vision tower, trained once for all "
+                f"of them ({t['tower_steps']} steps, batch {t['tower_batch']}; linear probes on held-out "
+                f"perception pictures: {acc}; from `_vision/drake_pretrain.json`).",
+            ]
+    L += [
+        "",
+        "## Notes",
+        "",
+        "* Pretraining runs single-threaded (identical float summation order for a given seed); steps are "
+        "timed with the thread count above. Rerun this script after changing the recipe or the zoo.",
+        "* Not measured here: CUDA/bf16 numbers (the engine uses bf16 autocast on CUDA; no GPU on this machine).",
+        "* Clients of one architecture share one frozen base; per-client LoRA ranks within an architecture (the "
+        "paper's rank-heterogeneous study) are one peft adapter slot per rank on that base "
+        "(`ModelPool(client_ranks=...)` in `drake_bench/models/pool.py`; FedMosaic's `client_ranks`, "
+        "`docs/methods/fedmosaic.md`).",
+    ]
     return "\n".join(L) + "\n"
 
 
@@ -340,8 +391,11 @@ def main() -> None:
     torch.manual_seed(0)
     import os
 
-    res = {"machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
-           "threads": torch.get_num_threads(), "peak_flops": matmul_peak()}
+    res = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+        "threads": torch.get_num_threads(),
+        "peak_flops": matmul_peak(),
+    }
     print("peak GFLOP/s", res["peak_flops"] / 1e9, flush=True)
     res["steps"] = bench_steps(args.models, args.reps)
     res["pool"] = bench_pool(args.pool_model)

@@ -71,8 +71,16 @@ def _splits(cfg: dict) -> dict[str, dict]:
     from drake_bench.benchmarks.manifest import load_benchmark
 
     spec = load_benchmark(bench_transfer.BENCH)
-    return {c.id: {t: {"target": _items(t, cfg["target_items"], TARGET_SEED + c.id),
-                       "test": _items(t, cfg["test_items"], TEST_SEED)} for t in c.tasks} for c in spec.clients}
+    return {
+        c.id: {
+            t: {
+                "target": _items(t, cfg["target_items"], TARGET_SEED + c.id),
+                "test": _items(t, cfg["test_items"], TEST_SEED),
+            }
+            for t in c.tasks
+        }
+        for c in spec.clients
+    }
 
 
 def vocabulary(cfg: dict) -> tuple[dict[str, int], dict[str, int]]:
@@ -89,17 +97,24 @@ def vocabulary(cfg: dict) -> tuple[dict[str, int], dict[str, int]]:
     words = {w for it in items for w in tokens(it.question) + [t for ch in it.choices for t in tokens(ch)]}
     words |= {"<options>", "<opt>"}
     answers = {a for it in items for a in [it.answer, *it.choices]}
-    return ({"<pad>": 0, "<unk>": 1} | {w: i + 2 for i, w in enumerate(sorted(words))},
-            {a: i for i, a in enumerate(sorted(answers))})
+    return (
+        {"<pad>": 0, "<unk>": 1} | {w: i + 2 for i, w in enumerate(sorted(words))},
+        {a: i for i, a in enumerate(sorted(answers))},
+    )
 
 
 def _encode(items: list, vocab: dict[str, int], classes: dict[str, int]) -> dict:
-    from bench_synth_learnability import encode
     import torch
+    from bench_synth_learnability import encode
 
     xi, xw, xl = encode(items, dict(vocab), max(len(it.images) for it in items), grow=False)
-    return {"xi": xi, "xw": xw, "xl": xl, "y": torch.tensor([classes[it.answer] for it in items]),
-            "allowed": [[classes[c] for c in it.choices] for it in items]}
+    return {
+        "xi": xi,
+        "xw": xw,
+        "xl": xl,
+        "y": torch.tensor([classes[it.answer] for it in items]),
+        "allowed": [[classes[c] for c in it.choices] for it in items],
+    }
 
 
 def _init(cfg: dict, vocab: dict[str, int], classes: dict[str, int]) -> None:
@@ -108,9 +123,15 @@ def _init(cfg: dict, vocab: dict[str, int], classes: dict[str, int]) -> None:
     torch.set_num_threads(1)
     bench_transfer.BENCH = cfg["benchmark"]  # spawned workers re-import the module
     splits = _splits(cfg)
-    _worker.update(cfg=cfg, vocab=vocab, classes=classes,
-                   data={c: {t: {k: _encode(v, vocab, classes) for k, v in s.items()} for t, s in by_task.items()}
-                         for c, by_task in splits.items()})
+    _worker.update(
+        cfg=cfg,
+        vocab=vocab,
+        classes=classes,
+        data={
+            c: {t: {k: _encode(v, vocab, classes) for k, v in s.items()} for t, s in by_task.items()}
+            for c, by_task in splits.items()
+        },
+    )
 
 
 def fresh_probe(cfg: dict, vocab: dict, classes: dict):
@@ -174,8 +195,10 @@ def _job(source: int | None) -> dict:
     if source is not None:
         from drake_bench.benchmarks.manifest import load_benchmark
 
-        own = {t: _encode(_items(t, cfg["source_items"], SOURCE_SEED + source), w["vocab"], w["classes"])
-               for t in load_benchmark(bench_transfer.BENCH).client(source).tasks}
+        own = {
+            t: _encode(_items(t, cfg["source_items"], SOURCE_SEED + source), w["vocab"], w["classes"])
+            for t in load_benchmark(bench_transfer.BENCH).client(source).tasks
+        }
         train(net, own, cfg["source_epochs"], cfg["lr"], cfg["batch"], cfg["seed"])
         source_scores = accuracy(net, {t: data[source][t]["test"] for t in own})
     if cfg.get("target_head", "transferred") == "fresh" and source is not None:
@@ -184,8 +207,14 @@ def _job(source: int | None) -> dict:
         net.head.load_state_dict(fresh_probe(cfg, w["vocab"], w["classes"]).head.state_dict())
     scores = {}
     for client, by_task in data.items():
-        tuned = train(copy.deepcopy(net), {t: s["target"] for t, s in by_task.items()}, cfg["target_epochs"],
-                      cfg["lr"], cfg["batch"], cfg["seed"] + 1)
+        tuned = train(
+            copy.deepcopy(net),
+            {t: s["target"] for t, s in by_task.items()},
+            cfg["target_epochs"],
+            cfg["lr"],
+            cfg["batch"],
+            cfg["seed"] + 1,
+        )
         scores.update(accuracy(tuned, {t: s["test"] for t, s in by_task.items()}))
     return {"source": source, "scores": scores, "source_scores": source_scores, "seconds": round(time.time() - t0, 1)}
 
@@ -200,18 +229,33 @@ def report(res: dict, out: Path) -> None:
         f"{cfg['target_items']} fresh items of each of another client's tasks ({cfg['target_epochs']} epochs"
         f"{'; the answer head restarts from the scratch initialisation' if cfg.get('target_head') == 'fresh' else ''}) and "
         f"scored on {cfg['test_items']} further items per task; Delta = accuracy minus that of the same fine-tuning "
-        "from the untrained initialisation (scratch), x100, averaged over the evaluated client's tasks.")
+        "from the untrained initialisation (scratch), x100, averaged over the evaluated client's tasks."
+    )
     if res.get("merged_from"):
-        intro += (" Joined by `--merge` from the runs in " + ", ".join(f"`{d}`" for d in res["merged_from"])
-                  + " (same protocol, identical scratch scores).")
-    write_report(res, out, intro=intro, reference="scratch", stem="synth_probe_transfer",
-                 plot_title=f"FiLM probe: fine-tuned from a client - from scratch (x100)\n"
-                            f"{cfg['source_items']} source / {cfg['target_items']} target items per task")
+        intro += (
+            " Joined by `--merge` from the runs in "
+            + ", ".join(f"`{d}`" for d in res["merged_from"])
+            + " (same protocol, identical scratch scores)."
+        )
+    write_report(
+        res,
+        out,
+        intro=intro,
+        reference="scratch",
+        stem="synth_probe_transfer",
+        plot_title=f"FiLM probe: fine-tuned from a client - from scratch (x100)\n"
+        f"{cfg['source_items']} source / {cfg['target_items']} target items per task",
+    )
     from drake_bench.benchmarks.manifest import load_benchmark
 
     src = res["source_scores"]
-    lines = ["", "Source probes on their own tasks before fine-tuning (accuracy x100, same test items):", "",
-             "| client | " + " | ".join(f"task {i}" for i in range(1, 5)) + " |", "|---:|" + ":---|" * 4]
+    lines = [
+        "",
+        "Source probes on their own tasks before fine-tuning (accuracy x100, same test items):",
+        "",
+        "| client | " + " | ".join(f"task {i}" for i in range(1, 5)) + " |",
+        "|---:|" + ":---|" * 4,
+    ]
     for c in load_benchmark(bench_transfer.BENCH).clients:  # manifest order (the JSON's keys are sorted)
         if str(c.id) in src:
             lines.append(f"| {c.id} | " + " | ".join(f"`{t}` {100 * src[str(c.id)][t]:.0f}" for t in c.tasks) + " |")
@@ -235,14 +279,22 @@ def merge(runs: list[dict], where: list[Path]) -> dict:
     first = runs[0]
     for r, d in zip(runs[1:], where[1:]):
         if r["config"] != first["config"]:
-            diff = sorted(k for k in set(r["config"]) | set(first["config"]) if r["config"].get(k) != first["config"].get(k))
+            diff = sorted(
+                k for k in set(r["config"]) | set(first["config"]) if r["config"].get(k) != first["config"].get(k)
+            )
             raise SystemExit(f"--merge: {d} ran another protocol than {where[0]} ({', '.join(diff)} differ)")
         if r["scratch"] != first["scratch"]:
             raise SystemExit(f"--merge: {d} has other scratch scores than {where[0]}; their Deltas are not comparable")
         if overlap := sorted(set(r["trained"]) & set(first["trained"])):
             raise SystemExit(f"--merge: sources {overlap} are in more than one run")
-    res = {"config": first["config"], "scratch": first["scratch"], "trained": {}, "source_scores": {},
-           "seconds": round(sum(r["seconds"] for r in runs), 1), "merged_from": [str(d) for d in where]}
+    res = {
+        "config": first["config"],
+        "scratch": first["scratch"],
+        "trained": {},
+        "source_scores": {},
+        "seconds": round(sum(r["seconds"] for r in runs), 1),
+        "merged_from": [str(d) for d in where],
+    }
     for r in runs:
         res["trained"].update(r["trained"])
         res["source_scores"].update(r["source_scores"])
@@ -259,20 +311,38 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (the learnability probe v2's)")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0, help="probe initialisation (fine-tuning uses seed + 1)")
-    ap.add_argument("--sources", type=str, default=None,
-                    help="comma-separated source clients (default: all ten); the scratch run is always included")
-    ap.add_argument("--target-head", choices=("transferred", "fresh"), default="transferred",
-                    help="fresh: fine-tune the source's body with scratch's initial answer head (the body carries the "
-                         "knowledge, not the source's answer priors); the reports before 2026-11-22 used transferred")
+    ap.add_argument(
+        "--sources",
+        type=str,
+        default=None,
+        help="comma-separated source clients (default: all ten); the scratch run is always included",
+    )
+    ap.add_argument(
+        "--target-head",
+        choices=("transferred", "fresh"),
+        default="transferred",
+        help="fresh: fine-tune the source's body with scratch's initial answer head (the body carries the "
+        "knowledge, not the source's answer priors); the reports before 2026-11-22 used transferred",
+    )
     ap.add_argument("--workers", type=int, default=2, help="processes, one torch thread each")
-    ap.add_argument("--benchmark", default="drake-synth",
-                    help="drake-synth (the current version) or a pinned one, e.g. drake-synth@1.3.0")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="default docs/transfer/probe-film-cmp-<benchmark version>[-fresh-head]")
+    ap.add_argument(
+        "--benchmark",
+        default="drake-synth",
+        help="drake-synth (the current version) or a pinned one, e.g. drake-synth@1.3.0",
+    )
+    ap.add_argument(
+        "--out", type=Path, default=None, help="default docs/transfer/probe-film-cmp-<benchmark version>[-fresh-head]"
+    )
     ap.add_argument("--report-only", action="store_true", help="rewrite the .md and .png from the .json")
-    ap.add_argument("--merge", type=Path, nargs="+", default=None, metavar="DIR",
-                    help="join runs with different --sources into one report in --out (refused unless their protocol "
-                         "and scratch scores are identical)")
+    ap.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="DIR",
+        help="join runs with different --sources into one report in --out (refused unless their protocol "
+        "and scratch scores are identical)",
+    )
     args = ap.parse_args()
     from drake_bench.benchmarks.manifest import load_benchmark
 
@@ -282,13 +352,28 @@ def main() -> None:
         args.out = ROOT / "docs" / "transfer" / f"probe-film-cmp-{spec.version}{head}"
     path = args.out / "synth_probe_transfer.json"
     if args.merge or args.report_only:
-        res = (merge([json.loads((d / "synth_probe_transfer.json").read_text()) for d in args.merge], args.merge)
-               if args.merge else json.loads(path.read_text()))
+        res = (
+            merge([json.loads((d / "synth_probe_transfer.json").read_text()) for d in args.merge], args.merge)
+            if args.merge
+            else json.loads(path.read_text())
+        )
         finish(res, args.out, save_json=bool(args.merge))  # --report-only leaves the recorded JSON as it is
         print(f"wrote {args.out / 'synth_probe_transfer.md'}")
         return
-    cfg = {k: getattr(args, k) for k in ("source_items", "source_epochs", "target_items", "target_epochs",
-                                         "test_items", "lr", "batch", "seed", "target_head")}
+    cfg = {
+        k: getattr(args, k)
+        for k in (
+            "source_items",
+            "source_epochs",
+            "target_items",
+            "target_epochs",
+            "test_items",
+            "lr",
+            "batch",
+            "seed",
+            "target_head",
+        )
+    }
     cfg["eval_items"] = cfg["test_items"]  # the name bench_transfer's report reads
     bench_transfer.BENCH = cfg["benchmark"] = f"{spec.name}@{spec.version}"
     cfg["manifest_hash"] = spec.content_hash
@@ -300,20 +385,27 @@ def main() -> None:
     vocab, classes = vocabulary(cfg)
     print(f"{len(vocab)} words, {len(classes)} answer classes ({time.time() - t0:.0f}s)", flush=True)
     results = {}
-    with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn"), initializer=_init,
-                             initargs=(cfg, vocab, classes)) as pool:
+    with ProcessPoolExecutor(
+        args.workers, mp_context=get_context("spawn"), initializer=_init, initargs=(cfg, vocab, classes)
+    ) as pool:
         futures = [pool.submit(_job, s) for s in [None, *sources]]
         for f in futures:
             r = f.result()
             results[r["source"]] = r
             who = "scratch" if r["source"] is None else f"source client {r['source']}"
-            own = "" if r["source_scores"] is None else " own tasks " + " ".join(
-                f"{100 * v:.0f}" for v in r["source_scores"].values())
+            own = (
+                ""
+                if r["source_scores"] is None
+                else " own tasks " + " ".join(f"{100 * v:.0f}" for v in r["source_scores"].values())
+            )
             print(f"{who}: {r['seconds']:.0f}s{own}", flush=True)
-    res = {"config": cfg, "scratch": results[None]["scores"],
-           "trained": {str(s): results[s]["scores"] for s in sources},
-           "source_scores": {str(s): results[s]["source_scores"] for s in sources},
-           "seconds": round(time.time() - t0, 1)}
+    res = {
+        "config": cfg,
+        "scratch": results[None]["scores"],
+        "trained": {str(s): results[s]["scores"] for s in sources},
+        "source_scores": {str(s): results[s]["source_scores"] for s in sources},
+        "seconds": round(time.time() - t0, 1),
+    }
     finish(res, args.out)
     announce(res, args.out / "synth_probe_transfer.md")
 

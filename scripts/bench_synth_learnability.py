@@ -180,8 +180,16 @@ class FiLMProbe(nn.Module):
 
     compare = False  # FiLMCompare: the slot comparison also sees |a - b| and a * b
 
-    def __init__(self, vocab: int, classes: int, n_img: int, width: int = 32, dim: int = 96, slots: int = 2,
-                 pointer: list[int] | None = None):
+    def __init__(
+        self,
+        vocab: int,
+        classes: int,
+        n_img: int,
+        width: int = 32,
+        dim: int = 96,
+        slots: int = 2,
+        pointer: list[int] | None = None,
+    ):
         super().__init__()
         self.q = QuestionGRU(vocab)
         # image-choice head (probe v2, answers 'image k'): one shared scorer per image slot instead of a class per
@@ -192,8 +200,14 @@ class FiLMProbe(nn.Module):
         self.c, self.slots = c, slots
         # full 64 px input (no pooling: small objects and cracks keep every pixel), two stride-2 CoordConv
         # layers to a 16x16 map of 4 px cells
-        self.stem = nn.Sequential(nn.Conv2d(5, 24, 3, 2, 1), nn.BatchNorm2d(24), nn.ReLU(),
-                                  nn.Conv2d(24, c, 3, 2, 1), nn.BatchNorm2d(c), nn.ReLU())
+        self.stem = nn.Sequential(
+            nn.Conv2d(5, 24, 3, 2, 1),
+            nn.BatchNorm2d(24),
+            nn.ReLU(),
+            nn.Conv2d(24, c, 3, 2, 1),
+            nn.BatchNorm2d(c),
+            nn.ReLU(),
+        )
         self.blocks = nn.ModuleList([FiLMBlock(c), FiLMBlock(c)])
         self.film = nn.Linear(qd, 2 * c * len(self.blocks))
         # object slots: each slot reads a part of the question (attention over the GRU token states, e.g. the
@@ -201,8 +215,9 @@ class FiLMProbe(nn.Module):
         self.tok_att = nn.Linear(qd, slots)
         self.att_q = nn.Linear(qd, c)
         self.img = nn.Sequential(nn.Linear(4 * c + slots * (c + 2) + 1, dim), nn.ReLU())
-        self.rel = nn.Sequential(nn.Linear((4 if self.compare else 2) * dim + qd, dim), nn.ReLU(),
-                                 nn.Linear(dim, dim), nn.ReLU())
+        self.rel = nn.Sequential(
+            nn.Linear((4 if self.compare else 2) * dim + qd, dim), nn.ReLU(), nn.Linear(dim, dim), nn.ReLU()
+        )
         self.head = nn.Sequential(nn.Linear(qd + n_img * 2 * dim, 256), nn.ReLU(), nn.Linear(256, classes))
         if pointer is not None:
             self.point = nn.Sequential(nn.Linear(qd + 2 * dim, 128), nn.ReLU(), nn.Linear(128, 1))
@@ -301,8 +316,15 @@ class RelationNet(nn.Module):
 
     grid, dim = 6, 64  # cells per side (6: ~11 px cells of the 64 px image), width of g_theta
 
-    def __init__(self, vocab: int, classes: int, n_img: int, width: int = 32, pair_dim: int = 32,
-                 pointer: list[int] | None = None):
+    def __init__(
+        self,
+        vocab: int,
+        classes: int,
+        n_img: int,
+        width: int = 32,
+        pair_dim: int = 32,
+        pointer: list[int] | None = None,
+    ):
         super().__init__()
         self.q = QuestionSlots(vocab)
         self.pointer, self.classes, self.n_img = pointer, classes, n_img
@@ -310,10 +332,20 @@ class RelationNet(nn.Module):
         # 64 -> 32 -> 16 px by two stride-2 CoordConv layers, a 3x3 layer at 16 px, then a 5x5 layer to the grid
         # (stride 2: 8 x 8; stride 3: 6 x 6): a cell sees 31 px, a whole object (~14 px) and its surround
         s4 = {8: 2, 6: 3}[self.grid]
-        self.stem = nn.ModuleList([nn.Sequential(nn.Conv2d(5, 24, 3, 2, 1), nn.BatchNorm2d(24), nn.ReLU(),
-                                                 nn.Conv2d(24, c, 3, 2, 1), nn.BatchNorm2d(c), nn.ReLU()),
-                                   nn.Sequential(nn.Conv2d(c + 2, c, 3, 1, 1), nn.BatchNorm2d(c), nn.ReLU()),
-                                   nn.Sequential(nn.Conv2d(c + 2, c, 5, s4, 2), nn.BatchNorm2d(c), nn.ReLU())])
+        self.stem = nn.ModuleList(
+            [
+                nn.Sequential(
+                    nn.Conv2d(5, 24, 3, 2, 1),
+                    nn.BatchNorm2d(24),
+                    nn.ReLU(),
+                    nn.Conv2d(24, c, 3, 2, 1),
+                    nn.BatchNorm2d(c),
+                    nn.ReLU(),
+                ),
+                nn.Sequential(nn.Conv2d(c + 2, c, 3, 1, 1), nn.BatchNorm2d(c), nn.ReLU()),
+                nn.Sequential(nn.Conv2d(c + 2, c, 5, s4, 2), nn.BatchNorm2d(c), nn.ReLU()),
+            ]
+        )
         # g_theta: first layer split into the o_i, o_j and question parts of one Linear over their concatenation
         self.g_i, self.g_j = nn.Linear(c + 2, dim), nn.Linear(c + 2, dim, bias=False)
         self.g_q = nn.Linear(qd, dim, bias=False)
@@ -323,14 +355,17 @@ class RelationNet(nn.Module):
         self.g = nn.Sequential(nn.ReLU(), nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim), nn.ReLU())
         extra = 0
         if n_img > 1:
-            self.cross = nn.Sequential(nn.Linear(4 * dim + qd, 2 * pair_dim), nn.ReLU(),
-                                       nn.Linear(2 * pair_dim, pair_dim), nn.ReLU())
+            self.cross = nn.Sequential(
+                nn.Linear(4 * dim + qd, 2 * pair_dim), nn.ReLU(), nn.Linear(2 * pair_dim, pair_dim), nn.ReLU()
+            )
             extra = n_img * n_img * pair_dim
-        self.head = nn.Sequential(nn.Linear(qd + n_img * dim + extra, 256), nn.ReLU(),
-                                  nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, classes))
+        self.head = nn.Sequential(
+            nn.Linear(qd + n_img * dim + extra, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, classes)
+        )
         if pointer is not None:
-            self.point = nn.Sequential(nn.Linear(qd + dim + (pair_dim if n_img > 1 else 0), 128), nn.ReLU(),
-                                       nn.Linear(128, 1))
+            self.point = nn.Sequential(
+                nn.Linear(qd + dim + (pair_dim if n_img > 1 else 0), 128), nn.ReLU(), nn.Linear(128, 1)
+            )
 
     @staticmethod
     def present(imgs: torch.Tensor) -> torch.Tensor:
@@ -383,8 +418,15 @@ class RelationNetSupport(RelationNet):
 
     SUPPORT = {"query": 4, "positives": (0, 1), "negatives": (2, 3)}
 
-    def __init__(self, vocab: int, classes: int, n_img: int, width: int = 32, pair_dim: int = 32,
-                 pointer: list[int] | None = None):
+    def __init__(
+        self,
+        vocab: int,
+        classes: int,
+        n_img: int,
+        width: int = 32,
+        pair_dim: int = 32,
+        pointer: list[int] | None = None,
+    ):
         super().__init__(vocab, classes, n_img, width, pair_dim, pointer)
         assert n_img == 5 and pointer is None, "the support-set head reads Bongard-format items (5 images, yes/no)"
         self.support = nn.Sequential(nn.Linear(pair_dim, pair_dim), nn.ReLU(), nn.Linear(pair_dim, classes))
@@ -402,8 +444,13 @@ class RelationNetSupport(RelationNet):
         return self.support(sim(s["positives"]) - sim(s["negatives"]))
 
 
-VISION_PROBES = {"film-gru": FiLMProbe, "film-cmp": FiLMCompare, "film-v2": FiLMCompare, "rn": RelationNet,
-                 "rn-support": RelationNetSupport}
+VISION_PROBES = {
+    "film-gru": FiLMProbe,
+    "film-cmp": FiLMCompare,
+    "film-v2": FiLMCompare,
+    "rn": RelationNet,
+    "rn-support": RelationNetSupport,
+}
 FIRST_PROBES = ["film-gru"]  # run on every task; the others only on tasks it does not learn (--second, --v2)
 SECOND_PROBES = ["film-cmp"]
 V2_PROBES = ["film-v2"]
@@ -411,8 +458,13 @@ RN_PROBES = ["rn"]
 # probe v2: the film-gru network with the answer head chosen by answer type (answer_head) and a lower peak
 # learning rate (1e-3: at 3e-3 the v1 probe often never leaves the constant answer on yes/no comparisons, e.g.
 # rsn-state-coherence stays at loss 0.693 for 10 epochs); the text-only models of a v2 run use the same settings
-TRAIN_CFG = {"film-gru": {}, "film-cmp": {}, "film-v2": {"lr": 1e-3, "heads": True}, "rn": {"lr": 1e-3, "heads": True},
-             "rn-support": {"lr": 1e-3, "heads": True}}
+TRAIN_CFG = {
+    "film-gru": {},
+    "film-cmp": {},
+    "film-v2": {"lr": 1e-3, "heads": True},
+    "rn": {"lr": 1e-3, "heads": True},
+    "rn-support": {"lr": 1e-3, "heads": True},
+}
 TEXT_PROBES = {"text-gru": TextGRU, "text-bag": TextBag}
 # the text-only models of an rn run: also one with the rn's question encoder (the image is all it may add)
 TEXT_PROBES_RN = {**TEXT_PROBES, "text-slots": TextSlots}
@@ -443,16 +495,29 @@ def answer_head(answers: list[str], n_img: int) -> tuple[str, list[int] | None, 
     * ``class``: one class per answer string otherwise (the v1 head for every task).
     """
     if all(re.fullmatch(r"image \d+", a) for a in answers):
-        return "pointer", [answers.index(f"image {i + 1}") if f"image {i + 1}" in answers else -1
-                           for i in range(n_img)], answers
+        return (
+            "pointer",
+            [answers.index(f"image {i + 1}") if f"image {i + 1}" in answers else -1 for i in range(n_img)],
+            answers,
+        )
     lengths = {len(a) for a in answers}
     if len(answers) > 100 and len(lengths) == 1 and max(lengths) <= 4 and not any(" " in a for a in answers):
         return "chars", None, sorted({ch for a in answers for ch in a})
     return "class", None, answers
 
 
-def train_eval(train, test, answers: list[str], n_img: int, probe: type, epochs: int, seed: int = 0,
-               batch: int = 32, lr: float = 3e-3, heads: bool = False) -> float:
+def train_eval(
+    train,
+    test,
+    answers: list[str],
+    n_img: int,
+    probe: type,
+    epochs: int,
+    seed: int = 0,
+    batch: int = 32,
+    lr: float = 3e-3,
+    heads: bool = False,
+) -> float:
     """Train ``probe`` on ``train`` and return its exact-match accuracy on ``test``. ``heads`` (probe v2): pick
     the answer head by answer type (:func:`answer_head`); otherwise one class per answer (probe v1)."""
     torch.manual_seed(seed)
@@ -464,8 +529,9 @@ def train_eval(train, test, answers: list[str], n_img: int, probe: type, epochs:
     if kind == "chars":
         width = len(answers[0])
         y = torch.tensor([[cls[ch] for ch in it.answer] for it in train])
-        yt = torch.tensor([[cls.get(ch, -1) for ch in it.answer] if len(it.answer) == width else [-1] * width
-                           for it in test])
+        yt = torch.tensor(
+            [[cls.get(ch, -1) for ch in it.answer] if len(it.answer) == width else [-1] * width for it in test]
+        )
         net = probe(len(vocab), width * len(symbols), n_img)
     else:
         y = torch.tensor([cls[it.answer] for it in train])
@@ -520,25 +586,37 @@ def chance(train, test, answer_type: AnswerType) -> float:
 def is_support_set(bench: str, task_id: str) -> bool:
     """Whether a task's items are Bongard support sets (what ``rn-support`` reads): decided from its items."""
     _, items = make_items(bench, task_id, 8)
-    return all(len(it.images) == 5 and sorted(it.choices) == ["no", "yes"]
-               and it.question.startswith("Images 1 and 2 follow a rule; images 3 and 4 break it.") for it in items)
+    return all(
+        len(it.images) == 5
+        and sorted(it.choices) == ["no", "yes"]
+        and it.question.startswith("Images 1 and 2 follow a rule; images 3 and 4 break it.")
+        for it in items
+    )
 
 
 def make_items(bench: str, task_id: str, n: int):
     t = load_benchmark(bench).task(task_id)
     gen, version = task_generator(t)  # the implementation the manifest's rule names
     with group_domain(task_domain(t, version)):  # and the visual domain it names
-        return t, [gen.item(i, seed=12345, task_id=t.id, version=version) for i in range(n)]  # seed disjoint from the build
+        return t, [
+            gen.item(i, seed=12345, task_id=t.id, version=version) for i in range(n)
+        ]  # seed disjoint from the build
 
 
 def run_task(t, items, n_train: int, n_test: int, epochs: int, bench: str, probes: list[str]) -> dict:
     # the last n_test items of the pool are never trained on
-    train, test = items[:n_train], items[len(items) - n_test:]
+    train, test = items[:n_train], items[len(items) - n_test :]
     n_img = max(len(it.images) for it in items)
     answers = sorted({it.answer for it in items} | {c for it in items for c in it.choices})
     res = {
-        "benchmark": bench, "task": t.id, "answer_type": t.answer_type.value, "train": n_train, "test": n_test,
-        "epochs": epochs, "metric": "exact-match accuracy", "chance": round(chance(train, test, t.answer_type), 3),
+        "benchmark": bench,
+        "task": t.id,
+        "answer_type": t.answer_type.value,
+        "train": n_train,
+        "test": n_test,
+        "epochs": epochs,
+        "metric": "exact-match accuracy",
+        "chance": round(chance(train, test, t.answer_type), 3),
     }
     cfg = TRAIN_CFG[probes[0]]
     assert all(TRAIN_CFG[p] == cfg for p in probes), "probes of one run share the training settings"
@@ -598,23 +676,35 @@ def write_docs(results: dict) -> None:
         "",
     ]
     if any(r.get("rerun_of_reported") for r in results.get("tasks", {}).values()):
-        lines += ["Rows marked `yes*` / `no*` were measured again with `--rerun-reported` after their data changed (drake-synth",
-                  "1.6.0 drew the relation and reasoning clients' tasks in their group's visual domain): the reported run's",
-                  "probe, item count and epochs, re-trained once on the new data, with that run's own text-only models. The",
-                  "numbers they replace are kept under `previous` in the JSON.", ""]
+        lines += [
+            "Rows marked `yes*` / `no*` were measured again with `--rerun-reported` after their data changed (drake-synth",
+            "1.6.0 drew the relation and reasoning clients' tasks in their group's visual domain): the reported run's",
+            "probe, item count and epochs, re-trained once on the new data, with that run's own text-only models. The",
+            "numbers they replace are kept under `previous` in the JSON.",
+            "",
+        ]
     image_keys = [f"{b}/{t.id}" for b in ("drake-synth", "hflb-synth") for t in load_benchmark(b).tasks]
     rows = results.get("tasks", {})
     learnt = [k for k in image_keys if rows.get(k, {}).get("learnable")]
     missing = [k.split("/")[1] for k in image_keys if k not in learnt]
-    lines += [f"Summary: {len(learnt)} of {len(image_keys)} image tasks learnable and needing the image"
-              + (f"; not learnt: {', '.join(f'`{m}`' for m in missing)}." if missing else "."), ""]
+    lines += [
+        f"Summary: {len(learnt)} of {len(image_keys)} image tasks learnable and needing the image"
+        + (f"; not learnt: {', '.join(f'`{m}`' for m in missing)}." if missing else "."),
+        "",
+    ]
     confirmed = [(k, rows[k]["confirm"]) for k in image_keys if rows.get(k, {}).get("confirm")]
     if confirmed:
-        lines += ["Held-out confirmations (`--confirm`: the reported run re-trained and tested on items never used to",
-                  "select or tune a probe; its own text-only models):", ""]
-        lines += [f"* `{k.split('/')[1]}`: vision {c['vision']:.2f}, text {c['text_only']:.2f}, chance {c['chance']:.2f} on "
-                  f"{c['test']} items ({c['probe']}, {c['train']} training items): "
-                  + ("confirmed." if c["learnable"] else "**not confirmed** at the 0.10 margin.") for k, c in confirmed]
+        lines += [
+            "Held-out confirmations (`--confirm`: the reported run re-trained and tested on items never used to",
+            "select or tune a probe; its own text-only models):",
+            "",
+        ]
+        lines += [
+            f"* `{k.split('/')[1]}`: vision {c['vision']:.2f}, text {c['text_only']:.2f}, chance {c['chance']:.2f} on "
+            f"{c['test']} items ({c['probe']}, {c['train']} training items): "
+            + ("confirmed." if c["learnable"] else "**not confirmed** at the 0.10 margin.")
+            for k, c in confirmed
+        ]
         lines.append("")
     for bench in ("drake-synth", "hflb-synth", "fedllm-synth"):
         spec = load_benchmark(bench)
@@ -625,15 +715,27 @@ def write_docs(results: dict) -> None:
                 lines.append(f"| {c.id} | {c.group} | {c.tasks[0]} | {c.tasks[1]} |")
             lines += ["", "Text tasks are scored by Rouge-L; learnability is not measured by the image script.", ""]
             continue
-        lines += ["| task | client/pos | group / split | imgs | answer | vision | text | chance | probe | n | ok | description |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "| task | client/pos | group / split | imgs | answer | vision | text | chance | probe | n | ok | description |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for t in spec.tasks:
             pos = next((f"{c.id}/{c.tasks.index(t.id) + 1}" for c in spec.clients if t.id in c.tasks), "unseen")
             r = results.get("tasks", {}).get(f"{bench}/{t.id}")
-            nums = (f"{r['vision']:.2f} | {r['text_only']:.2f} | {r['chance']:.2f} | {r.get('probe', '-')} | "
-                    f"{r['train']} | {'yes' if r.get('learnable') else 'no'}{'*' if r.get('rerun_of_reported') else ''}") if r else "- | - | - | - | - | -"
-            imgs = f"{t.num_images[0]}" if t.num_images[0] == t.num_images[1] else f"{t.num_images[0]}-{t.num_images[1]}"
-            lines.append(f"| `{t.id}` | {pos} | {t.group} / {t.split} | {imgs} | {t.answer_type.value} | {nums} | {t.description} |")
+            nums = (
+                (
+                    f"{r['vision']:.2f} | {r['text_only']:.2f} | {r['chance']:.2f} | {r.get('probe', '-')} | "
+                    f"{r['train']} | {'yes' if r.get('learnable') else 'no'}{'*' if r.get('rerun_of_reported') else ''}"
+                )
+                if r
+                else "- | - | - | - | - | -"
+            )
+            imgs = (
+                f"{t.num_images[0]}" if t.num_images[0] == t.num_images[1] else f"{t.num_images[0]}-{t.num_images[1]}"
+            )
+            lines.append(
+                f"| `{t.id}` | {pos} | {t.group} / {t.split} | {imgs} | {t.answer_type.value} | {nums} | {t.description} |"
+            )
         lines.append("")
     DOCS.parent.mkdir(parents=True, exist_ok=True)
     DOCS.write_text("\n".join(lines) + "\n")
@@ -648,73 +750,153 @@ def main() -> None:
     ap.add_argument("--test", type=int, default=200)
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--retry-train", type=int, default=2000,
-                    help="items for a second try when the probe does not beat text-only and chance by --margin")
+    ap.add_argument(
+        "--retry-train",
+        type=int,
+        default=2000,
+        help="items for a second try when the probe does not beat text-only and chance by --margin",
+    )
     ap.add_argument("--retry-epochs", type=int, default=8)
     ap.add_argument("--margin", type=float, default=0.1)
     ap.add_argument("--skip-done", action="store_true", help="keep tasks already in learnability.json")
-    ap.add_argument("--second", action="store_true",
-                    help="train the second probe(s) on the tasks in learnability.json that are not learnable yet")
-    ap.add_argument("--v2", action="store_true",
-                    help="train probe v2 (film-v2) on the tasks in learnability.json that are not learnable yet")
+    ap.add_argument(
+        "--second",
+        action="store_true",
+        help="train the second probe(s) on the tasks in learnability.json that are not learnable yet",
+    )
+    ap.add_argument(
+        "--v2",
+        action="store_true",
+        help="train probe v2 (film-v2) on the tasks in learnability.json that are not learnable yet",
+    )
     ap.add_argument("--v2-epochs", type=int, default=12)
-    ap.add_argument("--v2-long-epochs", type=int, default=30,
-                    help="v2's third try: --train items for this many epochs (0: none)")
-    ap.add_argument("--v2-big-train", type=int, default=5000,
-                    help="v2's fourth try: this many items for --v2-epochs epochs (0: none)")
-    ap.add_argument("--rn", action="store_true",
-                    help="train the Relation Network probe (rn) on the tasks in learnability.json not learnable yet")
+    ap.add_argument(
+        "--v2-long-epochs", type=int, default=30, help="v2's third try: --train items for this many epochs (0: none)"
+    )
+    ap.add_argument(
+        "--v2-big-train",
+        type=int,
+        default=5000,
+        help="v2's fourth try: this many items for --v2-epochs epochs (0: none)",
+    )
+    ap.add_argument(
+        "--rn",
+        action="store_true",
+        help="train the Relation Network probe (rn) on the tasks in learnability.json not learnable yet",
+    )
     ap.add_argument("--rn-epochs", type=int, default=12)
-    ap.add_argument("--rn-big-train", type=int, default=4000,
-                    help="rn's second try: this many items for --rn-epochs epochs (0: none)")
-    ap.add_argument("--rn-huge-train", type=int, default=10000,
-                    help="rn's third try: this many items for --rn-epochs epochs (0: none)")
-    ap.add_argument("--rn-support", action="store_true",
-                    help="rn with the support-set read-out on the Bongard-format tasks still not learnt")
+    ap.add_argument(
+        "--rn-big-train",
+        type=int,
+        default=4000,
+        help="rn's second try: this many items for --rn-epochs epochs (0: none)",
+    )
+    ap.add_argument(
+        "--rn-huge-train",
+        type=int,
+        default=10000,
+        help="rn's third try: this many items for --rn-epochs epochs (0: none)",
+    )
+    ap.add_argument(
+        "--rn-support",
+        action="store_true",
+        help="rn with the support-set read-out on the Bongard-format tasks still not learnt",
+    )
     ap.add_argument("--rn-lr", type=float, default=TRAIN_CFG["rn"]["lr"], help="rn's peak learning rate")
-    ap.add_argument("--confirm", nargs="+", default=None, metavar="TASK",
-                    help="re-train each task's reported run and test it on --confirm-test items never used to select or "
-                         "tune anything (the items after the selection test items); recorded under 'confirm'")
+    ap.add_argument(
+        "--confirm",
+        nargs="+",
+        default=None,
+        metavar="TASK",
+        help="re-train each task's reported run and test it on --confirm-test items never used to select or "
+        "tune anything (the items after the selection test items); recorded under 'confirm'",
+    )
     ap.add_argument("--confirm-test", type=int, default=400)
-    ap.add_argument("--rerun-reported", nargs="+", default=None, metavar="TASK",
-                    help="re-train each task's reported run (probe, items, epochs) on the task as the current manifest "
-                         "defines it (after a change of its generator version or visual domain) and replace the row; "
-                         "the replaced row is kept under 'previous'")
+    ap.add_argument(
+        "--rerun-reported",
+        nargs="+",
+        default=None,
+        metavar="TASK",
+        help="re-train each task's reported run (probe, items, epochs) on the task as the current manifest "
+        "defines it (after a change of its generator version or visual domain) and replace the row; "
+        "the replaced row is kept under 'previous'",
+    )
     ap.add_argument("--no-write", action="store_true", help="print only (probe development)")
-    ap.add_argument("--docs-only", action="store_true",
-                    help="rewrite docs/synth_tasks.md and docs/benchmarks.md's task table from learnability.json; train nothing")
+    ap.add_argument(
+        "--docs-only",
+        action="store_true",
+        help="rewrite docs/synth_tasks.md and docs/benchmarks.md's task table from learnability.json; train nothing",
+    )
     args = ap.parse_args()
     if args.docs_only:
         write_docs(json.loads(OUT_JSON.read_text()))
         print(f"wrote {DOCS} and the task table of docs/benchmarks.md")
         return
     TRAIN_CFG["rn"]["lr"] = TRAIN_CFG["rn-support"]["lr"] = args.rn_lr
-    later = args.second or args.v2 or args.rn or args.rn_support  # a later probe on the tasks the earlier runs did not learn
+    later = (
+        args.second or args.v2 or args.rn or args.rn_support
+    )  # a later probe on the tasks the earlier runs did not learn
     torch.set_num_threads(args.threads)
     old = json.loads(OUT_JSON.read_text()) if OUT_JSON.is_file() else {}
-    keep = {k: old[k] for k in ("train", "test", "epochs", "retry_train", "retry_epochs")
-            if later and k in old}
-    results = {"train": args.train, "test": args.test, "epochs": args.epochs, "retry_train": args.retry_train,
-               "retry_epochs": args.retry_epochs, **keep,
-               "margin": args.margin, "tasks": dict(old.get("tasks", {}))}
+    keep = {k: old[k] for k in ("train", "test", "epochs", "retry_train", "retry_epochs") if later and k in old}
+    results = {
+        "train": args.train,
+        "test": args.test,
+        "epochs": args.epochs,
+        "retry_train": args.retry_train,
+        "retry_epochs": args.retry_epochs,
+        **keep,
+        "margin": args.margin,
+        "tasks": dict(old.get("tasks", {})),
+    }
     if args.v2 or "v2" in old:
-        results["v2"] = {"probe": "film-v2", "lr": 1e-3, "tasks": "only the tasks no v1 run learnt",
-                         "big_train": args.v2_big_train,
-                         "steps (train, epochs)": [[args.train, args.v2_epochs], [args.retry_train, args.v2_epochs],
-                                                   [args.train, args.v2_long_epochs],
-                                                   [args.v2_big_train, args.v2_epochs]]} if args.v2 else old["v2"]
+        results["v2"] = (
+            {
+                "probe": "film-v2",
+                "lr": 1e-3,
+                "tasks": "only the tasks no v1 run learnt",
+                "big_train": args.v2_big_train,
+                "steps (train, epochs)": [
+                    [args.train, args.v2_epochs],
+                    [args.retry_train, args.v2_epochs],
+                    [args.train, args.v2_long_epochs],
+                    [args.v2_big_train, args.v2_epochs],
+                ],
+            }
+            if args.v2
+            else old["v2"]
+        )
     # rn and rn-support: the same three steps, each only if the task is not learnt yet
-    rn_steps = [(args.retry_train, args.rn_epochs), (args.rn_big_train, args.rn_epochs), (args.rn_huge_train, args.rn_epochs)]
+    rn_steps = [
+        (args.retry_train, args.rn_epochs),
+        (args.rn_big_train, args.rn_epochs),
+        (args.rn_huge_train, args.rn_epochs),
+    ]
     if args.rn or "rn" in old:
-        results["rn"] = {"probe": "rn", "lr": args.rn_lr, "grid": RelationNet.grid, "g_dim": RelationNet.dim,
-                         "tasks": "only the tasks no film run learnt",
-                         "steps (train, epochs)": [list(z) for z in rn_steps]} if args.rn else old["rn"]
+        results["rn"] = (
+            {
+                "probe": "rn",
+                "lr": args.rn_lr,
+                "grid": RelationNet.grid,
+                "g_dim": RelationNet.dim,
+                "tasks": "only the tasks no film run learnt",
+                "steps (train, epochs)": [list(z) for z in rn_steps],
+            }
+            if args.rn
+            else old["rn"]
+        )
     if args.rn_support or "rn_support" in old:
-        results["rn_support"] = {"probe": "rn-support", "lr": args.rn_lr,
-                                 "tasks": "only Bongard-format tasks (5 images, yes/no, images 1-2 follow a rule and "
-                                          "3-4 break it) no earlier run learnt",
-                                 "steps (train, epochs)": [list(z) for z in rn_steps]} \
-            if args.rn_support else old["rn_support"]
+        results["rn_support"] = (
+            {
+                "probe": "rn-support",
+                "lr": args.rn_lr,
+                "tasks": "only Bongard-format tasks (5 images, yes/no, images 1-2 follow a rule and "
+                "3-4 break it) no earlier run learnt",
+                "steps (train, epochs)": [list(z) for z in rn_steps],
+            }
+            if args.rn_support
+            else old["rn_support"]
+        )
     if args.rerun_reported:
         rerun_reported(results, args)
         return
@@ -724,22 +906,33 @@ def main() -> None:
             bench, tid = key.split("/")
             t1 = time.time()
             t, items = make_items(bench, tid, rep["train"] + rep["test"] + args.confirm_test)
-            held_out = items[:rep["train"]] + items[rep["train"] + rep["test"]:]
+            held_out = items[: rep["train"]] + items[rep["train"] + rep["test"] :]
             probe = rep["probe"]
             probes = RN_PROBES if probe in RN_PROBES else V2_PROBES if probe in V2_PROBES else [probe]
             r = run_task(t, held_out, rep["train"], args.confirm_test, rep["epochs"], bench, probes)
-            rep["confirm"] = {"probe": r["probe"], "train": rep["train"], "epochs": rep["epochs"], "test": args.confirm_test,
-                              "vision": r["vision"], "text_only": r["text_only"], "chance": r["chance"],
-                              "learnable": r["vision"] >= max(r["text_only"], r["chance"]) + args.margin,
-                              "seconds": round(time.time() - t1, 1)}
+            rep["confirm"] = {
+                "probe": r["probe"],
+                "train": rep["train"],
+                "epochs": rep["epochs"],
+                "test": args.confirm_test,
+                "vision": r["vision"],
+                "text_only": r["text_only"],
+                "chance": r["chance"],
+                "learnable": r["vision"] >= max(r["text_only"], r["chance"]) + args.margin,
+                "seconds": round(time.time() - t1, 1),
+            }
             print(f"confirm {key}: {rep['confirm']}", flush=True)
             if not args.no_write:
                 OUT_JSON.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
         if not args.no_write:
             write_docs(results)
         return
-    todo = [(b, t.id) for b in ("drake-synth", "hflb-synth") for t in load_benchmark(b).tasks
-            if not args.tasks or t.id in args.tasks]
+    todo = [
+        (b, t.id)
+        for b in ("drake-synth", "hflb-synth")
+        for t in load_benchmark(b).tasks
+        if not args.tasks or t.id in args.tasks
+    ]
     for bench, tid in todo:
         if args.skip_done and f"{bench}/{tid}" in results["tasks"]:
             continue
@@ -762,11 +955,21 @@ def main() -> None:
                 sizes, probes = rn_steps, RN_PROBES if args.rn else ["rn-support"]
             else:  # v2: first try at --train items, retried at --retry-train items, then longer, then at
                 # --v2-big-train items, each only when not learnt (the same steps for every task)
-                sizes, probes = [(args.train, args.v2_epochs), (args.retry_train, args.v2_epochs),
-                                 (args.train, args.v2_long_epochs), (args.v2_big_train, args.v2_epochs)], V2_PROBES
+                sizes, probes = (
+                    [
+                        (args.train, args.v2_epochs),
+                        (args.retry_train, args.v2_epochs),
+                        (args.train, args.v2_long_epochs),
+                        (args.v2_big_train, args.v2_epochs),
+                    ],
+                    V2_PROBES,
+                )
             if not args.second:  # resume: a step already in the runs is not trained again
-                done = {(x["train"], x["epochs"]) for x in runs
-                        if x["probe"] in probes and x.get("lr", TRAIN_CFG[x["probe"]]["lr"]) == TRAIN_CFG[probes[0]]["lr"]}
+                done = {
+                    (x["train"], x["epochs"])
+                    for x in runs
+                    if x["probe"] in probes and x.get("lr", TRAIN_CFG[x["probe"]]["lr"]) == TRAIN_CFG[probes[0]]["lr"]
+                }
                 sizes = [z for z in sizes if z not in done and z[0] > 0 and z[1] > 0]
             best = dict(prev)
             text_max = max(x["text_only"] for x in runs)
@@ -775,7 +978,9 @@ def main() -> None:
                 t, items = make_items(bench, tid, n_train + args.test)
                 r = run_task(t, items, n_train, args.test, epochs, bench, probes)
                 runs.append({k: r[k] for k in fields + (("head",) if "head" in r else ())})
-                if args.rn or args.rn_support:  # rn runs also record their learning rate and wall time (vision + text models)
+                if (
+                    args.rn or args.rn_support
+                ):  # rn runs also record their learning rate and wall time (vision + text models)
                     runs[-1].update(lr=TRAIN_CFG[probes[0]]["lr"], seconds=round(time.time() - t1, 1))
                 text_max = max(text_max, r["text_only"])
                 print(f"  {probes[0]} n {n_train}: vision {r['vision']:.2f} text {r['text_only']:.2f}", flush=True)
@@ -792,8 +997,10 @@ def main() -> None:
             runs = [{k: r[k] for k in ("probe", "train", "epochs", "vision", "text_only")}]
             if r["vision"] < max(r["text_only"], r["chance"]) + args.margin and args.retry_train > args.train:
                 # a harder relation needs more data for a small probe trained from scratch
-                print(f"  retry {tid}: vision {r['vision']:.2f} text {r['text_only']:.2f} chance {r['chance']:.2f}",
-                      flush=True)
+                print(
+                    f"  retry {tid}: vision {r['vision']:.2f} text {r['text_only']:.2f} chance {r['chance']:.2f}",
+                    flush=True,
+                )
                 t, items = make_items(bench, tid, args.retry_train + args.test)
                 r = run_task(t, items, args.retry_train, args.test, args.retry_epochs, bench, FIRST_PROBES)
                 runs.append({k: r[k] for k in ("probe", "train", "epochs", "vision", "text_only")})
@@ -801,8 +1008,11 @@ def main() -> None:
         r["learnable"] = r["vision"] >= max(r["text_only"], r["chance"]) + args.margin
         r["seconds"] = round(time.time() - t0, 1)
         r["generator_version"] = int(load_benchmark(bench).task(tid).source.rule["generator_version"])
-        print(f"{bench}/{tid:28s} vision {r['vision']:.2f}  text {r['text_only']:.2f}  chance {r['chance']:.2f}"
-              f"  n {r['train']}  {'ok' if r['learnable'] else 'NO'}  ({r['seconds']:.0f}s)", flush=True)
+        print(
+            f"{bench}/{tid:28s} vision {r['vision']:.2f}  text {r['text_only']:.2f}  chance {r['chance']:.2f}"
+            f"  n {r['train']}  {'ok' if r['learnable'] else 'NO'}  ({r['seconds']:.0f}s)",
+            flush=True,
+        )
         if not args.no_write:
             results["tasks"][f"{bench}/{tid}"] = r
             OUT_JSON.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
@@ -828,10 +1038,15 @@ def rerun_reported(results: dict, args: argparse.Namespace) -> None:
         r["generator_version"] = int(t.source.rule["generator_version"])
         r["domain"] = t.source.rule.get("visual_domain")
         r["rerun_of_reported"] = True
-        r["previous"] = {k: prev.get(k) for k in ("generator_version", "probe", "train", "epochs", "vision", "text_only",
-                                                   "chance", "learnable")}
-        print(f"{key:40s} vision {prev['vision']:.2f} -> {r['vision']:.2f}  text {prev['text_only']:.2f} -> "
-              f"{r['text_only']:.2f}  {'ok' if r['learnable'] else 'NO'}  ({r['seconds']:.0f}s)", flush=True)
+        r["previous"] = {
+            k: prev.get(k)
+            for k in ("generator_version", "probe", "train", "epochs", "vision", "text_only", "chance", "learnable")
+        }
+        print(
+            f"{key:40s} vision {prev['vision']:.2f} -> {r['vision']:.2f}  text {prev['text_only']:.2f} -> "
+            f"{r['text_only']:.2f}  {'ok' if r['learnable'] else 'NO'}  ({r['seconds']:.0f}s)",
+            flush=True,
+        )
         if not args.no_write:
             results["tasks"][key] = r
             OUT_JSON.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")

@@ -28,11 +28,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAIRS = [("drake-synth@1.5.0", "drake-synth@1.4.0"), ("hflb-synth", "hflb-synth@1.3.0"), ("fedllm-synth", "fedllm-synth@1.3.0")]
+PAIRS = [
+    ("drake-synth@1.5.0", "drake-synth@1.4.0"),
+    ("hflb-synth", "hflb-synth@1.3.0"),
+    ("fedllm-synth", "fedllm-synth@1.3.0"),
+]
 """(new encoding, old encoding). drake-synth is pinned to 1.5.0, the version that introduced the compact encoding:
 1.6.0 redraws 24 tasks in their group's visual domain, which is a content change, not an encoding one."""
-CONTENT_PAIRS = [("drake-synth@1.6.0", "drake-synth@1.5.0"), ("drake-synth@1.7.0", "drake-synth@1.6.0"),
-                 ("drake-synth", "drake-synth@1.7.0")]
+CONTENT_PAIRS = [
+    ("drake-synth@1.6.0", "drake-synth@1.5.0"),
+    ("drake-synth@1.7.0", "drake-synth@1.6.0"),
+    ("drake-synth", "drake-synth@1.7.0"),
+]
 """(later, previous) of each content change in the same encoding, oldest first (a previous version is one built
 before it): what each redesign costs on disk."""
 SHIPPED = ["drake-synth", "hflb-synth", "fedllm-synth"]
@@ -62,9 +69,17 @@ def measure(name: str, out: Path) -> dict:
     for p in shards:
         built.table(p.parent.name, p.name.split("-")[0])
     cache = sum(p.stat().st_size for p in (root / ARROW_CACHE).rglob("*") if p.is_file())
-    return {"benchmark": name, "version": spec.version, "storage": spec.storage.model_dump(), "root": str(root),
-            "shards": len(shards), "shard_bytes": sum(p.stat().st_size for p in shards), "on_disk_bytes": on_disk,
-            "arrow_cache_bytes": cache, "build_seconds": round(seconds, 1)}
+    return {
+        "benchmark": name,
+        "version": spec.version,
+        "storage": spec.storage.model_dump(),
+        "root": str(root),
+        "shards": len(shards),
+        "shard_bytes": sum(p.stat().st_size for p in shards),
+        "on_disk_bytes": on_disk,
+        "arrow_cache_bytes": cache,
+        "build_seconds": round(seconds, 1),
+    }
 
 
 def same_content(a: Path, b: Path) -> tuple[int, int, list[str]]:
@@ -78,48 +93,72 @@ def same_content(a: Path, b: Path) -> tuple[int, int, list[str]]:
 
 def report(rows: list[dict], content: list[dict] | None = None) -> str:
     mb = lambda n: f"{n / 1e6:.2f}"  # noqa: E731
-    lines = ["# Embedded benchmarks on disk", "",
-             "Written by `python scripts/bench_synth_storage.py` (one process; both versions built side by "
-             "side in the same run). MB = 10^6 bytes. *Shards* is what the Hub holds and a download fetches; *on disk* "
-             "counts 4 KiB blocks as `du` does; the *Arrow cache* is datasets' decoded copy, made on first read.", "",
-             "| benchmark | version | images | Parquet | shards | shards MB | on disk MB | Arrow cache MB | build s "
-             "| same content |", "|:---|:---|:---|:---|---:|---:|---:|---:|---:|:---|"]
+    lines = [
+        "# Embedded benchmarks on disk",
+        "",
+        "Written by `python scripts/bench_synth_storage.py` (one process; both versions built side by "
+        "side in the same run). MB = 10^6 bytes. *Shards* is what the Hub holds and a download fetches; *on disk* "
+        "counts 4 KiB blocks as `du` does; the *Arrow cache* is datasets' decoded copy, made on first read.",
+        "",
+        "| benchmark | version | images | Parquet | shards | shards MB | on disk MB | Arrow cache MB | build s "
+        "| same content |",
+        "|:---|:---|:---|:---|---:|---:|---:|---:|---:|:---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['benchmark'].split('@')[0]} | {r['version']} | {r['storage']['images']} | "
-                     f"{r['storage']['parquet_compression']} | {r['shards']} | {mb(r['shard_bytes'])} | "
-                     f"{mb(r['on_disk_bytes'])} | {mb(r['arrow_cache_bytes'])} | {r['build_seconds']} | "
-                     f"{r.get('same_content', '')} |")
+        lines.append(
+            f"| {r['benchmark'].split('@')[0]} | {r['version']} | {r['storage']['images']} | "
+            f"{r['storage']['parquet_compression']} | {r['shards']} | {mb(r['shard_bytes'])} | "
+            f"{mb(r['on_disk_bytes'])} | {mb(r['arrow_cache_bytes'])} | {r['build_seconds']} | "
+            f"{r.get('same_content', '')} |"
+        )
     new = [r for r in rows if "same_content" in r]
     old = [r for r in rows if "same_content" not in r]
     tot = lambda rs, k: sum(r[k] for r in rs)  # noqa: E731
     lines += ["", "| whole suite | shards MB | on disk MB | Arrow cache MB | build s |", "|:---|---:|---:|---:|---:|"]
     for label, rs in (("previous encoding (PNG)", old), ("compact encoding (WebP, zstd)", new)):
-        lines.append(f"| {label} | {mb(tot(rs, 'shard_bytes'))} | {mb(tot(rs, 'on_disk_bytes'))} | "
-                     f"{mb(tot(rs, 'arrow_cache_bytes'))} | {tot(rs, 'build_seconds'):.1f} |")
-    lines.append(f"| ratio compact / previous | {tot(new, 'shard_bytes') / tot(old, 'shard_bytes'):.2f} | "
-                 f"{tot(new, 'on_disk_bytes') / tot(old, 'on_disk_bytes'):.2f} | "
-                 f"{tot(new, 'arrow_cache_bytes') / tot(old, 'arrow_cache_bytes'):.2f} | "
-                 f"{tot(new, 'build_seconds') / tot(old, 'build_seconds'):.2f} |")
-    lines += ["", "*Same content* counts the task splits whose ids, text and decoded pixels are identical in both "
-              "versions; the splits that differ are those of tasks redesigned in the new version (drake-synth 1.5.0: "
-              "the four image-quality tasks, whose noise became luma grain).", ""]
+        lines.append(
+            f"| {label} | {mb(tot(rs, 'shard_bytes'))} | {mb(tot(rs, 'on_disk_bytes'))} | "
+            f"{mb(tot(rs, 'arrow_cache_bytes'))} | {tot(rs, 'build_seconds'):.1f} |"
+        )
+    lines.append(
+        f"| ratio compact / previous | {tot(new, 'shard_bytes') / tot(old, 'shard_bytes'):.2f} | "
+        f"{tot(new, 'on_disk_bytes') / tot(old, 'on_disk_bytes'):.2f} | "
+        f"{tot(new, 'arrow_cache_bytes') / tot(old, 'arrow_cache_bytes'):.2f} | "
+        f"{tot(new, 'build_seconds') / tot(old, 'build_seconds'):.2f} |"
+    )
+    lines += [
+        "",
+        "*Same content* counts the task splits whose ids, text and decoded pixels are identical in both "
+        "versions; the splits that differ are those of tasks redesigned in the new version (drake-synth 1.5.0: "
+        "the four image-quality tasks, whose noise became luma grain).",
+        "",
+    ]
     if content:
-        lines += ["## Content changes since, in the same encoding", "",
-                  "| benchmark | version | shards | shards MB | on disk MB | Arrow cache MB | build s | same content as |",
-                  "|:---|:---|---:|---:|---:|---:|---:|:---|"]
+        lines += [
+            "## Content changes since, in the same encoding",
+            "",
+            "| benchmark | version | shards | shards MB | on disk MB | Arrow cache MB | build s | same content as |",
+            "|:---|:---|---:|---:|---:|---:|---:|:---|",
+        ]
         for r in content:
-            lines.append(f"| {r['benchmark'].split('@')[0]} | {r['version']} | {r['shards']} | {mb(r['shard_bytes'])} | "
-                         f"{mb(r['on_disk_bytes'])} | {mb(r['arrow_cache_bytes'])} | {r['build_seconds']} | "
-                         f"{r.get('against', '')}: {r.get('same_content', '')} |")
+            lines.append(
+                f"| {r['benchmark'].split('@')[0]} | {r['version']} | {r['shards']} | {mb(r['shard_bytes'])} | "
+                f"{mb(r['on_disk_bytes'])} | {mb(r['arrow_cache_bytes'])} | {r['build_seconds']} | "
+                f"{r.get('against', '')}: {r.get('same_content', '')} |"
+            )
         shipped = {r["benchmark"]: r for r in rows + content if r["benchmark"] in SHIPPED}
         names = ", ".join(f"{b} {shipped[b]['version']}" for b in SHIPPED)
-        lines += ["", f"The shipped suite ({names}): "
-                  f"{mb(tot(shipped.values(), 'shard_bytes'))} MB of shards, {mb(tot(shipped.values(), 'on_disk_bytes'))} "
-                  f"MB on disk, built in {tot(shipped.values(), 'build_seconds'):.1f} s. drake-synth 1.6.0 draws the "
-                  "relation and reasoning clients' 24 tasks in their group's visual domain (studio photographs, comic "
-                  "drawings); 1.7.0 replaces two relation tasks and redraws three reasoning tasks (the groups' own "
-                  "skills: cracks, object states); 1.8.0 redraws those three and replaces one more reasoning task (state "
-                  "tasks about presence). The other tasks' splits are unchanged.", ""]
+        lines += [
+            "",
+            f"The shipped suite ({names}): "
+            f"{mb(tot(shipped.values(), 'shard_bytes'))} MB of shards, {mb(tot(shipped.values(), 'on_disk_bytes'))} "
+            f"MB on disk, built in {tot(shipped.values(), 'build_seconds'):.1f} s. drake-synth 1.6.0 draws the "
+            "relation and reasoning clients' 24 tasks in their group's visual domain (studio photographs, comic "
+            "drawings); 1.7.0 replaces two relation tasks and redraws three reasoning tasks (the groups' own "
+            "skills: cracks, object states); 1.8.0 redraws those three and replaces one more reasoning task (state "
+            "tasks about presence). The other tasks' splits are unchanged.",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -137,8 +176,11 @@ def main() -> int:
             new["same_content"] = f"{same}/{n}"
             new["differing"] = differ
             rows += [old, new]
-            print(f"{current}: {old['shard_bytes'] / 1e6:.2f} -> {new['shard_bytes'] / 1e6:.2f} MB, same content "
-                  f"{same}/{n}", flush=True)
+            print(
+                f"{current}: {old['shard_bytes'] / 1e6:.2f} -> {new['shard_bytes'] / 1e6:.2f} MB, same content "
+                f"{same}/{n}",
+                flush=True,
+            )
         content = []
         for current, previous in CONTENT_PAIRS:  # the previous version was built above
             prev_root = next(Path(r["root"]) for r in rows + content if r["benchmark"] == previous)

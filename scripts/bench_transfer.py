@@ -73,7 +73,10 @@ def _init(model_name: str, eval_items: int, seed: int, learning_rate: float) -> 
     model = get_peft_model(base, lora_config(r=settings.rank, alpha=settings.alpha))
     spec = load_benchmark(BENCH)
     _worker.update(
-        model=model, proc=proc, settings=settings, spec=spec,
+        model=model,
+        proc=proc,
+        settings=settings,
+        spec=spec,
         init={k: v.detach().clone() for k, v in model.state_dict().items() if "lora_" in k},
         evals={t: _items(t, eval_items, EVAL_SEED) for c in spec.clients for t in c.tasks},
     )
@@ -88,7 +91,7 @@ def train_client(model, proc, settings, spec, client: int, steps: int, batch: in
     mixed = training_items(spec, client, steps, batch)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=settings.learning_rate, weight_decay=settings.weight_decay)
-    losses = [train_step(model, proc, mixed[i:i + batch], opt) for i in range(0, len(mixed), batch)]
+    losses = [train_step(model, proc, mixed[i : i + batch], opt) for i in range(0, len(mixed), batch)]
     k = max(1, len(losses) // 10)
     return sum(losses[:k]) / k, sum(losses[-k:]) / k
 
@@ -98,8 +101,10 @@ def score_tasks(model, proc, evals: dict[str, list]) -> dict[str, float]:
     from drake_bench.evaluation.scoring import score_batch
     from drake_bench.models import predict
 
-    return {t: sum(score_batch(predict(model, proc, [s.as_query() for s in items]), items)) / len(items)
-            for t, items in evals.items()}
+    return {
+        t: sum(score_batch(predict(model, proc, [s.as_query() for s in items]), items)) / len(items)
+        for t, items in evals.items()
+    }
 
 
 def _job(trained_on: int | None, steps: int, batch: int) -> dict:
@@ -112,8 +117,13 @@ def _job(trained_on: int | None, steps: int, batch: int) -> dict:
     if trained_on is not None:
         loss_first, loss_last = train_client(model, proc, w["settings"], w["spec"], trained_on, steps, batch)
     scores = score_tasks(model, proc, w["evals"])
-    return {"trained_on": trained_on, "scores": scores, "loss_first": loss_first, "loss_last": loss_last,
-            "seconds": round(time.time() - t0, 1)}
+    return {
+        "trained_on": trained_on,
+        "scores": scores,
+        "loss_first": loss_first,
+        "loss_last": loss_last,
+        "seconds": round(time.time() - t0, 1),
+    }
 
 
 def summarise(res: dict, reference: str = "zero_shot") -> dict:
@@ -136,8 +146,16 @@ def summarise(res: dict, reference: str = "zero_shot") -> dict:
         for o in clients:
             kind = "self" if c == o else "same group" if group[c] == group[o] else "other group"
             cells[kind].append(delta[c][o])
-    stats = {k: {"mean": statistics.mean(v), "se": statistics.stdev(v) / len(v) ** 0.5 if len(v) > 1 else float("nan"),
-                 "pairs": len(v), "positive": sum(x > 0 for x in v)} for k, v in cells.items() if v}
+    stats = {
+        k: {
+            "mean": statistics.mean(v),
+            "se": statistics.stdev(v) / len(v) ** 0.5 if len(v) > 1 else float("nan"),
+            "pairs": len(v),
+            "positive": sum(x > 0 for x in v),
+        }
+        for k, v in cells.items()
+        if v
+    }
     by_group = {}
     for g in sorted(set(group.values())):
         members = [c for c in clients if group[c] == g]
@@ -146,12 +164,20 @@ def summarise(res: dict, reference: str = "zero_shot") -> dict:
         # the column view: what other groups' clients' data does for this group's clients (sources run only)
         into = [delta[c][o] for c in delta if group[c] != g for o in members]
         if within:
-            by_group[g] = {"clients": members, "within": statistics.mean(within), "across": statistics.mean(across),
-                           "from_other_groups": statistics.mean(into) if into else None,
-                           "within_minus_across": _difference(within, across)}
+            by_group[g] = {
+                "clients": members,
+                "within": statistics.mean(within),
+                "across": statistics.mean(across),
+                "from_other_groups": statistics.mean(into) if into else None,
+                "within_minus_across": _difference(within, across),
+            }
     overall = _difference(cells["same group"], cells["other group"]) if cells["same group"] else None
-    return {"delta": {str(c): {str(o): round(v, 2) for o, v in row.items()} for c, row in delta.items()},
-            "stats": stats, "by_group": by_group, "same_minus_other": overall}
+    return {
+        "delta": {str(c): {str(o): round(v, 2) for o, v in row.items()} for c, row in delta.items()},
+        "stats": stats,
+        "by_group": by_group,
+        "same_minus_other": overall,
+    }
 
 
 def _difference(a: list[float], b: list[float]) -> dict:
@@ -159,6 +185,7 @@ def _difference(a: list[float], b: list[float]) -> dict:
 
     The pairs share trained adapters and evaluated clients, so they are not fully independent; the ratio is a
     yardstick (the transfer target asks for >= 2), not a test."""
+
     def se(xs: list[float]) -> float:
         return statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else float("nan")
 
@@ -173,8 +200,14 @@ def announce(res: dict, report_md: Path) -> None:
     print(f"wrote {report_md} ({res['seconds']:.0f}s)")
 
 
-def write_report(res: dict, out: Path, intro: str | None = None, reference: str = "zero-shot",
-                 stem: str = "synth_transfer", plot_title: str | None = None) -> None:
+def write_report(
+    res: dict,
+    out: Path,
+    intro: str | None = None,
+    reference: str = "zero-shot",
+    stem: str = "synth_transfer",
+    plot_title: str | None = None,
+) -> None:
     """Markdown summary + matrix and a grouped heatmap of ``res['summary']``; ``intro``, ``reference`` (what Delta is
     measured against), ``stem`` and ``plot_title`` let another transfer measurement (bench_probe_transfer) reuse it."""
     import matplotlib
@@ -193,45 +226,68 @@ def write_report(res: dict, out: Path, intro: str | None = None, reference: str 
     lines = [
         "# drake-synth: client-to-client transfer",
         "",
-        intro or (
+        intro
+        or (
             f"Generated by `python scripts/bench_transfer.py` (see its docstring): `{cfg['model']}`, a fresh LoRA "
             f"adapter (rank {cfg['rank']}, learning rate {cfg['learning_rate']}) trained for {cfg['steps']} steps of "
             f"batch {cfg['batch']} on one client's four tasks, scored on {cfg['eval_items']} fresh items of every "
             f"client task; Delta = score minus the zero-shot model's, x100, averaged over the evaluated client's "
-            f"tasks. Seeds: adapter {cfg['seed']}, training items {TRAIN_SEED} + client, evaluation items {EVAL_SEED}."),
+            f"tasks. Seeds: adapter {cfg['seed']}, training items {TRAIN_SEED} + client, evaluation items {EVAL_SEED}."
+        ),
         "",
         "| pairs | mean Delta | s.e. | pairs > 0 |",
         "|:---|---:|---:|---:|",
     ]
     for k in st:
-        lines.append(f"| {k} ({st[k]['pairs']}) | {st[k]['mean']:+.2f} | {st[k]['se']:.2f} | "
-                     f"{st[k]['positive']}/{st[k]['pairs']} |")
-    lines += ["", "Per group. *within*: trained on a member, evaluated on the other members; *across*: trained on a "
-              "member, evaluated on other groups' clients (row view); *from other groups*: trained on another group's "
-              "client, evaluated on the members (column view; the sources this run trained):", "",
-              "| group | clients | within | across | within - across (s.e., ratio) | from other groups |",
-              "|:---|:---|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {k} ({st[k]['pairs']}) | {st[k]['mean']:+.2f} | {st[k]['se']:.2f} | "
+            f"{st[k]['positive']}/{st[k]['pairs']} |"
+        )
+    lines += [
+        "",
+        "Per group. *within*: trained on a member, evaluated on the other members; *across*: trained on a "
+        "member, evaluated on other groups' clients (row view); *from other groups*: trained on another group's "
+        "client, evaluated on the members (column view; the sources this run trained):",
+        "",
+        "| group | clients | within | across | within - across (s.e., ratio) | from other groups |",
+        "|:---|:---|---:|---:|---:|---:|",
+    ]
 
     def diff(d: dict | None) -> str:
         return "" if not d else f"{d['difference']:+.2f} ({d['se']:.2f}, {d['ratio']})"
 
     for g, v in s["by_group"].items():
         into = "" if v.get("from_other_groups") is None else f"{v['from_other_groups']:+.2f}"
-        lines.append(f"| {g} | {', '.join(map(str, v['clients']))} | {v['within']:+.2f} | {v['across']:+.2f} | "
-                     f"{diff(v.get('within_minus_across'))} | {into} |")
+        lines.append(
+            f"| {g} | {', '.join(map(str, v['clients']))} | {v['within']:+.2f} | {v['across']:+.2f} | "
+            f"{diff(v.get('within_minus_across'))} | {into} |"
+        )
     if s.get("same_minus_other"):
-        lines += ["", f"Same group minus other group, over every pair: {diff(s['same_minus_other'])} "
-                  "(difference, its standard error as for two independent means, and their ratio)."]
-    lines += ["", "Delta matrix (row: trained on client; column: evaluated on client's tasks; groups: "
-              + ", ".join(f"{c} {group[c]}" for c in clients) + "):", "",
-              "| trained on | " + " | ".join(str(o) for o in clients) + " |",
-              "|---:|" + "---:|" * len(clients)]
+        lines += [
+            "",
+            f"Same group minus other group, over every pair: {diff(s['same_minus_other'])} "
+            "(difference, its standard error as for two independent means, and their ratio).",
+        ]
+    lines += [
+        "",
+        "Delta matrix (row: trained on client; column: evaluated on client's tasks; groups: "
+        + ", ".join(f"{c} {group[c]}" for c in clients)
+        + "):",
+        "",
+        "| trained on | " + " | ".join(str(o) for o in clients) + " |",
+        "|---:|" + "---:|" * len(clients),
+    ]
     rows = [c for c in clients if str(c) in s["delta"]]
     for c in rows:
         lines.append(f"| {c} | " + " | ".join(f"{s['delta'][str(c)][str(o)]:+.1f}" for o in clients) + " |")
     zero = res[reference.replace("-", "_")]
-    lines += ["", f"{reference.capitalize()} scores per task (x100, {cfg['eval_items']} items): "
-              + ", ".join(f"`{t}` {100 * zero[t]:.0f}" for c in spec.clients for t in c.tasks) + ".", ""]
+    lines += [
+        "",
+        f"{reference.capitalize()} scores per task (x100, {cfg['eval_items']} items): "
+        + ", ".join(f"`{t}` {100 * zero[t]:.0f}" for c in spec.clients for t in c.tasks)
+        + ".",
+        "",
+    ]
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
 
@@ -256,8 +312,12 @@ def write_report(res: dict, out: Path, intro: str | None = None, reference: str 
     for i, row in enumerate(mat):
         for j, v in enumerate(row):
             ax.text(j, i, f"{v:+.0f}", ha="center", va="center", fontsize=7)
-    ax.set_title(plot_title or f"drake-synth transfer: score - zero-shot (x100)\n{cfg['model']}, {cfg['steps']} "
-                 f"steps, lr {cfg['learning_rate']}", pad=18)
+    ax.set_title(
+        plot_title
+        or f"drake-synth transfer: score - zero-shot (x100)\n{cfg['model']}, {cfg['steps']} "
+        f"steps, lr {cfg['learning_rate']}",
+        pad=18,
+    )
     fig.colorbar(im, ax=ax, shrink=0.8)
     fig.tight_layout()
     fig.savefig(out / f"{stem}.png", dpi=110)
@@ -277,11 +337,21 @@ def add_training_arguments(ap: argparse.ArgumentParser, steps: int, steps_help: 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_training_arguments(ap, 800, "the 100-step board's 8 x 100")
-    ap.add_argument("--learning-rate", type=float, default=None,
-                    help="LoRA learning rate (default: the reference entries' LoraSettings default)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="output folder (default: docs/transfer/<model>-<steps>steps-lr<learning rate>)")
-    ap.add_argument("--report-only", action="store_true", help="rewrite the .md and .png from <out>/synth_transfer.json")
+    ap.add_argument(
+        "--learning-rate",
+        type=float,
+        default=None,
+        help="LoRA learning rate (default: the reference entries' LoraSettings default)",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder (default: docs/transfer/<model>-<steps>steps-lr<learning rate>)",
+    )
+    ap.add_argument(
+        "--report-only", action="store_true", help="rewrite the .md and .png from <out>/synth_transfer.json"
+    )
     args = ap.parse_args()
     if args.out is None:
         from drake_bench.methods.lora_clients import LoraSettings as _S
@@ -303,8 +373,12 @@ def main() -> None:
     ctx = get_context("spawn")
     t0 = time.time()
     results = {}
-    with ProcessPoolExecutor(args.workers, mp_context=ctx, initializer=_init,
-                             initargs=(args.model, args.eval_items, args.seed, settings.learning_rate)) as pool:
+    with ProcessPoolExecutor(
+        args.workers,
+        mp_context=ctx,
+        initializer=_init,
+        initargs=(args.model, args.eval_items, args.seed, settings.learning_rate),
+    ) as pool:
         futures = {pool.submit(_job, j, args.steps, args.batch): j for j in jobs}
         for f in futures:
             r = f.result()
@@ -312,9 +386,18 @@ def main() -> None:
             who = "zero-shot" if r["trained_on"] is None else f"client {r['trained_on']}"
             print(f"{who}: {r['seconds']:.0f}s, loss {r['loss_first']} -> {r['loss_last']}", flush=True)
     res = {
-        "config": {"model": args.model, "steps": args.steps, "batch": args.batch, "eval_items": args.eval_items,
-                   "seed": args.seed, "rank": settings.rank, "alpha": settings.alpha,
-                   "learning_rate": settings.learning_rate, "train_seed": TRAIN_SEED, "eval_seed": EVAL_SEED},
+        "config": {
+            "model": args.model,
+            "steps": args.steps,
+            "batch": args.batch,
+            "eval_items": args.eval_items,
+            "seed": args.seed,
+            "rank": settings.rank,
+            "alpha": settings.alpha,
+            "learning_rate": settings.learning_rate,
+            "train_seed": TRAIN_SEED,
+            "eval_seed": EVAL_SEED,
+        },
         "zero_shot": results[None]["scores"],
         "trained": {str(c): results[c]["scores"] for c in clients},
         "losses": {str(c): [results[c]["loss_first"], results[c]["loss_last"]] for c in clients},

@@ -43,8 +43,9 @@ def _recipe(overrides: dict | None):
     return dataclasses.replace(DEFAULT_RECIPE, **(overrides or {}))
 
 
-def build(names: list[str], root: Path, dtype: str = "bfloat16", workers: int = 1,
-          overrides: dict | None = None) -> dict:
+def build(
+    names: list[str], root: Path, dtype: str = "bfloat16", workers: int = 1, overrides: dict | None = None
+) -> dict:
     """Pretrain (or reuse the local cache of) each model, export it under ``root``, then write the manifest.
 
     The tokenizer and the shared vision tower are built first (every LLaVA needs them), then the models in
@@ -52,11 +53,10 @@ def build(names: list[str], root: Path, dtype: str = "bfloat16", workers: int = 
     interrupted tower or language-model stage continues from its last snapshot. ``overrides`` changes recipe
     fields (experiments; the shipped zoo is built with the default recipe).
     """
-    from drake_bench.models.zoo import load_pretrained
     from drake_bench.models.pretrain import ensure_tokenizer
     from drake_bench.models.shipped import MANIFEST, WEIGHTS_FILE, build_environment, export_checkpoint, write_manifest
     from drake_bench.models.vision import ensure_vision_tower, tower_report
-    from drake_bench.models.zoo import model_info, tiny_names
+    from drake_bench.models.zoo import load_pretrained, model_info, tiny_names
 
     recipe = _recipe(overrides).as_dict()
     left = sorted(set(tiny_names()) - set(names))
@@ -64,8 +64,10 @@ def build(names: list[str], root: Path, dtype: str = "bfloat16", workers: int = 
         previous = json.loads((root / MANIFEST).read_text()).get("recipe")
         kept = [n for n in left if (root / n).is_dir()]
         if kept and previous != recipe:
-            raise SystemExit(f"{root / MANIFEST} was built with another recipe, and {kept} would keep it; "
-                             "rebuild every model (leave out --models)")
+            raise SystemExit(
+                f"{root / MANIFEST} was built with another recipe, and {kept} would keep it; "
+                "rebuild every model (leave out --models)"
+            )
     _say(f"tokenizer: {ensure_tokenizer()}")
     if any(model_info(n).multimodal for n in names):
         import torch
@@ -87,8 +89,10 @@ def build(names: list[str], root: Path, dtype: str = "bfloat16", workers: int = 
         started = time.perf_counter()
         model, processor = load_pretrained(_pretrain_one(name, overrides))  # pretrains here unless a worker did
         hashes = export_checkpoint(model, processor, name, root=root, dtype=dtype)
-        _say(f"[{i}/{len(names)}] {name}: exported, {WEIGHTS_FILE} sha256 {hashes[WEIGHTS_FILE]} "
-             f"({time.perf_counter() - started:.0f} s)")
+        _say(
+            f"[{i}/{len(names)}] {name}: exported, {WEIGHTS_FILE} sha256 {hashes[WEIGHTS_FILE]} "
+            f"({time.perf_counter() - started:.0f} s)"
+        )
     manifest = write_manifest(root, recipe, build_environment())
     size = sum(m["bytes"] for m in manifest["models"].values())
     _say(f"wrote {root / MANIFEST}: {len(manifest['models'])} models, {size / 1e6:.1f} MB")
@@ -109,40 +113,63 @@ def write_report(names: list[str], manifest: dict, out: Path) -> None:
     for name in names:
         rec = json.loads((checkpoint_dir(name) / RECIPE_FILE).read_text())
         losses = rec.get("losses", [])
-        models[name] = {"train_seconds": rec.get("train_seconds"), "first_loss": losses[0] if losses else None,
-                        "last_loss_mean_of_50": round(sum(losses[-50:]) / max(1, len(losses[-50:])), 4),
-                        "steps": len(losses), "weights_sha256": manifest["models"][name]["weights_sha256"],
-                        "bytes": manifest["models"][name]["bytes"]}
+        models[name] = {
+            "train_seconds": rec.get("train_seconds"),
+            "first_loss": losses[0] if losses else None,
+            "last_loss_mean_of_50": round(sum(losses[-50:]) / max(1, len(losses[-50:])), 4),
+            "steps": len(losses),
+            "weights_sha256": manifest["models"][name]["weights_sha256"],
+            "bytes": manifest["models"][name]["bytes"],
+        }
     probe = tower.get("probe", {})
     tl = tower.get("losses", [])
-    data = {"recipe": DEFAULT_RECIPE.as_dict(), "built_on": manifest.get("built_on"), "tower_probe": probe,
-            "tower_loss_first": tl[0] if tl else None,
-            "tower_loss_last_mean_of_50": round(sum(tl[-50:]) / max(1, len(tl[-50:])), 4) if tl else None,
-            "models": models}
+    data = {
+        "recipe": DEFAULT_RECIPE.as_dict(),
+        "built_on": manifest.get("built_on"),
+        "tower_probe": probe,
+        "tower_loss_first": tl[0] if tl else None,
+        "tower_loss_last_mean_of_50": round(sum(tl[-50:]) / max(1, len(tl[-50:])), 4) if tl else None,
+        "models": models,
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    lines = ["# The shipped zoo: how it was built", "",
-             "Written by `python scripts/build_zoo.py` in the run that built the shipped weights "
-             f"(recipe version {DEFAULT_RECIPE.version}; built on {manifest.get('built_on', {}).get('cpu', '?')}, "
-             f"torch {manifest.get('built_on', {}).get('torch', '?')}). What the recipe does and why: "
-             "[models](models.md); what the weights do on the benchmark: "
-             "[the embedded model findings](findings/embedded-model.md).", ""]
+    lines = [
+        "# The shipped zoo: how it was built",
+        "",
+        "Written by `python scripts/build_zoo.py` in the run that built the shipped weights "
+        f"(recipe version {DEFAULT_RECIPE.version}; built on {manifest.get('built_on', {}).get('cpu', '?')}, "
+        f"torch {manifest.get('built_on', {}).get('torch', '?')}). What the recipe does and why: "
+        "[models](models.md); what the weights do on the benchmark: "
+        "[the embedded model findings](findings/embedded-model.md).",
+        "",
+    ]
     if probe:
-        lines += ["## The vision tower's perception (linear probes on frozen features)", "",
-                  f"{DEFAULT_RECIPE.tower_steps} training steps of batch {DEFAULT_RECIPE.tower_batch}; probes fitted "
-                  "on 3/4 of held-out perception pictures (a random stream the tower never trained on) and scored on "
-                  "the rest. Per object from the token of its cell; count, domain, distortion and text from the mean "
-                  "token; position (which quadrant, single-object pictures) from all tokens. *chance*: the majority "
-                  "class's share of the scored rows.", "",
-                  "| attribute | accuracy | chance | rows |", "|:---|---:|---:|---:|"]
+        lines += [
+            "## The vision tower's perception (linear probes on frozen features)",
+            "",
+            f"{DEFAULT_RECIPE.tower_steps} training steps of batch {DEFAULT_RECIPE.tower_batch}; probes fitted "
+            "on 3/4 of held-out perception pictures (a random stream the tower never trained on) and scored on "
+            "the rest. Per object from the token of its cell; count, domain, distortion and text from the mean "
+            "token; position (which quadrant, single-object pictures) from all tokens. *chance*: the majority "
+            "class's share of the scored rows.",
+            "",
+            "| attribute | accuracy | chance | rows |",
+            "|:---|---:|---:|---:|",
+        ]
         for k, v in probe["accuracy"].items():
             lines.append(f"| {k} | {v} | {probe['chance'][k]} | {probe['n'][k]} |")
         lines.append("")
-    lines += ["## Checkpoints", "", "| model | pretraining steps | seconds | loss first / last 50 | MB | weights sha256 |",
-              "|:---|---:|---:|---:|---:|:---|"]
+    lines += [
+        "## Checkpoints",
+        "",
+        "| model | pretraining steps | seconds | loss first / last 50 | MB | weights sha256 |",
+        "|:---|---:|---:|---:|---:|:---|",
+    ]
     for name, m in models.items():
-        lines.append(f"| `{name}` | {m['steps']} | {m['train_seconds']} | {m['first_loss']} / "
-                     f"{m['last_loss_mean_of_50']} | {m['bytes'] / 1e6:.1f} | `{m['weights_sha256'][:16]}…` |")
+        lines.append(
+            f"| `{name}` | {m['steps']} | {m['train_seconds']} | {m['first_loss']} / "
+            f"{m['last_loss_mean_of_50']} | {m['bytes'] / 1e6:.1f} | `{m['weights_sha256'][:16]}…` |"
+        )
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     _say(f"wrote {out.with_suffix('.md')}")
 
@@ -153,13 +180,21 @@ def main(argv: list[str] | None = None) -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="*", default=tiny_names(), help="zoo names (default: every tiny model)")
-    ap.add_argument("--root", type=Path, default=None, help="weights folder (default: $DRAKE_BENCH_WEIGHTS or "
-                                                              "drake_bench/models/weights)")
+    ap.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="weights folder (default: $DRAKE_BENCH_WEIGHTS or drake_bench/models/weights)",
+    )
     ap.add_argument("--dtype", default="bfloat16", help="storage dtype of the exported safetensors")
     ap.add_argument("--workers", type=int, default=1, help="models pretrained in parallel (one thread each)")
     ap.add_argument("--mix", type=int, default=None, help="public-mix generation (experiments; default: the recipe's)")
-    ap.add_argument("--report", type=lambda v: Path(v) if v else None, default=Path(__file__).resolve().parents[1] / "docs" / "zoo-build.md",
-                    help="where the build report goes (.md and .json); '' for none")
+    ap.add_argument(
+        "--report",
+        type=lambda v: Path(v) if v else None,
+        default=Path(__file__).resolve().parents[1] / "docs" / "zoo-build.md",
+        help="where the build report goes (.md and .json); '' for none",
+    )
     ap.add_argument("--publish", action="store_true", help="then upload each model folder as a Hub model repo")
     ap.add_argument("--no-dry-run", action="store_true", help="with --publish: really upload (default: print the plan)")
     ap.add_argument("--repo-prefix", default=HUB_PREFIX)
@@ -175,8 +210,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.publish:
         plan = publish_models(args.models, repo_prefix=args.repo_prefix, dry_run=not args.no_dry_run, root=root)
         for item in plan:
-            print(f"{'published' if args.no_dry_run else 'would publish'} {item['repo_id']}: {len(item['files'])} files, "
-                  f"{item['bytes'] / 1e6:.1f} MB, weights sha256 {item['weights_sha256']}", flush=True)
+            print(
+                f"{'published' if args.no_dry_run else 'would publish'} {item['repo_id']}: {len(item['files'])} files, "
+                f"{item['bytes'] / 1e6:.1f} MB, weights sha256 {item['weights_sha256']}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -42,12 +42,15 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = "drake-synth"
@@ -55,9 +58,18 @@ TRAIN_SEED, EVAL_SEED = 4242, 9001
 DEFAULT_OUT = ROOT / "docs" / "findings" / "embedded-model-diagnosis"
 # The tasks of the issue's probe table (flat under fine-tuning although a probe reads them), plus the three it
 # names as hard for the features; ``--tasks all`` takes every choice task of the ten clients.
-FOCUS_TASKS = ("rel-defect-2", "vqa-distortion-type", "vqa-quality-triple", "rsn-odd-one-out", "icon-clock",
-               "dish-location", "rel-motion", "rel-color-consistency", "rel-style-consistency",
-               "rsn-bongard-relation")
+FOCUS_TASKS = (
+    "rel-defect-2",
+    "vqa-distortion-type",
+    "vqa-quality-triple",
+    "rsn-odd-one-out",
+    "icon-clock",
+    "dish-location",
+    "rel-motion",
+    "rel-color-consistency",
+    "rel-style-consistency",
+    "rsn-bongard-relation",
+)
 
 
 @dataclass(frozen=True)
@@ -112,8 +124,12 @@ def choice_tasks() -> list[str]:
     from drake_bench.benchmarks.sample import AnswerType
 
     spec = _bench()
-    return [t for c in spec.clients for t in c.tasks
-            if spec.task(t).answer_type in (AnswerType.YES_NO, AnswerType.MULTIPLE_CHOICE)]
+    return [
+        t
+        for c in spec.clients
+        for t in c.tasks
+        if spec.task(t).answer_type in (AnswerType.YES_NO, AnswerType.MULTIPLE_CHOICE)
+    ]
 
 
 def _label(sample) -> str:
@@ -133,8 +149,10 @@ def features(model, proc, items: list, max_images: int) -> dict[str, "torch.Tens
 
     got: dict[str, torch.Tensor] = {}
     mm = model.model.multi_modal_projector
-    hooks = [mm.register_forward_pre_hook(lambda _m, a: got.__setitem__("tower", a[0].detach())),
-             mm.register_forward_hook(lambda _m, _a, out: got.__setitem__("projector", out.detach()))]
+    hooks = [
+        mm.register_forward_pre_hook(lambda _m, a: got.__setitem__("tower", a[0].detach())),
+        mm.register_forward_hook(lambda _m, _a, out: got.__setitem__("projector", out.detach())),
+    ]
     rows: dict[str, list[torch.Tensor]] = {"tower": [], "projector": [], "lm": []}
     try:
         with torch.no_grad():
@@ -179,8 +197,8 @@ def fit_probe(x_train, y_train: list[str], x_eval, y_eval: list[str], l2: float 
 def probe_job(model_name: str, task_id: str, sizes: tuple[int, ...], eval_items: int) -> dict:
     import torch
 
-    from drake_bench.models import load_base, predict
     from drake_bench.evaluation.scoring import score_batch
+    from drake_bench.models import load_base, predict
 
     torch.set_num_threads(1)
     model, proc = load_base(model_name)
@@ -190,13 +208,23 @@ def probe_job(model_name: str, task_id: str, sizes: tuple[int, ...], eval_items:
     max_images = max(len(s.images) for s in train + held)
     ft, fe = features(model, proc, train, max_images), features(model, proc, held, max_images)
     yt, ye = [_label(s) for s in train], [_label(s) for s in held]
-    probes = {f"{point}@{n}": fit_probe(ft[point][:n], yt[:n], fe[point], ye)
-              for point in ("tower", "projector", "lm") for n in sizes}
+    probes = {
+        f"{point}@{n}": fit_probe(ft[point][:n], yt[:n], fe[point], ye)
+        for point in ("tower", "projector", "lm")
+        for n in sizes
+    }
     zero_shot = statistics.fmean(score_batch(predict(model, proc, [s.as_query() for s in held]), held))
     counts = {c: ye.count(c) for c in set(ye)}
-    return {"kind": "probe", "model": model_name, "task": task_id, "answer_type": held[0].answer_type.value,
-            "options": len(held[0].choices) or 2, "majority": max(counts.values()) / len(ye),
-            "zero_shot": zero_shot, "probes": probes}
+    return {
+        "kind": "probe",
+        "model": model_name,
+        "task": task_id,
+        "answer_type": held[0].answer_type.value,
+        "options": len(held[0].choices) or 2,
+        "majority": max(counts.values()) / len(ye),
+        "zero_shot": zero_shot,
+        "probes": probes,
+    }
 
 
 # --------------------------------------------------------------------------- fine-tuning
@@ -214,11 +242,10 @@ def _training_stream(task_id: str, variant: Variant, n: int) -> list:
 
 def _letter_accuracy(model, proc, items: list) -> float:
     """Accuracy when the scored texts are the option letters (the letter read-out's own scoring)."""
-    from drake_bench.models.engine import choice_scores
-    from drake_bench.models.prompting import LETTERS, answer_letter
-
     import drake_bench.models.engine as engine
     import drake_bench.models.prompting as prompting
+    from drake_bench.models.engine import choice_scores
+    from drake_bench.models.prompting import LETTERS, answer_letter
 
     original = engine.candidate_targets
     engine.candidate_targets = lambda s: [" " + LETTERS[i] for i in range(len(prompting.options(s)))]
@@ -226,8 +253,10 @@ def _letter_accuracy(model, proc, items: list) -> float:
         scores = choice_scores(model, proc, [s.as_query() for s in items])
     finally:
         engine.candidate_targets = original
-    hits = [max(range(len(sc)), key=lambda i: (sc[i], -i)) == LETTERS.index(answer_letter(s))
-            for s, sc in zip(items, scores)]
+    hits = [
+        max(range(len(sc)), key=lambda i: (sc[i], -i)) == LETTERS.index(answer_letter(s))
+        for s, sc in zip(items, scores)
+    ]
     return statistics.fmean(hits)
 
 
@@ -240,8 +269,9 @@ def _accuracy(model, proc, items: list, letter: bool) -> float:
     return statistics.fmean(score_batch(predict(model, proc, [s.as_query() for s in items]), items))
 
 
-def finetune_job(model_name: str, task_id: str, name: str, steps: tuple[int, ...], batch: int,
-                 eval_items: int, seed: int = 0) -> dict:
+def finetune_job(
+    model_name: str, task_id: str, name: str, steps: tuple[int, ...], batch: int, eval_items: int, seed: int = 0
+) -> dict:
     import torch
     from peft import get_peft_model
 
@@ -257,8 +287,9 @@ def finetune_job(model_name: str, task_id: str, name: str, steps: tuple[int, ...
     base, proc = load_base(model_name)
     torch.manual_seed(seed)
     rank = variant.rank or settings.rank
-    config = lora_config(r=rank, alpha=settings.alpha * rank // settings.rank,
-                         modules_to_save=list(variant.modules_to_save) or None)
+    config = lora_config(
+        r=rank, alpha=settings.alpha * rank // settings.rank, modules_to_save=list(variant.modules_to_save) or None
+    )
     model = get_peft_model(base, config)
     if not variant.lora:
         for n_, p in model.named_parameters():
@@ -274,19 +305,34 @@ def finetune_job(model_name: str, task_id: str, name: str, steps: tuple[int, ...
         engine.target = lambda s: " " + prompting.answer_letter(s) if prompting.is_choice(s) else original_target(s)
     points, losses, t0 = [], [], time.time()
     for step in range(1, max(steps) + 1):
-        chunk = stream[(step - 1) * batch: step * batch]
+        chunk = stream[(step - 1) * batch : step * batch]
         if variant.item_mean:
             losses.append(_item_mean_step(model, proc, chunk, opt, variant.max_grad_norm))
         else:
             losses.append(train_step(model, proc, chunk, opt, max_grad_norm=variant.max_grad_norm))
         if step in steps:
-            points.append({"steps": step, "held_out": _accuracy(model, proc, held, variant.letter),
-                           "training_items": _accuracy(model, proc, seen, variant.letter),
-                           "loss": statistics.fmean(losses[-max(1, step // 10):])})
-    return {"kind": "finetune", "model": model_name, "task": task_id, "variant": name, "variant_settings":
-            asdict(variant), "learning_rate": lr, "batch": batch, "seed": seed,
-            "trainable": sum(p.numel() for p in params), "loss_first": statistics.fmean(losses[:max(1, len(losses) // 10)]),
-            "points": points, "seconds": round(time.time() - t0, 1)}
+            points.append(
+                {
+                    "steps": step,
+                    "held_out": _accuracy(model, proc, held, variant.letter),
+                    "training_items": _accuracy(model, proc, seen, variant.letter),
+                    "loss": statistics.fmean(losses[-max(1, step // 10) :]),
+                }
+            )
+    return {
+        "kind": "finetune",
+        "model": model_name,
+        "task": task_id,
+        "variant": name,
+        "variant_settings": asdict(variant),
+        "learning_rate": lr,
+        "batch": batch,
+        "seed": seed,
+        "trainable": sum(p.numel() for p in params),
+        "loss_first": statistics.fmean(losses[: max(1, len(losses) // 10)]),
+        "points": points,
+        "seconds": round(time.time() - t0, 1),
+    }
 
 
 def _item_mean_step(model, proc, batch: list, opt, max_grad_norm: float | None) -> float:
@@ -337,10 +383,17 @@ def vocabulary_job(model_name: str, task_id: str, items: int = 60) -> dict:
     rows = torch.nn.functional.normalize(head[first], dim=1)
     cos = rows @ rows.T
     off = cos[~torch.eye(len(first), dtype=torch.bool)]
-    return {"kind": "vocabulary", "model": model_name, "task": task_id, "answer_type": _items(task_id, 1, TRAIN_SEED)[0].answer_type.value,
-            "answer_tokens": len(ids), "untrained_tokens": len(untrained),
-            "untrained_examples": tok.convert_ids_to_tokens(untrained[:4]), "init_norm": init_norm,
-            "first_token_row_cosine": float(off.mean()) if len(off) else None}
+    return {
+        "kind": "vocabulary",
+        "model": model_name,
+        "task": task_id,
+        "answer_type": _items(task_id, 1, TRAIN_SEED)[0].answer_type.value,
+        "answer_tokens": len(ids),
+        "untrained_tokens": len(untrained),
+        "untrained_examples": tok.convert_ids_to_tokens(untrained[:4]),
+        "init_norm": init_norm,
+        "first_token_row_cosine": float(off.mean()) if len(off) else None,
+    }
 
 
 # --------------------------------------------------------------------------- records and report
@@ -360,8 +413,10 @@ def read_records(out: Path) -> list[dict]:
 def _run(jobs: list[tuple], out: Path, workers: int) -> None:
     done = {_key(r) for r in read_records(out)}
     todo = [j for j in jobs if j[0] not in done]
-    print(f"{len(jobs) - len(todo)} of {len(jobs)} jobs already in {out / 'records.jsonl'}; {len(todo)} to run",
-          flush=True)
+    print(
+        f"{len(jobs) - len(todo)} of {len(jobs)} jobs already in {out / 'records.jsonl'}; {len(todo)} to run",
+        flush=True,
+    )
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
@@ -370,8 +425,10 @@ def _run(jobs: list[tuple], out: Path, workers: int) -> None:
             rec = fut.result()
             with (out / "records.jsonl").open("a") as fh:
                 fh.write(json.dumps(rec, sort_keys=True) + "\n")
-            print(f"[{i}/{len(todo)}] {rec['kind']} {rec['task']} {rec.get('variant', '')} "
-                  f"({time.time() - t0:.0f} s)", flush=True)
+            print(
+                f"[{i}/{len(todo)}] {rec['kind']} {rec['task']} {rec.get('variant', '')} ({time.time() - t0:.0f} s)",
+                flush=True,
+            )
 
 
 def _pct(x: float | None) -> str:
@@ -382,15 +439,24 @@ def report(out: Path) -> str:
     recs = read_records(out)
     probes = {r["task"]: r for r in recs if r["kind"] == "probe"}
     tunes = [r for r in recs if r["kind"] == "finetune"]
-    lines = ["# Diagnosis records", "",
-             f"Written by `python scripts/diagnose_embedded_model.py report --out {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}` "
-             "from `records.jsonl` (every job's record). Accuracies x100 on held-out fresh items.", ""]
+    lines = [
+        "# Diagnosis records",
+        "",
+        f"Written by `python scripts/diagnose_embedded_model.py report --out {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}` "
+        "from `records.jsonl` (every job's record). Accuracies x100 on held-out fresh items.",
+        "",
+    ]
     if probes:
         sizes = sorted({int(k.split("@")[1]) for r in probes.values() for k in r["probes"]})
-        head = ["task", "type", "majority", "zero-shot"] + [f"{p} @{n}" for p in ("tower", "projector", "lm")
-                                                            for n in sizes]
-        lines += ["## What the frozen model knows: linear probes", "", "| " + " | ".join(head) + " |",
-                  "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|"]
+        head = ["task", "type", "majority", "zero-shot"] + [
+            f"{p} @{n}" for p in ("tower", "projector", "lm") for n in sizes
+        ]
+        lines += [
+            "## What the frozen model knows: linear probes",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|",
+        ]
         for t, r in probes.items():
             cells = [t, r["answer_type"], _pct(r["majority"]), _pct(r["zero_shot"])]
             cells += [_pct(r["probes"].get(f"{p}@{n}")) for p in ("tower", "projector", "lm") for n in sizes]
@@ -398,27 +464,40 @@ def report(out: Path) -> str:
         lines.append("")
     vocab = [r for r in recs if r["kind"] == "vocabulary"]
     if vocab:
-        lines += ["## The answer vocabulary: tokens the pretraining never trained", "",
-                  "Per client task: its answer tokens (option texts or answers of 60 fresh items), how many keep their "
-                  "initial input embedding (never a pretraining input), and the mean cosine between the output rows "
-                  "of the options' first tokens (1: the model cannot tell them apart at its output).", "",
-                  "| task | type | answer tokens | never trained | e.g. | first-token output rows, mean cosine |",
-                  "|:---|:---|---:|---:|:---|---:|"]
+        lines += [
+            "## The answer vocabulary: tokens the pretraining never trained",
+            "",
+            "Per client task: its answer tokens (option texts or answers of 60 fresh items), how many keep their "
+            "initial input embedding (never a pretraining input), and the mean cosine between the output rows "
+            "of the options' first tokens (1: the model cannot tell them apart at its output).",
+            "",
+            "| task | type | answer tokens | never trained | e.g. | first-token output rows, mean cosine |",
+            "|:---|:---|---:|---:|:---|---:|",
+        ]
         for r in vocab:
             cos = "" if r["first_token_row_cosine"] is None else f"{r['first_token_row_cosine']:.3f}"
             eg = ", ".join(f"`{t}`" for t in r["untrained_examples"])
-            lines.append(f"| {r['task']} | {r['answer_type']} | {r['answer_tokens']} | {r['untrained_tokens']} | "
-                         f"{eg} | {cos} |")
+            lines.append(
+                f"| {r['task']} | {r['answer_type']} | {r['answer_tokens']} | {r['untrained_tokens']} | {eg} | {cos} |"
+            )
         lines.append("")
     if tunes:
         variants = list(dict.fromkeys(r["variant"] for r in tunes))
         steps = sorted({p["steps"] for r in tunes for p in r["points"]})
-        lines += ["## What fine-tuning makes it say", "",
-                  "Held-out accuracy / accuracy on its own training items, by step count.", ""]
+        lines += [
+            "## What fine-tuning makes it say",
+            "",
+            "Held-out accuracy / accuracy on its own training items, by step count.",
+            "",
+        ]
         for s in steps:
             head = ["task", "probe (tower @200)"] + variants
-            lines += [f"### after {s} steps", "", "| " + " | ".join(head) + " |",
-                      "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|"]
+            lines += [
+                f"### after {s} steps",
+                "",
+                "| " + " | ".join(head) + " |",
+                "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|",
+            ]
             for t in dict.fromkeys(r["task"] for r in tunes):
                 cells = [t, _pct(probes.get(t, {}).get("probes", {}).get("tower@200"))]
                 for v in variants:
@@ -427,11 +506,17 @@ def report(out: Path) -> str:
                     cells.append(f"{_pct(pt['held_out'])} / {_pct(pt['training_items'])}" if pt else "")
                 lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
-        lines += ["Losses (first tenth -> last tenth of the steps) and trainable parameters:", "",
-                  "| task | variant | trainable | loss first | loss last | seconds |", "|:---|:---|---:|---:|---:|---:|"]
+        lines += [
+            "Losses (first tenth -> last tenth of the steps) and trainable parameters:",
+            "",
+            "| task | variant | trainable | loss first | loss last | seconds |",
+            "|:---|:---|---:|---:|---:|---:|",
+        ]
         for r in tunes:
-            lines.append(f"| {r['task']} | {r['variant']} | {r['trainable']:,} | {r['loss_first']:.3f} | "
-                         f"{r['points'][-1]['loss']:.3f} | {r['seconds']:.0f} |")
+            lines.append(
+                f"| {r['task']} | {r['variant']} | {r['trainable']:,} | {r['loss_first']:.3f} | "
+                f"{r['points'][-1]['loss']:.3f} | {r['seconds']:.0f} |"
+            )
         lines.append("")
     text = "\n".join(lines)
     (out / "diagnosis.md").write_text(text)
@@ -458,8 +543,9 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
     if args.what == "probe":
         sizes = tuple(int(x) for x in args.probe_items.split(","))
-        jobs = [(("probe", args.model, t, None, None), probe_job, (args.model, t, sizes, args.eval_items))
-                for t in tasks]
+        jobs = [
+            (("probe", args.model, t, None, None), probe_job, (args.model, t, sizes, args.eval_items)) for t in tasks
+        ]
         _run(jobs, args.out, args.workers)
     elif args.what == "vocabulary":
         from drake_bench.benchmarks.manifest import load_benchmark
@@ -469,8 +555,11 @@ def main(argv: list[str] | None = None) -> None:
         _run(jobs, args.out, args.workers)
     elif args.what == "finetune":
         steps = tuple(int(x) for x in args.steps.split(","))
-        jobs = [(("finetune", args.model, t, v, 0), finetune_job, (args.model, t, v, steps, args.batch, args.eval_items))
-                for v in args.variants.split(",") for t in tasks]
+        jobs = [
+            (("finetune", args.model, t, v, 0), finetune_job, (args.model, t, v, steps, args.batch, args.eval_items))
+            for v in args.variants.split(",")
+            for t in tasks
+        ]
         _run(jobs, args.out, args.workers)
     print(report(args.out))
 

@@ -28,8 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from drake_bench.evaluator.standard import Evaluator
 from drake_bench.evaluator.run_config import RunConfig
+from drake_bench.evaluator.standard import Evaluator
 from drake_bench.streams.stream import load_federated_data
 
 THRESHOLD_L2_RATIO = 0.5
@@ -49,8 +49,17 @@ def _settings(text: str) -> dict:
 
 
 def audit(allocation: str, settings: dict) -> dict:
-    ev = Evaluator(RunConfig(benchmark="drake-synth", scenario="dynamic", method="fedmosaic", allocation=allocation,
-                             method_config=settings, isolation="inline", out="/tmp/fedmosaic-audit"))
+    ev = Evaluator(
+        RunConfig(
+            benchmark="drake-synth",
+            scenario="dynamic",
+            method="fedmosaic",
+            allocation=allocation,
+            method_config=settings,
+            isolation="inline",
+            out="/tmp/fedmosaic-audit",
+        )
+    )
     method = ev.start_method(0)
     ev.describe_models(method)
     fed = load_federated_data(ev.spec, ev.scenario, 0)
@@ -59,26 +68,38 @@ def audit(allocation: str, settings: dict) -> dict:
     seconds = time.perf_counter() - t0
     rows = [d["values"] | {"key": d["key"]} for d in method.round_diagnostics(0) if d["key"].startswith("alignment/")]
     med = lambda k: statistics.median(r[k] for r in rows)  # noqa: E731
-    return {"allocation": allocation, "settings": settings, "modules": len(rows), "setup_seconds": round(seconds, 1),
-            "pivot": rows[0]["pivot"], "architectures": sorted({r["key"].split("/")[1] for r in rows}),
-            "median_heldout_l2_ratio": med("heldout_l2_ratio"), "median_train_l2_ratio": med("l2_ratio"),
-            "median_cca_corr_top": med("cca_corr_top"), "median_heldout_cca_corr_top": med("heldout_cca_corr_top"),
-            "median_heldout_cca_corr_mean": med("heldout_cca_corr_mean"),
-            "share_l2_below_threshold": sum(r["heldout_l2_ratio"] < THRESHOLD_L2_RATIO for r in rows) / len(rows),
-            "share_corr_above_threshold": sum(r["cca_corr_top"] >= THRESHOLD_TOP_CORR for r in rows) / len(rows),
-            "rows": rows}
+    return {
+        "allocation": allocation,
+        "settings": settings,
+        "modules": len(rows),
+        "setup_seconds": round(seconds, 1),
+        "pivot": rows[0]["pivot"],
+        "architectures": sorted({r["key"].split("/")[1] for r in rows}),
+        "median_heldout_l2_ratio": med("heldout_l2_ratio"),
+        "median_train_l2_ratio": med("l2_ratio"),
+        "median_cca_corr_top": med("cca_corr_top"),
+        "median_heldout_cca_corr_top": med("heldout_cca_corr_top"),
+        "median_heldout_cca_corr_mean": med("heldout_cca_corr_mean"),
+        "share_l2_below_threshold": sum(r["heldout_l2_ratio"] < THRESHOLD_L2_RATIO for r in rows) / len(rows),
+        "share_corr_above_threshold": sum(r["cca_corr_top"] >= THRESHOLD_TOP_CORR for r in rows) / len(rows),
+        "rows": rows,
+    }
 
 
 def render(results: list[dict]) -> str:
-    lines = ["| allocation | settings | pivot | modules | held-out L2 after/before | train L2 ratio | top CCA corr | "
-             "held-out top / mean CCA corr | L2 < 0.5 | corr ≥ 0.9 | setup s |",
-             "|:---|:---|:---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| allocation | settings | pivot | modules | held-out L2 after/before | train L2 ratio | top CCA corr | "
+        "held-out top / mean CCA corr | L2 < 0.5 | corr ≥ 0.9 | setup s |",
+        "|:---|:---|:---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         s = ", ".join(f"{k}={v}" for k, v in r["settings"].items()) or "defaults"
-        lines.append(f"| {r['allocation']} | {s} | {r['pivot']} | {r['modules']} | {r['median_heldout_l2_ratio']:.3f} | "
-                     f"{r['median_train_l2_ratio']:.3f} | {r['median_cca_corr_top']:.3f} | "
-                     f"{r['median_heldout_cca_corr_top']:.3f} / {r['median_heldout_cca_corr_mean']:.3f} | "
-                     f"{r['share_l2_below_threshold']:.0%} | {r['share_corr_above_threshold']:.0%} | {r['setup_seconds']} |")
+        lines.append(
+            f"| {r['allocation']} | {s} | {r['pivot']} | {r['modules']} | {r['median_heldout_l2_ratio']:.3f} | "
+            f"{r['median_train_l2_ratio']:.3f} | {r['median_cca_corr_top']:.3f} | "
+            f"{r['median_heldout_cca_corr_top']:.3f} / {r['median_heldout_cca_corr_mean']:.3f} | "
+            f"{r['share_l2_below_threshold']:.0%} | {r['share_corr_above_threshold']:.0%} | {r['setup_seconds']} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -29,11 +29,20 @@ from typing import Any
 from drake_bench.results.result_file import RunResult, read_result
 
 ARMS = ["sft", "fedit", "fedit-pqlora", "fedmosaic-equal", "fedmosaic"]
-LABELS = {"sft": "SFT", "fedit": "FedIT", "fedit-pqlora": "FedIT + PQ-LoRA", "fedmosaic-equal": "FedMosaic, equal weights",
-          "fedmosaic": "FedMosaic"}
+LABELS = {
+    "sft": "SFT",
+    "fedit": "FedIT",
+    "fedit-pqlora": "FedIT + PQ-LoRA",
+    "fedmosaic-equal": "FedMosaic, equal weights",
+    "fedmosaic": "FedMosaic",
+}
 TABLE_7 = ["fedit", "fedit-pqlora", "fedmosaic-equal", "fedmosaic"]  # each step adds one thing
 STEP_NAMES = {"fedit-pqlora": "(+) PQ-LoRA", "fedmosaic-equal": "(+) dual path and gate", "fedmosaic": "(+) RELA"}
-AUDIT = ["l2_ratio", "cca_corr_top", "cca_corr_mean"]  # A-code L2 after/before alignment; B mapping's canonical correlations
+AUDIT = [
+    "l2_ratio",
+    "cca_corr_top",
+    "cca_corr_mean",
+]  # A-code L2 after/before alignment; B mapping's canonical correlations
 METRICS = ["self_last", "self_auc", "others_last", "others_auc", "worst_client_self"]
 
 
@@ -82,7 +91,8 @@ def report(results: dict[str, RunResult]) -> dict[str, Any]:
     for arm, res in results.items():
         compute = res.fl.extra.get("compute") or {}
         out["arms"][arm] = {
-            "seeds": res.seeds, "local_steps": res.fl.local_steps,
+            "seeds": res.seeds,
+            "local_steps": res.fl.local_steps,
             "measured_relative_compute": compute.get("measured_relative_compute"),
             **{m: [per_seed(res, m)[s] for s in res.seeds] for m in METRICS},
             "uplink_elements_per_round": res.summary.aggregate.uplink_elements_per_round.mean,
@@ -98,9 +108,13 @@ def report(results: dict[str, RunResult]) -> dict[str, Any]:
                 for k in AUDIT:
                     if isinstance(d.values.get(k), (int, float)):
                         by_arch.setdefault(arch, {}).setdefault(k, []).append(float(d.values[k]))
-            out["alignment"][arm] = {arch: {k: {"median": statistics.median(v), "min": min(v), "max": max(v),
-                                                "n": len(v)} for k, v in ks.items()}
-                                     for arch, ks in sorted(by_arch.items())}
+            out["alignment"][arm] = {
+                arch: {
+                    k: {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
+                    for k, v in ks.items()
+                }
+                for arch, ks in sorted(by_arch.items())
+            }
     steps = [a for a in TABLE_7 if a in results]
     for before, after in zip(steps, steps[1:]):
         added = TABLE_7[TABLE_7.index(before) + 1 : TABLE_7.index(after) + 1]  # more than one where an arm is missing
@@ -113,8 +127,9 @@ def report(results: dict[str, RunResult]) -> dict[str, Any]:
         out["table_7"].append(row)
     for metric in ("self_last", "others_last"):
         means = [statistics.fmean(out["arms"][a][metric]) for a in steps]
-        out[f"table_7_order_{metric}"] = (all(x <= y for x, y in zip(means, means[1:]))
-                                          if len(steps) == len(TABLE_7) else None)  # None: an arm is missing
+        out[f"table_7_order_{metric}"] = (
+            all(x <= y for x, y in zip(means, means[1:])) if len(steps) == len(TABLE_7) else None
+        )  # None: an arm is missing
     if "fedit" in results:
         base = out["arms"]["fedit"]
         for arm in results:
@@ -123,8 +138,13 @@ def report(results: dict[str, RunResult]) -> dict[str, Any]:
             a = out["arms"][arm]
             out["communication"][arm] = {
                 k: a[k] / base[k] - 1 if a[k] is not None and base[k] else None
-                for k in ("uplink_elements_per_round", "downlink_elements_per_round", "uplink_bytes_per_round",
-                          "downlink_bytes_per_round")}
+                for k in (
+                    "uplink_elements_per_round",
+                    "downlink_elements_per_round",
+                    "uplink_bytes_per_round",
+                    "downlink_bytes_per_round",
+                )
+            }
     return out
 
 
@@ -134,7 +154,7 @@ def markdown(rep: dict[str, Any], runs: Path) -> str:
         "# FedMosaic's board: Table 7 and the communication claim",
         "",
         f"Read from the result files under `{runs}` by `python scripts/fedmosaic_board_report.py`. Scores x100, mean ±",
-        "population std over the seeds; \"paired\" is the per-seed difference. Compute-matched: each method's local",
+        'population std over the seeds; "paired" is the per-seed difference. Compute-matched: each method\'s local',
         "steps are the baselines' scaled by SFT's measured training FLOPs over its own (the evaluator's probe).",
         "",
         "| Arm | Local steps | Relative compute | Self A_last | Self A_AUC | Others A_last | Others A_AUC | Worst client |",
@@ -145,38 +165,62 @@ def markdown(rep: dict[str, Any], runs: Path) -> str:
             continue
         a = arms[arm]
         rc = a["measured_relative_compute"]
-        lines.append(f"| {LABELS[arm]} | {a['local_steps']} | {'' if rc is None else f'{rc:.3f}'} | "
-                     + " | ".join(fmt(a[m]) for m in METRICS) + " |")
-    lines += ["", "**Table 7, one change per step** (paired over seeds):", "",
-              "| Step | Self A_last | Self per seed | Others A_last | Others per seed |", "|:---|---:|:---|---:|:---|"]
+        lines.append(
+            f"| {LABELS[arm]} | {a['local_steps']} | {'' if rc is None else f'{rc:.3f}'} | "
+            + " | ".join(fmt(a[m]) for m in METRICS)
+            + " |"
+        )
+    lines += [
+        "",
+        "**Table 7, one change per step** (paired over seeds):",
+        "",
+        "| Step | Self A_last | Self per seed | Others A_last | Others per seed |",
+        "|:---|---:|:---|---:|:---|",
+    ]
     for row in rep["table_7"]:
         cells = []
         for metric in ("self_last", "others_last"):
             d = row[metric]
-            cells += [f"{d['mean'] * 100:+.2f} ± {d['std'] * 100:.2f}", ", ".join(f"{x * 100:+.2f}" for x in d["paired"])]
+            cells += [
+                f"{d['mean'] * 100:+.2f} ± {d['std'] * 100:.2f}",
+                ", ".join(f"{x * 100:+.2f}" for x in d["paired"]),
+            ]
         lines.append(f"| {row['step']} | " + " | ".join(cells) + " |")
     said = {True: "yes", False: "no", None: "not all four arms ran"}
-    lines += ["", f"Means in the paper's increasing order (FedIT <= ... <= FedMosaic): Self "
-              f"{said[rep['table_7_order_self_last']]}, Others {said[rep['table_7_order_others_last']]}.",
-              "", "**Communication per round** (all clients), against FedIT:", "",
-              "| Arm | Uplink elements | Downlink elements | Uplink bytes | Downlink bytes | vs FedIT, elements up / down | vs FedIT, bytes up / down |",
-              "|:---|---:|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        f"Means in the paper's increasing order (FedIT <= ... <= FedMosaic): Self "
+        f"{said[rep['table_7_order_self_last']]}, Others {said[rep['table_7_order_others_last']]}.",
+        "",
+        "**Communication per round** (all clients), against FedIT:",
+        "",
+        "| Arm | Uplink elements | Downlink elements | Uplink bytes | Downlink bytes | vs FedIT, elements up / down | vs FedIT, bytes up / down |",
+        "|:---|---:|---:|---:|---:|---:|---:|",
+    ]
     for arm in ARMS:
         if arm not in arms or not sends(arms[arm]):
             continue
         a, c = arms[arm], rep["communication"].get(arm)
         rel = "" if c is None else f"{pct(c['uplink_elements_per_round'])} / {pct(c['downlink_elements_per_round'])}"
         relb = "" if c is None else f"{pct(c['uplink_bytes_per_round'])} / {pct(c['downlink_bytes_per_round'])}"
-        lines.append(f"| {LABELS[arm]} | {num(a['uplink_elements_per_round'])} | {num(a['downlink_elements_per_round'])} | "
-                     f"{a['uplink_bytes_per_round']:,.0f} | {a['downlink_bytes_per_round']:,.0f} | {rel or '(reference)'} | "
-                     f"{relb or '(reference)'} |")
+        lines.append(
+            f"| {LABELS[arm]} | {num(a['uplink_elements_per_round'])} | {num(a['downlink_elements_per_round'])} | "
+            f"{a['uplink_bytes_per_round']:,.0f} | {a['downlink_bytes_per_round']:,.0f} | {rel or '(reference)'} | "
+            f"{relb or '(reference)'} |"
+        )
     if rep["alignment"]:
-        lines += ["", "**Alignment audit** (round 1, every seed and PQ module of each aligned architecture; median (min-max)):",
-                  "", "| Arm | Architecture | " + " | ".join(AUDIT) + " |", "|:---|:---|" + "---:|" * len(AUDIT)]
+        lines += [
+            "",
+            "**Alignment audit** (round 1, every seed and PQ module of each aligned architecture; median (min-max)):",
+            "",
+            "| Arm | Architecture | " + " | ".join(AUDIT) + " |",
+            "|:---|:---|" + "---:|" * len(AUDIT),
+        ]
         for arm, archs in rep["alignment"].items():
             for arch, ks in archs.items():
-                cells = [f"{ks[k]['median']:.3f} ({ks[k]['min']:.3f}-{ks[k]['max']:.3f})" if k in ks else ""
-                         for k in AUDIT]
+                cells = [
+                    f"{ks[k]['median']:.3f} ({ks[k]['min']:.3f}-{ks[k]['max']:.3f})" if k in ks else "" for k in AUDIT
+                ]
                 lines.append(f"| {LABELS[arm]} | {arch} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -46,8 +46,12 @@ from pathlib import Path
 
 from drake_bench.results.result_file import load_result_data
 
-SETTINGS = ["fedllm-synth:dirichlet:0.1", "fedllm-synth:dirichlet:1.0", "fedllm-synth:dirichlet:0.3",
-            "drake-synth:static"]  # the two ends of the alpha range first: the claim is about the contrast
+SETTINGS = [
+    "fedllm-synth:dirichlet:0.1",
+    "fedllm-synth:dirichlet:1.0",
+    "fedllm-synth:dirichlet:0.3",
+    "drake-synth:static",
+]  # the two ends of the alpha range first: the claim is about the contrast
 ARMS = ["fedit", "task-arithmetic", "fedrpca", "fedrpca (beta=1)"]
 SEEDS = "0,1,2"
 
@@ -62,12 +66,23 @@ def _split(setting: str) -> tuple[str, str, str]:
 
 def commands(setting: str, out: Path, padded: bool = False) -> list[list[str]]:
     benchmark, scenario, _ = _split(setting)
-    common = ["drake-bench", "run", "--benchmark", benchmark, "--scenario", scenario, "--seeds", SEEDS,
-              "--no-fast-adaptation"] + (["--set", "packed_training=false"] if padded else [])
+    common = [
+        "drake-bench",
+        "run",
+        "--benchmark",
+        benchmark,
+        "--scenario",
+        scenario,
+        "--seeds",
+        SEEDS,
+        "--no-fast-adaptation",
+    ] + (["--set", "packed_training=false"] if padded else [])
     if scenario.startswith("dirichlet") and benchmark == "fedllm-synth":
         common += ["--others-subsample", "0"]
-    return [common + ["--methods", "fedit,task-arithmetic,fedrpca", "--out", str(out / "runs")],
-            common + ["--methods", "fedrpca", "--set", "fedrpca.beta=1", "--jobs", "1", "--out", str(out / "runs-beta1")]]
+    return [
+        common + ["--methods", "fedit,task-arithmetic,fedrpca", "--out", str(out / "runs")],
+        common + ["--methods", "fedrpca", "--set", "fedrpca.beta=1", "--jobs", "1", "--out", str(out / "runs-beta1")],
+    ]
 
 
 def result_files(setting: str, out: Path) -> dict[str, Path]:
@@ -121,20 +136,26 @@ def measure(path: Path) -> dict:
         "self_round2": {s: statistics.mean(v) for s, v in early.items()},  # mean over Self rows, all clients
         "early_eval_round": first,
         **seconds_per_round(d),
-        "per_round": {r: {k: statistics.mean(map(float, v)) for k, v in vals.items()} for r, vals in sorted(diag.items())},
+        "per_round": {
+            r: {k: statistics.mean(map(float, v)) for k, v in vals.items()} for r, vals in sorted(diag.items())
+        },
     }
 
 
 def report(out: Path, settings: list[str], tables: Path) -> None:
     data: dict[str, dict[str, dict]] = {}
-    lines = ["# FedRPCA's boards", "",
-             "Written by `python scripts/fedrpca_boards.py` from the result files under `leaderboard/fedrpca/runs/` and "
-             "`leaderboard/fedrpca/runs-beta1/`. "
-             "Scores x100, mean ± population std over seeds 0-2; *Self r2* is the mean Self score after the second "
-             "evaluated round, the first the server's rule can move (a client is scored after its local training, and "
-             "round 1 starts from one initial adapter under every arm); *paired* is FedRPCA minus FedIT per seed. Cost: seconds per round "
-             "as the evaluator measured them (all clients' training summed, the server's `aggregate` call), wall-clock while the arms "
-             "shared the machine: not a cost measurement (docs/findings/fedrpca.md#cost has one).", ""]
+    lines = [
+        "# FedRPCA's boards",
+        "",
+        "Written by `python scripts/fedrpca_boards.py` from the result files under `leaderboard/fedrpca/runs/` and "
+        "`leaderboard/fedrpca/runs-beta1/`. "
+        "Scores x100, mean ± population std over seeds 0-2; *Self r2* is the mean Self score after the second "
+        "evaluated round, the first the server's rule can move (a client is scored after its local training, and "
+        "round 1 starts from one initial adapter under every arm); *paired* is FedRPCA minus FedIT per seed. Cost: seconds per round "
+        "as the evaluator measured them (all clients' training summed, the server's `aggregate` call), wall-clock while the arms "
+        "shared the machine: not a cost measurement (docs/findings/fedrpca.md#cost has one).",
+        "",
+    ]
     for setting in settings:
         files = {arm: p for arm, p in result_files(setting, out).items() if p.is_file()}
         if not files:
@@ -142,9 +163,12 @@ def report(out: Path, settings: list[str], tables: Path) -> None:
         m = {arm: measure(p) for arm, p in files.items()}
         data[setting] = m
         benchmark, _, tag = _split(setting)
-        lines += [f"## {benchmark} / {tag}", "",
-                  "| arm | seeds | Self A_last | Self A_AUC | Self r2 | Others A_last | train s/round | server s/round |",
-                  "|:---|:---|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            f"## {benchmark} / {tag}",
+            "",
+            "| arm | seeds | Self A_last | Self A_AUC | Self r2 | Others A_last | train s/round | server s/round |",
+            "|:---|:---|---:|---:|---:|---:|---:|---:|",
+        ]
         for arm in ARMS:
             if arm not in m:
                 lines.append(f"| {arm} | not run | | | | | | |")
@@ -154,7 +178,8 @@ def report(out: Path, settings: list[str], tables: Path) -> None:
             lines.append(
                 f"| {arm} | {','.join(map(str, x['seeds']))} | {_ms(list(x['self_last'].values()))} | "
                 f"{_ms(list(x['self_auc'].values()))} | {_ms(list(x['self_round2'].values()))} | {_ms(others)} | "
-                f"{x['train_seconds_per_round']:.1f} | {x['aggregate_seconds_per_round'] or 0:.2f} |")
+                f"{x['train_seconds_per_round']:.1f} | {x['aggregate_seconds_per_round'] or 0:.2f} |"
+            )
         if "fedit" in m:
             for arm in ("task-arithmetic", "fedrpca", "fedrpca (beta=1)"):
                 if arm in m:
@@ -162,20 +187,34 @@ def report(out: Path, settings: list[str], tables: Path) -> None:
                     diffs = [100 * (m[arm]["self_last"][s] - m["fedit"]["self_last"][s]) for s in seeds]
                     early = [100 * (m[arm]["self_round2"][s] - m["fedit"]["self_round2"][s]) for s in seeds]
                     lines.append("")
-                    lines.append(f"{arm} - fedit, Self A_last per seed: {', '.join(f'{d:+.2f}' for d in diffs)} "
-                                 f"(mean {statistics.mean(diffs):+.2f}); after round 2: "
-                                 f"{', '.join(f'{d:+.2f}' for d in early)}.")
+                    lines.append(
+                        f"{arm} - fedit, Self A_last per seed: {', '.join(f'{d:+.2f}' for d in diffs)} "
+                        f"(mean {statistics.mean(diffs):+.2f}); after round 2: "
+                        f"{', '.join(f'{d:+.2f}' for d in early)}."
+                    )
             if "fedrpca" in m and m["fedit"]["train_seconds_per_round"]:
                 fedit_round = m["fedit"]["train_seconds_per_round"] + (m["fedit"]["aggregate_seconds_per_round"] or 0)
-                rpca_round = m["fedrpca"]["train_seconds_per_round"] + (m["fedrpca"]["aggregate_seconds_per_round"] or 0)
-                lines += ["", f"Round time (training + aggregation): FedRPCA {rpca_round:.1f} s, FedIT {fedit_round:.1f} s, "
-                          f"ratio {rpca_round / fedit_round:.2f} (the paper: about 1.5 on ViT-B/32 with 50 clients)."]
+                rpca_round = m["fedrpca"]["train_seconds_per_round"] + (
+                    m["fedrpca"]["aggregate_seconds_per_round"] or 0
+                )
+                lines += [
+                    "",
+                    f"Round time (training + aggregation): FedRPCA {rpca_round:.1f} s, FedIT {fedit_round:.1f} s, "
+                    f"ratio {rpca_round / fedit_round:.2f} (the paper: about 1.5 on ViT-B/32 with 50 clients).",
+                ]
         if "fedrpca" in m and m["fedrpca"]["per_round"]:
-            lines += ["", "FedRPCA's server, mean over the LoRA matrices it split (and over seeds):", "",
-                      "| round | beta | energy ratio E | ADMM iterations | converged share |", "|---:|---:|---:|---:|---:|"]
+            lines += [
+                "",
+                "FedRPCA's server, mean over the LoRA matrices it split (and over seeds):",
+                "",
+                "| round | beta | energy ratio E | ADMM iterations | converged share |",
+                "|---:|---:|---:|---:|---:|",
+            ]
             for r, v in m["fedrpca"]["per_round"].items():
-                lines.append(f"| {r} | {v['beta']:.2f} | {v['energy_ratio']:.3f} | {v['admm_iterations']:.0f} | "
-                             f"{v['admm_converged']:.2f} |")
+                lines.append(
+                    f"| {r} | {v['beta']:.2f} | {v['energy_ratio']:.3f} | {v['admm_iterations']:.0f} | "
+                    f"{v['admm_converged']:.2f} |"
+                )
         lines.append("")
     tables.mkdir(parents=True, exist_ok=True)
     (tables / "fedrpca-boards.md").write_text("\n".join(lines) + "\n")
@@ -194,8 +233,10 @@ def cost(board: Path) -> None:
     for method, (t, a) in rows.items():
         print(f"| {method} | {t:.1f} | {a:.2f} | {t + a:.1f} |")
     (ft, fa), (rt, ra) = rows["fedit"], rows["fedrpca"]
-    print(f"\nFedRPCA / FedIT, round time: {(rt + ra) / (ft + fa):.2f}; server alone: {ra / fa:.0f}x "
-          "(the paper: about 1.5x a FedAvg round, ViT-B/32 with 50 clients)")
+    print(
+        f"\nFedRPCA / FedIT, round time: {(rt + ra) / (ft + fa):.2f}; server alone: {ra / fa:.0f}x "
+        "(the paper: about 1.5x a FedAvg round, ViT-B/32 with 50 clients)"
+    )
 
 
 def main() -> None:
@@ -204,10 +245,16 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("leaderboard/fedrpca"))
     ap.add_argument("--tables", type=Path, default=Path("docs/findings"), help="where fedrpca-boards.md/.json go")
     ap.add_argument("--report-only", action="store_true")
-    ap.add_argument("--padded", action="store_true", help="train right-padded (packed_training=false), as the "
-                                                            "committed boards were: reruns them exactly")
-    ap.add_argument("--cost", type=Path, help="a board folder with fedit and fedrpca result files: print their round "
-                                              "times side by side and stop")
+    ap.add_argument(
+        "--padded",
+        action="store_true",
+        help="train right-padded (packed_training=false), as the committed boards were: reruns them exactly",
+    )
+    ap.add_argument(
+        "--cost",
+        type=Path,
+        help="a board folder with fedit and fedrpca result files: print their round times side by side and stop",
+    )
     args = ap.parse_args()
     if args.cost:
         cost(args.cost)
@@ -230,7 +277,9 @@ def main() -> None:
             benchmark, _, tag = _split(setting)
             files = [str(p) for p in result_files(setting, args.out).values()]
             subprocess.run(["drake-bench", "report", *files, "--out", str(args.out / benchmark / tag)], check=True)
-    report(args.out, SETTINGS, args.tables)  # every setting with result files: a run of one setting keeps the others' tables
+    report(
+        args.out, SETTINGS, args.tables
+    )  # every setting with result files: a run of one setting keeps the others' tables
 
 
 if __name__ == "__main__":

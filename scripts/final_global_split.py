@@ -29,8 +29,11 @@ def split(rows, models: dict[str, str]) -> tuple[dict[str, float], dict[str, flo
     by_model: dict[str, list[float]] = defaultdict(list)
     for c, v in client.items():
         by_model[models[str(c)]].append(v)
-    return ({m: 100 * mean(v) for m, v in sorted(by_model.items())},
-            {f: 100 * mean(v) for f, v in sorted(by_family.items())}, sum(v == 0 for v in client.values()))
+    return (
+        {m: 100 * mean(v) for m, v in sorted(by_model.items())},
+        {f: 100 * mean(v) for f, v in sorted(by_family.items())},
+        sum(v == 0 for v in client.values()),
+    )
 
 
 def main(paths: list[str]) -> int:
@@ -41,8 +44,10 @@ def main(paths: list[str]) -> int:
             continue
         models = {str(k): v for k, v in res.model_allocation.clients.items()}
         last = max(r.eval_round for r in res.raw.scores)
-        for label, rows in (("before", res.raw.scores_before_post_federation),
-                            ("after", [r for r in res.raw.scores if r.eval_round == last])):
+        for label, rows in (
+            ("before", res.raw.scores_before_post_federation),
+            ("after", [r for r in res.raw.scores if r.eval_round == last]),
+        ):
             per_model, per_family, zeros = split(rows, models)
             cells = [f"{v:.2f}" for v in (*per_model.values(), *per_family.values())]
             heads = ", ".join([*per_model, *per_family])

@@ -34,8 +34,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from drake_bench.evaluator.standard import RunConfig, run_on_flower
     from drake_bench.benchmarks.manifest import load_benchmark
+    from drake_bench.evaluator.standard import RunConfig, run_on_flower
     from drake_bench.plugins.registry import available_methods, method_class
     from drake_bench.results.result_file import comparable_differences
     from drake_bench.runner import run_methods
@@ -48,11 +48,26 @@ def main(argv: list[str] | None = None) -> int:
     def config(name: str, **extra: object) -> RunConfig:
         fields = getattr(method_class(name), "Config", None)
         loader = {"model_loader": "testing"} if fields is not None and "model_loader" in fields.model_fields else {}
-        return RunConfig(benchmark=args.benchmark, method=name, method_config=loader, scenario="static", rounds=2,
-                         local_steps=1, batch_size=2, eval_every_rounds=1, others_subsample=1, self_subsample=2,
-                         fast_adaptation=bool(spec.unseen_tasks), fast_adaptation_tasks=spec.unseen_tasks[:1] or None,
-                         fast_adaptation_iters=1, fast_adaptation_eval_every=1, fast_adaptation_test_items=2,
-                         clients_per_round=args.clients_per_round, resume=False, **extra)  # fresh: a finished
+        return RunConfig(
+            benchmark=args.benchmark,
+            method=name,
+            method_config=loader,
+            scenario="static",
+            rounds=2,
+            local_steps=1,
+            batch_size=2,
+            eval_every_rounds=1,
+            others_subsample=1,
+            self_subsample=2,
+            fast_adaptation=bool(spec.unseen_tasks),
+            fast_adaptation_tasks=spec.unseen_tasks[:1] or None,
+            fast_adaptation_iters=1,
+            fast_adaptation_eval_every=1,
+            fast_adaptation_test_items=2,
+            clients_per_round=args.clients_per_round,
+            resume=False,
+            **extra,
+        )  # fresh: a finished
         # run would be rewritten from its checkpoints, and a parity check must run the code as it is now
 
     started = time.perf_counter()
@@ -66,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         diffs = comparable_differences(a, b)
         bad += bool(diffs)
         print(f"{name:20s} {'same' if not diffs else 'DIFFERENT: ' + '; '.join(diffs[:3])}", flush=True)
-    print(f"{len(names) - bad}/{len(names)} methods identical but for execution fields ({args.benchmark}, "
-          f"default {t_default:.0f} s, flower {t_flower:.0f} s)")
+    print(
+        f"{len(names) - bad}/{len(names)} methods identical but for execution fields ({args.benchmark}, "
+        f"default {t_default:.0f} s, flower {t_flower:.0f} s)"
+    )
     return 1 if bad else 0
 
 

@@ -49,8 +49,11 @@ CLIENTS = {"drake-synth": 10, "hflb-synth": 9}
 ALLOCATIONS = ["mixed", "all-small", "all-large"]
 SIZES = ("s", "m", "l")
 SEEDS = "0,1,2"
-ARMS = {"mixed": ["heterotune", "heterotune (use_cmga=false)", "homo-training", "sft"],
-        "all-small": ["heterotune", "homo-training"], "all-large": ["heterotune", "homo-training"]}
+ARMS = {
+    "mixed": ["heterotune", "heterotune (use_cmga=false)", "homo-training", "sft"],
+    "all-small": ["heterotune", "homo-training"],
+    "all-large": ["heterotune", "homo-training"],
+}
 
 
 def model(family: str, size: str) -> str:
@@ -64,27 +67,51 @@ def allocation(benchmark: str, name: str, family: str) -> str:
     if name == "all-large":
         return f"all={model(family, 'l')}"
     n = CLIENTS[benchmark]
-    return ",".join("+".join(str(c) for c in range(1 + k, n + 1, 3)) + f"={model(family, size)}"
-                    for k, size in enumerate(SIZES))
+    return ",".join(
+        "+".join(str(c) for c in range(1 + k, n + 1, 3)) + f"={model(family, size)}" for k, size in enumerate(SIZES)
+    )
 
 
 def commands(benchmark: str, alloc: str, family: str, out: Path) -> list[list[str]]:
-    common = ["drake-bench", "run", "--benchmark", benchmark, "--scenario", SCENARIO, "--seeds", SEEDS,
-              "--allocation", allocation(benchmark, alloc, family), "--no-fast-adaptation"]
+    common = [
+        "drake-bench",
+        "run",
+        "--benchmark",
+        benchmark,
+        "--scenario",
+        SCENARIO,
+        "--seeds",
+        SEEDS,
+        "--allocation",
+        allocation(benchmark, alloc, family),
+        "--no-fast-adaptation",
+    ]
     runs = out / alloc
     if alloc == "mixed":
-        return [common + ["--methods", "heterotune,homo-training,sft", "--out", str(runs / "runs")],
-                common + ["--methods", "heterotune", "--set", "heterotune.use_cmga=false", "--jobs", "1",
-                          "--out", str(runs / "runs-wo-cmga")]]
+        return [
+            common + ["--methods", "heterotune,homo-training,sft", "--out", str(runs / "runs")],
+            common
+            + [
+                "--methods",
+                "heterotune",
+                "--set",
+                "heterotune.use_cmga=false",
+                "--jobs",
+                "1",
+                "--out",
+                str(runs / "runs-wo-cmga"),
+            ],
+        ]
     return [common + ["--methods", "heterotune,homo-training", "--out", str(runs / "runs")]]
 
 
 def result_files(benchmark: str, alloc: str, out: Path) -> dict[str, Path]:
     runs = out / alloc
-    files = {m: runs / "runs" / benchmark / SCENARIO / m / "1.0" / "result.json"
-             for m in ARMS[alloc] if "(" not in m}
+    files = {m: runs / "runs" / benchmark / SCENARIO / m / "1.0" / "result.json" for m in ARMS[alloc] if "(" not in m}
     if alloc == "mixed":
-        files["heterotune (use_cmga=false)"] = runs / "runs-wo-cmga" / benchmark / SCENARIO / "heterotune" / "1.0" / "result.json"
+        files["heterotune (use_cmga=false)"] = (
+            runs / "runs-wo-cmga" / benchmark / SCENARIO / "heterotune" / "1.0" / "result.json"
+        )
     return files
 
 
@@ -136,14 +163,23 @@ def measure(path: Path) -> dict:
     out["max_norm_spread_after"] = max(spreads) if spreads else None
     # alpha at the last round, every seed and type: its range over slots, and own slot minus the others' mean
     last = max((row["round"] for row in d["raw"].get("diagnostics", [])), default=None)
-    alphas = [row for row in d["raw"].get("diagnostics", []) if row["key"].startswith("alpha.") and row["round"] == last]
+    alphas = [
+        row for row in d["raw"].get("diagnostics", []) if row["key"].startswith("alpha.") and row["round"] == last
+    ]
     if alphas:
         values = [x for row in alphas for x in row["values"].values()]
-        gaps = [row["values"][row["key"].split(".", 1)[1]]
-                - statistics.mean(x for k, x in row["values"].items() if k != row["key"].split(".", 1)[1])
-                for row in alphas if len(row["values"]) > 1]
-        out["alpha_last"] = {"round": last, "min": min(values), "max": max(values),
-                             "max_abs_own_minus_others": max(map(abs, gaps)) if gaps else None}
+        gaps = [
+            row["values"][row["key"].split(".", 1)[1]]
+            - statistics.mean(x for k, x in row["values"].items() if k != row["key"].split(".", 1)[1])
+            for row in alphas
+            if len(row["values"]) > 1
+        ]
+        out["alpha_last"] = {
+            "round": last,
+            "min": min(values),
+            "max": max(values),
+            "max_abs_own_minus_others": max(map(abs, gaps)) if gaps else None,
+        }
     agg = d["summary"]["aggregate"]
     out["uplink_mb_per_round"] = (agg["uplink_bytes_per_round"]["mean"] or 0) / 1e6
     out["train_seconds_per_round"] = agg["train_seconds_per_round"]["mean"]
@@ -157,11 +193,15 @@ def _paired(a: dict, b: dict, key: str) -> list[float]:
 
 def report(out: Path, settings: list[str], allocations: list[str], tables: Path) -> None:
     data: dict[str, dict[str, dict[str, dict]]] = {}
-    lines = ["# HeteroTune's boards", "",
-             "Written by `python scripts/heterotune_boards.py` from the result files under its `--out` folder. Scores "
-             "x100, mean ± population std over seeds 0-2, at the last round (A_last). *Avg types*: Self A_last "
-             "averaged over each type's clients, then over the types unweighted (the paper's Avg); *paired*: the "
-             "difference per seed. Predictions: [heterotune-predictions.md](heterotune-predictions.md).", ""]
+    lines = [
+        "# HeteroTune's boards",
+        "",
+        "Written by `python scripts/heterotune_boards.py` from the result files under its `--out` folder. Scores "
+        "x100, mean ± population std over seeds 0-2, at the last round (A_last). *Avg types*: Self A_last "
+        "averaged over each type's clients, then over the types unweighted (the paper's Avg); *paired*: the "
+        "difference per seed. Predictions: [heterotune-predictions.md](heterotune-predictions.md).",
+        "",
+    ]
     for benchmark in settings:
         data[benchmark] = {}
         for alloc in allocations:
@@ -170,47 +210,77 @@ def report(out: Path, settings: list[str], allocations: list[str], tables: Path)
                 continue
             m = {arm: measure(p) for arm, p in files.items()}
             data[benchmark][alloc] = m
-            lines += [f"## {benchmark} / {SCENARIO} / {alloc}", "",
-                      "| arm | seeds | Self A_last | Others A_last | Self s | Self m | Self l | Avg types | uplink MB/round |",
-                      "|:---|:---|---:|---:|---:|---:|---:|---:|---:|"]
+            lines += [
+                f"## {benchmark} / {SCENARIO} / {alloc}",
+                "",
+                "| arm | seeds | Self A_last | Others A_last | Self s | Self m | Self l | Avg types | uplink MB/round |",
+                "|:---|:---|---:|---:|---:|---:|---:|---:|---:|",
+            ]
             for arm in ARMS[alloc]:
                 if arm not in m:
                     lines.append(f"| {arm} | not run | | | | | | | |")
                     continue
                 x = m[arm]
                 per = [_ms([x["per_type"][s].get(size) for s in x["seeds"]]) for size in SIZES]
-                lines.append(f"| {arm} | {','.join(map(str, x['seeds']))} | {_ms(list(x['self_last'].values()))} | "
-                             f"{_ms(list(x['others_last'].values()))} | {' | '.join(per)} | "
-                             f"{_ms(list(x['avg_types'].values()))} | {x['uplink_mb_per_round']:.3f} |")
-            pairs = [("heterotune", "homo-training"), ("heterotune", "heterotune (use_cmga=false)"),
-                     ("heterotune (use_cmga=false)", "homo-training"), ("heterotune", "sft")]
+                lines.append(
+                    f"| {arm} | {','.join(map(str, x['seeds']))} | {_ms(list(x['self_last'].values()))} | "
+                    f"{_ms(list(x['others_last'].values()))} | {' | '.join(per)} | "
+                    f"{_ms(list(x['avg_types'].values()))} | {x['uplink_mb_per_round']:.3f} |"
+                )
+            pairs = [
+                ("heterotune", "homo-training"),
+                ("heterotune", "heterotune (use_cmga=false)"),
+                ("heterotune (use_cmga=false)", "homo-training"),
+                ("heterotune", "sft"),
+            ]
             for a, b in pairs:
                 if a in m and b in m:
                     d = _paired(m[a], m[b], "avg_types")
                     if d:
-                        lines += ["", f"{a} - {b}, Avg types per seed: {', '.join(f'{v:+.2f}' for v in d)} "
-                                      f"(mean {statistics.mean(d):+.2f})."]
+                        lines += [
+                            "",
+                            f"{a} - {b}, Avg types per seed: {', '.join(f'{v:+.2f}' for v in d)} "
+                            f"(mean {statistics.mean(d):+.2f}).",
+                        ]
             ht = m.get("heterotune")
             if ht and ht["per_round"] and any("cos_after" in v for v in ht["per_round"].values()):
-                lines += ["", "HeteroTune's server, mean over the alignment problems (and seeds):", "",
-                          "| round | mean abs cos before | after | alpha on own slot | alpha on the others' (sum) |",
-                          "|---:|---:|---:|---:|---:|"]
+                lines += [
+                    "",
+                    "HeteroTune's server, mean over the alignment problems (and seeds):",
+                    "",
+                    "| round | mean abs cos before | after | alpha on own slot | alpha on the others' (sum) |",
+                    "|---:|---:|---:|---:|---:|",
+                ]
                 for r, v in ht["per_round"].items():
-                    lines.append(f"| {r} | {v.get('cos_before', float('nan')):.3f} | {v.get('cos_after', float('nan')):.2e} | "
-                                 f"{v.get('alpha_own', float('nan')):.3f} | {v.get('alpha_others', float('nan')):.3f} |")
+                    lines.append(
+                        f"| {r} | {v.get('cos_before', float('nan')):.3f} | {v.get('cos_after', float('nan')):.2e} | "
+                        f"{v.get('alpha_own', float('nan')):.3f} | {v.get('alpha_others', float('nan')):.3f} |"
+                    )
                 if ht.get("max_norm_spread_after") is not None:
-                    lines += ["", f"After CMGA the types' update norms agree to {ht['max_norm_spread_after']:.1e} (largest relative "
-                                  "spread, every alignment problem, round and seed)."]
+                    lines += [
+                        "",
+                        f"After CMGA the types' update norms agree to {ht['max_norm_spread_after']:.1e} (largest relative "
+                        "spread, every alignment problem, round and seed).",
+                    ]
                 if ht.get("alpha_last") and ht["alpha_last"]["max_abs_own_minus_others"] is not None:
                     al = ht["alpha_last"]
-                    lines += ["", f"Round {al['round']}: every alpha lies in [{al['min']:.3f}, {al['max']:.3f}]; a type's weight on its "
-                                  f"own slot differs from its mean weight on the others' by at most {al['max_abs_own_minus_others']:.3f} "
-                                  "(every seed and type)."]
+                    lines += [
+                        "",
+                        f"Round {al['round']}: every alpha lies in [{al['min']:.3f}, {al['max']:.3f}]; a type's weight on its "
+                        f"own slot differs from its mean weight on the others' by at most {al['max_abs_own_minus_others']:.3f} "
+                        "(every seed and type).",
+                    ]
             lines.append("")
-        trend = {alloc: data[benchmark][alloc] for alloc in ("all-small", "mixed", "all-large") if alloc in data[benchmark]}
+        trend = {
+            alloc: data[benchmark][alloc] for alloc in ("all-small", "mixed", "all-large") if alloc in data[benchmark]
+        }
         if len(trend) > 1:
-            lines += [f"## {benchmark}: Avg types against the share of large clients", "",
-                      "| arm | " + " | ".join(trend) + " |", "|:---|" + "---:|" * len(trend)]
+            lines += [
+                f"## {benchmark}: Avg types against the share of large clients",
+                "",
+                "| arm | " + " | ".join(trend) + " |",
+                "|:---|" + "---:|" * len(trend),
+            ]
             for arm in ("heterotune", "homo-training"):
                 cells = [_ms(list(t[arm]["avg_types"].values())) if arm in t else "–" for t in trend.values()]
                 lines.append(f"| {arm} | " + " | ".join(cells) + " |")
@@ -254,8 +324,9 @@ def main() -> None:
                 if failed:
                     sys.exit(f"failed (rerun to resume): {failed}")
                 files = [str(p) for p in result_files(benchmark, alloc, args.out).values()]
-                subprocess.run(["drake-bench", "report", *files, "--out", str(args.out / alloc / benchmark / SCENARIO)],
-                               check=True)
+                subprocess.run(
+                    ["drake-bench", "report", *files, "--out", str(args.out / alloc / benchmark / SCENARIO)], check=True
+                )
     report(args.out, settings, allocs, args.tables)
 
 

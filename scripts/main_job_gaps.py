@@ -23,11 +23,15 @@ def per_seed(board: Path, method: str) -> dict[int, dict]:
 
 
 def main() -> None:
-    board = Path(sys.argv[1] if len(sys.argv) > 1 else "leaderboard/archive/recipe-8/main-job-3-seeds/drake-synth/dynamic")
+    board = Path(
+        sys.argv[1] if len(sys.argv) > 1 else "leaderboard/archive/recipe-8/main-job-3-seeds/drake-synth/dynamic"
+    )
     zs, sft = per_seed(board, "zero-shot"), per_seed(board, "sft")
     seeds = sorted(set(zs) & set(sft))
-    gaps = {"SFT Self - zero-shot Self": [100 * (sft[s]["self_last"] - zs[s]["self_last"]) for s in seeds],
-            "SFT Self - SFT Others": [100 * (sft[s]["self_last"] - sft[s]["others_last"]) for s in seeds]}
+    gaps = {
+        "SFT Self - zero-shot Self": [100 * (sft[s]["self_last"] - zs[s]["self_last"]) for s in seeds],
+        "SFT Self - SFT Others": [100 * (sft[s]["self_last"] - sft[s]["others_last"]) for s in seeds],
+    }
     print(f"| gap (A_last, x100) | {' | '.join(f'seed {s}' for s in seeds)} | mean ± std | mean / std |")
     print("|:---|" + "---:|" * (len(seeds) + 2))
     for name, xs in gaps.items():

@@ -38,18 +38,37 @@ from drake_bench.leaderboard.html import paper_results, ranks
 from drake_bench.leaderboard.render import board_files
 from drake_bench.leaderboard.rules import validate
 
-METRICS = {"self_last": "Self A_last", "self_auc": "Self A_AUC", "others_last": "Others A_last",
-           "others_auc": "Others A_AUC"}
-LABELS = {"sft": "SFT", "fedit": "FedIT", "ditto": "DITTO", "fedsim": "FedSim", "feddpa": "FedDPA", "feddat": "FedDAT",
-          "perada": "PerAda", "fedmkt": "FedMKT", "takfl": "TAKFL", "fedmosaic": "FedMosaic"}
+METRICS = {
+    "self_last": "Self A_last",
+    "self_auc": "Self A_AUC",
+    "others_last": "Others A_last",
+    "others_auc": "Others A_AUC",
+}
+LABELS = {
+    "sft": "SFT",
+    "fedit": "FedIT",
+    "ditto": "DITTO",
+    "fedsim": "FedSim",
+    "feddpa": "FedDPA",
+    "feddat": "FedDAT",
+    "perada": "PerAda",
+    "fedmkt": "FedMKT",
+    "takfl": "TAKFL",
+    "fedmosaic": "FedMosaic",
+}
 
 
-TRAFFIC = ("uplink_bytes_per_round", "downlink_bytes_per_round", "uplink_elements_per_round",
-           "downlink_elements_per_round")
+TRAFFIC = (
+    "uplink_bytes_per_round",
+    "downlink_bytes_per_round",
+    "uplink_elements_per_round",
+    "downlink_elements_per_round",
+)
 
 
-def ours(board: BoardDefinition, root: Path) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, float | None]],
-                                                      list[str], dict[str, list[int]]]:
+def ours(
+    board: BoardDefinition, root: Path
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, float | None]], list[str], dict[str, list[int]]]:
     """Per method (default settings only, as the paper ran them): per metric, the per-seed scores x100 of the files
     the board's rules accept; the measured traffic per round (mean over seeds); one line per refused file; and the
     seeds done of each entry still being built (a partial file is left out as the rules say, but it is progress,
@@ -104,13 +123,22 @@ def compare(toy: dict[str, tuple[float, float]], paper: dict[str, tuple[float, f
         if resolved:
             hi, lo = (a, b) if resolved > 0 else (b, a)
             toy_resolved = apart(toy[hi], toy[lo])
-            pairs.append({"paper_higher": hi, "paper_lower": lo, "kept": toy[hi][0] > toy[lo][0],
-                          "resolved_here": toy_resolved != 0, "difference_here": toy[hi][0] - toy[lo][0]})
+            pairs.append(
+                {
+                    "paper_higher": hi,
+                    "paper_lower": lo,
+                    "kept": toy[hi][0] > toy[lo][0],
+                    "resolved_here": toy_resolved != 0,
+                    "difference_here": toy[hi][0] - toy[lo][0],
+                }
+            )
     n_pairs = len(methods) * (len(methods) - 1) // 2
     return {
         "methods": methods,
-        "rows": {m: {"ours": toy[m], "ours_rank": toy_rank[m], "paper": paper[m], "paper_rank": paper_rank[m]}
-                 for m in methods},
+        "rows": {
+            m: {"ours": toy[m], "ours_rank": toy_rank[m], "paper": paper[m], "paper_rank": paper_rank[m]}
+            for m in methods
+        },
         "resolved_pairs": pairs,
         "kept": sum(p["kept"] for p in pairs),
         "kept_and_resolved_here": sum(p["kept"] and p["resolved_here"] for p in pairs),
@@ -126,10 +154,15 @@ def report(boards: list[BoardDefinition], root: Path) -> dict[str, Any]:
         if table is None:
             continue
         scores, traffic, refused, building = ours(board, root)
-        entry: dict[str, Any] = {"paper_table": table["table"], "refused": refused, "traffic": traffic,
-                                 "building": {m: s for m, s in building.items() if m in table["methods"]},
-                                 "seeds": {m: len(v["self_last"]) for m, v in scores.items()},
-                                 "missing": [m for m in table["methods"] if m not in scores], "metrics": {}}
+        entry: dict[str, Any] = {
+            "paper_table": table["table"],
+            "refused": refused,
+            "traffic": traffic,
+            "building": {m: s for m, s in building.items() if m in table["methods"]},
+            "seeds": {m: len(v["self_last"]) for m, v in scores.items()},
+            "missing": [m for m in table["methods"] if m not in scores],
+            "metrics": {},
+        }
         for metric in METRICS:
             toy = {m: (statistics.fmean(v[metric]), statistics.pstdev(v[metric])) for m, v in scores.items()}
             paper = {m: tuple(v[metric]) for m, v in table["methods"].items() if metric in v}
@@ -191,45 +224,94 @@ def check_predictions(entry: dict[str, Any]) -> list[tuple[str, bool | None, str
     o = {m: _mean(entry, "others_last", m) for m in TEN}
     out: list[tuple[str, bool | None, str]] = []
     span_s, span_o = max(s.values()) - min(s.values()), max(o.values()) - min(o.values())
-    out.append(("1", span_s <= 5.0 and span_o <= 3.5, f"Self span {span_s:.2f} (≤ 5.0), Others span {span_o:.2f} (≤ 3.5)"))
+    out.append(
+        ("1", span_s <= 5.0 and span_o <= 3.5, f"Self span {span_s:.2f} (≤ 5.0), Others span {span_o:.2f} (≤ 3.5)")
+    )
     c = entry["metrics"]["self_last"]
     n = len(c["resolved_pairs"])
     resolved_here = c["kept_and_resolved_here"] + c["reversed_and_resolved_here"]
     kept = c["kept"] / n if n else float("nan")
     tau = c["kendall_tau_a"]
-    out.append(("2", n > 0 and resolved_here <= n / 4 and 0.35 <= kept <= 0.75 and -0.3 <= tau <= 0.5,
-                f"of {n} paper-resolved pairs: {resolved_here} resolved here (≤ {n / 4:.1f}), {c['kept']} kept in the mean "
-                f"({100 * kept:.0f} %, 35-75 %); tau-a {tau:+.2f} (−0.3 to +0.5)"))
+    out.append(
+        (
+            "2",
+            n > 0 and resolved_here <= n / 4 and 0.35 <= kept <= 0.75 and -0.3 <= tau <= 0.5,
+            f"of {n} paper-resolved pairs: {resolved_here} resolved here (≤ {n / 4:.1f}), {c['kept']} kept in the mean "
+            f"({100 * kept:.0f} %, 35-75 %); tau-a {tau:+.2f} (−0.3 to +0.5)",
+        )
+    )
     top = max(s, key=s.get)
-    out.append(("3", s[top] - s["sft"] <= 1.0, f"SFT {s['sft']:.2f}, highest {LABELS[top]} {s[top]:.2f} "
-                                                f"(gap {s[top] - s['sft']:.2f} ≤ 1.0)"))
+    out.append(
+        (
+            "3",
+            s[top] - s["sft"] <= 1.0,
+            f"SFT {s['sft']:.2f}, highest {LABELS[top]} {s[top]:.2f} (gap {s[top] - s['sft']:.2f} ≤ 1.0)",
+        )
+    )
     out.append(("4", o["fedit"] > o["sft"], f"Others: FedIT {o['fedit']:.2f} against SFT {o['sft']:.2f}"))
     two_pass = ("ditto", "feddpa", "perada")
-    out.append(("5a", all(s[m] < s["sft"] for m in two_pass),
-                "Self below SFT's " + f"{s['sft']:.2f}: " + ", ".join(f"{LABELS[m]} {s[m]:.2f}" for m in two_pass)))
-    out.append(("5b", None, "below FedIT's Self on at least one board: " +
-                ", ".join(f"{LABELS[m]} {s[m] - s['fedit']:+.2f}" for m in two_pass) + " (read across boards)"))
-    out.append(("6", s["feddat"] < s["sft"] and s["feddat"] < s["fedit"] and o["sft"] < o["feddat"] <= o["fedit"] + 1.0,
-                f"FedDAT Self {s['feddat']:.2f} (SFT {s['sft']:.2f}, FedIT {s['fedit']:.2f}); Others {o['feddat']:.2f} "
-                f"(above SFT {o['sft']:.2f}, not above FedIT {o['fedit']:.2f} + 1.0)"))
+    out.append(
+        (
+            "5a",
+            all(s[m] < s["sft"] for m in two_pass),
+            "Self below SFT's " + f"{s['sft']:.2f}: " + ", ".join(f"{LABELS[m]} {s[m]:.2f}" for m in two_pass),
+        )
+    )
+    out.append(
+        (
+            "5b",
+            None,
+            "below FedIT's Self on at least one board: "
+            + ", ".join(f"{LABELS[m]} {s[m] - s['fedit']:+.2f}" for m in two_pass)
+            + " (read across boards)",
+        )
+    )
+    out.append(
+        (
+            "6",
+            s["feddat"] < s["sft"] and s["feddat"] < s["fedit"] and o["sft"] < o["feddat"] <= o["fedit"] + 1.0,
+            f"FedDAT Self {s['feddat']:.2f} (SFT {s['sft']:.2f}, FedIT {s['fedit']:.2f}); Others {o['feddat']:.2f} "
+            f"(above SFT {o['sft']:.2f}, not above FedIT {o['fedit']:.2f} + 1.0)",
+        )
+    )
     distil = ("fedmkt", "takfl")
-    out.append(("7", all(abs(o[m] - o["fedit"]) <= 1.5 and abs(s[m] - s["fedit"]) <= 2.0 for m in distil),
-                "against FedIT: " + ", ".join(f"{LABELS[m]} Others {o[m] - o['fedit']:+.2f} (±1.5), Self "
-                                              f"{s[m] - s['fedit']:+.2f} (±2.0)" for m in distil)))
-    out.append(("8", o["fedmosaic"] < o["fedit"] and abs(s["fedmosaic"] - s["sft"]) <= 2.0,
-                f"FedMosaic Others {o['fedmosaic']:.2f} (FedIT {o['fedit']:.2f}); Self {s['fedmosaic'] - s['sft']:+.2f} "
-                f"from SFT's (±2.0)"))
+    out.append(
+        (
+            "7",
+            all(abs(o[m] - o["fedit"]) <= 1.5 and abs(s[m] - s["fedit"]) <= 2.0 for m in distil),
+            "against FedIT: "
+            + ", ".join(
+                f"{LABELS[m]} Others {o[m] - o['fedit']:+.2f} (±1.5), Self {s[m] - s['fedit']:+.2f} (±2.0)"
+                for m in distil
+            ),
+        )
+    )
+    out.append(
+        (
+            "8",
+            o["fedmosaic"] < o["fedit"] and abs(s["fedmosaic"] - s["sft"]) <= 2.0,
+            f"FedMosaic Others {o['fedmosaic']:.2f} (FedIT {o['fedit']:.2f}); Self {s['fedmosaic'] - s['sft']:+.2f} "
+            f"from SFT's (±2.0)",
+        )
+    )
     t = entry["traffic"]
     dual = ("ditto", "fedsim", "feddpa", "feddat")
     same = all(t[m][k] == t["fedit"][k] for m in dual for k in ("uplink_bytes_per_round", "downlink_bytes_per_round"))
-    fewer = all((t["fedmosaic"][k] or 0) < (t["fedit"][k] or 0)
-                for k in ("uplink_elements_per_round", "downlink_elements_per_round"))
+    fewer = all(
+        (t["fedmosaic"][k] or 0) < (t["fedit"][k] or 0)
+        for k in ("uplink_elements_per_round", "downlink_elements_per_round")
+    )
     sft_nothing = not t["sft"]["uplink_elements_per_round"] and not t["sft"]["downlink_elements_per_round"]
-    out.append(("9", same and fewer and sft_nothing,
-                f"dual adapters' bytes equal FedIT's {t['fedit']['uplink_bytes_per_round']:.0f} B each way: {same}; "
-                f"SFT sends no element: {sft_nothing}; FedMosaic {t['fedmosaic']['uplink_elements_per_round']:.0f} up / "
-                f"{t['fedmosaic']['downlink_elements_per_round']:.0f} down elements against FedIT's "
-                f"{t['fedit']['uplink_elements_per_round']:.0f}: fewer {fewer}"))
+    out.append(
+        (
+            "9",
+            same and fewer and sft_nothing,
+            f"dual adapters' bytes equal FedIT's {t['fedit']['uplink_bytes_per_round']:.0f} B each way: {same}; "
+            f"SFT sends no element: {sft_nothing}; FedMosaic {t['fedmosaic']['uplink_elements_per_round']:.0f} up / "
+            f"{t['fedmosaic']['downlink_elements_per_round']:.0f} down elements against FedIT's "
+            f"{t['fedit']['uplink_elements_per_round']:.0f}: fewer {fewer}",
+        )
+    )
     return out
 
 
@@ -240,24 +322,34 @@ def predictions_markdown(rep: dict[str, Any]) -> list[str]:
     if not boards:
         return []
     checks = {b: {n: (held, detail) for n, held, detail in check_predictions(rep[b])} for b in boards}
-    lines = ["## The predictions, checked", "",
-             "Each prediction of [paper-ranks-predictions.md](paper-ranks-predictions.md), computed from the means "
-             "above; it holds when it holds on every board it names.", "",
-             "| # | " + " | ".join(boards) + " | verdict |", "|---|" + "---|" * (len(boards) + 1)]
+    lines = [
+        "## The predictions, checked",
+        "",
+        "Each prediction of [paper-ranks-predictions.md](paper-ranks-predictions.md), computed from the means "
+        "above; it holds when it holds on every board it names.",
+        "",
+        "| # | " + " | ".join(boards) + " | verdict |",
+        "|---|" + "---|" * (len(boards) + 1),
+    ]
     mark = {True: "✓", False: "✗", None: "…"}
     for n in PREDICTION_NUMBERS:
         if n == "5b":  # each two-pass method below FedIT on at least one of the boards
             ready = len(boards) == len(PREDICTION_BOARDS) and all(checks[b]["5a"][0] is not None for b in boards)
             held: bool | None = None
             if ready:
-                held = all(any(_mean(rep[b], "self_last", m) < _mean(rep[b], "self_last", "fedit") for b in boards)
-                           for m in ("ditto", "feddpa", "perada"))
+                held = all(
+                    any(_mean(rep[b], "self_last", m) < _mean(rep[b], "self_last", "fedit") for b in boards)
+                    for m in ("ditto", "feddpa", "perada")
+                )
             lines.append("| 5b | " + " | ".join(checks[b][n][1] for b in boards) + f" | {mark[held]} |")
             continue
         verdicts = [checks[b][n][0] for b in boards]
         held = None if None in verdicts or len(boards) < len(PREDICTION_BOARDS) else all(verdicts)
-        lines.append(f"| {n} | " + " | ".join(f"{mark[checks[b][n][0]]} {checks[b][n][1]}" for b in boards) +
-                     f" | {mark[held]} |")
+        lines.append(
+            f"| {n} | "
+            + " | ".join(f"{mark[checks[b][n][0]]} {checks[b][n][1]}" for b in boards)
+            + f" | {mark[held]} |"
+        )
     return lines + [""]
 
 
@@ -266,19 +358,26 @@ def _rank(r: tuple[int, bool]) -> str:
 
 
 def markdown(rep: dict[str, Any]) -> str:
-    lines = ["# Canonical boards beside the FedMosaic paper's rankings", "",
-             "Written by `python scripts/paper_rank_report.py` from the result files each canonical board's rules "
-             "accept (default settings only) and the paper's numbers the package ships "
-             "(`drake_bench/leaderboard/paper_results.json`). Scores x100, mean ± population std over seeds. Rank: 1 + "
-             "the methods whose whole interval lies above, so overlapping methods share a rank (`=`). A pair is "
-             "*resolved* where the two intervals lie apart. The paper's models are 1B/3B LLaVAs on the real "
-             "benchmarks, 20 rounds of 100 steps; ours are the tiny zoo on the embedded mirrors, 8 rounds of 25: "
-             "the comparison is of orderings, never of digits. The predictions made before the boards: "
-             "[paper-ranks-predictions.md](paper-ranks-predictions.md).", ""]
+    lines = [
+        "# Canonical boards beside the FedMosaic paper's rankings",
+        "",
+        "Written by `python scripts/paper_rank_report.py` from the result files each canonical board's rules "
+        "accept (default settings only) and the paper's numbers the package ships "
+        "(`drake_bench/leaderboard/paper_results.json`). Scores x100, mean ± population std over seeds. Rank: 1 + "
+        "the methods whose whole interval lies above, so overlapping methods share a rank (`=`). A pair is "
+        "*resolved* where the two intervals lie apart. The paper's models are 1B/3B LLaVAs on the real "
+        "benchmarks, 20 rounds of 100 steps; ours are the tiny zoo on the embedded mirrors, 8 rounds of 25: "
+        "the comparison is of orderings, never of digits. The predictions made before the boards: "
+        "[paper-ranks-predictions.md](paper-ranks-predictions.md).",
+        "",
+    ]
     for name, entry in rep.items():
         lines += [f"## {name}", "", f"Beside: {entry['paper_table']}.", ""]
         if entry["missing"]:
-            lines += [f"Not on the board yet: {', '.join(_missing(m, entry['building']) for m in entry['missing'])}.", ""]
+            lines += [
+                f"Not on the board yet: {', '.join(_missing(m, entry['building']) for m in entry['missing'])}.",
+                "",
+            ]
         if entry["refused"]:
             lines += ["Refused by the board's rules, left out:", ""] + [f"* {r}" for r in entry["refused"]] + [""]
         if not entry["seeds"] or not any(entry["metrics"][m]["methods"] for m in METRICS):
@@ -291,22 +390,34 @@ def markdown(rep: dict[str, Any]) -> str:
             order = sorted(c["methods"], key=lambda m: -c["rows"][m]["paper"][0])
             for m in order:
                 row = c["rows"][m]
-                lines.append(f"| {LABELS.get(m, m)} | {row['ours'][0]:.2f} ± {row['ours'][1]:.2f} | "
-                             f"{_rank(row['ours_rank'])} | {row['paper'][0]:.2f} ± {row['paper'][1]:.2f} | "
-                             f"{_rank(row['paper_rank'])} |")
+                lines.append(
+                    f"| {LABELS.get(m, m)} | {row['ours'][0]:.2f} ± {row['ours'][1]:.2f} | "
+                    f"{_rank(row['ours_rank'])} | {row['paper'][0]:.2f} ± {row['paper'][1]:.2f} | "
+                    f"{_rank(row['paper_rank'])} |"
+                )
             n = len(c["resolved_pairs"])
             tau = "n/a" if c["kendall_tau_a"] is None else f"{c['kendall_tau_a']:+.2f}"
-            lines += ["", f"Pairs the paper resolves: {n}; in the same order here {c['kept']} "
-                          f"({c['kept_and_resolved_here']} resolved here too); reversed {n - c['kept']} "
-                          f"({c['reversed_and_resolved_here']} resolved here). Kendall's tau-a over all "
-                          f"{len(c['methods'])} methods: {tau}.", ""]
+            lines += [
+                "",
+                f"Pairs the paper resolves: {n}; in the same order here {c['kept']} "
+                f"({c['kept_and_resolved_here']} resolved here too); reversed {n - c['kept']} "
+                f"({c['reversed_and_resolved_here']} resolved here). Kendall's tau-a over all "
+                f"{len(c['methods'])} methods: {tau}.",
+                "",
+            ]
             held = [p for p in c["resolved_pairs"] if p["kept"] and p["resolved_here"]]
             flipped = [p for p in c["resolved_pairs"] if not p["kept"] and p["resolved_here"]]
             for title, group in (("Held and resolved here", held), ("Reversed and resolved here", flipped)):
                 if group:
-                    lines.append(f"{title}: " + "; ".join(
-                        f"{LABELS.get(p['paper_higher'], p['paper_higher'])} > {LABELS.get(p['paper_lower'], p['paper_lower'])}"
-                        f" ({p['difference_here']:+.2f})" for p in group) + ".")
+                    lines.append(
+                        f"{title}: "
+                        + "; ".join(
+                            f"{LABELS.get(p['paper_higher'], p['paper_higher'])} > {LABELS.get(p['paper_lower'], p['paper_lower'])}"
+                            f" ({p['difference_here']:+.2f})"
+                            for p in group
+                        )
+                        + "."
+                    )
                     lines.append("")
     lines += predictions_markdown(rep)
     return "\n".join(lines).rstrip() + "\n"
@@ -314,7 +425,9 @@ def markdown(rep: dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--boards", default="", help="comma-separated board names (default: every board with a paper table)")
+    ap.add_argument(
+        "--boards", default="", help="comma-separated board names (default: every board with a paper table)"
+    )
     ap.add_argument("--root", type=Path, default=Path(DEFAULT_ROOT), help="the leaderboard folder")
     ap.add_argument("--tables", type=Path, default=Path("docs/findings"), help="where paper-ranks.md/.json go")
     args = ap.parse_args()

@@ -37,16 +37,24 @@ CONTROLS = ["local-only", "all-global", "down-up-global"]
 BASELINES = ["sft", "fedit", "pfedmma", "zero-shot"]  # one command, in this order (trained arms first)
 ARMS = ["zero-shot", "sft", "fedit", "pfedmma", *CONTROLS]
 SEEDS = "0,1,2"
-PAIRS = [("pfedmma", "zero-shot"), ("pfedmma", "sft"), ("pfedmma", "local-only"), ("pfedmma", "all-global"),
-         ("pfedmma", "down-up-global"), ("down-up-global", "all-global"), ("pfedmma", "fedit")]
+PAIRS = [
+    ("pfedmma", "zero-shot"),
+    ("pfedmma", "sft"),
+    ("pfedmma", "local-only"),
+    ("pfedmma", "all-global"),
+    ("pfedmma", "down-up-global"),
+    ("down-up-global", "all-global"),
+    ("pfedmma", "fedit"),
+]
 
 
 def commands(benchmark: str, out: Path) -> list[list[str]]:
     """The runs still missing: an arm whose result file exists is left out (a killed run resumes from its
     checkpoint in its own folder)."""
     # a partial file (written after each seed) is not done: its run takes the finished seeds from it and runs the rest
-    done = {arm: p for arm, p in result_files(benchmark, out).items()
-            if load_result_data(p).get("status") == "complete"}
+    done = {
+        arm: p for arm, p in result_files(benchmark, out).items() if load_result_data(p).get("status") == "complete"
+    }
     common = ["drake-bench", "run", "--benchmark", benchmark, "--seeds", SEEDS, "--jobs", "1"]
     cmds = []
     todo = [m for m in BASELINES if m not in done]
@@ -54,8 +62,10 @@ def commands(benchmark: str, out: Path) -> list[list[str]]:
         cmds.append(common + ["--methods", ",".join(todo), "--out", str(out / "runs")])
     for control in CONTROLS:
         if control not in done:
-            cmds.append(common + ["--methods", "pfedmma", "--set", f"pfedmma.control={control}",
-                                  "--out", str(out / f"runs-{control}")])
+            cmds.append(
+                common
+                + ["--methods", "pfedmma", "--set", f"pfedmma.control={control}", "--out", str(out / f"runs-{control}")]
+            )
     return cmds
 
 
@@ -109,23 +119,30 @@ def _ms(xs: list[float]) -> str:
 
 def report(out: Path, settings: list[str], tables: Path) -> None:
     data: dict[str, dict] = {}
-    lines = ["# pFedMMA's boards", "",
-             "Written by `python scripts/pfedmma_boards.py` from the result files under `leaderboard/pfedmma/`. "
-             "Scores x100, mean ± population std over seeds 0-2. *Unseen*: the mean of the method's fast-adaptation "
-             "curve (every evaluated iteration, both unseen tasks, every architecture; hflb-synth has no unseen tasks); *Unseen, fresh start*: the same curve from the method's untrained client state "
-             "(init_client), which separates what federation left in the adapters from how fast they learn. "
-             "*Harmonic mean*: of Self, Others and Unseen per seed (the paper's HM of local, base and novel accuracy). *Paired*: the per-seed "
-             "difference of Self A_last (and Others A_last). The predictions: "
-             "[pfedmma-predictions.md](pfedmma-predictions.md).", ""]
+    lines = [
+        "# pFedMMA's boards",
+        "",
+        "Written by `python scripts/pfedmma_boards.py` from the result files under `leaderboard/pfedmma/`. "
+        "Scores x100, mean ± population std over seeds 0-2. *Unseen*: the mean of the method's fast-adaptation "
+        "curve (every evaluated iteration, both unseen tasks, every architecture; hflb-synth has no unseen tasks); *Unseen, fresh start*: the same curve from the method's untrained client state "
+        "(init_client), which separates what federation left in the adapters from how fast they learn. "
+        "*Harmonic mean*: of Self, Others and Unseen per seed (the paper's HM of local, base and novel accuracy). *Paired*: the per-seed "
+        "difference of Self A_last (and Others A_last). The predictions: "
+        "[pfedmma-predictions.md](pfedmma-predictions.md).",
+        "",
+    ]
     for benchmark in settings:
         files = result_files(benchmark, out)
         if not files:
             continue
         m = {arm: measure(p) for arm, p in files.items()}
         data[benchmark] = m
-        lines += [f"## {benchmark}", "",
-                  "| arm | Self A_last | Others A_last | Unseen | Unseen, fresh start | harmonic mean | uplink bytes/client/round |",
-                  "|:---|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            f"## {benchmark}",
+            "",
+            "| arm | Self A_last | Others A_last | Unseen | Unseen, fresh start | harmonic mean | uplink bytes/client/round |",
+            "|:---|---:|---:|---:|---:|---:|---:|",
+        ]
         for arm in ARMS:
             if arm not in m:
                 lines.append(f"| {arm} | not run | | | | | |")
@@ -133,21 +150,31 @@ def report(out: Path, settings: list[str], tables: Path) -> None:
             x = m[arm]
             per_client = x["uplink_bytes_per_round"] / x["num_clients"]
             x["harmonic_mean"] = harmonic_means(x)
-            lines.append(f"| {arm} | {_ms(list(x['self_last'].values()))} | {_ms(list(x['others_last'].values()))} | "
-                         f"{_ms(list(x['unseen_mean'].values()))} | {_ms(list(x['unseen_fresh_mean'].values()))} | "
-                         f"{_ms(list(x['harmonic_mean'].values()))} | "
-                         f"{per_client:,.0f} |")
-        lines += ["", "| paired difference | Self per seed | Self mean | Others per seed | Others mean |",
-                  "|:---|:---|---:|:---|---:|"]
+            lines.append(
+                f"| {arm} | {_ms(list(x['self_last'].values()))} | {_ms(list(x['others_last'].values()))} | "
+                f"{_ms(list(x['unseen_mean'].values()))} | {_ms(list(x['unseen_fresh_mean'].values()))} | "
+                f"{_ms(list(x['harmonic_mean'].values()))} | "
+                f"{per_client:,.0f} |"
+            )
+        lines += [
+            "",
+            "| paired difference | Self per seed | Self mean | Others per seed | Others mean |",
+            "|:---|:---|---:|:---|---:|",
+        ]
         for a, b in PAIRS:
             if a in m and b in m:
                 cells = []
                 for key in ("self_last", "others_last"):
                     seeds = sorted(set(m[a][key]) & set(m[b][key]))
-                    diffs = [100 * (m[a][key][s] - m[b][key][s]) for s in seeds
-                             if m[a][key][s] is not None and m[b][key][s] is not None]
-                    cells += [", ".join(f"{d:+.2f}" for d in diffs) or "–",
-                              f"{statistics.mean(diffs):+.2f}" if diffs else "–"]
+                    diffs = [
+                        100 * (m[a][key][s] - m[b][key][s])
+                        for s in seeds
+                        if m[a][key][s] is not None and m[b][key][s] is not None
+                    ]
+                    cells += [
+                        ", ".join(f"{d:+.2f}" for d in diffs) or "–",
+                        f"{statistics.mean(diffs):+.2f}" if diffs else "–",
+                    ]
                 lines.append(f"| {a} − {b} | " + " | ".join(cells) + " |")
         lines.append("")
     tables.mkdir(parents=True, exist_ok=True)
@@ -189,9 +216,13 @@ def main() -> None:
             run_two_at_a_time(commands(benchmark, args.out))
             files = result_files(benchmark, args.out)
             scenario = measure(files["pfedmma"])["scenario"]
-            subprocess.run(["drake-bench", "report", *map(str, files.values()),
-                            "--out", str(args.out / benchmark / scenario)], check=True)
-    report(args.out, SETTINGS, args.tables)  # every setting with result files: a run of one setting keeps the others' tables
+            subprocess.run(
+                ["drake-bench", "report", *map(str, files.values()), "--out", str(args.out / benchmark / scenario)],
+                check=True,
+            )
+    report(
+        args.out, SETTINGS, args.tables
+    )  # every setting with result files: a run of one setting keeps the others' tables
 
 
 if __name__ == "__main__":

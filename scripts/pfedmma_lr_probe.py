@@ -51,15 +51,26 @@ def main() -> None:
     from drake_bench.models.engine import loss_on
     from drake_bench.plugins.protocol import ClientContext, FederationContext
 
-    ev = Evaluator(RunConfig(benchmark=args.benchmark, method="zero-shot", scenario="static", rounds=1,
-                             isolation="inline", out=os.path.join(home, "runs")))
+    ev = Evaluator(
+        RunConfig(
+            benchmark=args.benchmark,
+            method="zero-shot",
+            scenario="static",
+            rounds=1,
+            isolation="inline",
+            out=os.path.join(home, "runs"),
+        )
+    )
     run = ev.init_or_resume(0)
     try:
         c = args.client
         steps = args.steps or run.local_steps
         batches = run.fed.round_batches(c, 0, local_steps=steps)
-        test = [s.for_method() for t in run.fed.seen_tasks(c, 0)
-                for s in run.fed.test_samples(t, owner=c, limit=args.test_items // max(1, len(run.fed.seen_tasks(c, 0))))]
+        test = [
+            s.for_method()
+            for t in run.fed.seen_tasks(c, 0)
+            for s in run.fed.test_samples(t, owner=c, limit=args.test_items // max(1, len(run.fed.seen_tasks(c, 0))))
+        ]
         alloc = {c: run.federation.allocation[c]}
         arch = run.federation.architectures[c]
         modality = run.federation.modality
@@ -71,15 +82,28 @@ def main() -> None:
             model.eval()
             proc = method.clients.pool.processor(c)
             with model.disable_adapter() if base else contextlib.nullcontext():
-                losses = [float(loss_on(model, proc, test[i:i + 8])) for i in range(0, len(test), 8)]
+                losses = [float(loss_on(model, proc, test[i : i + 8])) for i in range(0, len(test), 8)]
         return sum(losses) / len(losses)
 
     rows = []
     for lr in [float(x) for x in args.lrs.split(",")]:
         method = PFedMMA(PFedMMA.Config(sgd_lr=lr))
-        method.setup(FederationContext(benchmark=args.benchmark, modality=modality, clients=[c], allocation=alloc,
-                                       architectures={c: arch}, rounds=1, local_steps=steps, batch_size=4, seed=0,
-                                       device="cpu", public_data=lambda n: [], workdir=home))
+        method.setup(
+            FederationContext(
+                benchmark=args.benchmark,
+                modality=modality,
+                clients=[c],
+                allocation=alloc,
+                architectures={c: arch},
+                rounds=1,
+                local_steps=steps,
+                batch_size=4,
+                seed=0,
+                device="cpu",
+                public_data=lambda n: [],
+                workdir=home,
+            )
+        )
         ctx = ClientContext(client_id=c, model_name=alloc[c], architecture=arch, round_idx=0, seed=0)
         start = method.init_client(ctx)
         base, before = held_out(method, base=True), held_out(method)
@@ -96,13 +120,20 @@ def main() -> None:
             return (num / den) ** 0.5
 
         weights = [k for k in start.tensors if k.endswith(".weight")]
-        row = {"lr": lr, "model": alloc[c], "steps": steps, "test_items": len(test),
-               "held_out_base": round(base, 4), "held_out_before": round(before, 4), "held_out_after": round(after, 4),
-               "train_first10": round(sum(losses[:10]) / max(1, len(losses[:10])), 4),
-               "train_last10": round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4),
-               "moved_all": round(moved(weights), 5),
-               "moved_shared": round(moved([k for k in weights if k.startswith("shared.")]), 5),
-               "seconds": round(seconds, 1)}
+        row = {
+            "lr": lr,
+            "model": alloc[c],
+            "steps": steps,
+            "test_items": len(test),
+            "held_out_base": round(base, 4),
+            "held_out_before": round(before, 4),
+            "held_out_after": round(after, 4),
+            "train_first10": round(sum(losses[:10]) / max(1, len(losses[:10])), 4),
+            "train_last10": round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4),
+            "moved_all": round(moved(weights), 5),
+            "moved_shared": round(moved([k for k in weights if k.startswith("shared.")]), 5),
+            "seconds": round(seconds, 1),
+        }
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.out:

@@ -89,26 +89,38 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         record, libs = read_record(), libraries()
         same_libs = record["libraries"] == libs
-        bad = {ref: got for ref, got in built.items()
-               if got["content_hash"] != record["builds"].get(ref, {}).get("content_hash")
-               or (same_libs and got["data_hash"] != record["builds"][ref]["data_hash"])}
+        bad = {
+            ref: got
+            for ref, got in built.items()
+            if got["content_hash"] != record["builds"].get(ref, {}).get("content_hash")
+            or (same_libs and got["data_hash"] != record["builds"][ref]["data_hash"])
+        }
         for ref, got in sorted(bad.items()):
             print(f"{ref}: built {got}, recorded {record['builds'].get(ref)}", file=sys.stderr)
-        same_bytes = sum(got["data_hash"] == record["builds"].get(ref, {}).get("data_hash") for ref, got in built.items())
-        print(f"{len(built) - len(bad)} of {len(built)} builds as recorded; {same_bytes} of {len(built)} to the recorded "
-              f"data hash ({'same' if same_libs else 'other'} pyarrow/Pillow: {libs}, recorded {record['libraries']})")
+        same_bytes = sum(
+            got["data_hash"] == record["builds"].get(ref, {}).get("data_hash") for ref, got in built.items()
+        )
+        print(
+            f"{len(built) - len(bad)} of {len(built)} builds as recorded; {same_bytes} of {len(built)} to the recorded "
+            f"data hash ({'same' if same_libs else 'other'} pyarrow/Pillow: {libs}, recorded {record['libraries']})"
+        )
         return 1 if bad else 0
-    wrong = {ref: (got["data_hash"], sorted(wanted[ref])) for ref, got in built.items() if {got["data_hash"]} != wanted[ref]}
+    wrong = {
+        ref: (got["data_hash"], sorted(wanted[ref])) for ref, got in built.items() if {got["data_hash"]} != wanted[ref]
+    }
     if wrong:
-        print("not written: these rebuilds do not give the data hash their boards cite (built, cited); with other "
-              f"pyarrow/Pillow versions than the boards were built with ({libraries()}) that is expected:", file=sys.stderr)
+        print(
+            "not written: these rebuilds do not give the data hash their boards cite (built, cited); with other "
+            f"pyarrow/Pillow versions than the boards were built with ({libraries()}) that is expected:",
+            file=sys.stderr,
+        )
         for ref, (got, want) in sorted(wrong.items()):
             print(f"  {ref}: {got}, cited {want}", file=sys.stderr)
         return 1
     record = {
         "about": "What each benchmark version the boards rank on builds to (scripts/record_board_builds.py). "
-                 "data_hash: over the Parquet files' bytes, reproduced only with the libraries below; content_hash: "
-                 "over the data as read back, reproduced with any.",
+        "data_hash: over the Parquet files' bytes, reproduced only with the libraries below; content_hash: "
+        "over the data as read back, reproduced with any.",
         "libraries": libraries(),
         "builds": {ref: built[ref] for ref in sorted(built, key=_order)},
     }

@@ -40,12 +40,17 @@ def main(argv: list[str] | None = None) -> None:
     tower = args.home / VISION_DIR
     tower.mkdir(parents=True, exist_ok=True)
     model.model.vision_tower.to(torch.float32).save_pretrained(tower)
-    (tower / RECIPE_FILE).write_text(json.dumps({**tower_record(recipe), "seeded_from": "shipped tiny-llava-llama-m"},
-                                                indent=1))
+    (tower / RECIPE_FILE).write_text(
+        json.dumps({**tower_record(recipe), "seeded_from": "shipped tiny-llava-llama-m"}, indent=1)
+    )
     tok = args.home / TOKENIZER_DIR
     processor.tokenizer.save_pretrained(tok)
-    (tok / RECIPE_FILE).write_text(json.dumps({"vocab_size": recipe.vocab_size, "version": recipe.version,
-                                               "seeded_from": "shipped tiny-llava-llama-m"}, indent=1))
+    (tok / RECIPE_FILE).write_text(
+        json.dumps(
+            {"vocab_size": recipe.vocab_size, "version": recipe.version, "seeded_from": "shipped tiny-llava-llama-m"},
+            indent=1,
+        )
+    )
     print(f"seeded {tower} and {tok} (recipe {recipe.version}, mix {recipe.mix})")
 
 

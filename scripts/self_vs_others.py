@@ -44,13 +44,17 @@ def rows(path: Path) -> list[str]:
     out = []
     for seed in res["summary"]["per_seed"]:
         for when in ("last", "auc"):
-            gaps = [100 * (c[f"self_{when}"] - c[f"others_{when}"]) for c in seed["per_client"]
-                    if c[f"self_{when}"] is not None and c[f"others_{when}"] is not None]
+            gaps = [
+                100 * (c[f"self_{when}"] - c[f"others_{when}"])
+                for c in seed["per_client"]
+                if c[f"self_{when}"] is not None and c[f"others_{when}"] is not None
+            ]
             se = statistics.stdev(gaps) / len(gaps) ** 0.5 if len(gaps) > 1 else float("nan")
             out.append(
                 f"| {res['method']['name']} | {steps} | {seed['seed']} | A_{when} | {100 * seed[f'self_{when}']:.2f} | "
                 f"{100 * seed[f'others_{when}']:.2f} | {statistics.mean(gaps):+.2f} | {se:.2f} | "
-                f"{sum(g > 0 for g in gaps)}/{len(gaps)} |")
+                f"{sum(g > 0 for g in gaps)}/{len(gaps)} |"
+            )
     return out
 
 
@@ -63,11 +67,15 @@ def task_rows(path: Path) -> list[str]:
         cells: dict[tuple[int, str], dict[str, list[tuple[float, int]]]] = {}
         for r in scores:
             if r["eval_round"] == last:
-                cells.setdefault((r["owner"], r["task"]), {"self": [], "others": []})[r["role"]].append((r["score"], r["n"]))
+                cells.setdefault((r["owner"], r["task"]), {"self": [], "others": []})[r["role"]].append(
+                    (r["score"], r["n"])
+                )
         for (owner, task), cell in sorted(cells.items()):
             mean = {k: sum(s * n for s, n in v) / sum(n for _, n in v) if v else float("nan") for k, v in cell.items()}
-            out.append(f"| {res['method']['name']} | {res['fl']['local_steps']} | {seed} | {owner} | {task} | "
-                       f"{mean['self']:.2f} | {mean['others']:.2f} |")
+            out.append(
+                f"| {res['method']['name']} | {res['fl']['local_steps']} | {seed} | {owner} | {task} | "
+                f"{mean['self']:.2f} | {mean['others']:.2f} |"
+            )
     return out
 
 
@@ -129,8 +137,10 @@ def answer_type_rows(path: Path) -> list[str]:
                 vals = [v for (a, _), v in by_client.items() if a == answer_type]
                 cells[role] = f"{100 * statistics.mean(vals):.2f}" if vals else "-"
             tasks = sum(kind[t] == answer_type for t in seen)
-            out.append(f"| {res['method']['name']} | {res['fl']['local_steps']} | {seed} | {answer_type} | {tasks} | "
-                       f"{cells['self']} | {cells['others']} |")
+            out.append(
+                f"| {res['method']['name']} | {res['fl']['local_steps']} | {seed} | {answer_type} | {tasks} | "
+                f"{cells['self']} | {cells['others']} |"
+            )
     return out
 
 
@@ -154,8 +164,10 @@ def paired_rows(pairs: list[tuple[Path, Path]]) -> list[str]:
     out = []
     for answer_type, d in sorted(diffs.items()):
         se = statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else float("nan")
-        out.append(f"| {label} | {answer_type} | {statistics.mean(d):+.2f} | {se:.2f} | {len(d)} | "
-                   f"{sum(x > 0 for x in d)} | {sum(x < 0 for x in d)} |")
+        out.append(
+            f"| {label} | {answer_type} | {statistics.mean(d):+.2f} | {se:.2f} | {len(d)} | "
+            f"{sum(x > 0 for x in d)} | {sum(x < 0 for x in d)} |"
+        )
     return out
 
 
@@ -186,7 +198,9 @@ def main(argv: list[str]) -> None:
             print(line)
         return
     if argv[0] == "--transfer":
-        print(f"| method | local steps | seed | same-group tasks vs {Path(argv[1]).parts[-3]} (pairs) | other-group tasks (pairs) |")
+        print(
+            f"| method | local steps | seed | same-group tasks vs {Path(argv[1]).parts[-3]} (pairs) | other-group tasks (pairs) |"
+        )
         print("|:---|---:|---:|---:|---:|")
         for arg in argv[2:]:
             for line in transfer_rows(Path(argv[1]), Path(arg)):

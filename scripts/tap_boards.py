@@ -41,11 +41,24 @@ SETTINGS = ["drake-synth:static", "drake-synth:dynamic", "hflb-synth:dynamic"]
 ARMS = ["tap", "tap-no-kd", "fedavg-post-train", "tap-local", "fedit", "sft"]
 MARGIN_ARM = "tap (margins x10)"
 MARGIN_SETTINGS = {"drake-synth:static"}
-MARGINS_X10 = ["--set", "tap.margin_image_choice=0.1", "--set", "tap.margin_text_choice=0.05",
-               "--set", "tap.margin_generation=0.1"]
+MARGINS_X10 = [
+    "--set",
+    "tap.margin_image_choice=0.1",
+    "--set",
+    "tap.margin_text_choice=0.05",
+    "--set",
+    "tap.margin_generation=0.1",
+]
 SEEDS = "0,1,2"
-PAIRS = [("tap", "fedavg-post-train"), ("tap", "tap-no-kd"), ("tap", "tap-local"), ("tap", "fedit"), ("tap", "sft"),
-         ("fedavg-post-train", "fedit"), ("tap-local", "sft")]
+PAIRS = [
+    ("tap", "fedavg-post-train"),
+    ("tap", "tap-no-kd"),
+    ("tap", "tap-local"),
+    ("tap", "fedit"),
+    ("tap", "sft"),
+    ("fedavg-post-train", "fedit"),
+    ("tap-local", "sft"),
+]
 
 
 def _split(setting: str) -> tuple[str, str]:
@@ -55,8 +68,17 @@ def _split(setting: str) -> tuple[str, str]:
 
 def commands(setting: str, out: Path) -> list[list[str]]:
     benchmark, scenario = _split(setting)
-    common = ["drake-bench", "run", "--benchmark", benchmark, "--scenario", scenario, "--seeds", SEEDS,
-              "--no-fast-adaptation"]
+    common = [
+        "drake-bench",
+        "run",
+        "--benchmark",
+        benchmark,
+        "--scenario",
+        scenario,
+        "--seeds",
+        SEEDS,
+        "--no-fast-adaptation",
+    ]
     cmds = [common + ["--methods", ",".join(ARMS), "--jobs", "2", "--out", str(out / "runs")]]
     if setting in MARGIN_SETTINGS:
         cmds.append(common + ["--methods", "tap", *MARGINS_X10, "--jobs", "1", "--out", str(out / "runs-margins")])
@@ -109,12 +131,16 @@ def measure(path: Path) -> dict:
 
 def report(out: Path, settings: list[str], tables: Path) -> None:
     data: dict[str, dict[str, dict]] = {}
-    lines = ["# TAP's boards", "",
-             "Written by `python scripts/tap_boards.py` from the result files under `leaderboard/tap/runs/` (and "
-             "`runs-margins/`). Scores x100, mean ± population std over seeds 0-2; *paired* differences are per "
-             "seed, then mean ± std. Seconds as the evaluator measured them while the arms shared the machine (two "
-             "at a time on two cores): comparable between arms of one setting only roughly. The predictions these "
-             "test: [TAP: predictions](tap-predictions.md).", ""]
+    lines = [
+        "# TAP's boards",
+        "",
+        "Written by `python scripts/tap_boards.py` from the result files under `leaderboard/tap/runs/` (and "
+        "`runs-margins/`). Scores x100, mean ± population std over seeds 0-2; *paired* differences are per "
+        "seed, then mean ± std. Seconds as the evaluator measured them while the arms shared the machine (two "
+        "at a time on two cores): comparable between arms of one setting only roughly. The predictions these "
+        "test: [TAP: predictions](tap-predictions.md).",
+        "",
+    ]
     for setting in settings:
         files = {arm: p for arm, p in result_files(setting, out).items() if p.is_file()}
         if not files:
@@ -122,9 +148,12 @@ def report(out: Path, settings: list[str], tables: Path) -> None:
         m = {arm: measure(p) for arm, p in files.items()}
         data[setting] = m
         benchmark, scenario = _split(setting)
-        lines += [f"## {benchmark} / {scenario}", "",
-                  "| arm | seeds | Self A_last | Self A_AUC | Others A_last | uplink MB/round | train s/round | "
-                  "Stage 2 s |", "|:---|:---|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            f"## {benchmark} / {scenario}",
+            "",
+            "| arm | seeds | Self A_last | Self A_AUC | Others A_last | uplink MB/round | train s/round | Stage 2 s |",
+            "|:---|:---|---:|---:|---:|---:|---:|---:|",
+        ]
         for arm in [*ARMS, MARGIN_ARM]:
             if arm not in m:
                 if arm != MARGIN_ARM or setting in MARGIN_SETTINGS:
@@ -133,20 +162,30 @@ def report(out: Path, settings: list[str], tables: Path) -> None:
             x = m[arm]
             others = [v for v in x["others_last"].values() if v is not None]
             post = x["post_federation_seconds"]
-            lines.append(f"| {arm} | {','.join(map(str, x['seeds']))} | {_ms(list(x['self_last'].values()))} | "
-                         f"{_ms(list(x['self_auc'].values()))} | {_ms(others)} | {x['uplink_mb_per_round']:.2f} | "
-                         f"{x['train_seconds_per_round']:.1f} | {'–' if post is None else f'{post:.0f}'} |")
-        lines += ["", "| pair | Self A_last, paired per seed | mean ± std | Others A_last, paired mean |",
-                  "|:---|:---|---:|---:|"]
+            lines.append(
+                f"| {arm} | {','.join(map(str, x['seeds']))} | {_ms(list(x['self_last'].values()))} | "
+                f"{_ms(list(x['self_auc'].values()))} | {_ms(others)} | {x['uplink_mb_per_round']:.2f} | "
+                f"{x['train_seconds_per_round']:.1f} | {'–' if post is None else f'{post:.0f}'} |"
+            )
+        lines += [
+            "",
+            "| pair | Self A_last, paired per seed | mean ± std | Others A_last, paired mean |",
+            "|:---|:---|---:|---:|",
+        ]
         for a, b in PAIRS:
             if a in m and b in m:
                 seeds = sorted(set(m[a]["seeds"]) & set(m[b]["seeds"]))
                 diffs = [100 * (m[a]["self_last"][s] - m[b]["self_last"][s]) for s in seeds]
-                odiffs = [100 * (m[a]["others_last"][s] - m[b]["others_last"][s]) for s in seeds
-                          if m[a]["others_last"][s] is not None and m[b]["others_last"][s] is not None]
-                lines.append(f"| {a} - {b} | {', '.join(f'{v:+.2f}' for v in diffs)} | "
-                             f"{statistics.mean(diffs):+.2f} ± {statistics.pstdev(diffs):.2f} | "
-                             f"{statistics.mean(odiffs) if odiffs else float('nan'):+.2f} |")
+                odiffs = [
+                    100 * (m[a]["others_last"][s] - m[b]["others_last"][s])
+                    for s in seeds
+                    if m[a]["others_last"][s] is not None and m[b]["others_last"][s] is not None
+                ]
+                lines.append(
+                    f"| {a} - {b} | {', '.join(f'{v:+.2f}' for v in diffs)} | "
+                    f"{statistics.mean(diffs):+.2f} ± {statistics.pstdev(diffs):.2f} | "
+                    f"{statistics.mean(odiffs) if odiffs else float('nan'):+.2f} |"
+                )
         for arm in ("tap", "tap-no-kd", MARGIN_ARM):
             if arm in m and m[arm]["replaced_per_round"]:
                 per = m[arm]["replaced_per_round"]
@@ -154,19 +193,34 @@ def report(out: Path, settings: list[str], tables: Path) -> None:
                 for r in per:
                     total += per[r]
                     cum.append(total)
-                lines += ["", f"{arm}: replacements per round (mean over seeds; from the +inf rule in brackets): "
-                          + ", ".join(f"r{r} {v:.1f} ({m[arm]['first_replaced_per_round'][r]:.1f})" for r, v in per.items())
-                          + f"; cumulative {', '.join(f'{c:.1f}' for c in cum)}."]
+                lines += [
+                    "",
+                    f"{arm}: replacements per round (mean over seeds; from the +inf rule in brackets): "
+                    + ", ".join(f"r{r} {v:.1f} ({m[arm]['first_replaced_per_round'][r]:.1f})" for r, v in per.items())
+                    + f"; cumulative {', '.join(f'{c:.1f}' for c in cum)}.",
+                ]
                 x = m[arm]
                 seeds = x["seeds"]
-                lines += ["", f"{arm}, per seed ({', '.join(map(str, seeds))}): replaced / (client, key) pairs trained "
-                          "per round: " + "; ".join(
-                              f"r{r} " + ", ".join(f"{x['replaced_per_round_per_seed'][r].get(s, 0)}/"
-                                                   f"{x['trained_pairs_per_round_per_seed'][r].get(s, 0)}" for s in seeds)
-                              for r in x["replaced_per_round_per_seed"])
-                          + "; from the +inf rule: " + "; ".join(
-                              f"r{r} " + ", ".join(str(x['first_replaced_per_round_per_seed'][r].get(s, 0)) for s in seeds)
-                              for r in x["first_replaced_per_round_per_seed"]) + "."]
+                lines += [
+                    "",
+                    f"{arm}, per seed ({', '.join(map(str, seeds))}): replaced / (client, key) pairs trained "
+                    "per round: "
+                    + "; ".join(
+                        f"r{r} "
+                        + ", ".join(
+                            f"{x['replaced_per_round_per_seed'][r].get(s, 0)}/"
+                            f"{x['trained_pairs_per_round_per_seed'][r].get(s, 0)}"
+                            for s in seeds
+                        )
+                        for r in x["replaced_per_round_per_seed"]
+                    )
+                    + "; from the +inf rule: "
+                    + "; ".join(
+                        f"r{r} " + ", ".join(str(x["first_replaced_per_round_per_seed"][r].get(s, 0)) for s in seeds)
+                        for r in x["first_replaced_per_round_per_seed"]
+                    )
+                    + ".",
+                ]
         lines.append("")
     tables.mkdir(parents=True, exist_ok=True)
     (tables / "tap-boards.md").write_text("\n".join(lines) + "\n")
@@ -179,7 +233,9 @@ def plot(out: Path, setting: str) -> None:
     from drake_bench.methods.tap.plots import plot_replacements
     from drake_bench.results.result_file import read_result
 
-    files = [p for arm, p in result_files(setting, out).items() if arm in ("tap", "tap-no-kd", MARGIN_ARM) and p.is_file()]
+    files = [
+        p for arm, p in result_files(setting, out).items() if arm in ("tap", "tap-no-kd", MARGIN_ARM) and p.is_file()
+    ]
     if files:
         benchmark, scenario = _split(setting)
         plot_replacements([read_result(p) for p in files], out / benchmark / scenario / "replacements.png")
@@ -207,7 +263,9 @@ def main() -> None:
             subprocess.run(["drake-bench", "report", *files, "--out", str(args.out / benchmark / scenario)], check=True)
     for setting in settings:
         plot(args.out, setting)
-    report(args.out, SETTINGS, args.tables)  # every setting with result files: a run of one setting keeps the others' tables
+    report(
+        args.out, SETTINGS, args.tables
+    )  # every setting with result files: a run of one setting keeps the others' tables
 
 
 if __name__ == "__main__":

@@ -33,7 +33,9 @@ from drake_bench.results.result_file import load_result_data
 def _self_others(records) -> tuple[float, float]:
     from drake_bench.evaluation.metrics import _client_others, _client_self
 
-    return 100 * float(np.mean(list(_client_self(records).values()))), 100 * float(np.mean(list(_client_others(records).values())))
+    return 100 * float(np.mean(list(_client_self(records).values()))), 100 * float(
+        np.mean(list(_client_others(records).values()))
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -62,8 +64,16 @@ def main(argv: list[str] | None = None) -> None:
     prog = checkpoint.load(run_dir)
     if prog is None:
         raise SystemExit(f"no checkpoint in {run_dir}: pass the run's --out folder with --checkpoints")
-    fed = load_federated_data(ev.spec, ev.scenario, args.seed, data_dir=cfg.data_dir, revision=cfg.revision,
-                              rounds=cfg.rounds, local_steps=cfg.local_steps, batch_size=cfg.batch_size)
+    fed = load_federated_data(
+        ev.spec,
+        ev.scenario,
+        args.seed,
+        data_dir=cfg.data_dir,
+        revision=cfg.revision,
+        rounds=cfg.rounds,
+        local_steps=cfg.local_steps,
+        batch_size=cfg.batch_size,
+    )
     ev._arch = ev._architectures()
     method = create_method(cfg.method, cfg.method_config)
     method.setup(ev.federation_context(fed, args.seed, ev.method_local_steps(method)))

@@ -51,14 +51,20 @@ class ToyLoader:
                 question=f"q {task.id} {i}",
                 # free-text tasks (the judge's tests) get a sentence that names the row; every other task is yes/no
                 choices=[] if task.answer_type == AnswerType.FREE_TEXT else ["yes", "no"],
-                answer=f"row {i} of {task.id}" if task.answer_type == AnswerType.FREE_TEXT else "yes" if i % 2 else "no",
+                answer=f"row {i} of {task.id}"
+                if task.answer_type == AnswerType.FREE_TEXT
+                else "yes"
+                if i % 2
+                else "no",
                 answer_type=task.answer_type if task.answer_type == AnswerType.FREE_TEXT else AnswerType.YES_NO,
                 task_id=task.id,
                 source=task.source.dataset,
             )
 
 
-def toy_spec(n_clients: int = 3, tasks_per_client: int = 4, pool_size: int = 20, rounds: int = 8, local_steps: int = 5) -> BenchmarkSpec:
+def toy_spec(
+    n_clients: int = 3, tasks_per_client: int = 4, pool_size: int = 20, rounds: int = 8, local_steps: int = 5
+) -> BenchmarkSpec:
     tasks, clients = [], []
     for c in range(1, n_clients + 1):
         ids = []
@@ -67,19 +73,38 @@ def toy_spec(n_clients: int = 3, tasks_per_client: int = 4, pool_size: int = 20,
             ids.append(tid)
             tasks.append(
                 TaskSpec(
-                    id=tid, name=tid, group=f"g{c % 2}", split="s", images="single", num_images=(1, 1),
+                    id=tid,
+                    name=tid,
+                    group=f"g{c % 2}",
+                    split="s",
+                    images="single",
+                    num_images=(1, 1),
                     answer_type=AnswerType.YES_NO,
                     source=SourceSpec(dataset="toy", loader="toy", rule={"pool_size": pool_size + k}),
                 )
             )
         clients.append(ClientSpec(id=c, group=f"g{c % 2}", tasks=ids))
     tasks.append(
-        TaskSpec(id="unseen-0", name="u", group="u", split="u", images="single", num_images=(1, 1),
-                 answer_type=AnswerType.YES_NO, source=SourceSpec(dataset="toy", loader="toy", rule={"pool_size": 10}))
+        TaskSpec(
+            id="unseen-0",
+            name="u",
+            group="u",
+            split="u",
+            images="single",
+            num_images=(1, 1),
+            answer_type=AnswerType.YES_NO,
+            source=SourceSpec(dataset="toy", loader="toy", rule={"pool_size": 10}),
+        )
     )
     spec = BenchmarkSpec(
-        name="toy", version="0.0.1", title="Toy", description="test benchmark", modality="multimodal",
-        tasks=tasks, clients=clients, unseen_tasks=["unseen-0"],
+        name="toy",
+        version="0.0.1",
+        title="Toy",
+        description="test benchmark",
+        modality="multimodal",
+        tasks=tasks,
+        clients=clients,
+        unseen_tasks=["unseen-0"],
         fl=FLConfig(rounds=rounds, local_steps=local_steps, batch_size=2, eval_every_rounds=2, others_subsample=3),
         scenarios=ScenarioDefaults(
             default="dynamic",
@@ -120,9 +145,19 @@ def one_embedded_round(benchmark: str, method: str, out: Path, **method_config):
     every client trains one step of batch 2, then the server aggregates. Returns (evaluator, run, uploads)."""
     from drake_bench.evaluator.standard import Evaluator, RunConfig
 
-    ev = Evaluator(RunConfig(benchmark=benchmark, method=method, scenario="static", rounds=1, local_steps=1,
-                             batch_size=2, isolation="inline", out=str(out),
-                             method_config={"model_loader": "testing", **method_config}))
+    ev = Evaluator(
+        RunConfig(
+            benchmark=benchmark,
+            method=method,
+            scenario="static",
+            rounds=1,
+            local_steps=1,
+            batch_size=2,
+            isolation="inline",
+            out=str(out),
+            method_config={"model_loader": "testing", **method_config},
+        )
+    )
     run_ = ev.init_or_resume(0)
     try:
         uploads = ev.train_round(run_, 0)
@@ -186,7 +221,12 @@ def build_toy(manifest: dict, name: str, tmp_path_factory: pytest.TempPathFactor
     return str(path), str(root)
 
 
-MIXED_ALLOCATION = {"1": "tiny-llava-llama-s", "2": "tiny-llava-qwen2-s", "3": "tiny-llava-llama-m", "4": "tiny-llava-qwen2-s"}
+MIXED_ALLOCATION = {
+    "1": "tiny-llava-llama-s",
+    "2": "tiny-llava-qwen2-s",
+    "3": "tiny-llava-llama-m",
+    "4": "tiny-llava-qwen2-s",
+}
 
 
 @pytest.fixture(scope="session")
@@ -199,8 +239,11 @@ def toy_mixed(toy_loader, tmp_path_factory) -> tuple[str, str]:
     from drake_bench.benchmarks.spec import ModelAllocation
 
     d = manifest_dict(toy_spec(n_clients=4, tasks_per_client=2, pool_size=10))
-    d["model_allocations"] = {"mix": ModelAllocation(description="two families, two sizes", source="test",
-                                                      clients=MIXED_ALLOCATION).model_dump(mode="json")}
+    d["model_allocations"] = {
+        "mix": ModelAllocation(
+            description="two families, two sizes", source="test", clients=MIXED_ALLOCATION
+        ).model_dump(mode="json")
+    }
     d["default_allocation"] = "mix"
     return build_toy(d, "toy-mixed", tmp_path_factory)
 
@@ -222,9 +265,19 @@ def toy_free_text(toy_loader, tmp_path_factory) -> tuple[str, str]:
 from drake_bench.models import pretrain as _pretrain  # noqa: E402
 from drake_bench.models.testing import toy_samples  # noqa: E402
 
-TINY_RECIPE = _pretrain.Recipe(steps_multimodal=3, steps_text=3, batch_multimodal=4, batch_text=4, vocab_size=512,
-                                vision_steps=2, vision_batch=4, vision_items=16, tower_steps=2, tower_batch=4,
-                                probe_pictures=40)
+TINY_RECIPE = _pretrain.Recipe(
+    steps_multimodal=3,
+    steps_text=3,
+    batch_multimodal=4,
+    batch_text=4,
+    vocab_size=512,
+    vision_steps=2,
+    vision_batch=4,
+    vision_items=16,
+    tower_steps=2,
+    tower_batch=4,
+    probe_pictures=40,
+)
 
 
 @pytest.fixture
@@ -233,8 +286,9 @@ def tiny_cache(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setenv("DRAKE_BENCH_MODELS", str(tmp_path / "models"))
     monkeypatch.setattr(_pretrain, "DEFAULT_RECIPE", TINY_RECIPE)
-    monkeypatch.setattr(_pretrain, "tokenizer_corpus",
-                        lambda r: [s.question + " " + s.answer for s in toy_samples(32)] * 4)
+    monkeypatch.setattr(
+        _pretrain, "tokenizer_corpus", lambda r: [s.question + " " + s.answer for s in toy_samples(32)] * 4
+    )
 
     def data(multimodal, recipe):
         calls.append(multimodal)
@@ -289,16 +343,31 @@ def tiny_board(tmp_path_factory, worker_id) -> tuple[Path, Path]:
             build_benchmark(spec, source_dir=None, out=base / "built", show_progress=False)
         (base / "toy.json").write_text(json.dumps(manifest_dict(spec)))
         built = open_built(spec, data_dir=base / "built")
-        board = {"name": "tiny", "title": "Tiny test board", "description": "toy benchmark, model-free methods",
-                 "benchmark": str(base / "toy.json"), "benchmark_version": "0.0.1", "data_dir": str(base / "built"),
-                 "data_hash": built.data_hash, "content_hash": built.content_hash,
-                 "scenario": "static", "seeds": [0, 1, 2], "rounds": 2, "local_steps": 1, "eval_every_rounds": 1,
-                 "others_subsample": 2, "fast_adaptation": False, "fast_adaptation_tasks": None,
-                 "communication_budget_bytes": 1e6, "paper": {"key": "table-2-drake"},
-                 "entries": [{"method": "majority-answer"}, {"method": "counter"}]}
+        board = {
+            "name": "tiny",
+            "title": "Tiny test board",
+            "description": "toy benchmark, model-free methods",
+            "benchmark": str(base / "toy.json"),
+            "benchmark_version": "0.0.1",
+            "data_dir": str(base / "built"),
+            "data_hash": built.data_hash,
+            "content_hash": built.content_hash,
+            "scenario": "static",
+            "seeds": [0, 1, 2],
+            "rounds": 2,
+            "local_steps": 1,
+            "eval_every_rounds": 1,
+            "others_subsample": 2,
+            "fast_adaptation": False,
+            "fast_adaptation_tasks": None,
+            "communication_budget_bytes": 1e6,
+            "paper": {"key": "table-2-drake"},
+            "entries": [{"method": "majority-answer"}, {"method": "counter"}],
+        }
         (base / "tiny.json").write_text(json.dumps(board))
         register_method(Counter)  # idempotent: test_leaderboard.py registers it too
-        r = CliRunner().invoke(app, ["leaderboard", "build", str(base / "tiny.json"), "--root", str(base / "lb"),
-                                     "--jobs", "2"])
+        r = CliRunner().invoke(
+            app, ["leaderboard", "build", str(base / "tiny.json"), "--root", str(base / "lb"), "--jobs", "2"]
+        )
         assert r.exit_code == 0, r.output
     return base / "tiny.json", base / "lb"

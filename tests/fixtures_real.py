@@ -18,9 +18,9 @@ from typing import Any
 
 from PIL import Image
 
-from drake_bench.loaders._common import in_half, root_name
 from drake_bench.benchmarks.sample import AnswerType
 from drake_bench.benchmarks.spec import BenchmarkSpec, TaskSpec
+from drake_bench.loaders._common import in_half, root_name
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 
@@ -86,10 +86,18 @@ def _llava_records(task: TaskSpec, n: int, img_prefix: str) -> list[dict]:
             continue
         q, a = _llava_qa(task, j)
         imgs = [f"{img_prefix}/{rid}-{m}.png" for m in range(k)]
-        rec = {"id": rid, "image": imgs, "conversations": [
-            {"from": "human", "value": "<image>" * k + "\n" + q}, {"from": "gpt", "value": a}]}
+        rec = {
+            "id": rid,
+            "image": imgs,
+            "conversations": [{"from": "human", "value": "<image>" * k + "\n" + q}, {"from": "gpt", "value": a}],
+        }
         if "dataset" in rule:
-            rec["metadata"] = {"dataset": rule["dataset"], "split": "train", "num_sample": n, "task_instruction": ["Answer."]}
+            rec["metadata"] = {
+                "dataset": rule["dataset"],
+                "split": "train",
+                "num_sample": n,
+                "task_instruction": ["Answer."],
+            }
         recs.append(rec)
     return recs
 
@@ -112,9 +120,18 @@ def write_llava(tasks: list[TaskSpec], root: Path, n: int) -> None:
             for r in _llava_records(t, n, "images"):
                 for p in r["image"]:
                     png(folder / "train_images" / p, len(mantis[folder]))
-                conv = [{"role": "user" if c["from"] == "human" else "assistant", "content": c["value"]} for c in r["conversations"]]
-                mantis[folder].append({"id": r["id"], "images": [{"bytes": None, "path": p} for p in r["image"]],
-                                       "conversation": conv, "source": t.source.rule["config"]})
+                conv = [
+                    {"role": "user" if c["from"] == "human" else "assistant", "content": c["value"]}
+                    for c in r["conversations"]
+                ]
+                mantis[folder].append(
+                    {
+                        "id": r["id"],
+                        "images": [{"bytes": None, "path": p} for p in r["image"]],
+                        "conversation": conv,
+                        "source": t.source.rule["config"],
+                    }
+                )
         else:
             prefix = t.source.rule.get("dataset", t.source.subset or "imgs")
             recs = _llava_records(t, n, prefix)
@@ -127,8 +144,12 @@ def write_llava(tasks: list[TaskSpec], root: Path, n: int) -> None:
         if path not in filtered:
             dump(path, recs)
             continue
-        decoy = {"id": "decoy-0", "image": ["decoy/x.png"], "metadata": {"dataset": "SomethingElse"},
-                 "conversations": [{"from": "human", "value": "<image>\nIs it?"}, {"from": "gpt", "value": "Yes"}]}
+        decoy = {
+            "id": "decoy-0",
+            "image": ["decoy/x.png"],
+            "metadata": {"dataset": "SomethingElse"},
+            "conversations": [{"from": "human", "value": "<image>\nIs it?"}, {"from": "gpt", "value": "Yes"}],
+        }
         png(path.parent / "decoy/x.png")
         dump(path, recs + [decoy])
     for folder, rows in mantis.items():
@@ -138,22 +159,58 @@ def write_llava(tasks: list[TaskSpec], root: Path, n: int) -> None:
 # ----------------------------------------------------------------------------- SEED-Bench-2
 # The published name -> id map (AILab-CVC/SEED-Bench@991e849 DATASET.md, "question_type").
 SEED2_TYPES = {
-    "Scene Understanding": 1, "Instance Identity": 2, "Instance Attributes": 3, "Instance Location": 4, "Instances Counting": 5,
-    "Spatial Relation": 6, "Instance Interaction": 7, "Visual Reasoning": 8, "Text Understanding": 9, "Celebrity Recognition": 10,
-    "Landmark Recognition": 11, "Chart Understanding": 12, "Visual Referring Expression": 13, "Science Knowledge": 14,
-    "Emotion Recognition": 15, "Visual Mathematics": 16, "Difference Spotting": 17, "Meme Comprehension": 18,
-    "Global Video Understanding": 19, "Action Recognition": 20, "Action Prediction": 21, "Procedure Understanding": 22,
-    "In-Context Captioning": 23, "Interleaved Image-Text Analysis": 24, "Text-to-Image Generation": 25,
-    "Next Image Prediction": 26, "Text-Image Creation": 27,
+    "Scene Understanding": 1,
+    "Instance Identity": 2,
+    "Instance Attributes": 3,
+    "Instance Location": 4,
+    "Instances Counting": 5,
+    "Spatial Relation": 6,
+    "Instance Interaction": 7,
+    "Visual Reasoning": 8,
+    "Text Understanding": 9,
+    "Celebrity Recognition": 10,
+    "Landmark Recognition": 11,
+    "Chart Understanding": 12,
+    "Visual Referring Expression": 13,
+    "Science Knowledge": 14,
+    "Emotion Recognition": 15,
+    "Visual Mathematics": 16,
+    "Difference Spotting": 17,
+    "Meme Comprehension": 18,
+    "Global Video Understanding": 19,
+    "Action Recognition": 20,
+    "Action Prediction": 21,
+    "Procedure Understanding": 22,
+    "In-Context Captioning": 23,
+    "Interleaved Image-Text Analysis": 24,
+    "Text-to-Image Generation": 25,
+    "Next Image Prediction": 26,
+    "Text-Image Creation": 27,
 }
 
 
-def seed2_question(qtype: int, n: int, data_id: Any, source: str, data_type: str, answer: str = "A", **over: Any) -> dict:
+def seed2_question(
+    qtype: int, n: int, data_id: Any, source: str, data_type: str, answer: str = "A", **over: Any
+) -> dict:
     """One question as DATASET.md documents it (question_id "<dimension>_<n>")."""
     subpart = {"Video": "Video & Text Comprehension"}.get(data_type, "Single-Image & Text Comprehension")
-    return {"answer": answer, "choice_a": "One", "choice_b": "Two", "choice_c": "Three", "choice_d": "Four", "data_id": data_id,
-            "data_source": source, "data_type": data_type, "level": "L1", "question": f"How many towels are in the image? ({n})",
-            "question_id": f"{qtype}_{n}", "question_type_id": qtype, "subpart": subpart, "version": "v2" if source != "cc3m" else "v1", **over}
+    return {
+        "answer": answer,
+        "choice_a": "One",
+        "choice_b": "Two",
+        "choice_c": "Three",
+        "choice_d": "Four",
+        "data_id": data_id,
+        "data_source": source,
+        "data_type": data_type,
+        "level": "L1",
+        "question": f"How many towels are in the image? ({n})",
+        "question_id": f"{qtype}_{n}",
+        "question_type_id": qtype,
+        "subpart": subpart,
+        "version": "v2" if source != "cc3m" else "v1",
+        **over,
+    }
 
 
 def write_seed(tasks: list[TaskSpec], root: Path, n: int) -> None:
@@ -201,14 +258,22 @@ def write_iconqa(tasks: list[TaskSpec], root: Path, n: int) -> None:
     problems: dict[str, dict] = {}
     splits: dict[str, list[str]] = defaultdict(list)
     decoys = [("choose_txt", "prek"), ("fill_in_blank", "grade2"), ("choose_img", "kindergarten")]
-    entries = [(t.source.rule["ques_type"], g, t.id) for t in tasks for g in t.source.rule["grades"]] + [(q, g, "decoy") for q, g in decoys]
+    entries = [(t.source.rule["ques_type"], g, t.id) for t in tasks for g in t.source.rule["grades"]] + [
+        (q, g, "decoy") for q, g in decoys
+    ]
     for qtype, grade, tag in entries:
         for i in range(n if tag != "decoy" else 1):
             pid = f"{len(problems) + 1}"
             split = ("train", "val", "test")[i % 3]
-            problems[pid] = {"question": f"How many shapes? ({tag} {i})", "choices": ["1", "2", "3"] if qtype != "fill_in_blank" else None,
-                             "answer": (i % 3) if qtype != "fill_in_blank" else str(i), "ques_type": qtype, "grade": grade,
-                             "label": "counting", "split": split}
+            problems[pid] = {
+                "question": f"How many shapes? ({tag} {i})",
+                "choices": ["1", "2", "3"] if qtype != "fill_in_blank" else None,
+                "answer": (i % 3) if qtype != "fill_in_blank" else str(i),
+                "ques_type": qtype,
+                "grade": grade,
+                "label": "counting",
+                "split": split,
+            }
             splits[f"{qtype}_{split}"].append(pid)
             png(base / "iconqa" / split / qtype / pid / "image.png", i)
     for qtype in {q for q, _, _ in entries}:
@@ -233,10 +298,20 @@ def wc_row(qa_id: str, lang: str, prompt_type: str, task: int, i: int, folder: s
     answer = i % len(opts)
     stem = "What is this dish called?" if task == 1 else "Which country is this dish associated with?"
     prompt = stem + "\n" + "\n".join(f"{k + 1}. {o}" for k, o in enumerate(opts)) + "\n\n" + WC_INSTRUCTION
-    return {"qa_id": qa_id, "lang": lang, "food_id": str(100 + i), "prompt_id": str(10 + int(prompt_type)), "prompt_type": prompt_type,
-            "multi_choice_prompt": prompt, "open_ended_prompt": stem + "\n\nPrint only the answer.",
-            "image_url": f"https://upload.wikimedia.org/wikipedia/commons/a/ab/Dish_{qa_id}_%C3%A9t%C3%A9.jpg?download",
-            "answer": opts[answer], "multi_choice_answer": answer + 1, "task": folder, "lang_status": "full"}
+    return {
+        "qa_id": qa_id,
+        "lang": lang,
+        "food_id": str(100 + i),
+        "prompt_id": str(10 + int(prompt_type)),
+        "prompt_type": prompt_type,
+        "multi_choice_prompt": prompt,
+        "open_ended_prompt": stem + "\n\nPrint only the answer.",
+        "image_url": f"https://upload.wikimedia.org/wikipedia/commons/a/ab/Dish_{qa_id}_%C3%A9t%C3%A9.jpg?download",
+        "answer": opts[answer],
+        "multi_choice_answer": answer + 1,
+        "task": folder,
+        "lang_status": "full",
+    }
 
 
 def write_wcvqa(tasks: list[TaskSpec], root: Path, n: int, images: str = "food-kb") -> None:
@@ -255,14 +330,24 @@ def write_wcvqa(tasks: list[TaskSpec], root: Path, n: int, images: str = "food-k
     kb: list[dict] = []
     for folder, rs in rows.items():
         jsonl(base / "hf_prompt" / folder / f"en_{folder}.jsonl", rs)
-        jsonl(base / "hf_prompt" / folder / f"fr_{folder}.jsonl", [{**rs[0], "lang": "fr", "qa_id": "fr-0"}])  # other language
+        jsonl(
+            base / "hf_prompt" / folder / f"fr_{folder}.jsonl", [{**rs[0], "lang": "fr", "qa_id": "fr-0"}]
+        )  # other language
         for k, row in enumerate(rs):
             if images == "folder":
                 png(base / "images" / url_file(row["image_url"]), k)
             else:
-                kb.append({"food_id": row["food_id"], "Name": row["answer"],
-                           **{f"image{j}": ({"bytes": png_bytes(k), "path": None} if j == 1 else None) for j in range(1, 9)},
-                           **{f"image{j}_url": (row["image_url"] if j == 1 else None) for j in range(1, 9)}})
+                kb.append(
+                    {
+                        "food_id": row["food_id"],
+                        "Name": row["answer"],
+                        **{
+                            f"image{j}": ({"bytes": png_bytes(k), "path": None} if j == 1 else None)
+                            for j in range(1, 9)
+                        },
+                        **{f"image{j}_url": (row["image_url"] if j == 1 else None) for j in range(1, 9)},
+                    }
+                )
     if kb:
         parquet(root / "food-kb" / "data" / "train-00000-of-00001.parquet", kb)
 
@@ -276,8 +361,15 @@ def write_dvqa(tasks: list[TaskSpec], root: Path, n: int) -> None:
         rows = []
         for i in range(n):
             png(base / "images" / f"bar_train_{i:08d}.png", i)
-            rows.append({"image": f"bar_train_{i:08d}.png", "question": f"What is the value of bar {i}?", "answer": str(i),
-                         "question_id": 1000 + i, "template_id": "data"})
+            rows.append(
+                {
+                    "image": f"bar_train_{i:08d}.png",
+                    "question": f"What is the value of bar {i}?",
+                    "answer": str(i),
+                    "question_id": 1000 + i,
+                    "template_id": "data",
+                }
+            )
         dump(base / "qa" / t.source.rule["annotation"], rows)
 
 
@@ -290,8 +382,15 @@ def write_vsr(tasks: list[TaskSpec], root: Path, n: int) -> None:
         rows = []
         for i in range(n):
             png(base / "images" / f"{i:012d}.jpg", i)
-            rows.append({"image": f"{i:012d}.jpg", "image_link": "http://images.cocodataset.org/train2017/x.jpg",
-                         "caption": f"The cat is under the table {i}.", "label": i % 2, "relation": "under"})
+            rows.append(
+                {
+                    "image": f"{i:012d}.jpg",
+                    "image_link": "http://images.cocodataset.org/train2017/x.jpg",
+                    "caption": f"The cat is under the table {i}.",
+                    "label": i % 2,
+                    "relation": "under",
+                }
+            )
         jsonl(base / "train.jsonl", rows)
 
 
@@ -308,10 +407,20 @@ def _kw_text(rule: dict, i: int) -> str:
 
 
 def gqa_question(image_id: str, question: str, answer: str, structural: str, semantic: str) -> dict:
-    return {"imageId": image_id, "question": question, "answer": answer, "fullAnswer": f"It is {answer}.", "isBalanced": True,
-            "groups": {"global": None, "local": None}, "entailed": [], "equivalent": [], "semanticStr": "select: x",
-            "semantic": [], "annotations": {"answer": {}, "question": {}, "fullAnswer": {}},
-            "types": {"structural": structural, "semantic": semantic, "detailed": f"{semantic}Verify"}}
+    return {
+        "imageId": image_id,
+        "question": question,
+        "answer": answer,
+        "fullAnswer": f"It is {answer}.",
+        "isBalanced": True,
+        "groups": {"global": None, "local": None},
+        "entailed": [],
+        "equivalent": [],
+        "semanticStr": "select: x",
+        "semantic": [],
+        "annotations": {"answer": {}, "question": {}, "fullAnswer": {}},
+        "types": {"structural": structural, "semantic": semantic, "detailed": f"{semantic}Verify"},
+    }
 
 
 def write_gqa(tasks: list[TaskSpec], root: Path, n: int) -> None:
@@ -339,7 +448,11 @@ def write_gqa(tasks: list[TaskSpec], root: Path, n: int) -> None:
     half = len(ids) // 2
     dump(base / "questions1.2" / "train_balanced_questions.json", {k: qs[k] for k in ids[:half]})
     dump(base / "questions1.2" / "val_balanced_questions.json", {k: qs[k] for k in ids[half:]})
-    testq = {k: v for k, v in gqa_question("n9", "What is it?", "cup", "query", "obj").items() if k not in ("answer", "fullAnswer")}
+    testq = {
+        k: v
+        for k, v in gqa_question("n9", "What is it?", "cup", "query", "obj").items()
+        if k not in ("answer", "fullAnswer")
+    }
     for name in ("test_balanced_questions.json", "challenge_balanced_questions.json", "submission_all_questions.json"):
         dump(base / "questions1.2" / name, {"t1": testq})
 
@@ -364,12 +477,25 @@ def write_vqa(tasks: list[TaskSpec], root: Path, n: int) -> None:
             else:
                 q, a = "Who is sitting on the couch?", "girl"
             questions.append({"image_id": img, "question": q, "question_id": qid})
-            anns.append({"question_id": qid, "image_id": img, "question_type": q.split()[0].lower(), "answer_type": at,
-                         "multiple_choice_answer": a, "answers": [{"answer": a, "answer_confidence": "yes", "answer_id": 1}]})
+            anns.append(
+                {
+                    "question_id": qid,
+                    "image_id": img,
+                    "question_type": q.split()[0].lower(),
+                    "answer_type": at,
+                    "multiple_choice_answer": a,
+                    "answers": [{"answer": a, "answer_confidence": "yes", "answer_id": 1}],
+                }
+            )
             png(base / "Images" / "abstract_v002" / "train2015" / f"abstract_v002_train2015_{img:012d}.png", i)
-    dump(base / "Questions" / "OpenEnded_abstract_v002_train2015_questions.json",
-         {"questions": questions, "task_type": "Open-Ended", "data_type": "abstract_v002", "data_subtype": "train2015"})
-    dump(base / "Annotations" / "abstract_v002_train2015_annotations.json", {"annotations": anns, "data_type": "abstract_v002"})
+    dump(
+        base / "Questions" / "OpenEnded_abstract_v002_train2015_questions.json",
+        {"questions": questions, "task_type": "Open-Ended", "data_type": "abstract_v002", "data_subtype": "train2015"},
+    )
+    dump(
+        base / "Annotations" / "abstract_v002_train2015_annotations.json",
+        {"annotations": anns, "data_type": "abstract_v002"},
+    )
     for sub in ("val2015",):  # the loader's default subtypes include val2015: an empty but well-formed subset
         dump(base / "Questions" / f"OpenEnded_abstract_v002_{sub}_questions.json", {"questions": []})
         dump(base / "Annotations" / f"abstract_v002_{sub}_annotations.json", {"annotations": []})
@@ -379,10 +505,19 @@ def write_vqa(tasks: list[TaskSpec], root: Path, n: int) -> None:
 def snli_ve_row(fid: str, hyp: str, label: str, k: int, id_field: str = "Flickr30K_ID") -> dict:
     """A row as necla-ml/SNLI-VE@e6cf745 vet/tools/snli_ve_generator.py writes it: SNLI 1.0's fields, sorted, plus the
     image id without ``.jpg`` (``Flickr30K_ID``; files from the earlier generator name it ``Flikr30kID``)."""
-    row = {"annotator_labels": [label], "captionID": f"{fid}.jpg#{k % 5}", "gold_label": label, "pairID": f"{fid}.jpg#{k % 5}r{k}{label[0]}",
-           "sentence1": "Two people are outside.", "sentence1_binary_parse": "( ( Two people ) ( are outside ) )",
-           "sentence1_parse": "(ROOT (S (NP (CD Two) (NNS people))))", "sentence2": hyp, "sentence2_binary_parse": "( x )",
-           "sentence2_parse": "(ROOT (S x))", id_field: fid}
+    row = {
+        "annotator_labels": [label],
+        "captionID": f"{fid}.jpg#{k % 5}",
+        "gold_label": label,
+        "pairID": f"{fid}.jpg#{k % 5}r{k}{label[0]}",
+        "sentence1": "Two people are outside.",
+        "sentence1_binary_parse": "( ( Two people ) ( are outside ) )",
+        "sentence1_parse": "(ROOT (S (NP (CD Two) (NNS people))))",
+        "sentence2": hyp,
+        "sentence2_binary_parse": "( x )",
+        "sentence2_parse": "(ROOT (S x))",
+        id_field: fid,
+    }
     return dict(sorted(row.items()))
 
 
@@ -395,7 +530,11 @@ def write_snli_ve(tasks: list[TaskSpec], root: Path, n: int) -> None:
         for i in range(n):
             fid = str(1000000 + len(rows))
             png(base / "Flickr30K" / "flickr30k_images" / f"{fid}.jpg", i)
-            rows.append(snli_ve_row(fid, _kw_text(t.source.rule, i), ["entailment", "neutral", "contradiction"][i % 3], len(rows)))
+            rows.append(
+                snli_ve_row(
+                    fid, _kw_text(t.source.rule, i), ["entailment", "neutral", "contradiction"][i % 3], len(rows)
+                )
+            )
     jsonl(base / "snli_ve_train.jsonl", rows)
 
 
@@ -428,15 +567,33 @@ def write_nlvr2(tasks: list[TaskSpec], root: Path, n: int) -> None:
             stem = f"train-{len(rows) + 10}-{i % 4}"
             for k in (0, 1):
                 png(base / "images" / "train" / f"{stem}-img{k}.png", i + k)
-            rows.append({"validation": {}, "sentence": _kw_text(t.source.rule, i), "left_url": "http://x/l.jpg", "writer": "61",
-                         "label": "True" if i % 2 else "False", "right_url": "http://x/r.jpg", "synset": "cup", "query": "cups1",
-                         "identifier": f"{stem}-0", "extra_validations": {}, "directory": str(len(rows) % 100)})
+            rows.append(
+                {
+                    "validation": {},
+                    "sentence": _kw_text(t.source.rule, i),
+                    "left_url": "http://x/l.jpg",
+                    "writer": "61",
+                    "label": "True" if i % 2 else "False",
+                    "right_url": "http://x/r.jpg",
+                    "synset": "cup",
+                    "query": "cups1",
+                    "identifier": f"{stem}-0",
+                    "extra_validations": {},
+                    "directory": str(len(rows) % 100),
+                }
+            )
     jsonl(base / "data" / "train.json", rows)
 
 
 def vizwiz_row(image: str, question: str, answer: str = "soup") -> dict:
-    return {"image": image, "question": question, "answerable": 1, "answer_type": "other",
-            "answers": [{"answer": answer, "answer_confidence": "yes"}] * 7 + [{"answer": "can", "answer_confidence": "maybe"}] * 3}
+    return {
+        "image": image,
+        "question": question,
+        "answerable": 1,
+        "answer_type": "other",
+        "answers": [{"answer": answer, "answer_confidence": "yes"}] * 7
+        + [{"answer": "can", "answer_confidence": "maybe"}] * 3,
+    }
 
 
 def write_vizwiz(tasks: list[TaskSpec], root: Path, n: int) -> None:
@@ -467,14 +624,31 @@ def write_aqua(tasks: list[TaskSpec], root: Path, n: int) -> None:
         for i in range(n):
             img = f"{len(rows):05d}-art.jpg"
             png(base / "images" / img, i)
-            rows.append({"image": img, "question": _kw_text(t.source.rule, i), "answer": "a tree", "need_external_knowledge": False})
+            rows.append(
+                {
+                    "image": img,
+                    "question": _kw_text(t.source.rule, i),
+                    "answer": "a tree",
+                    "need_external_knowledge": False,
+                }
+            )
     dump(base / "train.json", rows)
 
 
 WRITERS = {
-    "llava_conversation": write_llava, "seed_bench2": write_seed, "iconqa": write_iconqa, "worldcuisines": write_wcvqa,
-    "dvqa": write_dvqa, "vsr": write_vsr, "gqa": write_gqa, "vqa_v2": write_vqa, "snli_ve": write_snli_ve,
-    "coco_qa": write_coco_qa, "nlvr2": write_nlvr2, "vizwiz": write_vizwiz, "aqua": write_aqua,
+    "llava_conversation": write_llava,
+    "seed_bench2": write_seed,
+    "iconqa": write_iconqa,
+    "worldcuisines": write_wcvqa,
+    "dvqa": write_dvqa,
+    "vsr": write_vsr,
+    "gqa": write_gqa,
+    "vqa_v2": write_vqa,
+    "snli_ve": write_snli_ve,
+    "coco_qa": write_coco_qa,
+    "nlvr2": write_nlvr2,
+    "vizwiz": write_vizwiz,
+    "aqua": write_aqua,
 }
 
 

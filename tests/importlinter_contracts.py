@@ -45,8 +45,13 @@ def _imported_names(path: Path, module: str) -> list[tuple[int, str]]:
                 base = ".".join(anchor + ([node.module] if node.module else []))
             out.append((node.lineno, base))
             out += [(node.lineno, f"{base}.{a.name}") for a in node.names if a.name != "*"]
-        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
-              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             out.append((node.lineno, node.args[0].value))
     return out
 
@@ -69,8 +74,11 @@ class ForbiddenMappedContract(Contract):
             path = _module_file(root_dirs[root], root, module)
             if path is None:
                 return []
-            found = {line: name for line, name in reversed(_imported_names(path, module))
-                     if any(name == f or name.startswith(f + ".") for f in forbidden)}  # the first name per line
+            found = {
+                line: name
+                for line, name in reversed(_imported_names(path, module))
+                if any(name == f or name.startswith(f + ".") for f in forbidden)
+            }  # the first name per line
             return [f"{module}:{line} imports {name}" for line, name in sorted(found.items())]
 
         direct = {m: h for m in sorted(graph.modules) if (h := hits(m))}
@@ -78,7 +86,9 @@ class ForbiddenMappedContract(Contract):
         for src in self.source_modules:  # type: ignore[attr-defined]
             sources |= {src.name} | graph.find_descendants(src.name)
         broken = [line for m, lines in direct.items() if m in sources for line in lines]
-        outside = {m: lines for m, lines in direct.items() if m not in sources}  # reported only when a source reaches them
+        outside = {
+            m: lines for m, lines in direct.items() if m not in sources
+        }  # reported only when a source reaches them
         for src in sorted(sources):
             for culprit, lines in outside.items():
                 chain = graph.find_shortest_chain(importer=src, imported=culprit)

@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, MethodMeta, State
 from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, MethodMeta, State
 
 VOCAB = ["yes", "no"]
 
@@ -45,13 +45,14 @@ class Counter:
     def init_server(self) -> State:
         return State(metadata={"rounds": 0})
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+    def client_update(
+        self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
+    ) -> tuple[Message, State]:
         if (ctx.client_id, ctx.round_idx) in (self.config.fail_on, type(self).FAIL_ON):
             raise RuntimeError("boom")
         time.sleep(float(os.environ.get("COUNTER_SLEEP", "0")))  # lets a test kill the process mid-run
         stall = os.environ.get("COUNTER_STALL")  # "ROUND:FOLDER": once FOLDER/armed exists, from that round on,
-        if stall:                                   # say so in FOLDER and hang (a Flower node the test then stops)
+        if stall:  # say so in FOLDER and hang (a Flower node the test then stops)
             first, folder = stall.split(":", 1)
             if ctx.round_idx >= int(first) and Path(folder, "armed").exists():
                 Path(folder, f"client-{ctx.client_id}-round-{ctx.round_idx}").touch()
@@ -66,7 +67,9 @@ class Counter:
             counts[0] = float("nan")
         return Message(tensors={"counts": counts}), State(tensors={"counts": counts})
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         mean = torch.stack([m.tensors["counts"] for m in uploads.values()]).mean(0)
         return {c: Message(tensors={"mean": mean}) for c in uploads}, State(metadata={"rounds": round_idx + 1})
 
@@ -87,13 +90,19 @@ class ClientDiagnosing(Counter):
     class Config(Counter.Config):
         bad_client_row: tuple[int, int] | None = None  # (client, round) whose row has a NaN
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+    def client_update(
+        self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
+    ) -> tuple[Message, State]:
         batches = [list(b) for b in batches]
         upload, new = super().client_update(ctx, state, message, batches)
         bad = self.config.bad_client_row == (ctx.client_id, ctx.round_idx)
-        self._pending = {"key": "items", "values": {"n": float("nan") if bad else sum(len(b) for b in batches),
-                                                    "yes": float(new.tensors["counts"][0])}}
+        self._pending = {
+            "key": "items",
+            "values": {
+                "n": float("nan") if bad else sum(len(b) for b in batches),
+                "yes": float(new.tensors["counts"][0]),
+            },
+        }
         return upload, new
 
     def client_diagnostics(self, ctx: ClientContext) -> list[dict]:

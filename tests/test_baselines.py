@@ -8,15 +8,25 @@ import torch
 from drake_bench.evaluator.standard import RunConfig, run
 from drake_bench.plugins.registry import create_method
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _run(toy_mixed, tmp_path, method):
     manifest, root = toy_mixed
-    return run(RunConfig(benchmark=manifest, method=method, method_config={"model_loader": "testing"}, data_dir=root,
-                         out=str(tmp_path / method), rounds=4, local_steps=2, fast_adaptation_iters=2,
-                         fast_adaptation_eval_every=1, fast_adaptation_test_items=2))
+    return run(
+        RunConfig(
+            benchmark=manifest,
+            method=method,
+            method_config={"model_loader": "testing"},
+            data_dir=root,
+            out=str(tmp_path / method),
+            rounds=4,
+            local_steps=2,
+            fast_adaptation_iters=2,
+            fast_adaptation_eval_every=1,
+            fast_adaptation_test_items=2,
+        )
+    )
 
 
 def test_sft_shares_nothing_and_fedit_averages_within_each_architecture(toy_mixed, tmp_path):
@@ -38,7 +48,9 @@ def test_sft_shares_nothing_and_fedit_averages_within_each_architecture(toy_mixe
     by_client = {c.client: c.uplink_bytes for c in fedit.raw.costs}
     assert by_client[1] == expected[1] and by_client[2] == expected[2] and expected[1] != expected[2]
     # the same traffic in elements, recorded beside the bytes: one dtype, 4 bytes each
-    assert all(c.uplink_elements == {"float32": (expected[c.client] - 2) // 4} for c in fedit.raw.costs if c.client in expected)
+    assert all(
+        c.uplink_elements == {"float32": (expected[c.client] - 2) // 4} for c in fedit.raw.costs if c.client in expected
+    )
     assert all(c.uplink_elements == {} for c in sft.raw.costs)
     assert fedit.summary.per_seed[0].wire_dtypes == ["float32"]
 
@@ -52,7 +64,8 @@ def test_fedit_messages_equal_within_architecture_and_differ_across(toy_mixed, t
     # clients 2 and 4 share tiny-llava-qwen2-s: identical averaged adapter; 1 (llama-s) and 3 (llama-m) are alone
     assert all(torch.equal(msgs[2].tensors[k], msgs[4].tensors[k]) for k in msgs[2].tensors)
     assert set(msgs[1].tensors) != set(msgs[2].tensors) or any(
-        msgs[1].tensors[k].shape != msgs[2].tensors[k].shape for k in msgs[1].tensors)
+        msgs[1].tensors[k].shape != msgs[2].tensors[k].shape for k in msgs[1].tensors
+    )
     # a lone client's "average" is its own upload, i.e. its state after local training
     assert all(torch.equal(msgs[1].tensors[k], prog.clients[1].tensors[k]) for k in msgs[1].tensors)
 
@@ -74,9 +87,21 @@ def test_zero_shot_answers_each_item_once_per_model_and_as_the_uncached_base(toy
             m.setattr(LoraMethod, "predict", counted)
             if patch_zero_shot:  # the same method without its cache
                 m.setattr(ZeroShot, "predict", counted)
-            return run(RunConfig(benchmark=manifest, method="zero-shot", method_config={"model_loader": "testing"},
-                                 data_dir=root, out=str(tmp_path / tag), rounds=4, local_steps=2, isolation="inline",
-                                 fast_adaptation_iters=2, fast_adaptation_eval_every=1, fast_adaptation_test_items=2))
+            return run(
+                RunConfig(
+                    benchmark=manifest,
+                    method="zero-shot",
+                    method_config={"model_loader": "testing"},
+                    data_dir=root,
+                    out=str(tmp_path / tag),
+                    rounds=4,
+                    local_steps=2,
+                    isolation="inline",
+                    fast_adaptation_iters=2,
+                    fast_adaptation_eval_every=1,
+                    fast_adaptation_test_items=2,
+                )
+            )
 
     cached = once("cached")
     assert calls and len(calls) == len(set(calls))  # every (model, item) answered once
@@ -101,7 +126,9 @@ def _assert_untrained_base(zs, out):
     from drake_bench.models.pool import ModelPool
     from drake_bench.models.testing import toy_loader
 
-    pool = ModelPool({1: "tiny-llava-llama-s"}, lora_config(r=m.config.rank, alpha=m.config.alpha), loader=toy_loader, seed=0)
+    pool = ModelPool(
+        {1: "tiny-llava-llama-s"}, lora_config(r=m.config.rank, alpha=m.config.alpha), loader=toy_loader, seed=0
+    )
     fresh = pool.initial_state(1)
     assert all(torch.equal(prog.clients[1].tensors[k], fresh[k]) for k in fresh)  # never trained
     by_item: dict[tuple, set] = {}

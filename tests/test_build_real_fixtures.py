@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from fixtures_real import write_fixtures
 
 from drake_bench.benchmarks.build import build_benchmark
 from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.benchmarks.sources import UnconfirmedFormatWarning
 from drake_bench.benchmarks.store import BuiltBenchmark
-
-from fixtures_real import write_fixtures
 
 
 @pytest.mark.parametrize("name", ["drake", "hflb"])
@@ -33,7 +32,9 @@ def test_build_every_task_from_fixtures(name: str, tmp_path) -> None:
     built.verify()
 
     stream_mod = pytest.importorskip("drake_bench.streams.stream")
-    stream = stream_mod.load_client_stream(spec, 1, "dynamic", seed=0, data_dir=root, rounds=4, local_steps=2, batch_size=2)
+    stream = stream_mod.load_client_stream(
+        spec, 1, "dynamic", seed=0, data_dir=root, rounds=4, local_steps=2, batch_size=2
+    )
     r, batches = next(iter(stream.rounds()))
     batch = next(iter(batches))
     assert r == 0 and 1 <= len(batch) <= 2 and batch[0].question

@@ -6,15 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import toy_spec
 
 from drake_bench.benchmarks.card import CARD_FILE, card_licenses, card_metadata, render_card
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.manifest import manifest_dict, parse_manifest
 from drake_bench.benchmarks.sample import Sample
 from drake_bench.benchmarks.spec import BenchmarkSpec, TaskSpec
 from drake_bench.benchmarks.store import BUILD_INFO, BuiltBenchmark, shard_path
-
-from conftest import toy_spec
+from drake_bench.errors import SourceError
 
 
 def cited_spec() -> BenchmarkSpec:
@@ -84,7 +83,10 @@ def test_configs_load_with_datasets(built, tmp_path: Path, monkeypatch: pytest.M
 def test_license_field() -> None:
     def with_licenses(*names: str):
         spec = toy_spec(n_clients=1, tasks_per_client=len(names))
-        return [t.model_copy(update={"source": t.source.model_copy(update={"license": n})}) for t, n in zip(spec.tasks, names)]
+        return [
+            t.model_copy(update={"source": t.source.model_copy(update={"license": n})})
+            for t, n in zip(spec.tasks, names)
+        ]
 
     assert card_licenses(with_licenses("mit")) == "mit"
     assert card_licenses(with_licenses("mit", "apache-2.0", "mit")) == ["apache-2.0", "mit"]
@@ -115,7 +117,9 @@ class FlakyLoader:
 
         if task.id == "c2-t0" and self.mode != "fixed":
             if self.mode == "missing":
-                raise SourceError(f"task {task.id!r}: expected {source_dir}/c2/questions.json (a JSON list), file not found")
+                raise SourceError(
+                    f"task {task.id!r}: expected {source_dir}/c2/questions.json (a JSON list), file not found"
+                )
             raise ValueError("row 3: 'answer' is not a string")
         yield from get_loader("toy").load(task, source_dir)
 

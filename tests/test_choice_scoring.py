@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from drake_bench.models import engine, load_base
-from drake_bench.models.prompting import candidate_targets
 from drake_bench.benchmarks.sample import AnswerType
 from drake_bench.benchmarks.synth.definitions import drake_synth_spec, hflb_synth_spec
 from drake_bench.benchmarks.synth.loader import fresh_items
+from drake_bench.models import engine, load_base
+from drake_bench.models.prompting import candidate_targets
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

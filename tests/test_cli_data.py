@@ -8,13 +8,12 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import toy_spec
 from typer.testing import CliRunner
 
-from drake_bench.cli import app
 from drake_bench.benchmarks.manifest import manifest_dict, parse_manifest
 from drake_bench.benchmarks.store import BUILD_INFO, BuiltBenchmark, shard_path
-
-from conftest import toy_spec
+from drake_bench.cli import app
 
 REPO = "drake-test/cli-toy"
 
@@ -68,9 +67,13 @@ def test_build_publish_dry_run_download(manifest: Path, offline_cache: Path, tmp
     assert re.search(r"^11 files, \d+ bytes", text, re.M)  # card + build_info + 4 tasks x 2 shards + 1 index
 
     # download one client offline from the cache: only its tasks arrive, verified
-    add_to_hf_cache(out, REPO, refs=("v1.0",), cache_dir=offline_cache, spec=parse_manifest(json.loads(manifest.read_text())))
+    add_to_hf_cache(
+        out, REPO, refs=("v1.0",), cache_dir=offline_cache, spec=parse_manifest(json.loads(manifest.read_text()))
+    )
     view = tmp_path / "view"
-    result, text = _run("download", manifest, "--revision", "v1.0", "--client", "2", "--cache-dir", offline_cache, "--out", view)
+    result, text = _run(
+        "download", manifest, "--revision", "v1.0", "--client", "2", "--cache-dir", offline_cache, "--out", view
+    )
     assert result.exit_code == 0, text
     assert "all hashes verified" in text
     store = BuiltBenchmark.open(view)
@@ -81,11 +84,23 @@ def test_build_publish_dry_run_download(manifest: Path, offline_cache: Path, tmp
     assert sorted({p.parent.name for p in view.rglob("*.parquet")}) == ["c2-t0", "c2-t1"]
 
     # the index-only task needs the user's copy; with it, it is rebuilt
-    result, text = _run("download", manifest, "--revision", "v1.0", "--task", "c1-t1", "--cache-dir", offline_cache, "--out", view)
+    result, text = _run(
+        "download", manifest, "--revision", "v1.0", "--task", "c1-t1", "--cache-dir", offline_cache, "--out", view
+    )
     assert result.exit_code == 1 and "research-only" in text and "--source-dir" in text
     result, text = _run(
-        "download", manifest, "--revision", "v1.0", "--task", "c1-t1", "--cache-dir", offline_cache, "--out", view,
-        "--source-dir", tmp_path,
+        "download",
+        manifest,
+        "--revision",
+        "v1.0",
+        "--task",
+        "c1-t1",
+        "--cache-dir",
+        offline_cache,
+        "--out",
+        view,
+        "--source-dir",
+        tmp_path,
     )
     assert result.exit_code == 0, text
     assert BuiltBenchmark.open(view).info["rebuilt_tasks"] == ["c1-t1"]
@@ -107,14 +122,18 @@ def test_download_catches_tampering(manifest: Path, offline_cache: Path, tmp_pat
     spec = parse_manifest(json.loads(manifest.read_text()))
     out = build_benchmark(spec, out=tmp_path / "built", show_progress=False)
     commit = add_to_hf_cache(out, REPO, refs=("v1.0",), cache_dir=offline_cache, spec=spec)
-    pointer = repo_cache_folder(REPO, offline_cache) / "snapshots" / commit / "data" / "c1-t0" / "test-00000-of-00001.parquet"
+    pointer = (
+        repo_cache_folder(REPO, offline_cache) / "snapshots" / commit / "data" / "c1-t0" / "test-00000-of-00001.parquet"
+    )
     blob = Path(os.path.realpath(pointer))
     blob.write_bytes(blob.read_bytes().replace(b"PAR1", b"PAR2", 1))
     result, text = _run("download", manifest, "--revision", "v1.0", "--task", "c1-t0", "--cache-dir", offline_cache)
     assert result.exit_code == 1 and "c1-t0/test-00000-of-00001.parquet" in text and "modified or corrupted" in text
 
 
-def test_build_reports_failed_tasks_and_exits_1(manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_loader) -> None:
+def test_build_reports_failed_tasks_and_exits_1(
+    manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_loader
+) -> None:
     from drake_bench.errors import SourceError
 
     real = toy_loader.load
@@ -140,7 +159,9 @@ def test_publish_without_repo_is_refused(toy_loader, tmp_path: Path) -> None:
     assert result.exit_code == 1 and "--repo" in text
 
 
-def test_embedded_synth_goes_through_build_publish_download(offline_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_embedded_synth_goes_through_build_publish_download(
+    offline_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """drake-synth takes the same path as a real benchmark: CLI build, publish dry run, offline download of one client."""
     from drake_bench.benchmarks.hub import add_to_hf_cache
     from drake_bench.benchmarks.manifest import load_benchmark
@@ -161,8 +182,20 @@ def test_embedded_synth_goes_through_build_publish_download(offline_cache: Path,
 
     add_to_hf_cache(out, repo, refs=("v0",), cache_dir=offline_cache, spec=spec)
     view = tmp_path / "view"
-    result, text = _run("download", "drake-synth", "--revision", "v0", "--client", "1", "--repo", repo,
-                        "--cache-dir", offline_cache, "--out", view)
+    result, text = _run(
+        "download",
+        "drake-synth",
+        "--revision",
+        "v0",
+        "--client",
+        "1",
+        "--repo",
+        repo,
+        "--cache-dir",
+        offline_cache,
+        "--out",
+        view,
+    )
     assert result.exit_code == 0, text
     store = BuiltBenchmark.open(view)
     store.verify()
@@ -188,6 +221,7 @@ def test_publish_without_network_is_one_line(manifest: Path, tmp_path: Path, mon
 
     class NoNetworkApi:
         def __init__(self, *args, **kwargs) -> None: ...
+
         create_repo = create_commit = create_tag = staticmethod(_connection_refused)
 
     out = tmp_path / "built"

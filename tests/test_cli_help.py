@@ -35,8 +35,13 @@ def test_describe_lists_a_method_config_with_types_defaults_and_help():
 
 
 def test_list_prints_whole_names_when_stdout_is_a_narrow_pipe():
-    out = subprocess.run([sys.executable, "-m", "drake_bench.cli", "list"], capture_output=True, text=True,
-                         env={"COLUMNS": "40", "PATH": "/usr/bin:/bin", "DRAKE_BENCH_NO_PROGRESS": "1"}, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "drake_bench.cli", "list"],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "40", "PATH": "/usr/bin:/bin", "DRAKE_BENCH_NO_PROGRESS": "1"},
+        check=True,
+    ).stdout
     for name in ("hflb-synth", "fedllm-synth", "drake-synth@1.3.0", "majority-answer", "fedit-pqlora"):
         assert f" {name} " in out, name
     assert "…" not in out.split("methods")[0]

@@ -10,10 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import torch_threads  # noqa: E402
 
 from drake_bench.evaluator.standard import RunConfig, run
-
-from conftest import torch_threads  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -22,9 +21,20 @@ STEPS = 4
 
 def _cfg(bench, out, method, **kw):
     manifest, root = bench
-    base = dict(benchmark=manifest, method=method, data_dir=root, out=str(out), seeds=[0], rounds=2,
-                local_steps=STEPS, others_subsample=1, self_subsample=1, fast_adaptation=False, eval_every_rounds=2,
-                method_config={"model_loader": "testing"})
+    base = dict(
+        benchmark=manifest,
+        method=method,
+        data_dir=root,
+        out=str(out),
+        seeds=[0],
+        rounds=2,
+        local_steps=STEPS,
+        others_subsample=1,
+        self_subsample=1,
+        fast_adaptation=False,
+        eval_every_rounds=2,
+        method_config={"model_loader": "testing"},
+    )
     base.update(kw)
     return RunConfig(**base)
 
@@ -176,19 +186,29 @@ def test_a_post_federation_stage_that_trains_is_priced(post_train_matched):
 def test_the_federation_total_prices_the_first_round_then_the_later_ones():
     from drake_bench.evaluation.compute import ComputeProbe
 
-    probe = ComputeProbe(method="m", local_steps=10, rounds=4, clients_per_model={"s": 2, "m": 1},
-                         probe_clients={"s": 0, "m": 2}, setup_flops=50, first_round_flops={"s": 10, "m": 30},
-                         round_flops={"s": 20, "m": 60}, reference_setup_flops=0,
-                         reference_first_round_flops={"s": 10, "m": 30}, reference_round_flops={"s": 10, "m": 30},
-                         declared_relative_compute=2.0)
+    probe = ComputeProbe(
+        method="m",
+        local_steps=10,
+        rounds=4,
+        clients_per_model={"s": 2, "m": 1},
+        probe_clients={"s": 0, "m": 2},
+        setup_flops=50,
+        first_round_flops={"s": 10, "m": 30},
+        round_flops={"s": 20, "m": 60},
+        reference_setup_flops=0,
+        reference_first_round_flops={"s": 10, "m": 30},
+        reference_round_flops={"s": 10, "m": 30},
+        declared_relative_compute=2.0,
+    )
     assert probe.method_total_flops == 50 + 2 * (10 + 3 * 20) + (30 + 3 * 60)
     assert probe.reference_total_flops == 4 * (2 * 10 + 30)
     assert probe.measured_relative_compute == probe.method_total_flops / 200
     # (200 - 50) of budget at (2 * 70 + 210) / 10 = 35 FLOPs a step: 4.29 -> 4 steps
     assert probe.matched_local_steps == 4
     # a version-1 probe recorded no first round: every round at the one price it measured
-    v1 = ComputeProbe(**{**probe.model_dump(), "version": 1, "first_round_flops": None,
-                         "reference_first_round_flops": None})
+    v1 = ComputeProbe(
+        **{**probe.model_dump(), "version": 1, "first_round_flops": None, "reference_first_round_flops": None}
+    )
     assert v1.method_total_flops == 50 + 4 * (2 * 20 + 60)
 
 
@@ -197,10 +217,19 @@ def test_fixed_costs_beyond_the_budget_are_over_budget_not_matched():
     a round of SFT's budget, matching can only give the floor of one step, and the run spends more than SFT."""
     from drake_bench.evaluation.compute import ComputeProbe
 
-    base = dict(method="m", local_steps=10, rounds=4, clients_per_model={"s": 2, "m": 1}, probe_clients={"s": 0, "m": 2},
-                first_round_flops={"s": 10, "m": 30}, round_flops={"s": 20, "m": 60}, reference_setup_flops=0,
-                reference_first_round_flops={"s": 10, "m": 30}, reference_round_flops={"s": 10, "m": 30},
-                declared_relative_compute=1.0)
+    base = dict(
+        method="m",
+        local_steps=10,
+        rounds=4,
+        clients_per_model={"s": 2, "m": 1},
+        probe_clients={"s": 0, "m": 2},
+        first_round_flops={"s": 10, "m": 30},
+        round_flops={"s": 20, "m": 60},
+        reference_setup_flops=0,
+        reference_first_round_flops={"s": 10, "m": 30},
+        reference_round_flops={"s": 10, "m": 30},
+        declared_relative_compute=1.0,
+    )
     # 35 FLOPs a step against a 200-FLOP budget: setup 150 leaves 1.43 steps, setup 190 leaves 0.29
     fits, over = ComputeProbe(setup_flops=150, **base), ComputeProbe(setup_flops=190, **base)
     assert fits.matched_local_steps == over.matched_local_steps == 1
@@ -210,7 +239,9 @@ def test_fixed_costs_beyond_the_budget_are_over_budget_not_matched():
     assert "'m'" in over.over_budget_note() and "1.12x sft" in over.over_budget_note()
     assert over.summary()["over_budget"] is True and ComputeProbe.from_record(over.summary()) == over
     # a method whose rounds cost nothing has nothing to match, so nothing to be over
-    free = ComputeProbe(setup_flops=0, **{**base, "first_round_flops": {"s": 0, "m": 0}, "round_flops": {"s": 0, "m": 0}})
+    free = ComputeProbe(
+        setup_flops=0, **{**base, "first_round_flops": {"s": 0, "m": 0}, "round_flops": {"s": 0, "m": 0}}
+    )
     assert not free.over_budget and free.matched_local_steps == 10
 
 
@@ -232,5 +263,7 @@ def test_a_stage_costlier_than_sfts_federation_is_run_and_marked_over_budget(toy
     assert "over budget" not in summary_markdown([fedit_measured])
     from drake_bench.leaderboard.html import _flops_cell  # the board page's column, the same mark
 
-    assert "over budget" in _flops_cell(res) and f'data-sort="{record["matched_relative_compute"]:.6f}"' in _flops_cell(res)
+    assert "over budget" in _flops_cell(res) and f'data-sort="{record["matched_relative_compute"]:.6f}"' in _flops_cell(
+        res
+    )
     assert ">1.00<" in _flops_cell(fedit_measured).replace("</td>", "<")

@@ -9,7 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from minimal_method import ClientDiagnosing, Counter
 from pydantic import ConfigDict
+from test_results import make_result
 
 from drake_bench import Diagnostic, PluginError, ReportsClientDiagnostics, ReportsDiagnostics
 from drake_bench.evaluation.metrics import DiagnosticRecord, RawTables, ServerCostRecord, summarize
@@ -18,9 +20,6 @@ from drake_bench.evaluator.standard import RunConfig, run
 from drake_bench.plugins.protocol import MethodMeta
 from drake_bench.plugins.registry import register_method
 from drake_bench.results.result_file import check_result, read_result, write_result
-
-from minimal_method import ClientDiagnosing, Counter
-from test_results import make_result
 
 SLEEP = 0.05
 FIRST_SLEEP = 0.6  # the first round's server sleep: far above any client call, even on a loaded 2-core machine
@@ -40,8 +39,11 @@ class Diagnosing(Counter):
         time.sleep(FIRST_SLEEP if round_idx == 0 else SLEEP)
         messages, state = super().aggregate(round_idx, server_state, uploads)
         mean = next(iter(messages.values())).tensors["mean"]
-        self._rows = [Diagnostic(key="counts", values={"yes": float(mean[0]), "round": round_idx + 1,
-                                                        "shared": True, "note": None})]
+        self._rows = [
+            Diagnostic(
+                key="counts", values={"yes": float(mean[0]), "round": round_idx + 1, "shared": True, "note": None}
+            )
+        ]
         return messages, state
 
     def round_diagnostics(self, round_idx):
@@ -86,21 +88,27 @@ def test_aggregation_time_and_diagnostics_reach_the_result_file(toy, tmp_path, i
 
 @pytest.mark.parametrize("isolation", ["process", "inline"])
 def test_client_rows_are_filed_under_their_client_in_client_order(toy, tmp_path, isolation):
-    assert isinstance(ClientDiagnosing(), ReportsClientDiagnostics) and not isinstance(Counter(), ReportsClientDiagnostics)
+    assert isinstance(ClientDiagnosing(), ReportsClientDiagnostics) and not isinstance(
+        Counter(), ReportsClientDiagnostics
+    )
     res = run(_cfg(toy, tmp_path, method="client-diagnosing", isolation=isolation))
     assert check_result(res) == []
     rows = res.raw.diagnostics
     clients = sorted({c.client for c in res.raw.costs})
-    assert [(d.round, d.key) for d in rows] == [(r, f"client/{c}/items") for r in range(1, res.fl.rounds + 1)
-                                                for c in clients]
+    assert [(d.round, d.key) for d in rows] == [
+        (r, f"client/{c}/items") for r in range(1, res.fl.rounds + 1) for c in clients
+    ]
     trained = {(c.round, c.client) for c in res.raw.costs}
     assert all((d.round, int(d.key.split("/")[1])) in trained for d in rows)
     assert all(d.values["n"] > 0 for d in rows)
 
 
 def test_a_malformed_client_row_names_the_client_and_round(toy, tmp_path):
-    with pytest.raises(PluginError, match=r"client_diagnostics \(seed 0, client 2, round 2\): row 0 \('items'\): "
-                                          r"values \['n'\] are NaN"):
+    with pytest.raises(
+        PluginError,
+        match=r"client_diagnostics \(seed 0, client 2, round 2\): row 0 \('items'\): "
+        r"values \['n'\] are NaN",
+    ):
         run(_cfg(toy, tmp_path, method="client-diagnosing", method_config={"bad_client_row": (2, 1)}))
 
 
@@ -112,10 +120,13 @@ def test_a_method_without_the_protocol_records_server_time_and_no_diagnostics(to
     assert len(res.raw.server_costs) == res.fl.rounds and res.raw.diagnostics == []
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("nan", r"round_diagnostics \(seed 0, round 2\): row 0 \('counts'\): values \['yes'\] are NaN or infinite"),
-    ("shape", r"round_diagnostics \(seed 0, round 2\): row 0 is not a Diagnostic"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("nan", r"round_diagnostics \(seed 0, round 2\): row 0 \('counts'\): values \['yes'\] are NaN or infinite"),
+        ("shape", r"round_diagnostics \(seed 0, round 2\): row 0 is not a Diagnostic"),
+    ],
+)
 def test_malformed_diagnostics_are_located_plugin_errors(toy, tmp_path, bad, message):
     with pytest.raises(PluginError, match=message):
         run(_cfg(toy, tmp_path, method_config={"bad_row": bad}))
@@ -147,7 +158,11 @@ def test_result_files_from_before_server_costs_and_diagnostics_still_read_and_ch
     path = tmp_path / "old.json"
     path.write_text(json.dumps(data))
     old = read_result(path)
-    assert check_result(old) == [] and old.raw.server_costs == [] and old.summary.per_seed[0].aggregate_seconds_total is None
+    assert (
+        check_result(old) == []
+        and old.raw.server_costs == []
+        and old.summary.per_seed[0].aggregate_seconds_total is None
+    )
 
 
 def test_check_result_wants_every_round_once_when_a_seed_has_server_costs(tmp_path):
@@ -168,8 +183,12 @@ def test_check_result_wants_every_round_once_when_a_seed_has_server_costs(tmp_pa
 
 def test_diagnostics_plot_draws_the_mean_over_rows_per_round(tmp_path):
     r = make_result(seeds=(0, 1))
-    rows = [DiagnosticRecord(seed=s, round=k, key=key, values={"beta": b + s, "energy_ratio": 0.5, "ok": True})
-            for s in (0, 1) for k in (1, 2) for key, b in (("A", 1.0 * k), ("B", 3.0 * k))]
+    rows = [
+        DiagnosticRecord(seed=s, round=k, key=key, values={"beta": b + s, "energy_ratio": 0.5, "ok": True})
+        for s in (0, 1)
+        for k in (1, 2)
+        for key, b in (("A", 1.0 * k), ("B", 3.0 * k))
+    ]
     raw = RawTables(**{**r.raw.model_dump(), "diagnostics": [d.model_dump() for d in rows]})
     res = r.model_copy(update={"raw": raw})
     curve = diagnostic_curve(res, "beta")  # round k: rows average 2k (+ seed), seeds 0 and 1 -> 2k + 0.5, std 0.5

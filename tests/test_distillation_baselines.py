@@ -17,12 +17,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import MIXED_ALLOCATION
 
 from drake_bench import Message
+from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.benchmarks.synth.public import sampler
 from drake_bench.evaluator.standard import RunConfig
 from drake_bench.methods.distillation import base
 from drake_bench.methods.distillation.alignment import PAD_LOGIT, TokenAligner, target_ids
-from drake_bench.methods.distillation.base import LOGITS, answer_counts, kl_rows, public_logits, window
+from drake_bench.methods.distillation.base import LOGITS, answer_counts, public_logits, window
 from drake_bench.methods.distillation.fedmkt import FedMKT, TopK, min_ce_targets
 from drake_bench.methods.distillation.perada import LOCAL, PERSONAL, PerAda, proximal_term
 from drake_bench.methods.distillation.takfl import TAKFL, integrate
@@ -32,10 +35,6 @@ from drake_bench.models.prompting import target
 from drake_bench.models.testing import toy_samples
 from drake_bench.plugins.protocol import ClientContext, FederationContext
 from drake_bench.plugins.registry import available_methods, create_method, register_method
-from drake_bench.benchmarks.sample import MethodSample
-from drake_bench.benchmarks.synth.public import sampler
-
-from conftest import MIXED_ALLOCATION
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -50,30 +49,58 @@ TINY = dict(model_loader="testing", public_size=8, public_per_round=4, distill_b
 # small distillation rates (random tiny models' distributions are nearly flat: Adam's unit-size first steps overshoot
 # a KL of 1e-5 at the toy rate); TAKFL's clients train at a high rate so an architecture's teacher (the mean of its
 # clients' logits) differs from its averaged adapter's logits
-OWN_CONFIG = {"perada": dict(kd_lr=1e-4, kd_steps=2),
-              "takfl": dict(distill_lr=1e-4, distill_epochs=1, n_candidates=0, val_size=2, learning_rate=5e-2),
-              "fedmkt": dict(learning_rate=1e-4, server_epochs=2, top_k=16)}
+OWN_CONFIG = {
+    "perada": dict(kd_lr=1e-4, kd_steps=2),
+    "takfl": dict(distill_lr=1e-4, distill_epochs=1, n_candidates=0, val_size=2, learning_rate=5e-2),
+    "fedmkt": dict(learning_rate=1e-4, server_epochs=2, top_k=16),
+}
 STEPS = {"perada": dict(kd_steps=1), "takfl": dict(distill_epochs=1), "fedmkt": dict(server_epochs=1)}  # the cheapest
 LOCAL_STEPS, BATCH, WINDOW = 2, 2, 4
 
 
 def _setup(name: str, tmp_path: Path, alloc: dict[int, str], **config):
     method = create_method(name, {**TINY, **OWN_CONFIG[name], **config})
-    method.setup(FederationContext(
-        benchmark="unit", modality="multimodal", clients=sorted(alloc), allocation=dict(alloc),
-        architectures={c: architecture(n) for c, n in alloc.items()}, rounds=2, local_steps=2, batch_size=2, seed=0,
-        device="cpu", public_data=sampler("multimodal"), workdir=tmp_path))
+    method.setup(
+        FederationContext(
+            benchmark="unit",
+            modality="multimodal",
+            clients=sorted(alloc),
+            allocation=dict(alloc),
+            architectures={c: architecture(n) for c, n in alloc.items()},
+            rounds=2,
+            local_steps=2,
+            batch_size=2,
+            seed=0,
+            device="cpu",
+            public_data=sampler("multimodal"),
+            workdir=tmp_path,
+        )
+    )
     return method
 
 
 def _ctx(client: int, r: int, alloc: dict[int, str] = ALLOC) -> ClientContext:
-    return ClientContext(client_id=client, model_name=alloc[client], architecture=architecture(alloc[client]),
-                         round_idx=r, seed=1000 * r + client)
+    return ClientContext(
+        client_id=client,
+        model_name=alloc[client],
+        architecture=architecture(alloc[client]),
+        round_idx=r,
+        seed=1000 * r + client,
+    )
 
 
 def _batches(client: int, r: int) -> list[list[MethodSample]]:
-    items = [MethodSample(uid=s.id, images=s.images, question=s.question, choices=s.choices, answer=s.answer,
-                          answer_type=s.answer_type) for s in toy_samples(4, seed=10 * client + r)]
+    items = [
+        MethodSample(
+            uid=s.id,
+            images=s.images,
+            question=s.question,
+            choices=s.choices,
+            answer=s.answer,
+            answer_type=s.answer_type,
+        )
+        for s in toy_samples(4, seed=10 * client + r)
+    ]
     return [items[:2], items[2:]]
 
 
@@ -113,7 +140,10 @@ class Passes:
             if out.requires_grad:
                 out.register_hook(lambda g: self._backward(n))
 
-        self.hooks = [self.model.register_forward_pre_hook(call, with_kwargs=True), self.head.register_forward_hook(fwd)]
+        self.hooks = [
+            self.model.register_forward_pre_hook(call, with_kwargs=True),
+            self.head.register_forward_hook(fwd),
+        ]
         return self
 
     def _backward(self, n: int) -> None:
@@ -141,9 +171,19 @@ def federated(toy_mixed, tmp_path_factory):
 
     def get(name: str) -> dict:
         if name not in cache:
-            ev = Evaluator(RunConfig(benchmark=manifest, method=name, data_dir=root, scenario="static", rounds=2,
-                                     local_steps=LOCAL_STEPS, isolation="inline", out=str(tmp_path_factory.mktemp(name)),
-                                     method_config={**TINY, **OWN_CONFIG[name]}))
+            ev = Evaluator(
+                RunConfig(
+                    benchmark=manifest,
+                    method=name,
+                    data_dir=root,
+                    scenario="static",
+                    rounds=2,
+                    local_steps=LOCAL_STEPS,
+                    isolation="inline",
+                    out=str(tmp_path_factory.mktemp(name)),
+                    method_config={**TINY, **OWN_CONFIG[name]},
+                )
+            )
             run_ = ev.init_or_resume(0)
             method = run_.method.method
             items = {}
@@ -167,8 +207,15 @@ def federated(toy_mixed, tmp_path_factory):
             finally:
                 method.client_update = real
                 run_.method.close()
-            cache[name] = dict(method=method, run=run_, uploads={c: u for c, (u, _) in uploads.items()},
-                               server0=server0, passes=passes, items=items, second=second)
+            cache[name] = dict(
+                method=method,
+                run=run_,
+                uploads={c: u for c, (u, _) in uploads.items()},
+                server0=server0,
+                passes=passes,
+                items=items,
+                second=second,
+            )
         return cache[name]
 
     return get
@@ -184,8 +231,11 @@ def test_perada_server_kd_lowers_the_distillation_loss_toward_the_averaged_logit
         losses = []
         for adapter in (_mean([_adapter(uploads[c]) for c in members]), messages[members[0]].tensors):
             with method.server_model(method.slot[arch], {LOCAL: adapter}) as (model, processor):
-                losses.append(method.window_loss(model, processor, items,
-                                                 method.kd_loss(teacher, answer_counts(processor, items))))
+                losses.append(
+                    method.window_loss(
+                        model, processor, items, method.kd_loss(teacher, answer_counts(processor, items))
+                    )
+                )
         assert losses[1] < losses[0], (arch, losses)
     assert len(method.members) == 3 and [r.values["kd_steps"] for r in f["run"].diagnostics] == [2, 2, 2]
 
@@ -202,7 +252,7 @@ def test_fedmkt_server_distillation_lowers_the_loss_toward_the_min_ce_targets(fe
         targets, _ = min_ce_targets(candidates, model.get_output_embeddings().weight.shape[0])
         loss_fn = method.loss(targets, counts)
         before = method.window_loss(model, processor, items, loss_fn)
-    after_adapter = {k[len("server/"):]: v for k, v in f["run"].server.tensors.items()}
+    after_adapter = {k[len("server/") :]: v for k, v in f["run"].server.tensors.items()}
     with method.server_model(slot, {"default": after_adapter}) as (model, processor):
         after = method.window_loss(model, processor, items, loss_fn)
     assert after < before, (before, after)
@@ -223,8 +273,11 @@ def test_takfl_distillation_lowers_the_loss_from_every_teacher(federated):
         losses = []
         for adapter in (mean, distilled):
             with method.server_model(method.slot[student], {"default": adapter}) as (model, processor):
-                losses.append(method.window_loss(model, processor, items,
-                                                 method.loss(teacher, own, answer_counts(processor, items))))
+                losses.append(
+                    method.window_loss(
+                        model, processor, items, method.loss(teacher, own, answer_counts(processor, items))
+                    )
+                )
         assert losses[1] < losses[0], (teacher_arch, losses)
 
 
@@ -272,8 +325,10 @@ def test_parameters_are_never_averaged_across_architectures(federated, name, mon
     assert len(calls) == 3 and all(len(archs) == 1 for archs in calls)  # one mean per architecture
     # another architecture's adapter changing leaves the others' messages as they were (the logits unchanged)
     m = architecture("tiny-llava-llama-m")
-    other = {c: Message(tensors={k: v + 1.0 if k != LOGITS and method.arch[c] == m else v for k, v in u.tensors.items()})
-             for c, u in uploads.items()}
+    other = {
+        c: Message(tensors={k: v + 1.0 if k != LOGITS and method.arch[c] == m else v for k, v in u.tensors.items()})
+        for c, u in uploads.items()
+    }
     again, _ = method.aggregate(0, method.init_server(), other)
     assert all(_equal(again[c].tensors, out[c].tensors) == (method.arch[c] != m) for c in ALLOC)
 
@@ -330,11 +385,17 @@ def test_token_alignment_is_the_identity_for_one_tokenizer_and_lands_on_the_rece
             out_logits, out_indices = aligner.align(text, logits, indices)
             assert out_logits.shape == (len(r_ids), 8) and torch.isfinite(out_logits).all()
             top = out_indices.gather(1, out_logits.argmax(1, keepdim=True)).squeeze(1)
-            assert top.tolist() == r_ids, (text, sender.convert_ids_to_tokens(s_ids), receiver.convert_ids_to_tokens(r_ids))
+            assert top.tolist() == r_ids, (
+                text,
+                sender.convert_ids_to_tokens(s_ids),
+                receiver.convert_ids_to_tokens(r_ids),
+            )
             probs = base.sparse_probabilities(out_logits, out_indices, len(receiver))
             assert torch.allclose(probs.sum(-1), torch.ones(len(r_ids)))
-            assert (out_logits[out_logits <= PAD_LOGIT].numel() + out_logits[out_logits > PAD_LOGIT].numel()
-                    == out_logits.numel())
+            assert (
+                out_logits[out_logits <= PAD_LOGIT].numel() + out_logits[out_logits > PAD_LOGIT].numel()
+                == out_logits.numel()
+            )
 
 
 # ------------------------------------------------------------------------------------------- configs, compute
@@ -385,6 +446,8 @@ def test_the_evaluators_measured_traffic_is_the_stated_formula(federated, name):
         if name == "fedmkt":  # float32 logits + int32 ids of the top k, float32 cross-entropy per item, "{}"
             up = down = 8 * p * config.top_k + 4 * len(items) + 2
         else:  # the float32 adapter + float32 logits over the vocabulary, "{}"; back: the adapter and "{}"
-            adapter = 4 * sum(t.numel() for t in method.clients.pool.initial_state(cost.client, method.adapters[0]).values())
+            adapter = 4 * sum(
+                t.numel() for t in method.clients.pool.initial_state(cost.client, method.adapters[0]).values()
+            )
             up, down = adapter + 4 * p * vocab + 2, adapter + 2
         assert (cost.uplink_bytes, cost.downlink_bytes) == (up, down), cost.client

@@ -63,8 +63,14 @@ def run_pages(tmp_path_factory) -> dict[str, tuple[int, str, float]]:
     from drake_bench.benchmarks.synth import ensure_built
 
     ensure_built("drake-synth")  # once, before the pages start (they would otherwise race to build it)
-    env = {**os.environ, "DRAKE_BENCH_NO_PROGRESS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
+    env = {
+        **os.environ,
+        "DRAKE_BENCH_NO_PROGRESS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONWARNINGS": "ignore",
+    }
     env.pop("DRAKE_BENCH_ZOO", None)  # examples load the shipped zoo, as a user's do (conftest pretrains for tests)
     # pages that run the evaluator take longest: start them first, so the two slots stay busy
     pending = sorted(RUNNABLE, key=lambda page: -sum("RunConfig(" in code for _, code in RUNNABLE[page]))
@@ -76,8 +82,14 @@ def run_pages(tmp_path_factory) -> dict[str, tuple[int, str, float]]:
             script = work / "blocks.json"
             # pad each block to its line in the page, so a traceback points at the page's own line
             script.write_text(json.dumps([[page, "\n" * line + code] for line, code in RUNNABLE[page]]))
-            proc = subprocess.Popen([sys.executable, "-c", RUNNER, str(script)], cwd=work, env=env, text=True,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                [sys.executable, "-c", RUNNER, str(script)],
+                cwd=work,
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
             running[page] = (proc, time.monotonic())
         for page, (proc, started) in list(running.items()):
             elapsed = time.monotonic() - started
@@ -96,8 +108,9 @@ def test_examples_run(tmp_path_factory):
     """One test for all pages (so pytest-xdist never runs them twice); a failure lists every failing page."""
     results = run_pages(tmp_path_factory)
     failed = {page: r for page, r in results.items() if r[0] != 0}
-    report = "\n\n".join(f"{page} (exit {code}, {seconds:.0f} s):\n{out[-3000:]}"
-                         for page, (code, out, seconds) in failed.items())
+    report = "\n\n".join(
+        f"{page} (exit {code}, {seconds:.0f} s):\n{out[-3000:]}" for page, (code, out, seconds) in failed.items()
+    )
     assert not failed, f"python examples failed; mark a block that must not run with `{NO_TEST} -->`:\n{report}"
 
 
@@ -109,7 +122,9 @@ def test_examples_are_found_and_few_are_skipped():
         lines = page.read_text().splitlines()
         for i, line in enumerate(lines):
             if line.strip().startswith(NO_TEST):
-                assert i + 1 < len(lines) and lines[i + 1].startswith("```"), f"{rel(page)}:{i + 1}: marker not before a block"
+                assert i + 1 < len(lines) and lines[i + 1].startswith("```"), (
+                    f"{rel(page)}:{i + 1}: marker not before a block"
+                )
 
 
 def test_writing_a_method_includes_the_example_plugin():
@@ -134,16 +149,33 @@ def test_every_docs_page_is_in_the_nav():
     assert all(config["validation"][k] == "warn" for k in ("omitted_files", "unrecognized_links", "anchors"))
     nav = _nav_pages(config["nav"])
     pages = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
-    assert sorted(set(nav)) == pages, f"not in the nav: {sorted(set(pages) - set(nav))}; " \
-                                      f"in the nav but missing: {sorted(set(nav) - set(pages))}"
+    assert sorted(set(nav)) == pages, (
+        f"not in the nav: {sorted(set(pages) - set(nav))}; in the nav but missing: {sorted(set(nav) - set(pages))}"
+    )
 
 
 def test_site_builds_strict(tmp_path):
     pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[test]')")
     pytest.importorskip("material", reason="mkdocs-material is not installed (pip install -e '.[test]')")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
-                          "-d", str(tmp_path / "site")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "-d",
+            str(tmp_path / "site"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     page = (tmp_path / "site" / "writing-a-method" / "index.html").read_text()
     assert "class MajorityAnswer" in re.sub(r"<[^>]+>", "", page)  # the snippet include worked

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import one_embedded_round
 
 from drake_bench import Message
+from drake_bench.benchmarks.sample import MethodSample
 from drake_bench.evaluator.standard import RunConfig, run
-from drake_bench.plugins.guard import GuardedMethod
 from drake_bench.methods.dual_adapters import base
 from drake_bench.methods.dual_adapters.base import FROZEN, GLOBAL, LOCAL, combination, split
 from drake_bench.methods.dual_adapters.ditto import Ditto, proximal_term
@@ -29,12 +30,10 @@ from drake_bench.methods.dual_adapters.feddpa import REFS, FedDPA, instance_weig
 from drake_bench.methods.dual_adapters.fedsim import FedSim
 from drake_bench.models.identity import architecture
 from drake_bench.models.testing import toy_samples
+from drake_bench.plugins.guard import GuardedMethod
 from drake_bench.plugins.protocol import ClientContext, FederationContext
 from drake_bench.plugins.registry import available_methods, create_method, register_method
 from drake_bench.results.result_file import check_result
-from drake_bench.benchmarks.sample import MethodSample
-
-from conftest import one_embedded_round
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -49,21 +48,45 @@ ALLOC = {1: "tiny-llava-llama-s", 2: "tiny-llava-llama-s", 3: "tiny-llava-qwen2-
 def _setup(name: str, tmp_path: Path, alloc: dict[int, str] = ALLOC, **config):
     method = create_method(name, {"model_loader": "testing", **config})
     fed = FederationContext(
-        benchmark="unit", modality="multimodal", clients=sorted(alloc), allocation=dict(alloc),
-        architectures={c: architecture(n) for c, n in alloc.items()}, rounds=2, local_steps=2, batch_size=2, seed=0,
-        device="cpu", public_data=lambda n: [], workdir=tmp_path)
+        benchmark="unit",
+        modality="multimodal",
+        clients=sorted(alloc),
+        allocation=dict(alloc),
+        architectures={c: architecture(n) for c, n in alloc.items()},
+        rounds=2,
+        local_steps=2,
+        batch_size=2,
+        seed=0,
+        device="cpu",
+        public_data=lambda n: [],
+        workdir=tmp_path,
+    )
     method.setup(fed)
     return method
 
 
 def _ctx(client: int, r: int = 0, alloc: dict[int, str] = ALLOC) -> ClientContext:
-    return ClientContext(client_id=client, model_name=alloc[client], architecture=architecture(alloc[client]),
-                         round_idx=r, seed=1000 * r + client)
+    return ClientContext(
+        client_id=client,
+        model_name=alloc[client],
+        architecture=architecture(alloc[client]),
+        round_idx=r,
+        seed=1000 * r + client,
+    )
 
 
 def _items(n: int = 8, seed: int = 0) -> list[MethodSample]:
-    return [MethodSample(uid=s.id, images=s.images, question=s.question, choices=s.choices, answer=s.answer,
-                         answer_type=s.answer_type) for s in toy_samples(n, seed)]
+    return [
+        MethodSample(
+            uid=s.id,
+            images=s.images,
+            question=s.question,
+            choices=s.choices,
+            answer=s.answer,
+            answer_type=s.answer_type,
+        )
+        for s in toy_samples(n, seed)
+    ]
 
 
 def _batches(client: int, r: int) -> list[list[MethodSample]]:
@@ -115,7 +138,9 @@ def test_ditto_proximal_term_is_half_lambda_squared_distance_and_its_gradient_pu
     term = proximal_term(v, w, lam=0.5)
     assert float(term.detach()) == pytest.approx(0.25 * (1 + 4 + 4))
     term.backward()
-    assert torch.allclose(v[0].grad, 0.5 * (v[0].detach() - w[0])) and torch.allclose(v[1].grad, 0.5 * (v[1].detach() - w[1]))
+    assert torch.allclose(v[0].grad, 0.5 * (v[0].detach() - w[0])) and torch.allclose(
+        v[1].grad, 0.5 * (v[1].detach() - w[1])
+    )
 
 
 # ------------------------------------------------------------------------------------------- FedSim
@@ -135,7 +160,7 @@ def test_feddpa_weights_are_max_weight_times_the_mean_cosine_similarity():
     refs = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     queries = torch.tensor([[1.0, 0.0], [1.0, 1.0], [-1.0, 0.0]])
     got = instance_weights(queries, refs, max_weight=0.5)
-    assert torch.allclose(got, torch.tensor([0.25, 0.5 * 2 ** -0.5, -0.25], dtype=got.dtype))
+    assert torch.allclose(got, torch.tensor([0.25, 0.5 * 2**-0.5, -0.25], dtype=got.dtype))
 
 
 def test_feddpa_trains_the_local_adapter_from_its_second_round_and_keeps_references(unit_dir):
@@ -198,7 +223,9 @@ def test_feddat_teacher_combines_both_adapters_at_its_weights(unit_dir):
         with combination(model, {GLOBAL: 1.0}):
             student = layer(x)
     assert torch.allclose(got, plain + 0.5 * delta(LOCAL) + 0.5 * delta(FROZEN), atol=1e-6)
-    assert not torch.allclose(got, plain + delta(LOCAL), atol=1e-4) and not torch.allclose(got, plain + delta(FROZEN), atol=1e-4)
+    assert not torch.allclose(got, plain + delta(LOCAL), atol=1e-4) and not torch.allclose(
+        got, plain + delta(FROZEN), atol=1e-4
+    )
     assert torch.allclose(student, plain + delta(GLOBAL), atol=1e-6)  # the student runs the global adapter alone
     assert all(s == pytest.approx(layer.lora_alpha[a] / layer.r[a]) for a, s in layer.scaling.items())  # restored
 
@@ -232,8 +259,9 @@ def test_nothing_is_averaged_across_architectures(unit_dir, name, monkeypatch):
     uploads = {}
     for c in ALLOC:
         g = torch.Generator().manual_seed(c)
-        uploads[c] = Message(tensors={k: v + torch.randn(v.shape, generator=g)
-                                      for k, v in method.clients.initial(c, GLOBAL).items()})
+        uploads[c] = Message(
+            tensors={k: v + torch.randn(v.shape, generator=g) for k, v in method.clients.initial(c, GLOBAL).items()}
+        )
         owner[id(uploads[c].tensors)] = architecture(ALLOC[c])
     calls: list[set[str]] = []
     real = base.average
@@ -311,10 +339,23 @@ def test_declared_relative_compute_is_the_passes_each_local_step_makes(unit_dir)
 @pytest.mark.parametrize("name", list(METHODS))
 def test_runs_through_the_evaluator_and_uploads_the_global_adapter_only(toy_mixed, tmp_path, name):
     manifest, root = toy_mixed
-    res = run(RunConfig(benchmark=manifest, method=name, data_dir=root, out=str(tmp_path), rounds=2, local_steps=1,
-                        scenario="static", fast_adaptation_iters=1, fast_adaptation_eval_every=1,
-                        fast_adaptation_test_items=2, others_subsample=1, self_subsample=2,
-                        method_config={"model_loader": "testing"}))
+    res = run(
+        RunConfig(
+            benchmark=manifest,
+            method=name,
+            data_dir=root,
+            out=str(tmp_path),
+            rounds=2,
+            local_steps=1,
+            scenario="static",
+            fast_adaptation_iters=1,
+            fast_adaptation_eval_every=1,
+            fast_adaptation_test_items=2,
+            others_subsample=1,
+            self_subsample=2,
+            method_config={"model_loader": "testing"},
+        )
+    )
     assert check_result(res) == [] and res.status == "complete"
     assert {r.role for r in res.raw.scores} == {"self", "others"} and res.raw.adaptation
     # measured bytes = the float32 global adapter (+2 for the "{}" metadata), both ways, every round; the local

@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from drake_bench.benchmarks.sample import AnswerType
 from drake_bench.errors import DrakeBenchError
 from drake_bench.models import engine
 from drake_bench.models.testing import toy_processor, toy_samples, toy_tokenizer
 from drake_bench.models.zoo import build_tiny
-from drake_bench.benchmarks.sample import AnswerType
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -56,8 +55,9 @@ def test_training_memorises_a_batch_and_choose_and_generate_follow():
     opens = [s for s in batch if s.answer_type == AnswerType.OPEN]
     assert engine.generate(model, tok, opens) == [s.answer for s in opens]
     preds = engine.predict(model, tok, batch)
-    assert [p for p, s in zip(preds, batch) if s.answer_type != AnswerType.FREE_TEXT] == \
-        [s.answer for s in batch if s.answer_type != AnswerType.FREE_TEXT]
+    assert [p for p, s in zip(preds, batch) if s.answer_type != AnswerType.FREE_TEXT] == [
+        s.answer for s in batch if s.answer_type != AnswerType.FREE_TEXT
+    ]
 
 
 def test_generation_is_batch_invariant_with_left_padding():
@@ -97,7 +97,9 @@ def test_set_training_leaves_the_flags_model_train_leaves(mode):
 
     fast = _lora_model()
     fast.train(not mode)
-    fast.get_submodule("base_model.model.model.vision_tower").train(mode)  # a submodule already in the target mode, the rest not
+    fast.get_submodule("base_model.model.model.vision_tower").train(
+        mode
+    )  # a submodule already in the target mode, the rest not
     slow = copy.deepcopy(fast)
     engine.set_training(fast, mode)
     slow.train(mode)

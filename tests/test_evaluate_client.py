@@ -19,11 +19,20 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
-from drake_bench import (LeakageError, MethodSample, RunConfig, ScenarioError, UnknownNameError, evaluate_client,
-                         load_client_stream, load_federated_data, run)
-from drake_bench.evaluator import checkpoint
+from drake_bench import (
+    LeakageError,
+    MethodSample,
+    RunConfig,
+    ScenarioError,
+    UnknownNameError,
+    evaluate_client,
+    load_client_stream,
+    load_federated_data,
+    run,
+)
 from drake_bench.evaluation.cells import evaluation_limits, plan_cells
 from drake_bench.evaluation.standalone import ClientEvaluation
+from drake_bench.evaluator import checkpoint
 from drake_bench.plugins.examples.majority import MajorityAnswer
 from drake_bench.plugins.protocol import Message, MethodMeta, State
 from drake_bench.plugins.registry import register_method
@@ -71,8 +80,15 @@ register_method(QueryEcho)
 
 
 def _run(tmp_path, method, **kw):
-    cfg = RunConfig(benchmark="drake-synth", method=method, seeds=[0], fast_adaptation=False, isolation="inline",
-                    out=str(tmp_path), **{**TINY, **kw})
+    cfg = RunConfig(
+        benchmark="drake-synth",
+        method=method,
+        seeds=[0],
+        fast_adaptation=False,
+        isolation="inline",
+        out=str(tmp_path),
+        **{**TINY, **kw},
+    )
     return cfg, run(cfg)
 
 
@@ -101,18 +117,27 @@ def test_standalone_scores_equal_the_evaluators_for_majority_answer(tmp_path):
     assert np.mean([s.self_score for s in scores]) == pytest.approx(per_seed.self_last, abs=1e-15)
     assert np.mean([s.others_score for s in scores]) == pytest.approx(per_seed.others_last, abs=1e-15)
     # opened from the benchmark name with the stream's arguments: the same numbers
-    again = evaluate_client("drake-synth", 2, lambda qs: plugin.predict(None, prog.clients[2], qs), others_subsample=2,
-                            **TINY)
+    again = evaluate_client(
+        "drake-synth", 2, lambda qs: plugin.predict(None, prog.clients[2], qs), others_subsample=2, **TINY
+    )
     assert again == scores[1]
     s = again.settings
-    assert (s.benchmark, s.scenario, s.seed, s.rounds, s.local_steps, s.round_idx, s.eval_round) == \
-        ("drake-synth", "dynamic", 0, 4, 2, 3, 4)
+    assert (s.benchmark, s.scenario, s.seed, s.rounds, s.local_steps, s.round_idx, s.eval_round) == (
+        "drake-synth",
+        "dynamic",
+        0,
+        4,
+        2,
+        3,
+        4,
+    )
     assert (s.self_subsample, s.others_subsample) == (None, 2)  # drake-synth >= 1.9.0 scores Self on every item
     assert (s.manifest_hash, s.data_hash) == (res.benchmark.manifest_hash, res.benchmark.data_hash)
 
 
-@pytest.mark.parametrize("scenario, caps", [("dynamic", {}), ("dirichlet:0.5", {"self_subsample": 5,
-                                                                                 "others_subsample": 3})])
+@pytest.mark.parametrize(
+    "scenario, caps", [("dynamic", {}), ("dirichlet:0.5", {"self_subsample": 5, "others_subsample": 3})]
+)
 def test_every_evaluation_point_and_owner_share_matches(tmp_path, scenario, caps):
     """A stateless plugin evaluated after every round: at each point, each client's standalone cells equal the
     run's (dynamic: only the tasks seen by then; Dirichlet: each owner's share of a task)."""
@@ -143,8 +168,9 @@ def test_others_off_and_caps(tmp_path):
     # the plan is the evaluator's: one cell per (owner, seen task), owners by id, Self at the client's own place
     limits = evaluation_limits(fed.spec)
     planned = plan_cells(fed, 3, *limits, clients=[4])
-    assert [(c.owner, c.task, c.role, len(c.samples)) for c in planned] == \
-        [(c.owner, c.task, c.role, c.n) for c in full.cells]
+    assert [(c.owner, c.task, c.role, len(c.samples)) for c in planned] == [
+        (c.owner, c.task, c.role, c.n) for c in full.cells
+    ]
 
 
 def test_predict_fn_never_reaches_answers_or_task_identities():
@@ -211,8 +237,17 @@ def test_bad_arguments_are_refused_by_name(tmp_path):
 # --------------------------------------------------------------------------- RoundBatches as a Sequence
 def _key(batch):
     """Everything an item carries, images as their pixels: equal keys are the same batch bit for bit."""
-    return [(s.uid, s.question, tuple(s.choices), s.answer, s.answer_type,
-             tuple((im.mode, im.size, im.tobytes()) for im in s.images)) for s in batch]
+    return [
+        (
+            s.uid,
+            s.question,
+            tuple(s.choices),
+            s.answer,
+            s.answer_type,
+            tuple((im.mode, im.size, im.tobytes()) for im in s.images),
+        )
+        for s in batch
+    ]
 
 
 def test_round_batches_is_a_sequence_equal_to_iteration(toy_built):
@@ -245,7 +280,7 @@ def test_round_batches_is_a_sequence_equal_to_iteration(toy_built):
 
 def test_own_model_page_runs_under_the_docs_tests():
     """docs/own-model.md's examples are run by tests/test_docs.py (none of them is marked no-test)."""
-    from test_docs import RUNNABLE, python_blocks, DOCS
+    from test_docs import DOCS, RUNNABLE, python_blocks
 
     blocks = python_blocks(DOCS / "own-model.md")
     assert len(blocks) >= 3 and all(runs for _, _, runs in blocks)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from minimal_method import Counter
 
 from drake_bench import DrakeBenchError, PluginError
 from drake_bench.evaluation.table import summary_markdown
@@ -18,15 +19,20 @@ from drake_bench.plugins.protocol import MethodMeta, State
 from drake_bench.plugins.registry import available_methods, create_method, register_method
 from drake_bench.results.result_file import check_result, read_result
 
-from minimal_method import Counter
-
 register_method(Counter)
 
 
 def _cfg(toy, out, **kw):
     manifest, root = toy
-    base = dict(benchmark=manifest, method="counter", data_dir=root, out=str(out), seeds=[0], fast_adaptation_iters=4,
-                fast_adaptation_eval_every=2)
+    base = dict(
+        benchmark=manifest,
+        method="counter",
+        data_dir=root,
+        out=str(out),
+        seeds=[0],
+        fast_adaptation_iters=4,
+        fast_adaptation_eval_every=2,
+    )
     base.update(kw)
     return RunConfig(**base)
 
@@ -104,7 +110,9 @@ def test_failure_names_method_client_round_and_resume_is_exact(toy, tmp_path, mo
     out = tmp_path / "crash"
     # a code-level fault patched into the class: only an inline method sees the patch (a worker imports it afresh)
     monkeypatch.setattr(Counter, "FAIL_ON", (2, 4))
-    with pytest.raises(PluginError, match=r"method 'counter' failed in client_update \(seed 0, client 2, round 5\): RuntimeError: boom"):
+    with pytest.raises(
+        PluginError, match=r"method 'counter' failed in client_update \(seed 0, client 2, round 5\): RuntimeError: boom"
+    ):
         run(_cfg(toy, out, fast_adaptation=False, isolation="inline"))
     monkeypatch.setattr(Counter, "FAIL_ON", None)  # the plugin is fixed; same configuration resumes
     progress = json.loads(next(out.rglob("progress.json")).read_text())
@@ -146,7 +154,9 @@ for _cls in (Broken, Forgetful, Poisoned):
 def test_nan_and_malformed_outputs_are_plugin_errors(toy, tmp_path):
     with pytest.raises(PluginError, match=r"client_update \(seed 0, client 3, round 2\): the upload: .*NaN"):
         run(_cfg(toy, tmp_path / "nan", fast_adaptation=False, method_config={"nan_on": [3, 1]}))
-    with pytest.raises(PluginError, match=r"'broken' failed in aggregate \(seed 0, round 1\): .*no message for clients"):
+    with pytest.raises(
+        PluginError, match=r"'broken' failed in aggregate \(seed 0, round 1\): .*no message for clients"
+    ):
         run(_cfg(toy, tmp_path / "broken", method="broken", fast_adaptation=False))
 
 
@@ -227,7 +237,9 @@ def test_the_point_a_post_federation_stage_replaced_is_kept_beside_it(toy, tmp_p
 
 
 def test_a_malformed_post_federation_result_is_a_plugin_error(toy, tmp_path):
-    with pytest.raises(PluginError, match=r"'forgetful' failed in post_federation \(seed 0\): .*every client \[1, 2, 3\], got \[1, 3\]"):
+    with pytest.raises(
+        PluginError, match=r"'forgetful' failed in post_federation \(seed 0\): .*every client \[1, 2, 3\], got \[1, 3\]"
+    ):
         run(_cfg(toy, tmp_path / "f", method="forgetful", fast_adaptation=False))
     with pytest.raises(PluginError, match=r"'poisoned' failed in post_federation \(seed 0, client 1\): .*NaN"):
         run(_cfg(toy, tmp_path / "p", method="poisoned", fast_adaptation=False))
@@ -250,21 +262,22 @@ def test_registry_refuses_clashes_and_unknown_names():
         create_method("counter", {"no_such_option": 1})
 
 
-PLUGIN = '''
+PLUGIN = """
 from minimal_method import Counter as _C
 
 from drake_bench import MethodMeta
 
 class ThirdParty(_C):
     meta = MethodMeta(name="{ep_name}", version="0.0.1")
-'''
+"""
 
 
 def _install_plugin(tmp_path: Path, pkg: str, ep_name: str) -> Path:
     src = tmp_path / f"src-{pkg}"
     (src / pkg).mkdir(parents=True)
     (src / pkg / "__init__.py").write_text(PLUGIN.replace("{ep_name}", ep_name))
-    (src / "pyproject.toml").write_text(textwrap.dedent(f"""
+    (src / "pyproject.toml").write_text(
+        textwrap.dedent(f"""
         [build-system]
         requires = ["setuptools>=68"]
         build-backend = "setuptools.build_meta"
@@ -275,10 +288,25 @@ def _install_plugin(tmp_path: Path, pkg: str, ep_name: str) -> Path:
         {ep_name} = "{pkg}:ThirdParty"
         [tool.setuptools]
         packages = ["{pkg}"]
-    """))
+    """)
+    )
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target), str(src)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return target
 
 
@@ -289,12 +317,17 @@ def test_third_party_plugin_installed_in_a_temporary_environment_runs(toy, tmp_p
         from drake_bench.plugins.registry import available_methods
         from drake_bench.evaluator.standard import RunConfig, run
         assert "third-party" in available_methods(), available_methods()
-        res = run(RunConfig(benchmark={toy[0]!r}, method="third-party", data_dir={toy[1]!r}, out={str(tmp_path / 'out')!r},
+        res = run(RunConfig(benchmark={toy[0]!r}, method="third-party", data_dir={toy[1]!r}, out={str(tmp_path / "out")!r},
                             fast_adaptation=False))
         print(res.method.name, res.method.version, res.status)
         print("package:", res.method.package)
     """)
-    env = {"PYTHONPATH": f"{target}:{tests_dir}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DRAKE_BENCH_NO_PROGRESS": "1"}
+    env = {
+        "PYTHONPATH": f"{target}:{tests_dir}",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "DRAKE_BENCH_NO_PROGRESS": "1",
+    }
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "third-party 0.0.1 complete" in out.stdout
@@ -359,7 +392,8 @@ def test_a_run_killed_mid_flight_resumes_to_identical_results(toy, tmp_path):
     resumed = run(_cfg(toy, out, fast_adaptation=False))
     assert [r.model_dump() for r in resumed.raw.scores] == [r.model_dump() for r in clean.raw.scores]
     assert [(c.round, c.client, c.uplink_bytes) for c in resumed.raw.costs] == [
-        (c.round, c.client, c.uplink_bytes) for c in clean.raw.costs]
+        (c.round, c.client, c.uplink_bytes) for c in clean.raw.costs
+    ]
 
 
 def test_model_identity_follows_the_pretraining_recipe_and_template(monkeypatch):
@@ -372,7 +406,10 @@ def test_model_identity_follows_the_pretraining_recipe_and_template(monkeypatch)
     assert tiny.weights["recipe"]["version"] == pretrain.RECIPE_VERSION
     assert tiny.architecture != sft.model_identity("tiny-llava-qwen2-s").architecture
     assert sft.model_identity("llava-1.5-7b").weights == {"source": "llava-hf/llava-1.5-7b-hf"}
-    assert sft.model_identity("my-own-model").model_dump() == {"architecture": "my-own-model", "weights": {"source": "my-own-model"}}
+    assert sft.model_identity("my-own-model").model_dump() == {
+        "architecture": "my-own-model",
+        "weights": {"source": "my-own-model"},
+    }
     monkeypatch.setattr(pretrain, "DEFAULT_RECIPE", pretrain.Recipe(steps_multimodal=1))
     assert sft.model_identity("tiny-llava-llama-s") != tiny
     monkeypatch.setattr(prompting, "TEMPLATE_VERSION", "other")
@@ -390,10 +427,36 @@ def test_drake_bench_run_cli_runs_a_third_party_plugin_end_to_end(toy, tmp_path)
     target = _install_plugin(tmp_path, "drake_plugin_cli", "third-party")
     tests_dir = Path(__file__).parent
     out = tmp_path / "out"
-    env = {"PYTHONPATH": f"{target}:{tests_dir}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DRAKE_BENCH_NO_PROGRESS": "1",
-           "COLUMNS": "200"}
-    cmd = [sys.executable, "-m", "drake_bench.cli", "run", "--benchmark", toy[0], "--data-dir", toy[1], "--methods", "third-party",
-           "--rounds", "8", "--eval-every", "4", "--no-fast-adaptation", "--jobs", "1", "--out", str(out), "--set", "share=false"]
+    env = {
+        "PYTHONPATH": f"{target}:{tests_dir}",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "DRAKE_BENCH_NO_PROGRESS": "1",
+        "COLUMNS": "200",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "drake_bench.cli",
+        "run",
+        "--benchmark",
+        toy[0],
+        "--data-dir",
+        toy[1],
+        "--methods",
+        "third-party",
+        "--rounds",
+        "8",
+        "--eval-every",
+        "4",
+        "--no-fast-adaptation",
+        "--jobs",
+        "1",
+        "--out",
+        str(out),
+        "--set",
+        "share=false",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "third-party" in proc.stdout and "Self" in proc.stdout
@@ -436,14 +499,17 @@ def test_benchmarks_compare_by_identity_and_by_the_shards_both_verified():
     assert benchmark_differences(a, a.model_copy(update={"verified_files": {"x": "1"}})) == []
     assert benchmark_differences(a, a.model_copy(update={"verified_files": {}})) == []
     assert benchmark_differences(a, a.model_copy(update={"verified_files": {"y": "3"}})) == [
-        "1 shard(s) with another sha256, e.g. y"]
+        "1 shard(s) with another sha256, e.g. y"
+    ]
     assert benchmark_differences(a, a.model_copy(update={"version": "2"})) == ["version '2' (not '1')"]
     # the same data written by other pyarrow / Pillow: other file bytes, the same content hash
     c = a.model_copy(update={"content_hash": "sha256:c"})
     rewritten = c.model_copy(update={"data_hash": "e", "verified_files": {"x": "9", "y": "8"}})
     assert benchmark_differences(c, rewritten) == []
     assert benchmark_differences(c, rewritten.model_copy(update={"content_hash": "sha256:o"})) == [
-        "data_hash 'e' (not 'd')", "content_hash 'sha256:o' (not 'sha256:c')"]
+        "data_hash 'e' (not 'd')",
+        "content_hash 'sha256:o' (not 'sha256:c')",
+    ]
     assert benchmark_differences(a, rewritten) == ["data_hash 'e' (not 'd')"]  # one cites no content: bytes decide
 
 
@@ -452,8 +518,9 @@ def test_run_set_option_builds_each_methods_config():
 
     from drake_bench.commands.run import method_settings
 
-    got = method_settings(["learning_rate=1e-3", "fedit.rank=4", "share=false", "counter.fail_on=[1, 2]"],
-                          ["sft", "fedit", "counter"])
+    got = method_settings(
+        ["learning_rate=1e-3", "fedit.rank=4", "share=false", "counter.fail_on=[1, 2]"], ["sft", "fedit", "counter"]
+    )
     assert got["sft"] == {"learning_rate": 0.001} and got["fedit"] == {"learning_rate": 0.001, "rank": 4}
     assert got["counter"] == {"share": False, "fail_on": [1, 2]}  # counter has no learning_rate: not given one
     with pytest.raises(typer.BadParameter, match="no selected method has a config field 'learning_rat'"):
@@ -472,9 +539,11 @@ def test_run_rejects_a_bad_scenario_or_allocation_before_building_anything(tmp_p
     from drake_bench.cli import app
 
     monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path / "home"))
-    for option, bad, message in (("--scenario", "weird", "unknown scenario 'weird'"),
-                                 ("--scenario", "dirichlet:x", "dirichlet needs a positive alpha"),
-                                 ("--allocation", "nope", "unknown model allocation 'nope'")):
+    for option, bad, message in (
+        ("--scenario", "weird", "unknown scenario 'weird'"),
+        ("--scenario", "dirichlet:x", "dirichlet needs a positive alpha"),
+        ("--allocation", "nope", "unknown model allocation 'nope'"),
+    ):
         r = CliRunner().invoke(app, ["run", "--benchmark", "drake-synth", option, bad, "--out", str(tmp_path / "out")])
         text = r.output + (r.stderr if r.stderr_bytes is not None else "")
         assert r.exit_code != 0 and message in text, text
@@ -482,22 +551,27 @@ def test_run_rejects_a_bad_scenario_or_allocation_before_building_anything(tmp_p
     assert not (tmp_path / "home").exists() and not (tmp_path / "out").exists()  # nothing built, fetched or written
 
 
-@pytest.mark.parametrize("options, message", [
-    (["--seeds", "0,0"], "--seeds: Value error, seeds must be distinct"),
-    (["--rounds", "0"], "--rounds: Input should be greater than or equal to 1"),
-    (["--local-steps", "-1"], "--local-steps: Input should be greater than or equal to 1"),
-    (["--others-subsample", "-1"], "--others-subsample: Input should be greater than or equal to 0"),
-    (["--methods", "sft,fedit,sft"], "--methods lists sft more than once"),
-    (["--numerics", "fast"], "--numerics: Input should be 'portable' or 'native'"),
-    (["--scorer-version", "3.0"], "--scorer-version: Input should be '1.0' or '2.0'"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--seeds", "0,0"], "--seeds: Value error, seeds must be distinct"),
+        (["--rounds", "0"], "--rounds: Input should be greater than or equal to 1"),
+        (["--local-steps", "-1"], "--local-steps: Input should be greater than or equal to 1"),
+        (["--others-subsample", "-1"], "--others-subsample: Input should be greater than or equal to 0"),
+        (["--methods", "sft,fedit,sft"], "--methods lists sft more than once"),
+        (["--numerics", "fast"], "--numerics: Input should be 'portable' or 'native'"),
+        (["--scorer-version", "3.0"], "--scorer-version: Input should be '1.0' or '2.0'"),
+    ],
+)
 def test_run_rejects_bad_schedule_values_by_option_name(tmp_path, monkeypatch, options, message):
     from typer.testing import CliRunner
 
     from drake_bench.cli import app
 
     monkeypatch.setenv("DRAKE_BENCH_HOME", str(tmp_path / "home"))
-    r = CliRunner().invoke(app, ["run", *options, "--out", str(tmp_path / "out")], env={"COLUMNS": "300"})  # no wrapping
+    r = CliRunner().invoke(
+        app, ["run", *options, "--out", str(tmp_path / "out")], env={"COLUMNS": "300"}
+    )  # no wrapping
     text = r.output + (r.stderr if r.stderr_bytes is not None else "")
     assert r.exit_code != 0 and message in text, text
     assert not (tmp_path / "home").exists() and not (tmp_path / "out").exists()

@@ -16,10 +16,10 @@ import torch
 from typer.testing import CliRunner
 
 from drake_bench import Message, RunConfig, State, create_method, run
-from drake_bench.evaluator.checkpoint import load as load_checkpoint
 from drake_bench.cli import app
-from drake_bench.plugins.examples.lora import LoRAExample
+from drake_bench.evaluator.checkpoint import load as load_checkpoint
 from drake_bench.models import shipped
+from drake_bench.plugins.examples.lora import LoRAExample
 from drake_bench.plugins.protocol import Method, protocol_problems
 from drake_bench.results.result_file import check_result
 
@@ -50,9 +50,20 @@ def test_its_model_identity_is_the_shipped_checkpoints_sha256(shipped_zoo):
 
 def test_the_lora_example_runs_end_to_end_and_shares_its_adapters(small_synth, shipped_zoo, tmp_path):
     out = tmp_path / "runs"
-    result = run(RunConfig(benchmark="drake-synth", method="lora-example", seeds=[0], rounds=4, local_steps=1,
-                           eval_every_rounds=4, others_subsample=1, self_subsample=1, fast_adaptation=False,
-                           out=str(out)))
+    result = run(
+        RunConfig(
+            benchmark="drake-synth",
+            method="lora-example",
+            seeds=[0],
+            rounds=4,
+            local_steps=1,
+            eval_every_rounds=4,
+            others_subsample=1,
+            self_subsample=1,
+            fast_adaptation=False,
+            out=str(out),
+        )
+    )
     assert result.status == "complete" and check_result(result) == []
     path = result.path(str(out))
     cli = CliRunner().invoke(app, ["check", str(path)])  # what `drake-bench check` says of the file
@@ -99,7 +110,9 @@ def test_the_lora_example_runs_end_to_end_and_shares_its_adapters(small_synth, s
 
 def test_the_docs_page_includes_the_example_file():
     text = (ROOT / "docs" / "writing-a-method.md").read_text()
-    assert '--8<-- "drake_bench/plugins/examples/lora.py"' in text  # tests/test_docs.py runs the page with the file inlined
+    assert (
+        '--8<-- "drake_bench/plugins/examples/lora.py"' in text
+    )  # tests/test_docs.py runs the page with the file inlined
     assert "## A LoRA method" in text and "lora-example" in text
     models_page = (ROOT / "docs" / "models.md").read_text()
     assert "writing-a-method.md#a-lora-method" in models_page

@@ -16,14 +16,20 @@ import pyarrow.parquet as pq
 import pytest
 
 from drake_bench.benchmarks.build import build_benchmark
-from drake_bench.errors import DrakeBenchError
-from drake_bench.evaluation import external
-from drake_bench.evaluation.external import (CODE_EXECUTION_ENV, clean_completion, gsm8k_prediction, gsm8k_reference,
-                                             gsm8k_score, humaneval_score)
-from drake_bench.evaluation.scoring import score_batch
 from drake_bench.benchmarks.manifest import load_benchmark, manifest_dict
 from drake_bench.benchmarks.sample import AnswerType
 from drake_bench.benchmarks.store import BuiltBenchmark
+from drake_bench.errors import DrakeBenchError
+from drake_bench.evaluation import external
+from drake_bench.evaluation.external import (
+    CODE_EXECUTION_ENV,
+    clean_completion,
+    gsm8k_prediction,
+    gsm8k_reference,
+    gsm8k_score,
+    humaneval_score,
+)
+from drake_bench.evaluation.scoring import score_batch
 
 HUMANEVAL_PROBLEMS = 4
 
@@ -54,8 +60,14 @@ def scope_sources(tmp_path_factory) -> Path:
     """Fed-Scope's five sources and three evaluation sets, each where its publisher puts it."""
     src = tmp_path_factory.mktemp("scope-sources")
     (src / "CodeAlpaca-20k").mkdir()
-    (src / "CodeAlpaca-20k" / "code_alpaca_20k.json").write_text(json.dumps(
-        [{"instruction": f"Write a function returning {i}.", "input": "", "output": f"def f():\n    return {i}"} for i in range(20)]))
+    (src / "CodeAlpaca-20k" / "code_alpaca_20k.json").write_text(
+        json.dumps(
+            [
+                {"instruction": f"Write a function returning {i}.", "input": "", "output": f"def f():\n    return {i}"}
+                for i in range(20)
+            ]
+        )
+    )
     (src / "gsm8k").mkdir()
     train = [_gsm(f"Tom has {i} apples and finds one more. How many now?", i + 1) for i in range(20)]
     test = [_gsm(f"A shop sells {i} pens and then one more. How many pens?", i + 1001) for i in range(5)]
@@ -63,12 +75,25 @@ def scope_sources(tmp_path_factory) -> Path:
     (src / "gsm8k" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train))
     (src / "gsm8k" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in test))
     (src / "databricks-dolly-15k").mkdir()
-    (src / "databricks-dolly-15k" / "databricks-dolly-15k.jsonl").write_text("".join(
-        json.dumps({"instruction": f"Tell me fact {i}.", "context": "", "response": f"Fact {i}.", "category": "open_qa"}) + "\n"
-        for i in range(10)))
+    (src / "databricks-dolly-15k" / "databricks-dolly-15k.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {"instruction": f"Tell me fact {i}.", "context": "", "response": f"Fact {i}.", "category": "open_qa"}
+            )
+            + "\n"
+            for i in range(10)
+        )
+    )
     (src / "mmlu" / "all").mkdir(parents=True)
-    rows = [{"question": f"Which is number {i}?", "subject": "abstract_algebra" if i % 2 else "virology",
-             "choices": [f"{i}", f"{i + 1}", f"{i + 2}", f"{i + 3}"], "answer": i % 4} for i in range(6)]
+    rows = [
+        {
+            "question": f"Which is number {i}?",
+            "subject": "abstract_algebra" if i % 2 else "virology",
+            "choices": [f"{i}", f"{i + 1}", f"{i + 2}", f"{i + 3}"],
+            "answer": i % 4,
+        }
+        for i in range(6)
+    ]
     pq.write_table(pa.Table.from_pylist(rows), src / "mmlu" / "all" / "test-00000-of-00001.parquet")
     (src / "openai_humaneval").mkdir()
     with gzip.open(src / "openai_humaneval" / "HumanEval.jsonl.gz", "wt", encoding="utf-8") as f:
@@ -78,8 +103,13 @@ def scope_sources(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def scope_built(scope_sources, tmp_path_factory) -> Path:
-    return build_benchmark("fed-scope", source_dir=scope_sources, out=tmp_path_factory.mktemp("scope") / "built",
-                           show_progress=False, check_expected=False)
+    return build_benchmark(
+        "fed-scope",
+        source_dir=scope_sources,
+        out=tmp_path_factory.mktemp("scope") / "built",
+        show_progress=False,
+        check_expected=False,
+    )
 
 
 # --------------------------------------------------------------------------- the rules on their own
@@ -121,27 +151,38 @@ def test_humaneval_runs_the_problems_tests_only_when_allowed(monkeypatch, scope_
 def test_each_task_trains_on_its_source_and_is_tested_on_its_evaluation_set(scope_built):
     spec = load_benchmark("fed-scope")
     kinds = {t.id: (t.test_source.dataset, t.test_source.scorer) for t in spec.tasks}
-    assert kinds == {"codealpaca-part1": ("HumanEval", "humaneval"), "codealpaca-part2": ("HumanEval", "humaneval"),
-                     "gsm8k-part1": ("GSM8K", "gsm8k"), "gsm8k-part2": ("GSM8K", "gsm8k"), "dolly": ("MMLU", "item")}
+    assert kinds == {
+        "codealpaca-part1": ("HumanEval", "humaneval"),
+        "codealpaca-part2": ("HumanEval", "humaneval"),
+        "gsm8k-part1": ("GSM8K", "gsm8k"),
+        "gsm8k-part2": ("GSM8K", "gsm8k"),
+        "dolly": ("MMLU", "item"),
+    }
     # a task tested on an external set holds nothing of its training source out for testing, only its validation
     # tenth (Fed-Scope >= 1.2.0): training and validation together are every record of the source
     trained = {t: read_split(scope_built, t, "train") + read_split(scope_built, t, "validation") for t in kinds}
     held = {t: read_split(scope_built, t, "validation") for t in kinds}
     tested = {t: read_split(scope_built, t, "test") for t in kinds}
     assert all(held[t] for t in kinds) and not {s.id for t in kinds for s in held[t]} & {
-        s.id for t in kinds for s in read_split(scope_built, t, "train")}
+        s.id for t in kinds for s in read_split(scope_built, t, "train")
+    }
     assert len(trained["codealpaca-part1"]) + len(trained["codealpaca-part2"]) == 20
     assert len(trained["dolly"]) == 10
     # GSM8K: the test question that is also a training question is dropped from training, wherever it fell
     gsm_test = {s.question for s in tested["gsm8k-part1"]}
-    assert len(gsm_test) == 6 and [s.question for s in tested["gsm8k-part2"]] == [s.question for s in tested["gsm8k-part1"]]
+    assert len(gsm_test) == 6 and [s.question for s in tested["gsm8k-part2"]] == [
+        s.question for s in tested["gsm8k-part1"]
+    ]
     gsm_train = [s.question for t in ("gsm8k-part1", "gsm8k-part2") for s in trained[t]]
     assert len(gsm_train) == 19 and not gsm_test & set(gsm_train)
     assert {s.meta["scorer"] for s in tested["gsm8k-part1"]} == {"gsm8k"}
     assert all(s.answer_type == AnswerType.FREE_TEXT for s in tested["gsm8k-part1"])
     mmlu = tested["dolly"]
     assert len(mmlu) == 6 and all(s.answer_type == AnswerType.MULTIPLE_CHOICE and len(s.choices) == 4 for s in mmlu)
-    assert all("scorer" not in s.meta for s in mmlu) and {s.meta["subject"] for s in mmlu} == {"abstract_algebra", "virology"}
+    assert all("scorer" not in s.meta for s in mmlu) and {s.meta["subject"] for s in mmlu} == {
+        "abstract_algebra",
+        "virology",
+    }
     assert all(s.answer == s.choices[int(s.question.split()[-1].rstrip("?")) % 4] for s in mmlu)  # the ClassLabel index
     # the reference answers score 1 through the evaluator's scoring, an empty answer 0 (HumanEval is checked above)
     for task in ("gsm8k-part1", "dolly"):
@@ -152,12 +193,17 @@ def test_each_task_trains_on_its_source_and_is_tested_on_its_evaluation_set(scop
 def test_mmlu_reads_the_original_csv_release_too(tmp_path):
     spec = load_benchmark("fed-scope")
     (tmp_path / "mmlu" / "data" / "test").mkdir(parents=True)
-    (tmp_path / "mmlu" / "data" / "test" / "virology_test.csv").write_text('"Which, of these?",a,b,c,d,C\nWhat?,1,2,3,4,A\n')
+    (tmp_path / "mmlu" / "data" / "test" / "virology_test.csv").write_text(
+        '"Which, of these?",a,b,c,d,C\nWhat?,1,2,3,4,A\n'
+    )
     from drake_bench.loaders import get_loader
 
     view = spec.task("dolly").as_test_source()
     items = list(get_loader("mmlu").load(view, tmp_path))
-    assert [(s.question, s.answer, s.meta["subject"]) for s in items] == [("Which, of these?", "c", "virology"), ("What?", "1", "virology")]
+    assert [(s.question, s.answer, s.meta["subject"]) for s in items] == [
+        ("Which, of these?", "c", "virology"),
+        ("What?", "1", "virology"),
+    ]
     (tmp_path / "mmlu" / "data" / "test" / "virology_test.csv").write_text("too,few,columns\n")
     from drake_bench.errors import SourceError
 
@@ -193,9 +239,20 @@ def test_the_other_manifests_and_their_recipes_are_unchanged_by_the_field():
 def _config(scope_built, out: Path, **kw):
     from drake_bench.evaluator.run_config import RunConfig
 
-    return RunConfig(benchmark="fed-scope", data_dir=str(scope_built), method="majority-answer", seeds=[0], rounds=1,
-                     local_steps=1, allocation="all=tiny-llama-s", isolation="inline", fast_adaptation=False,
-                     numerics="native", out=str(out), **kw)
+    return RunConfig(
+        benchmark="fed-scope",
+        data_dir=str(scope_built),
+        method="majority-answer",
+        seeds=[0],
+        rounds=1,
+        local_steps=1,
+        allocation="all=tiny-llama-s",
+        isolation="inline",
+        fast_adaptation=False,
+        numerics="native",
+        out=str(out),
+        **kw,
+    )
 
 
 def test_a_run_scores_the_evaluation_sets_and_is_refused_without_code_execution(monkeypatch, scope_built, tmp_path):
@@ -239,8 +296,21 @@ def test_the_cli_refuses_a_run_that_would_execute_code_unless_allowed(monkeypatc
     from drake_bench.cli import app
 
     monkeypatch.delenv(CODE_EXECUTION_ENV, raising=False)
-    shown = CliRunner().invoke(app, ["run", "--benchmark", "fed-scope", "--data-dir", str(scope_built), "--methods",
-                                     "majority-answer", "--out", str(tmp_path)], env={"COLUMNS": "300"})
+    shown = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--benchmark",
+            "fed-scope",
+            "--data-dir",
+            str(scope_built),
+            "--methods",
+            "majority-answer",
+            "--out",
+            str(tmp_path),
+        ],
+        env={"COLUMNS": "300"},
+    )
     assert shown.exit_code != 0 and "--allow-code-execution" in shown.output
     assert "codealpaca-part1, codealpaca-part2" in " ".join(shown.output.split())
 
@@ -256,9 +326,15 @@ def test_the_dataset_card_names_each_tasks_evaluation_set(scope_built):
     info = _json.loads((scope_built / "build_info.json").read_text())
     meta = card_metadata(load_benchmark("fed-scope"), info)
     assert meta["drake_bench"]["tasks"]["dolly"]["test_source"] == {
-        "source": "MMLU", "license": "mit", "hub_repo": "cais/mmlu", "revision": None, "scorer": "item"}
+        "source": "MMLU",
+        "license": "mit",
+        "hub_repo": "cais/mmlu",
+        "revision": None,
+        "scorer": "item",
+    }
     assert "test_source" not in card_metadata(load_benchmark("fed-aya"), {"sizes": {"c1-eng-fra-daily-life": {}}})[
-        "drake_bench"]["tasks"].get("c1-eng-fra-daily-life", {})
+        "drake_bench"
+    ]["tasks"].get("c1-eng-fra-daily-life", {})
 
 
 def test_a_judge_on_fed_scope_is_refused_since_every_test_item_keeps_its_sets_scorer():

@@ -55,14 +55,32 @@ def test_cca_recovers_shared_space_and_b_mapping_is_orthonormal() -> None:
 
 def _tiny_llama() -> torch.nn.Module:
     torch.manual_seed(0)
-    return LlamaForCausalLM(LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-                                        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True))
+    return LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=300,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            tie_word_embeddings=True,
+        )
+    )
 
 
 def _tiny_qwen() -> torch.nn.Module:
     torch.manual_seed(1)
-    return Qwen2ForCausalLM(Qwen2Config(vocab_size=300, hidden_size=80, intermediate_size=160, num_hidden_layers=6,
-                                        num_attention_heads=5, num_key_value_heads=1, tie_word_embeddings=True))
+    return Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=300,
+            hidden_size=80,
+            intermediate_size=160,
+            num_hidden_layers=6,
+            num_attention_heads=5,
+            num_key_value_heads=1,
+            tie_word_embeddings=True,
+        )
+    )
 
 
 def test_model_alignment_llama_pivot_qwen2() -> None:
@@ -91,6 +109,7 @@ def test_model_alignment_llama_pivot_qwen2() -> None:
     # different token sequences -> per-sample mean pairing (token-wise L2 needs identical sequences)
     other = [{"input_ids": x.flip(1), "attention_mask": torch.ones_like(x)} for x in ids]
     from drake_bench.methods.fedmosaic.alignment import align_to_pivot
+
     rep2 = align_to_pivot(models["S"], models["Q"], batches, other, cfg)
     assert {r["pairing"] for r in rep2.values()} == {"mean"}
 
@@ -105,8 +124,10 @@ def test_b_alignment_maps_the_pivot_into_the_shared_canonical_space_on_real_modu
     cfg = FedMosaicConfig.toy()
     models = {"S": pq.attach_fedmosaic(_tiny_llama(), cfg), "Q": pq.attach_fedmosaic(_tiny_qwen(), cfg)}
     g = torch.Generator().manual_seed(3)
-    batches = [{"input_ids": x, "attention_mask": torch.ones_like(x)}
-               for x in (torch.randint(0, 300, (8, 16), generator=g) for _ in range(4))]
+    batches = [
+        {"input_ids": x, "attention_mask": torch.ones_like(x)}
+        for x in (torch.randint(0, 300, (8, 16), generator=g) for _ in range(4))
+    ]
     acts_p = collect_pq_activations(models["S"], batches, "token")
     acts_j = collect_pq_activations(models["Q"], batches, "token")
     bases_p, bases_j = pq.pq_bases(models["S"]), pq.pq_bases(models["Q"])

@@ -52,8 +52,10 @@ def test_theorem2_through_rela_aggregation_of_states() -> None:
     g = _gen(1)
     r, n = 3, 4
     a, b = random_orthonormal_rows(r, 9, g), random_orthonormal_cols(7, r, g)
-    states = [{"pq.0.mlp.up_proj.P": torch.randn(r, r, generator=g), "pq.0.mlp.up_proj.Q": torch.randn(r, generator=g)}
-              for _ in range(n)]
+    states = [
+        {"pq.0.mlp.up_proj.P": torch.randn(r, r, generator=g), "pq.0.mlp.up_proj.Q": torch.randn(r, generator=g)}
+        for _ in range(n)
+    ]
     w = torch.softmax(torch.randn(n, n, generator=g), 1)
     glob = aggregate_pq(states, w)
     for i in range(n):
@@ -76,8 +78,10 @@ def test_theorem1_r_squared_span_and_norm_preservation() -> None:
     assert int(torch.linalg.matrix_rank(basis_bad)) < r * r
 
 
-@pytest.mark.parametrize("layers,expected", [(16, [4, 8, 12, 16]), (28, [7, 14, 21, 28]), (32, [8, 16, 24, 32]),
-                                             (24, [6, 12, 18, 24]), (36, [9, 18, 27, 36])])
+@pytest.mark.parametrize(
+    "layers,expected",
+    [(16, [4, 8, 12, 16]), (28, [7, 14, 21, 28]), (32, [8, 16, 24, 32]), (24, [6, 12, 18, 24]), (36, [9, 18, 27, 36])],
+)
 def test_eq6_table_and_alg2_agree_when_divisible(layers: int, expected: list[int]) -> None:
     assert pq_layer_indices(layers, 4) == [i - 1 for i in expected]
     assert pq_layer_indices(layers, 4, rule="alg2") == [i - 1 for i in expected]

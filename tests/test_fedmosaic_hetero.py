@@ -9,15 +9,14 @@ uploads and the server's recorded RELA weights, independently of methods/fedmosa
 from __future__ import annotations
 
 import pytest
+import test_fedmosaic_plugin  # noqa: F401  (registers fedmosaic-crash, which records uploads in the server state)
 import torch
+from conftest import torch_threads  # noqa: E402
 
 from drake_bench.evaluator.checkpoint import load as load_progress
 from drake_bench.evaluator.standard import RunConfig, run
 from drake_bench.methods.fedmosaic.config import FedMosaicConfig, parse_client_ranks
 from drake_bench.plugins.registry import create_method
-
-import test_fedmosaic_plugin  # noqa: F401  (registers fedmosaic-crash, which records uploads in the server state)
-from conftest import torch_threads  # noqa: E402
 
 RANKS = {1: 4, 2: 4, 3: 8, 4: 16}
 RANKS_TEXT = "1+2=4,3=8,4=16"
@@ -28,9 +27,20 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def _run(bench, out, **method_cfg):
     manifest, root = bench
-    cfg = RunConfig(benchmark=manifest, method="fedmosaic-crash", data_dir=root, out=str(out), seeds=[0], rounds=2,
-                    local_steps=2, others_subsample=1, self_subsample=2, fast_adaptation=False, eval_every_rounds=2,
-                    method_config={**METHOD_CFG, **method_cfg})
+    cfg = RunConfig(
+        benchmark=manifest,
+        method="fedmosaic-crash",
+        data_dir=root,
+        out=str(out),
+        seeds=[0],
+        rounds=2,
+        local_steps=2,
+        others_subsample=1,
+        self_subsample=2,
+        fast_adaptation=False,
+        eval_every_rounds=2,
+        method_config={**METHOD_CFG, **method_cfg},
+    )
     with torch_threads(1):
         res = run(cfg)
     return res, load_progress(next(out.rglob("progress.json")).parent)
@@ -43,8 +53,14 @@ def mixed(toy_mixed, tmp_path_factory):
 
 def _uploads(prog):
     order = prog.server.metadata["clients"]
-    return order, {c: {k[len(f"upload.{c}."):]: v.float() for k, v in prog.server.tensors.items()
-                       if k.startswith(f"upload.{c}.") and not k.startswith(f"upload.{c}.rela.")} for c in order}
+    return order, {
+        c: {
+            k[len(f"upload.{c}.") :]: v.float()
+            for k, v in prog.server.tensors.items()
+            if k.startswith(f"upload.{c}.") and not k.startswith(f"upload.{c}.rela.")
+        }
+        for c in order
+    }
 
 
 def test_a_mixed_rank_run_completes_and_each_message_has_its_client_s_rank(mixed):
@@ -103,9 +119,11 @@ def test_each_message_is_the_truncated_eq25_weighted_padded_sum(mixed):
         # RELA alone (no norm weights) on the padded P would give something else
         if key.endswith(".P"):
             i = order.index(c)
-            plain = sum(w[i, j].double() * torch.nn.functional.pad(ups[cj][key].double(),
-                                                                     (0, 16 - RANKS[cj], 0, 16 - RANKS[cj]))
-                        for j, cj in enumerate(order))[:RANKS[c], :RANKS[c]]
+            plain = sum(
+                w[i, j].double()
+                * torch.nn.functional.pad(ups[cj][key].double(), (0, 16 - RANKS[cj], 0, 16 - RANKS[cj]))
+                for j, cj in enumerate(order)
+            )[: RANKS[c], : RANKS[c]]
             plain_differs |= not torch.allclose(got, plain.float().to(torch.bfloat16).float(), rtol=1e-2, atol=1e-6)
     assert plain_differs
     # conventional LoRA of the two qwen2-s clients (ranks 4 and 16): padded A rows / B columns, norm ||B A||_F
@@ -121,10 +139,14 @@ def test_each_message_is_the_truncated_eq25_weighted_padded_sum(mixed):
             row = w[i, idx].double() / w[i, idx].double().sum()
             what = row * alpha.double()
             what = what / what.sum()
-            a_full = sum(what[t] * torch.nn.functional.pad(ups[cj][ka].double(), (0, 0, 0, 16 - RANKS[cj]))
-                         for t, cj in enumerate(qwen))
-            b_full = sum(what[t] * torch.nn.functional.pad(ups[cj][kb].double(), (0, 16 - RANKS[cj]))
-                         for t, cj in enumerate(qwen))
+            a_full = sum(
+                what[t] * torch.nn.functional.pad(ups[cj][ka].double(), (0, 0, 0, 16 - RANKS[cj]))
+                for t, cj in enumerate(qwen)
+            )
+            b_full = sum(
+                what[t] * torch.nn.functional.pad(ups[cj][kb].double(), (0, 16 - RANKS[cj]))
+                for t, cj in enumerate(qwen)
+            )
             r = RANKS[c]
             for key, exp in ((ka, a_full[:r]), (kb, b_full[:, :r])):
                 got = prog.messages[c].tensors[key].float()

@@ -21,13 +21,37 @@ def tiny(kind: str, seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
     common = dict(vocab_size=300, tie_word_embeddings=True, max_position_embeddings=128)
     if kind == "S":
-        return LlamaForCausalLM(LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-                                            num_attention_heads=4, num_key_value_heads=2, **common))
+        return LlamaForCausalLM(
+            LlamaConfig(
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=4,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                **common,
+            )
+        )
     if kind == "L":
-        return LlamaForCausalLM(LlamaConfig(hidden_size=96, intermediate_size=192, num_hidden_layers=8,
-                                            num_attention_heads=6, num_key_value_heads=2, **common))
-    return Qwen2ForCausalLM(Qwen2Config(hidden_size=80, intermediate_size=160, num_hidden_layers=6,
-                                        num_attention_heads=5, num_key_value_heads=1, **common))
+        return LlamaForCausalLM(
+            LlamaConfig(
+                hidden_size=96,
+                intermediate_size=192,
+                num_hidden_layers=8,
+                num_attention_heads=6,
+                num_key_value_heads=2,
+                **common,
+            )
+        )
+    return Qwen2ForCausalLM(
+        Qwen2Config(
+            hidden_size=80,
+            intermediate_size=160,
+            num_hidden_layers=6,
+            num_attention_heads=5,
+            num_key_value_heads=1,
+            **common,
+        )
+    )
 
 
 def test_pq_placement_and_identical_pq_shapes_across_llama_and_qwen2() -> None:

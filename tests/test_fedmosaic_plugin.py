@@ -11,6 +11,8 @@ import json
 
 import pytest
 import torch
+from conftest import MIXED_ALLOCATION as ALLOC  # noqa: E402
+from conftest import torch_threads  # noqa: E402
 
 from drake_bench import PluginError
 from drake_bench.evaluator.checkpoint import load as load_progress
@@ -22,9 +24,6 @@ from drake_bench.models.zoo import tiny_config
 from drake_bench.plugins.protocol import State
 from drake_bench.plugins.registry import create_method, register_method
 
-
-from conftest import MIXED_ALLOCATION as ALLOC  # noqa: E402
-from conftest import torch_threads  # noqa: E402
 METHOD_CFG = {"model_loader": "testing", "public_size": 16, "grad_interval": 1}
 ROUNDS = 4
 
@@ -51,8 +50,10 @@ class CrashingFedMosaic(FedMosaic):
 
     def init_server(self):
         """The aligned initial adapter E of every architecture, kept for the tests beside the server's own state."""
-        return State(tensors={f"init.{a}.{k}": v for a, init in self._init.items() for k, v in init.items()},
-                     metadata={"round": 0})
+        return State(
+            tensors={f"init.{a}.{k}": v for a, init in self._init.items() for k, v in init.items()},
+            metadata={"round": 0},
+        )
 
     def client_update(self, ctx, state, message, batches):
         if type(self).FAIL_ON == (ctx.client_id, ctx.round_idx):
@@ -62,8 +63,13 @@ class CrashingFedMosaic(FedMosaic):
         start = self._starts[ctx.client_id]
         new.tensors = {k: v for k, v in new.tensors.items() if not k.startswith("rela.test.")}
         new.tensors.update({f"rela.test.start.{k}": v for k, v in start.items() if ".lora_P" in k or ".lora_gP" in k})
-        new.tensors.update({f"rela.test.prev.{k}": v for k, v in state.tensors.items()
-                            if k.endswith(".lora_P") and not k.startswith("rela.")})
+        new.tensors.update(
+            {
+                f"rela.test.prev.{k}": v
+                for k, v in state.tensors.items()
+                if k.endswith(".lora_P") and not k.startswith("rela.")
+            }
+        )
         return up, new
 
     def aggregate(self, round_idx, server_state, uploads):
@@ -85,9 +91,21 @@ def bench(toy_mixed):
 
 def _cfg(bench, out, method="fedmosaic", **kw):
     manifest, root = bench
-    base = dict(benchmark=manifest, method=method, data_dir=root, out=str(out), seeds=[0], rounds=ROUNDS,
-                local_steps=2, others_subsample=1, self_subsample=2, fast_adaptation=False, eval_every_rounds=2,
-                method_config=dict(METHOD_CFG), numerics="native")  # some runs here are inline, in this test
+    base = dict(
+        benchmark=manifest,
+        method=method,
+        data_dir=root,
+        out=str(out),
+        seeds=[0],
+        rounds=ROUNDS,
+        local_steps=2,
+        others_subsample=1,
+        self_subsample=2,
+        fast_adaptation=False,
+        eval_every_rounds=2,
+        method_config=dict(METHOD_CFG),
+        numerics="native",
+    )  # some runs here are inline, in this test
     base.update(kw)  # process, whose kernels started long ago: only native numerics match across inline and process
     return RunConfig(**base)
 
@@ -162,8 +180,10 @@ def test_each_message_is_the_recorded_weighted_sum_of_the_uploads(clean):
     prog = clean[1]
     meta, msgs = prog.server.metadata, prog.messages
     order, w = meta["clients"], torch.tensor(meta["weights"])
-    ups = {c: {k[len(f"upload.{c}."):]: v.float() for k, v in prog.server.tensors.items() if k.startswith(f"upload.{c}.")}
-           for c in order}
+    ups = {
+        c: {k[len(f"upload.{c}.") :]: v.float() for k, v in prog.server.tensors.items() if k.startswith(f"upload.{c}.")}
+        for c in order
+    }
     keys = [k for k in ups[order[0]] if k.startswith("pq.")]
     assert keys
     uniform_differs = False
@@ -208,14 +228,21 @@ def test_theorem2_on_the_run_s_module_tensors(clean):
         p2, p4 = s2.tensors[f"{m}.lora_P"], s4.tensors[f"{m}.lora_P"]
         exact = w[0] * b @ p2 @ a + w[1] * b @ p4 @ a
         pq_err = max(pq_err, float((b @ (w[0] * p2 + w[1] * p4) @ a - exact).norm() / exact.norm()))
-    conv = [k[: -len(".lora_A.weight")] for k in s2.tensors if k.endswith(".lora_A.weight") and
-            not k.startswith("rela.") and f"{k[: -len('.lora_A.weight')]}.lora_P" not in s2.tensors]
+    conv = [
+        k[: -len(".lora_A.weight")]
+        for k in s2.tensors
+        if k.endswith(".lora_A.weight")
+        and not k.startswith("rela.")
+        and f"{k[: -len('.lora_A.weight')]}.lora_P" not in s2.tensors
+    ]
     assert conv
     for m in conv:
         (a2, b2), (a4, b4) = [(s.tensors[f"{m}.lora_A.weight"], s.tensors[f"{m}.lora_B.weight"]) for s in (s2, s4)]
         exact = w[0] * b2 @ a2 + w[1] * b4 @ a4
         if exact.norm() > 0:
-            conv_err = max(conv_err, float(((w[0] * b2 + w[1] * b4) @ (w[0] * a2 + w[1] * a4) - exact).norm() / exact.norm()))
+            conv_err = max(
+                conv_err, float(((w[0] * b2 + w[1] * b4) @ (w[0] * a2 + w[1] * a4) - exact).norm() / exact.norm())
+            )
     assert pq_err < 1e-5 and conv_err > 1e-2, (pq_err, conv_err)
 
 

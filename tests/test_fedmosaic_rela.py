@@ -77,8 +77,17 @@ def test_ema_captures_task_order() -> None:
 
 def test_last_layer_gradient_of_frozen_small_model() -> None:
     torch.manual_seed(0)
-    ws = LlamaForCausalLM(LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-                                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True))
+    ws = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=300,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            tie_word_embeddings=True,
+        )
+    )
     ws.requires_grad_(False)
     x = torch.randint(0, 300, (2, 8), generator=torch.Generator().manual_seed(1))
     g = rela.last_layer_gradient(ws, x, x)
@@ -92,8 +101,11 @@ def test_last_layer_gradient_of_frozen_small_model() -> None:
     param.requires_grad_(False)
     # uplink accounting: the masked gradient has exactly the formula's size
     mask = rela.shared_mask(g.numel(), 0.4, 0)
-    msg = {"pq.0.mlp.up_proj.P": torch.zeros(8, 8), "pq.0.mlp.up_proj.Q": torch.zeros(8),
-           "rela.grad": rela.sanitize(g, mask, 1e-4)}
+    msg = {
+        "pq.0.mlp.up_proj.P": torch.zeros(8, 8),
+        "pq.0.mlp.up_proj.Q": torch.zeros(8),
+        "rela.grad": rela.sanitize(g, mask, 1e-4),
+    }
     measured = acc.measured_elements(msg)
     assert measured.grad == acc.fedmosaic_payload(4, {"mlp.up_proj": (64, 128)}, 8, 4, g.numel(), 0.4).grad
     assert measured.pq == 72
@@ -105,7 +117,9 @@ def test_last_layer_gradient_of_frozen_small_model() -> None:
 
 
 def test_aggregate_conv_within_type_renormalised() -> None:
-    states = [{"conv.0.x.A": torch.full((2, 3), float(i)), "conv.0.x.B": torch.full((3, 2), float(i))} for i in range(3)]
+    states = [
+        {"conv.0.x.A": torch.full((2, 3), float(i)), "conv.0.x.B": torch.full((3, 2), float(i))} for i in range(3)
+    ]
     w = torch.tensor([[0.5, 0.2, 0.3], [0.1, 0.6, 0.3], [0.2, 0.2, 0.6]])
     out = rela.aggregate_conv(states, w, ["S", "L", "S"])
     assert torch.allclose(out[0]["conv.0.x.A"], torch.full((2, 3), (0.5 * 0 + 0.3 * 2) / 0.8))

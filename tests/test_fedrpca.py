@@ -25,19 +25,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import one_embedded_round
 
 from drake_bench import Message, ReportsDiagnostics
 from drake_bench.evaluator.standard import RunConfig, run
-from drake_bench.plugins.guard import GuardedMethod
 from drake_bench.methods.fedrpca.plugin import FedRPCA, ProximalLoraClients, short_key
 from drake_bench.methods.fedrpca.rpca import pcp, pcp_batch
 from drake_bench.methods.fedrpca.rules import fedrpca_updates, mean_update, task_arithmetic_update, ties_update
 from drake_bench.models.identity import architecture
+from drake_bench.plugins.guard import GuardedMethod
 from drake_bench.plugins.protocol import FederationContext
 from drake_bench.plugins.registry import create_method
 from drake_bench.results.result_file import check_result
-
-from conftest import one_embedded_round
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -90,7 +89,9 @@ def test_scale_equivariance():
     assert _rel(b.low_rank, 1e-3 * a.low_rank) < 1e-9 and _rel(b.sparse, 1e-3 * a.sparse) < 1e-9
     (ua, da), (ub, db) = fedrpca_updates(x[None]) + fedrpca_updates(1e-3 * x[None])
     assert _rel(ub, 1e-3 * ua) < 1e-9
-    assert db["beta"] == pytest.approx(da["beta"], rel=1e-9) and db["energy_ratio"] == pytest.approx(da["energy_ratio"], rel=1e-9)
+    assert db["beta"] == pytest.approx(da["beta"], rel=1e-9) and db["energy_ratio"] == pytest.approx(
+        da["energy_ratio"], rel=1e-9
+    )
 
 
 def test_client_permutation_leaves_the_aggregate_unchanged():
@@ -104,7 +105,7 @@ def test_client_permutation_leaves_the_aggregate_unchanged():
 
 def test_adaptive_beta_gives_the_sparse_term_the_norm_of_the_fedavg_update():
     x = _structured(800, 10, seed=4)
-    (update, diag), = fedrpca_updates(x[None])
+    ((update, diag),) = fedrpca_updates(x[None])
     res = pcp(x)
     scaled_sparse = update - res.low_rank.mean(dim=1)
     assert torch.allclose(scaled_sparse, diag["beta"] * res.sparse.mean(dim=1), rtol=1e-12, atol=1e-15)
@@ -117,16 +118,22 @@ def test_adaptive_beta_is_per_matrix_in_a_stack_of_matrices():
     """Three same-shaped matrices solved in one stack (as the plugin solves every LoRA A of one shape together), of
     very different scales and structures: each gets the update and beta it gets alone, beta = ||M_i 1|| / ||S_i 1||
     of its own M_i and S_i, and its scaled sparse term has the norm of its own FedAvg update."""
-    xs = torch.stack([_structured(300, 5, seed=11), 50.0 * _structured(300, 5, seed=12, spikes=0.2),
-                      0.02 * _structured(300, 5, seed=13, spikes=0.01)])
+    xs = torch.stack(
+        [
+            _structured(300, 5, seed=11),
+            50.0 * _structured(300, 5, seed=12, spikes=0.2),
+            0.02 * _structured(300, 5, seed=13, spikes=0.01),
+        ]
+    )
     together = fedrpca_updates(xs)
     betas = []
     for x, (update, diag) in zip(xs, together):
-        (alone, alone_diag), = fedrpca_updates(x[None])
+        ((alone, alone_diag),) = fedrpca_updates(x[None])
         res = pcp(x)
         assert _rel(update, alone) < 1e-9 and diag["beta"] == pytest.approx(alone_diag["beta"], rel=1e-9)
-        assert diag["beta"] == pytest.approx(float(torch.linalg.norm(x.sum(1)) / torch.linalg.norm(res.sparse.sum(1))),
-                                             rel=1e-9)
+        assert diag["beta"] == pytest.approx(
+            float(torch.linalg.norm(x.sum(1)) / torch.linalg.norm(res.sparse.sum(1))), rel=1e-9
+        )
         scaled = update - res.low_rank.mean(dim=1)
         assert float(torch.linalg.norm(scaled)) == pytest.approx(float(torch.linalg.norm(x.mean(dim=1))), rel=1e-9)
         betas.append(diag["beta"])
@@ -138,12 +145,12 @@ def test_zeros_in_zeros_out_without_nan():
     assert res.iterations == 0 and res.converged and res.residual == 0.0 and res.mu is None
     assert not res.low_rank.any() and not res.sparse.any()
     for beta in ("adaptive", 1.0, 3.0):
-        (update, diag), = fedrpca_updates(torch.zeros(1, 64, 5), beta=beta)
+        ((update, diag),) = fedrpca_updates(torch.zeros(1, 64, 5), beta=beta)
         assert not update.any() and torch.isfinite(update).all()
         assert diag["energy_ratio"] is None and (diag["beta"] is None) == (beta == "adaptive")
     # updates that cancel exactly: ||M 1|| = 0, so adaptive FedRPCA leaves the matrix where FedAvg leaves it
     x = torch.randn(64, 1, generator=_gen(5), dtype=F64)
-    (update, diag), = fedrpca_updates(torch.cat([x, -x], dim=1)[None])
+    ((update, diag),) = fedrpca_updates(torch.cat([x, -x], dim=1)[None])
     assert not update.any() and diag["beta"] is None
 
 
@@ -153,7 +160,7 @@ def test_the_admm_stops_at_its_cap_and_records_non_convergence():
     assert capped.iterations == 3 and not capped.converged and capped.residual > 1e-7
     free = pcp(x)
     assert free.converged and free.iterations > 3
-    (_, diag), = fedrpca_updates(x[None], max_iter=3)
+    ((_, diag),) = fedrpca_updates(x[None], max_iter=3)
     assert diag["admm_iterations"] == 3 and diag["admm_converged"] is False and diag["admm_residual"] > 1e-7
 
 
@@ -164,7 +171,9 @@ def test_batched_problems_stop_each_at_their_own_tolerance_as_if_solved_alone():
     assert len({r.iterations for r in batch}) > 1  # they do stop at different iterations
     for b, a in zip(batch, alone):
         assert (b.iterations, b.converged) == (a.iterations, a.converged)
-        assert torch.allclose(b.low_rank, a.low_rank, rtol=0, atol=1e-12) and torch.allclose(b.sparse, a.sparse, atol=1e-12)
+        assert torch.allclose(b.low_rank, a.low_rank, rtol=0, atol=1e-12) and torch.allclose(
+            b.sparse, a.sparse, atol=1e-12
+        )
 
 
 def test_solver_refuses_bad_input():
@@ -192,16 +201,32 @@ def test_task_arithmetic_and_ties_by_hand():
 # ------------------------------------------------------------------------------------------- the plugin
 
 SCALE = 0.1  # size of the pretend updates (float32 rounding of adapter + update is noise the ADMM must absorb)
-ALLOC = {1: "tiny-llava-llama-s", 2: "tiny-llava-llama-s", 3: "tiny-llava-llama-s",
-         4: "tiny-llava-qwen2-s", 5: "tiny-llava-qwen2-s", 6: "tiny-llava-qwen2-s"}
+ALLOC = {
+    1: "tiny-llava-llama-s",
+    2: "tiny-llava-llama-s",
+    3: "tiny-llava-llama-s",
+    4: "tiny-llava-qwen2-s",
+    5: "tiny-llava-qwen2-s",
+    6: "tiny-llava-qwen2-s",
+}
 
 
 def _setup(name: str, tmp_path: Path, **config):
     method = create_method(name, {"model_loader": "testing", **config})
     fed = FederationContext(
-        benchmark="unit", modality="multimodal", clients=sorted(ALLOC), allocation=dict(ALLOC),
-        architectures={c: architecture(n) for c, n in ALLOC.items()}, rounds=2, local_steps=1, batch_size=2, seed=0,
-        device="cpu", public_data=lambda n: [], workdir=tmp_path)
+        benchmark="unit",
+        modality="multimodal",
+        clients=sorted(ALLOC),
+        allocation=dict(ALLOC),
+        architectures={c: architecture(n) for c, n in ALLOC.items()},
+        rounds=2,
+        local_steps=1,
+        batch_size=2,
+        seed=0,
+        device="cpu",
+        public_data=lambda n: [],
+        workdir=tmp_path,
+    )
     method.setup(fed)
     return method
 
@@ -217,8 +242,9 @@ def _uploads(method, seed: int = 0) -> dict[int, Message]:
         tensors = {}
         for k, v in method.clients.initial(c).items():
             common = shared.setdefault((arch, k), torch.randn(v.shape, generator=g))
-            spikes = torch.where(torch.rand(v.shape, generator=g) < 0.05, torch.randn(v.shape, generator=g),
-                                 torch.zeros(v.shape))
+            spikes = torch.where(
+                torch.rand(v.shape, generator=g) < 0.05, torch.randn(v.shape, generator=g), torch.zeros(v.shape)
+            )
             tensors[k] = v + SCALE * (common * (1 + 0.1 * torch.randn(1, generator=g)) + 3 * spikes)
         out[c] = Message(tensors=tensors)
     return out
@@ -307,7 +333,7 @@ def test_adaptive_beta_is_per_matrix_through_the_real_aggregate_call(plugin_dir)
     for k in [k for k in keys if tuple(out[1].tensors[k].shape) == shape][:6]:  # six of that stack (each solved alone)
         start = server.tensors[f"{arch}/{k}"]
         m = torch.stack([uploads[c].tensors[k].double().reshape(-1) - start.double().reshape(-1) for c in members], 1)
-        (update, diag), = fedrpca_updates(m[None], max_iter=100)
+        ((update, diag),) = fedrpca_updates(m[None], max_iter=100)
         row = rows[f"{arch}/{short_key(k)}"]
         assert row["beta"] == pytest.approx(diag["beta"], rel=1e-6), k
         assert _rel(out[1].tensors[k].double() - start.double(), update.view(start.shape)) < 1e-4, k
@@ -318,8 +344,10 @@ def test_adaptive_beta_is_per_matrix_through_the_real_aggregate_call(plugin_dir)
 def _delta_uploads(method, starts: dict, seed: int) -> dict[int, Message]:
     """Each client's upload: the adapter it started from plus a structured update (:func:`_uploads`'s)."""
     base = _uploads(method, seed)
-    return {c: Message(tensors={k: starts[c][k] + (v - method.clients.initial(c)[k]) for k, v in base[c].tensors.items()})
-            for c in starts}
+    return {
+        c: Message(tensors={k: starts[c][k] + (v - method.clients.initial(c)[k]) for k, v in base[c].tensors.items()})
+        for c in starts
+    }
 
 
 def test_a_client_that_skipped_rounds_is_measured_from_the_global_it_was_sent(plugin_dir):
@@ -340,11 +368,13 @@ def test_a_client_that_skipped_rounds_is_measured_from_the_global_it_was_sent(pl
         out, s2 = GuardedMethod(method).aggregate(1, s1, second)
         for arch, pair in (("llava-llama-s", (1, 3)), ("llava-qwen2-s", (5, 6))):
             checked = list(messages[pair[0]].tensors.items())
-            for k, g1 in (checked if name == "fedprox" else checked[:4]):  # FedRPCA: four matrices, each solved alone
-                deltas = torch.stack([second[c].tensors[k].double().reshape(-1) - starts[c][k].double().reshape(-1)
-                                      for c in pair], 1)
-                stale = torch.stack([second[c].tensors[k].double().reshape(-1) - g1.double().reshape(-1)
-                                     for c in pair], 1)
+            for k, g1 in checked if name == "fedprox" else checked[:4]:  # FedRPCA: four matrices, each solved alone
+                deltas = torch.stack(
+                    [second[c].tensors[k].double().reshape(-1) - starts[c][k].double().reshape(-1) for c in pair], 1
+                )
+                stale = torch.stack(
+                    [second[c].tensors[k].double().reshape(-1) - g1.double().reshape(-1) for c in pair], 1
+                )
                 if name == "fedprox":
                     want = g1.double() + mean_update(deltas).view(g1.shape)
                     wrong = g1.double() + mean_update(stale).view(g1.shape)
@@ -385,7 +415,12 @@ def test_zero_updates_return_the_global_adapter_and_no_nan_through_the_plugin(pl
 def test_baselines_merge_as_their_rules_say(plugin_dir):
     uploads = None
     results = {}
-    for name, cfg in (("fedit", {}), ("fedprox", {}), ("task-arithmetic", {"scale": 3.0}), ("ties", {"trim_fraction": 0.0})):
+    for name, cfg in (
+        ("fedit", {}),
+        ("fedprox", {}),
+        ("task-arithmetic", {"scale": 3.0}),
+        ("ties", {"trim_fraction": 0.0}),
+    ):
         method = _setup(name, plugin_dir, **cfg)
         uploads = uploads or _uploads(method)
         server = method.init_server()
@@ -399,7 +434,9 @@ def test_baselines_merge_as_their_rules_say(plugin_dir):
     start = server.tensors[f"llava-llama-s/{k}"]
     assert _rel(prox[1].tensors[k], fedavg[1].tensors[k]) < 1e-6  # FedProx's server is FedAvg
     assert _rel(ta[1].tensors[k] - start, 3 * (fedavg[1].tensors[k] - start)) < 1e-5
-    deltas = torch.stack([uploads[c].tensors[k].double().reshape(-1) - start.double().reshape(-1) for c in (1, 2, 3)], 1)
+    deltas = torch.stack(
+        [uploads[c].tensors[k].double().reshape(-1) - start.double().reshape(-1) for c in (1, 2, 3)], 1
+    )
     assert _rel(ties[1].tensors[k], start.double() + ties_update(deltas, 0.0).view(start.shape)) < 1e-6
 
 
@@ -450,13 +487,28 @@ def test_proximal_term_adds_mu_times_the_distance_to_the_start_to_every_gradient
 # ------------------------------------------------------------------------------------------- through the evaluator
 def test_fedrpca_with_fedprox_runs_through_the_evaluator_and_reports_diagnostics_and_cost(toy_mixed, tmp_path):
     manifest, root = toy_mixed
-    res = run(RunConfig(benchmark=manifest, method="fedrpca", data_dir=root, out=str(tmp_path), rounds=2,
-                        local_steps=2, scenario="static", fast_adaptation_iters=1, fast_adaptation_eval_every=1,
-                        fast_adaptation_test_items=2, others_subsample=1, self_subsample=2,
-                        method_config={"model_loader": "testing", "proximal_mu": 0.01, "rpca_max_iter": 200}))
+    res = run(
+        RunConfig(
+            benchmark=manifest,
+            method="fedrpca",
+            data_dir=root,
+            out=str(tmp_path),
+            rounds=2,
+            local_steps=2,
+            scenario="static",
+            fast_adaptation_iters=1,
+            fast_adaptation_eval_every=1,
+            fast_adaptation_test_items=2,
+            others_subsample=1,
+            self_subsample=2,
+            method_config={"model_loader": "testing", "proximal_mu": 0.01, "rpca_max_iter": 200},
+        )
+    )
     assert check_result(res) == [] and res.status == "complete"
     assert res.method.config["proximal_mu"] == 0.01 and res.method.config["beta"] == "adaptive"
-    assert [c.round for c in res.raw.server_costs] == [1, 2] and all(c.aggregate_seconds > 0 for c in res.raw.server_costs)
+    assert [c.round for c in res.raw.server_costs] == [1, 2] and all(
+        c.aggregate_seconds > 0 for c in res.raw.server_costs
+    )
     assert res.summary.aggregate.aggregate_seconds_per_round.mean > 0
     # rows per round: every LoRA matrix of each of the three architectures (clients 2 and 4 share one)
     per_round = {r: [d for d in res.raw.diagnostics if d.round == r] for r in (1, 2)}
@@ -476,10 +528,23 @@ def test_fedrpca_runs_under_partial_participation_through_the_evaluator(toy_mixe
     qwen2-s pair (2, 4) is solved by Robust PCA while client 4, absent in round 1, still holds the initial adapter;
     the run (its server state checkpointed every round) completes and checks."""
     manifest, root = toy_mixed
-    res = run(RunConfig(benchmark=manifest, method="fedrpca", data_dir=root, out=str(tmp_path), rounds=3,
-                        local_steps=1, scenario="static", fast_adaptation=False, others_subsample=1, self_subsample=1,
-                        clients_per_round=3, isolation="inline",
-                        method_config={"model_loader": "testing", "rpca_max_iter": 100}))
+    res = run(
+        RunConfig(
+            benchmark=manifest,
+            method="fedrpca",
+            data_dir=root,
+            out=str(tmp_path),
+            rounds=3,
+            local_steps=1,
+            scenario="static",
+            fast_adaptation=False,
+            others_subsample=1,
+            self_subsample=1,
+            clients_per_round=3,
+            isolation="inline",
+            method_config={"model_loader": "testing", "rpca_max_iter": 100},
+        )
+    )
     assert check_result(res) == [] and res.status == "complete"
     assert {(a.round, a.client) for a in res.raw.absences} == {(1, 4), (2, 1), (3, 2)}
     pair = [d for d in res.raw.diagnostics if d.round == 2 and d.key.startswith("llava-qwen2-s/")]
@@ -489,9 +554,21 @@ def test_fedrpca_runs_under_partial_participation_through_the_evaluator(toy_mixe
 @pytest.mark.parametrize("name", ["fedprox", "task-arithmetic", "ties"])
 def test_the_baselines_run_through_the_evaluator(toy_mixed, tmp_path, name):
     manifest, root = toy_mixed
-    res = run(RunConfig(benchmark=manifest, method=name, data_dir=root, out=str(tmp_path), rounds=1, local_steps=1,
-                        scenario="static", fast_adaptation=False, others_subsample=1, self_subsample=1,
-                        method_config={"model_loader": "testing"}))
+    res = run(
+        RunConfig(
+            benchmark=manifest,
+            method=name,
+            data_dir=root,
+            out=str(tmp_path),
+            rounds=1,
+            local_steps=1,
+            scenario="static",
+            fast_adaptation=False,
+            others_subsample=1,
+            self_subsample=1,
+            method_config={"model_loader": "testing"},
+        )
+    )
     assert check_result(res) == [] and res.raw.diagnostics == [] and len(res.raw.server_costs) == 1
 
 

@@ -10,12 +10,12 @@ node (ReportsClientDiagnostics). The localhost SuperLink and SuperNodes: tests/t
 from __future__ import annotations
 
 import pytest
+from conftest import torch_threads
+from minimal_method import ClientDiagnosing, Counter
 
 from drake_bench.evaluator.standard import RunConfig, run, run_on_flower, sample_participants
-from drake_bench.results.result_file import PREDICT_CALLS_KEY, check_result, comparable_differences
-from conftest import torch_threads
 from drake_bench.plugins.registry import register_method
-from minimal_method import ClientDiagnosing, Counter
+from drake_bench.results.result_file import PREDICT_CALLS_KEY, check_result, comparable_differences
 
 pytest.importorskip("flwr")
 
@@ -25,17 +25,30 @@ METHODS = ("sft", "fedit", "fedmosaic", "client-diagnosing")
 MODEL_FREE = {"client-diagnosing"}
 register_method(ClientDiagnosing)
 DRAWN = {"fedit": 3}
-SMALL = {"fedmosaic": {"public_size": 16, "alignment_audit_size": 4}}  # its alignment on 16 public items, not 500  # FedIT draws 3 of the 4 clients per round: partial participation under both backends
+SMALL = {
+    "fedmosaic": {"public_size": 16, "alignment_audit_size": 4}
+}  # its alignment on 16 public items, not 500  # FedIT draws 3 of the 4 clients per round: partial participation under both backends
 
 
 def small(toy_mixed, out, method: str, **extra) -> RunConfig:
     """The tested configuration: seconds per method on two cores."""
     manifest, root = toy_mixed
     config = {} if method in MODEL_FREE else {"model_loader": "testing", **SMALL.get(method, {})}
-    return RunConfig(benchmark=manifest, method=method, method_config=config,
-                     data_dir=root,
-                     out=str(out), rounds=2, local_steps=2, eval_every_rounds=2, others_subsample=2, self_subsample=4,
-                     fast_adaptation=False, numerics="native", **extra)  # the inline reference computes in
+    return RunConfig(
+        benchmark=manifest,
+        method=method,
+        method_config=config,
+        data_dir=root,
+        out=str(out),
+        rounds=2,
+        local_steps=2,
+        eval_every_rounds=2,
+        others_subsample=2,
+        self_subsample=4,
+        fast_adaptation=False,
+        numerics="native",
+        **extra,
+    )  # the inline reference computes in
     # this test process, whose kernels started long ago, so only native numerics are the same on both sides
 
 
@@ -57,8 +70,18 @@ def test_participants_are_a_seeded_draw_of_the_asked_size():
 def test_partial_participation_records_who_trained_and_still_scores_everyone(toy_mixed, tmp_path):
     register_method(Counter, name="counter")  # model-free: the bookkeeping is under test
     manifest, root = toy_mixed
-    res = run(RunConfig(benchmark=manifest, method="counter", data_dir=root, out=str(tmp_path), rounds=2, local_steps=2,
-                        clients_per_round=2, fast_adaptation=False))
+    res = run(
+        RunConfig(
+            benchmark=manifest,
+            method="counter",
+            data_dir=root,
+            out=str(tmp_path),
+            rounds=2,
+            local_steps=2,
+            clients_per_round=2,
+            fast_adaptation=False,
+        )
+    )
     assert check_result(res) == []
     clients = {1, 2, 3, 4}
     for r in (1, 2):
@@ -86,8 +109,18 @@ def test_flower_simulation_reproduces_the_default_backend(toy_mixed, tmp_path, r
     # one ClientApp at a time: each Ray actor sets every method up once (FedMosaic aligns its models in setup)
     # the model-free method is asked once per client and evaluation point (--predict-per-client): the evaluator sends
     # each client one group through Flower's calls, and its cells must come back as the grouped calls scored them
-    configs = [small(toy_mixed, tmp_path, m, backend="flower", flower_workers=1, clients_per_round=DRAWN.get(m),
-                     predict_per_client=m in MODEL_FREE) for m in METHODS]
+    configs = [
+        small(
+            toy_mixed,
+            tmp_path,
+            m,
+            backend="flower",
+            flower_workers=1,
+            clients_per_round=DRAWN.get(m),
+            predict_per_client=m in MODEL_FREE,
+        )
+        for m in METHODS
+    ]
     results = run_on_flower(configs)
     for m, res in zip(METHODS, results):
         assert check_result(res) == []
@@ -95,8 +128,9 @@ def test_flower_simulation_reproduces_the_default_backend(toy_mixed, tmp_path, r
         differences = comparable_differences(res, reference[m])
         if m in MODEL_FREE:
             assert res.evaluation.extra[PREDICT_CALLS_KEY] == "one per client"
-            assert [(s.seed, s.eval_round, s.client, s.owner, s.task, s.n, s.score) for s in res.raw.scores] == \
-                [(s.seed, s.eval_round, s.client, s.owner, s.task, s.n, s.score) for s in reference[m].raw.scores]
+            assert [(s.seed, s.eval_round, s.client, s.owner, s.task, s.n, s.score) for s in res.raw.scores] == [
+                (s.seed, s.eval_round, s.client, s.owner, s.task, s.n, s.score) for s in reference[m].raw.scores
+            ]
             assert differences and all("predict" in d or "fingerprint" in d for d in differences), differences
         else:
             assert differences == [], m

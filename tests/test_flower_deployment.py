@@ -24,10 +24,11 @@ import pytest
 
 pytest.importorskip("flwr")
 
+from minimal_method import Counter  # noqa: E402
+
 from drake_bench.evaluator.standard import RunConfig, run  # noqa: E402
 from drake_bench.plugins.registry import register_method  # noqa: E402
 from drake_bench.results.result_file import check_result, comparable, read_result  # noqa: E402
-from minimal_method import Counter  # noqa: E402
 
 TESTS = Path(__file__).parent
 
@@ -43,9 +44,10 @@ def pair(toy_loader, tmp_path_factory) -> tuple[str, str]:
     """A 2-client x 1-task toy benchmark (manifest path, built folder): few messages, so few ClientApp processes."""
     import json
 
+    from conftest import toy_spec
+
     from drake_bench.benchmarks.build import build_benchmark
     from drake_bench.benchmarks.manifest import manifest_dict
-    from conftest import toy_spec
 
     spec = toy_spec(n_clients=2, tasks_per_client=1, pool_size=10)
     root = tmp_path_factory.mktemp("pair") / "built"
@@ -57,8 +59,18 @@ def pair(toy_loader, tmp_path_factory) -> tuple[str, str]:
 
 def _config(benchmark: tuple[str, str], out: Path, rounds: int, **extra) -> RunConfig:
     """The counter method, evaluated after every round; inline on the nodes (one process per message is enough)."""
-    return RunConfig(benchmark=benchmark[0], method="counter", data_dir=benchmark[1], out=str(out), rounds=rounds,
-                     local_steps=2, eval_every_rounds=1, fast_adaptation=False, isolation="inline", **extra)
+    return RunConfig(
+        benchmark=benchmark[0],
+        method="counter",
+        data_dir=benchmark[1],
+        out=str(out),
+        rounds=rounds,
+        local_steps=2,
+        eval_every_rounds=1,
+        fast_adaptation=False,
+        isolation="inline",
+        **extra,
+    )
 
 
 class Federation:
@@ -68,24 +80,50 @@ class Federation:
         self.home, self.procs = home, {}
         self.port = _free_port()
         home.mkdir(parents=True, exist_ok=True)
-        (home / "config.toml").write_text(f'[superlink]\ndefault = "drake-test"\n\n[superlink.drake-test]\n'
-                                          f'address = "127.0.0.1:{self.port}"\ninsecure = true\n')
+        (home / "config.toml").write_text(
+            f'[superlink]\ndefault = "drake-test"\n\n[superlink.drake-test]\n'
+            f'address = "127.0.0.1:{self.port}"\ninsecure = true\n'
+        )
         # the Flower processes import drake_bench and the test's counter method as this process does
-        self.env = {**os.environ, "FLWR_HOME": str(home),
-                    "PYTHONPATH": os.pathsep.join([str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        self.env = {
+            **os.environ,
+            "FLWR_HOME": str(home),
+            "PYTHONPATH": os.pathsep.join([str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        }
 
     def start(self, name: str, args: list[str], **env: str) -> None:
         log = open(self.home / f"{name}.log", "wb")
         self.procs[name] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**self.env, **env})
 
     def superlink(self) -> None:
-        self.start("superlink", [_tool("flower-superlink"), "--insecure", "--host", "127.0.0.1", "--port",
-                                 str(self.port), "--disable-runtime-dependency-installation"])
+        self.start(
+            "superlink",
+            [
+                _tool("flower-superlink"),
+                "--insecure",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--disable-runtime-dependency-installation",
+            ],
+        )
 
     def supernode(self, partition: int, partitions: int, **env: str) -> None:
-        self.start(f"node-{partition}", [_tool("flower-supernode"), "--insecure", "--superlink",
-                                         f"127.0.0.1:{self.port}", "--port", str(_free_port()), "--node-config",
-                                         f"partition-id={partition} num-partitions={partitions}"], **env)
+        self.start(
+            f"node-{partition}",
+            [
+                _tool("flower-supernode"),
+                "--insecure",
+                "--superlink",
+                f"127.0.0.1:{self.port}",
+                "--port",
+                str(_free_port()),
+                "--node-config",
+                f"partition-id={partition} num-partitions={partitions}",
+            ],
+            **env,
+        )
 
     def stop(self, name: str) -> None:
         proc = self.procs.pop(name)
@@ -122,8 +160,9 @@ def _through_round_1(result) -> dict:
     is not a record (benchmark, settings, allocation, method), execution fields removed (results.comparable)."""
     data = comparable(result)
     data.pop("summary")
-    data["raw"] = {table: [r for r in rows if r.get("eval_round", r.get("round", 1)) <= 1]
-                   for table, rows in data["raw"].items()}
+    data["raw"] = {
+        table: [r for r in rows if r.get("eval_round", r.get("round", 1)) <= 1] for table, rows in data["raw"].items()
+    }
     return data
 
 
@@ -138,12 +177,20 @@ def test_localhost_superlink_reproduces_the_default_backend_and_survives_a_lost_
     federation.supernode(1, 2, COUNTER_STALL=f"1:{stalls}")  # serves client 2; hangs in round 2 once armed
     (stalls / "armed").touch()
     out = tmp_path / "lost"
-    submitted = subprocess.Popen([sys.executable, "-c", (
-        "import sys; sys.path.insert(0, sys.argv[1]); from minimal_method import Counter; "
-        "from drake_bench.plugins.registry import register_method; register_method(Counter, name='counter'); "
-        "from drake_bench.evaluator.standard import RunConfig, run; run(RunConfig.model_validate_json(sys.argv[2]))"),
-        str(TESTS), _config(pair, out, 2, backend="flower", superlink="drake-test").model_dump_json()],
-        env=federation.env)
+    submitted = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys; sys.path.insert(0, sys.argv[1]); from minimal_method import Counter; "
+                "from drake_bench.plugins.registry import register_method; register_method(Counter, name='counter'); "
+                "from drake_bench.evaluator.standard import RunConfig, run; run(RunConfig.model_validate_json(sys.argv[2]))"
+            ),
+            str(TESTS),
+            _config(pair, out, 2, backend="flower", superlink="drake-test").model_dump_json(),
+        ],
+        env=federation.env,
+    )
     try:
         while not (stalls / "client-2-round-1").exists():  # node 1's ClientApp is inside round 2's client_update
             assert submitted.poll() is None, "the run ended before node 1 reached round 2"

@@ -89,21 +89,36 @@ def test_train_group_equals_sequential_training_over_uneven_steps():
 
     settings = LoraSettings(rank=4, alpha=8, model_loader="testing")
     clients = [1, 2, 3]
-    schedule = {1: [toy_samples(3, seed=0), toy_samples(2, seed=1), toy_samples(3, seed=2)],
-                2: [toy_samples(2, seed=3), [], toy_samples(4, seed=4)],
-                3: [toy_samples(4, seed=5)]}
+    schedule = {
+        1: [toy_samples(3, seed=0), toy_samples(2, seed=1), toy_samples(3, seed=2)],
+        2: [toy_samples(2, seed=3), [], toy_samples(4, seed=4)],
+        3: [toy_samples(4, seed=5)],
+    }
 
     def run(grouped: bool):
         from drake_bench.plugins.protocol import FederationContext
 
         lc = LoraClients(settings)
-        fed = FederationContext(benchmark="t", modality="multimodal", clients=clients + [4],
-                                allocation={c: MODEL for c in clients + [4]}, architectures={c: "a" for c in clients + [4]},
-                                rounds=1, local_steps=3, batch_size=4, seed=0, device="cpu", public_data=None, workdir=None)
+        fed = FederationContext(
+            benchmark="t",
+            modality="multimodal",
+            clients=clients + [4],
+            allocation={c: MODEL for c in clients + [4]},
+            architectures={c: "a" for c in clients + [4]},
+            rounds=1,
+            local_steps=3,
+            batch_size=4,
+            seed=0,
+            device="cpu",
+            public_data=None,
+            workdir=None,
+        )
         lc.setup(fed)
         _distinct(lc.pool, clients + [4])
-        ctxs = [ClientContext(client_id=c, model_name=MODEL, architecture="a", round_idx=0, seed=0, device="cpu")
-                for c in clients]
+        ctxs = [
+            ClientContext(client_id=c, model_name=MODEL, architecture="a", round_idx=0, seed=0, device="cpu")
+            for c in clients
+        ]
         if grouped:
             losses = lc.train_group(ctxs, [schedule[c] for c in clients])
         else:
@@ -142,9 +157,21 @@ def test_a_client_batching_run_gives_the_sequential_runs_numbers(toy_mixed, tmp_
     manifest, root = toy_mixed
 
     def config(out, **extra):
-        return RunConfig(benchmark=manifest, method=method, method_config={"model_loader": "testing"}, data_dir=root,
-                         out=str(out), rounds=2, local_steps=2, eval_every_rounds=2, others_subsample=2,
-                         self_subsample=4, fast_adaptation=False, numerics="native", **extra)  # the inline run
+        return RunConfig(
+            benchmark=manifest,
+            method=method,
+            method_config={"model_loader": "testing"},
+            data_dir=root,
+            out=str(out),
+            rounds=2,
+            local_steps=2,
+            eval_every_rounds=2,
+            others_subsample=2,
+            self_subsample=4,
+            fast_adaptation=False,
+            numerics="native",
+            **extra,
+        )  # the inline run
         # computes in this test process, whose kernels started long ago: only native numerics match across the two
 
     seq_cfg, grp_cfg = config(tmp_path / "seq", isolation="inline"), config(tmp_path / "grp", client_batching=True)
@@ -165,6 +192,7 @@ def test_a_client_batching_run_gives_the_sequential_runs_numbers(toy_mixed, tmp_
         grp_w = torch.cat([grp_states[c].tensors[k].flatten() for k, _ in sorted(seq_states[c].tensors.items())])
         start = torch.cat([v.flatten() for _, v in sorted(first[c].items())])
         assert float((grp_w - seq_w).norm()) < 0.01 * float((seq_w - start).norm()), c
+
 
 def _initial_adapters(cfg):
     """Every client's adapter before training (the method's init_client), to measure how far training moved it."""
@@ -198,8 +226,10 @@ def test_a_group_reply_of_the_wrong_shape_names_the_call_and_the_clients():
         def client_update_group(self, ctxs, states, messages, batches):
             return [(Message(), State())] if len(ctxs) > 2 else [(Message(), "oops")] * len(ctxs)
 
-    ctxs = [ClientContext(client_id=c, model_name="m", architecture="a", round_idx=1, seed=0, device="cpu")
-            for c in (1, 2, 3)]
+    ctxs = [
+        ClientContext(client_id=c, model_name="m", architecture="a", round_idx=1, seed=0, device="cpu")
+        for c in (1, 2, 3)
+    ]
     guarded = GuardedMethod(Short(), seed=0)
     assert guarded.trains_clients_together
     with pytest.raises(PluginError, match=r"client_update_group\(clients \[1, 2, 3\]\).*round 2.*3 \(upload"):

@@ -30,13 +30,12 @@ import pytest
 import torch
 
 from drake_bench import Message
+from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.errors import DrakeBenchError
 from drake_bench.evaluator.standard import RunConfig, run
-from drake_bench.plugins.guard import GuardedMethod
-from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.methods.heterotune import accounting
 from drake_bench.methods.heterotune.cmga import Column, align_columns, cmga, geometry, polar_factor
-from drake_bench.methods.heterotune.dema import DeMABlock, dema_blocks, fold_state
+from drake_bench.methods.heterotune.dema import dema_blocks, fold_state
 from drake_bench.methods.heterotune.depths import grid_columns, model_shape, phi, read_entries
 from drake_bench.methods.heterotune.plugin import HeteroTune, HomoTraining, share_key
 from drake_bench.methods.lora_clients import average
@@ -44,6 +43,7 @@ from drake_bench.models.engine import encode_for_training
 from drake_bench.models.identity import architecture
 from drake_bench.models.testing import toy_loader, toy_samples
 from drake_bench.models.zoo import tiny_names
+from drake_bench.plugins.guard import GuardedMethod
 from drake_bench.plugins.protocol import ClientContext, FederationContext, State
 from drake_bench.plugins.registry import create_method, register_method
 from drake_bench.results.result_file import check_result
@@ -60,9 +60,19 @@ ONE_TYPE = {1: "tiny-llama-s", 2: "tiny-llama-s"}
 def _method(tmp_path: Path, alloc: dict[int, str], name: str = "heterotune", **config):
     method = create_method(name, {"model_loader": "testing", **config})
     fed = FederationContext(
-        benchmark="unit", modality="text", clients=sorted(alloc), allocation=dict(alloc),
-        architectures={c: architecture(n) for c, n in alloc.items()}, rounds=2, local_steps=2, batch_size=2, seed=0,
-        device="cpu", public_data=lambda n: [], workdir=tmp_path)
+        benchmark="unit",
+        modality="text",
+        clients=sorted(alloc),
+        allocation=dict(alloc),
+        architectures={c: architecture(n) for c, n in alloc.items()},
+        rounds=2,
+        local_steps=2,
+        batch_size=2,
+        seed=0,
+        device="cpu",
+        public_data=lambda n: [],
+        workdir=tmp_path,
+    )
     method.setup(fed)
     return method
 
@@ -73,7 +83,7 @@ def _ctx(c: int, alloc: dict[int, str], r: int = 0) -> ClientContext:
 
 def _batches(c: int, steps: int) -> list[list]:
     items = [s.for_method() for s in toy_samples(2 * steps, seed=c, with_images=False)]
-    return [items[2 * i:2 * i + 2] for i in range(steps)]
+    return [items[2 * i : 2 * i + 2] for i in range(steps)]
 
 
 def _logits(model, processor, items) -> torch.Tensor:
@@ -109,8 +119,10 @@ def test_real_checkpoints_are_placed_by_their_configs():
     from drake_bench.methods.heterotune.dema import DECODER_BLOCKS
     from drake_bench.methods.heterotune.depths import shape_of
 
-    llava = LlavaConfig(vision_config=CLIPVisionConfig(num_hidden_layers=24),
-                        text_config=LlamaConfig(num_hidden_layers=32, hidden_size=4096))
+    llava = LlavaConfig(
+        vision_config=CLIPVisionConfig(num_hidden_layers=24),
+        text_config=LlamaConfig(num_hidden_layers=32, hidden_size=4096),
+    )
     assert (shape_of(llava).blocks, shape_of(llava).width) == (32, 4096)
     assert shape_of(LlamaConfig(num_hidden_layers=16, hidden_size=2048)).blocks == 16
     assert re.fullmatch(DECODER_BLOCKS, "model.language_model.layers.31")
@@ -131,15 +143,18 @@ def test_round_zero_is_the_bare_base_and_only_the_language_blocks_carry_dema(tmp
     state = method.init_client(_ctx(3, THREE)).tensors
     assert not any(state[f"up.{l}"].any() for l in range(6))  # W_up = 0: every DeMA is the identity
     assert torch.equal(state["bank_down.2"], torch.eye(16).expand(3, 16, 16)) and torch.allclose(
-        state["mix.0"], torch.full((3,), 1 / 3))
+        state["mix.0"], torch.full((3,), 1 / 3)
+    )
 
 
 def _perturbed(state: dict[str, torch.Tensor], seed: int) -> dict[str, torch.Tensor]:
     """A DeMA state with every part active: random up-projections, alpha, own slot and bank rows (the down-projection
     keeps its random init)."""
     g = torch.Generator().manual_seed(seed)
-    return {k: v + 0.3 * torch.randn(v.shape, generator=g) if k.startswith(("own", "bank", "mix", "up")) else v
-            for k, v in state.items()}
+    return {
+        k: v + 0.3 * torch.randn(v.shape, generator=g) if k.startswith(("own", "bank", "mix", "up")) else v
+        for k, v in state.items()
+    }
 
 
 def test_the_inference_merge_folds_the_slots_into_a_plain_adapter(tmp_path):
@@ -170,8 +185,9 @@ def test_local_training_moves_only_the_trainable_set(tmp_path):
     c, j = 3, method.type_of[3]
     g = torch.Generator().manual_seed(0)
     server = method.init_server().tensors
-    server = {k: (v + 0.1 * torch.randn(v.shape, generator=g) if k.startswith("share.") else v)
-              for k, v in server.items()}
+    server = {
+        k: (v + 0.1 * torch.randn(v.shape, generator=g) if k.startswith("share.") else v) for k, v in server.items()
+    }
     message = Message(tensors=method.message_for(j, server))
     start = dict(method.init_client(_ctx(c, THREE)).tensors)
     method.apply_message(j, start, dict(message.tensors))
@@ -183,8 +199,9 @@ def test_local_training_moves_only_the_trainable_set(tmp_path):
         base = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
         trainable = {n.split(".lora_")[1].split(".")[0] for n, p in model.named_parameters() if p.requires_grad}
     assert trainable == {"down", "up", "mix", "own_down", "own_up"}
-    upload, end = method.client_update(_ctx(c, THREE), State(tensors=method.init_client(_ctx(c, THREE)).tensors),
-                                       message, _batches(c, 2))
+    upload, end = method.client_update(
+        _ctx(c, THREE), State(tensors=method.init_client(_ctx(c, THREE)).tensors), message, _batches(c, 2)
+    )
     for k, v in end.tensors.items():
         moved = not torch.equal(v, start[k])
         assert moved == (not k.startswith("bank_")), k
@@ -218,21 +235,34 @@ def test_alignment_on_the_depth_grid_and_without_it():
     """Columns of depths 2 and 4 on the grid K = 4: aligned pairs at each position, scatter-mean back to the
     shallow type's entries; disabled, each type keeps its own update exactly."""
     g = torch.Generator().manual_seed(1)
-    cols = [Column(t, 1.0, {k: [torch.randn(4, 4, generator=g, dtype=torch.float64) for _ in range(L)]
-                            for k in ("down", "up")}) for t, L in ((0, 2), (1, 4))]
-    off, _ = align_columns(cols, (2, 4), enabled=False, granularity="matrix", eps=1e-6, eps_mode="relative",
-                           rescale="frobenius")
-    assert all(torch.equal(off[t][k][e], c.delta[k][e]) for t, c in enumerate(cols) for k in ("down", "up")
-               for e in range(len(c.delta[k])))
-    on, reports = align_columns(cols, (2, 4), enabled=True, granularity="matrix", eps=1e-6, eps_mode="relative",
-                                rescale="frobenius")
+    cols = [
+        Column(
+            t, 1.0, {k: [torch.randn(4, 4, generator=g, dtype=torch.float64) for _ in range(L)] for k in ("down", "up")}
+        )
+        for t, L in ((0, 2), (1, 4))
+    ]
+    off, _ = align_columns(
+        cols, (2, 4), enabled=False, granularity="matrix", eps=1e-6, eps_mode="relative", rescale="frobenius"
+    )
+    assert all(
+        torch.equal(off[t][k][e], c.delta[k][e])
+        for t, c in enumerate(cols)
+        for k in ("down", "up")
+        for e in range(len(c.delta[k]))
+    )
+    on, reports = align_columns(
+        cols, (2, 4), enabled=True, granularity="matrix", eps=1e-6, eps_mode="relative", rescale="frobenius"
+    )
     assert len(reports) == 8 and all(r.after.max_abs_cos < 1e-6 for r in reports)
-    pos = {c: cmga(torch.stack([cols[0].delta["up"][c // 2].reshape(-1), cols[1].delta["up"][c].reshape(-1)], 1))
-           for c in range(4)}
+    pos = {
+        c: cmga(torch.stack([cols[0].delta["up"][c // 2].reshape(-1), cols[1].delta["up"][c].reshape(-1)], 1))
+        for c in range(4)
+    }
     assert torch.allclose(on[1]["up"][3], pos[3][:, 1].reshape(4, 4))
     assert torch.allclose(on[0]["up"][1], (pos[2][:, 0] + pos[3][:, 0]).reshape(4, 4) / 2)  # entry 1 <- c = 2, 3
-    _, whole = align_columns(cols, (2, 4), enabled=True, granularity="global", eps=1e-6, eps_mode="relative",
-                             rescale="frobenius")
+    _, whole = align_columns(
+        cols, (2, 4), enabled=True, granularity="global", eps=1e-6, eps_mode="relative", rescale="frobenius"
+    )
     assert [r.key for r in whole] == ["global"]
 
 
@@ -241,8 +271,9 @@ def _round(method, alloc, messages=None, r=0, steps=None):
     states = {c: method.init_client(_ctx(c, alloc)) for c in alloc}
     uploads = {}
     for c in sorted(alloc):
-        uploads[c], states[c] = method.client_update(_ctx(c, alloc, r), states[c], (messages or {}).get(c),
-                                                     _batches(c, (steps or {}).get(c, 1)))
+        uploads[c], states[c] = method.client_update(
+            _ctx(c, alloc, r), states[c], (messages or {}).get(c), _batches(c, (steps or {}).get(c, 1))
+        )
     return uploads, states
 
 
@@ -273,16 +304,24 @@ def test_a_heterogeneous_round_aligns_the_types_and_sends_each_its_part(tmp_path
     messages, server = GuardedMethod(method).aggregate(0, start, uploads)
     rows = {row.key: row.values for row in method.round_diagnostics(0)}
     assert len([k for k in rows if k.startswith("cmga.")]) == 2 * 8  # down and up at each of K = 8 positions
-    assert all(v["aligned"] and v["columns"] == 3 and v["max_abs_cos_after"] < 1e-5
-               for k, v in rows.items() if k.startswith("cmga."))
+    assert all(
+        v["aligned"] and v["columns"] == 3 and v["max_abs_cos_after"] < 1e-5
+        for k, v in rows.items()
+        if k.startswith("cmga.")
+    )
     norms = [rows["cmga.down.0"][f"norm_after.{a}"] for a in method.layout.architectures]
     assert max(norms) - min(norms) < 1e-6 * max(norms)
-    assert rows["communication.llama-l"]["uplink_floats_per_client"] == rows["communication.llama-l"][
-        "uplink_floats_formula"] == 8 * (2 * 128 * 16 + 3 + 2 * 16 * 16)
+    assert (
+        rows["communication.llama-l"]["uplink_floats_per_client"]
+        == rows["communication.llama-l"]["uplink_floats_formula"]
+        == 8 * (2 * 128 * 16 + 3 + 2 * 16 * 16)
+    )
     assert rows["communication.llama-l"]["reduction_vs_full_model"] > 0.9
     for c in THREE:  # each client gets its type's average and exactly the share entries it reads
         j = method.type_of[c]
-        want = {f"share.{i}.{e}.{k}" for i, es in method.layout.read_sets(j).items() for e in es for k in ("down", "up")}
+        want = {
+            f"share.{i}.{e}.{k}" for i, es in method.layout.read_sets(j).items() for e in es for k in ("down", "up")
+        }
         assert {k for k in messages[c].tensors if k.startswith("share.")} == want
         down = messages[c].tensors["down.0"]
         same = [d for d in THREE if method.type_of[d] == j]
@@ -304,17 +343,29 @@ def _pseudo_gradients(method, start: dict[str, torch.Tensor], uploads) -> dict[i
     for j in range(method.layout.count):
         members = [c for c in sorted(uploads) if method.type_of[c] == j]
         n = [float(uploads[c].metadata["n"]) for c in members]
-        out[j] = {kind: [start[share_key(j, e, kind)].double()
-                         - sum(w * uploads[c].tensors[f"own_{kind}.{e}"].double() for w, c in zip(n, members)) / sum(n)
-                         for e in range(method.layout.depths[j])] for kind in ("down", "up")}
+        out[j] = {
+            kind: [
+                start[share_key(j, e, kind)].double()
+                - sum(w * uploads[c].tensors[f"own_{kind}.{e}"].double() for w, c in zip(n, members)) / sum(n)
+                for e in range(method.layout.depths[j])
+            ]
+            for kind in ("down", "up")
+        }
     return out
 
 
 def _applied(method, start: dict[str, torch.Tensor], server: dict[str, torch.Tensor], eta: float):
     """(S_j before - S_j after) / eta_s per type, kind and entry: the update the server actually took."""
-    return {j: {kind: [(start[share_key(j, e, kind)].double() - server[share_key(j, e, kind)].double()) / eta
-                       for e in range(method.layout.depths[j])] for kind in ("down", "up")}
-            for j in range(method.layout.count)}
+    return {
+        j: {
+            kind: [
+                (start[share_key(j, e, kind)].double() - server[share_key(j, e, kind)].double()) / eta
+                for e in range(method.layout.depths[j])
+            ]
+            for kind in ("down", "up")
+        }
+        for j in range(method.layout.count)
+    }
 
 
 def test_the_server_steps_each_slot_by_its_aligned_update_not_its_raw_one(tmp_path):
@@ -354,9 +405,15 @@ def test_the_server_step_is_the_aligned_update_of_the_uploads_on_the_depth_grid(
     _, server = GuardedMethod(method).aggregate(0, start, uploads)
     raw = _pseudo_gradients(method, start.tensors, uploads)
     cfg = method.config
-    want, _ = align_columns([Column(j, 1.0, raw[j]) for j in sorted(raw)], method.layout.depths, enabled=True,
-                            granularity=cfg.cmga_granularity, eps=cfg.cmga_eps, eps_mode=cfg.cmga_eps_mode,
-                            rescale=cfg.cmga_rescale)
+    want, _ = align_columns(
+        [Column(j, 1.0, raw[j]) for j in sorted(raw)],
+        method.layout.depths,
+        enabled=True,
+        granularity=cfg.cmga_granularity,
+        eps=cfg.cmga_eps,
+        eps_mode=cfg.cmga_eps_mode,
+        rescale=cfg.cmga_rescale,
+    )
     got = _applied(method, start.tensors, server.tensors, eta=method.server_lr(0))
     for j in raw:
         for kind in ("down", "up"):
@@ -382,9 +439,17 @@ def _synthetic_uploads(method, starts: dict[int, dict[str, torch.Tensor]], seed:
     """Each client's upload: what it started from plus a seeded random update of every uploaded tensor, with
     unequal n_k (2 for odd clients, 6 for even ones). No training: the server rule alone is under test."""
     g = torch.Generator().manual_seed(seed)
-    return {c: Message(tensors={k: v + 0.05 * torch.randn(v.shape, generator=g, dtype=v.dtype)
-                                for k, v in sorted(starts[c].items()) if method.uploaded(k)},
-                       metadata={"n": 2 if c % 2 else 6}) for c in sorted(starts)}
+    return {
+        c: Message(
+            tensors={
+                k: v + 0.05 * torch.randn(v.shape, generator=g, dtype=v.dtype)
+                for k, v in sorted(starts[c].items())
+                if method.uploaded(k)
+            },
+            metadata={"n": 2 if c % 2 else 6},
+        )
+        for c in sorted(starts)
+    }
 
 
 def _slot(method, j: int, tensors: dict[str, torch.Tensor]) -> dict[str, list[torch.Tensor]]:
@@ -400,18 +465,49 @@ def _expected_slots(method, server: dict[str, torch.Tensor], uploads, starts, ro
     for j in range(method.layout.count):
         members = [c for c in sorted(uploads) if method.type_of[c] == j]
         n = [float(uploads[c].metadata["n"]) for c in members]
-        parts = {c: {kind: [starts[c][f"own_{kind}.{e}"].double() - uploads[c].tensors[f"own_{kind}.{e}"].double()
-                            for e in range(method.layout.depths[j])] for kind in ("down", "up")} for c in members}
+        parts = {
+            c: {
+                kind: [
+                    starts[c][f"own_{kind}.{e}"].double() - uploads[c].tensors[f"own_{kind}.{e}"].double()
+                    for e in range(method.layout.depths[j])
+                ]
+                for kind in ("down", "up")
+            }
+            for c in members
+        }
         if cfg.cmga_over == "clients":
             columns += [Column(j, w / sum(n), parts[c]) for c, w in zip(members, n)]
         elif members:
-            columns.append(Column(j, 1.0, {kind: [sum(w * parts[c][kind][e] for w, c in zip(n, members)) / sum(n)
-                                                  for e in range(method.layout.depths[j])] for kind in ("down", "up")}))
-    aligned, _ = align_columns(columns, method.layout.depths, enabled=cfg.use_cmga, granularity=cfg.cmga_granularity,
-                               eps=cfg.cmga_eps, eps_mode=cfg.cmga_eps_mode, rescale=cfg.cmga_rescale)
+            columns.append(
+                Column(
+                    j,
+                    1.0,
+                    {
+                        kind: [
+                            sum(w * parts[c][kind][e] for w, c in zip(n, members)) / sum(n)
+                            for e in range(method.layout.depths[j])
+                        ]
+                        for kind in ("down", "up")
+                    },
+                )
+            )
+    aligned, _ = align_columns(
+        columns,
+        method.layout.depths,
+        enabled=cfg.use_cmga,
+        granularity=cfg.cmga_granularity,
+        eps=cfg.cmga_eps,
+        eps_mode=cfg.cmga_eps_mode,
+        rescale=cfg.cmga_rescale,
+    )
     eta = method.server_lr(round_idx)
-    return {j: {kind: [server[share_key(j, e, kind)].double() - eta * d for e, d in enumerate(upd[kind])]
-                for kind in ("down", "up")} for j, upd in aligned.items()}
+    return {
+        j: {
+            kind: [server[share_key(j, e, kind)].double() - eta * d for e, d in enumerate(upd[kind])]
+            for kind in ("down", "up")
+        }
+        for j, upd in aligned.items()
+    }
 
 
 @pytest.mark.parametrize("cmga_over", ["types", "clients"])
@@ -434,8 +530,9 @@ def test_a_client_that_skipped_rounds_is_measured_from_the_slot_it_was_sent(cmga
     out, s2 = GuardedMethod(method).aggregate(1, s1, second)
     want = _expected_slots(method, s1.tensors, second, starts, 1)
     # the old rule: every client measured from the current (round-1) slot
-    stale = _expected_slots(method, s1.tensors, second, {c: starts[1] if method.type_of[c] == 0 else starts[c]
-                                                         for c in starts}, 1)
+    stale = _expected_slots(
+        method, s1.tensors, second, {c: starts[1] if method.type_of[c] == 0 else starts[c] for c in starts}, 1
+    )
     for j in (0, 1):
         got = _slot(method, j, s2.tensors)
         for kind in ("down", "up"):
@@ -493,16 +590,38 @@ def _old_aggregate(method, round_idx: int, server_state: State, uploads) -> dict
             return uploads[c].tensors[f"own_{kind}.{e}"].double()
 
         if cfg.cmga_over == "clients":
-            columns += [Column(j, wi / total, {kind: [start(kind, e) - after(c, kind, e) for e in range(L)]
-                                               for kind in ("down", "up")}) for c, wi in zip(members, w)]
+            columns += [
+                Column(
+                    j,
+                    wi / total,
+                    {kind: [start(kind, e) - after(c, kind, e) for e in range(L)] for kind in ("down", "up")},
+                )
+                for c, wi in zip(members, w)
+            ]
         else:
-            columns.append(Column(j, 1.0, {kind: [start(kind, e) - sum((wi / total) * after(c, kind, e)
-                                                                       for c, wi in zip(members, w))
-                                                  for e in range(L)] for kind in ("down", "up")}))
+            columns.append(
+                Column(
+                    j,
+                    1.0,
+                    {
+                        kind: [
+                            start(kind, e) - sum((wi / total) * after(c, kind, e) for c, wi in zip(members, w))
+                            for e in range(L)
+                        ]
+                        for kind in ("down", "up")
+                    },
+                )
+            )
     if columns:
-        aligned, _ = align_columns(columns, method.layout.depths, enabled=cfg.use_cmga,
-                                   granularity=cfg.cmga_granularity, eps=cfg.cmga_eps, eps_mode=cfg.cmga_eps_mode,
-                                   rescale=cfg.cmga_rescale)
+        aligned, _ = align_columns(
+            columns,
+            method.layout.depths,
+            enabled=cfg.use_cmga,
+            granularity=cfg.cmga_granularity,
+            eps=cfg.cmga_eps,
+            eps_mode=cfg.cmga_eps_mode,
+            rescale=cfg.cmga_rescale,
+        )
         eta = method.server_lr(round_idx)
         for j, update in aligned.items():
             for kind in ("down", "up"):
@@ -532,8 +651,9 @@ def _full_rounds(method, rounds: int):
     return states, messages, server
 
 
-@pytest.mark.parametrize("name, config", [("heterotune", {}), ("heterotune", {"cmga_over": "clients"}),
-                                          ("homo-training", {})])
+@pytest.mark.parametrize(
+    "name, config", [("heterotune", {}), ("heterotune", {"cmga_over": "clients"}), ("homo-training", {})]
+)
 def test_full_participation_gives_the_old_server_state_exactly(name, config, tmp_path):
     """Three rounds with every client (three depths, unequal n_k): each round's server state is, tensor for tensor
     and bit for bit, what the old rule (every pseudo-gradient from the current slot) gives, and no older slot is
@@ -563,7 +683,8 @@ def test_variants_are_config_and_homo_training_is_the_plain_adapter(tmp_path):
     from drake_bench.commands.run import method_settings
 
     assert method_settings(["heterotune.use_cmga=false", "heterotune.learn_alpha=false"], ["heterotune"]) == {
-        "heterotune": {"use_cmga": False, "learn_alpha": False}}
+        "heterotune": {"use_cmga": False, "learn_alpha": False}
+    }
     assert create_method("homo-training", {}).config.use_dema is False
     assert create_method("heterotune", {}).config.use_dema is True
     with pytest.raises(Exception, match="cmga_rescale"):
@@ -581,7 +702,9 @@ def test_written_out_allocations_resolve_against_the_benchmarks_clients():
     alloc = spec.allocation("1-4=tiny-llava-llama-s,5-7=tiny-llava-llama-m,8-10=tiny-llava-llama-l")
     assert "".join(alloc[c][-1] for c in range(1, 11)) == "ssssmmmlll"
     assert set(spec.allocation("all=tiny-llava-llama-l").values()) == {"tiny-llava-llama-l"}
-    assert spec.allocation("three-sizes") == {int(k): v for k, v in spec.model_allocations["three-sizes"].clients.items()}
+    assert spec.allocation("three-sizes") == {
+        int(k): v for k, v in spec.model_allocations["three-sizes"].clients.items()
+    }
     for bad in ("1-3=tiny-llava-llama-s", "1-11=x", "all=x,2=y,2=z"):
         with pytest.raises(DrakeBenchError):
             spec.allocation(bad)
@@ -592,10 +715,25 @@ def test_heterotune_runs_through_the_evaluator_and_its_uplink_equals_the_formula
     """Two families, two widths, two depths (llama-s 4 x 64, qwen2-s 4 x 48, llama-m 6 x 96): the evaluator's measured
     bytes per client and round equal L_j (2 m_j r + M + 2 r^2) float32 plus {"n": n_k}."""
     manifest, root = toy_mixed
-    res = run(RunConfig(benchmark=manifest, method="heterotune", data_dir=root, out=str(tmp_path), rounds=1,
-                        local_steps=1, scenario="static", fast_adaptation_iters=1, fast_adaptation_eval_every=1,
-                        fast_adaptation_test_items=1, fast_adaptation_tasks=["unseen-0"], others_subsample=1,
-                        self_subsample=1, isolation="inline", method_config={"model_loader": "testing"}))
+    res = run(
+        RunConfig(
+            benchmark=manifest,
+            method="heterotune",
+            data_dir=root,
+            out=str(tmp_path),
+            rounds=1,
+            local_steps=1,
+            scenario="static",
+            fast_adaptation_iters=1,
+            fast_adaptation_eval_every=1,
+            fast_adaptation_test_items=1,
+            fast_adaptation_tasks=["unseen-0"],
+            others_subsample=1,
+            self_subsample=1,
+            isolation="inline",
+            method_config={"model_loader": "testing"},
+        )
+    )
     assert check_result(res) == [] and res.status == "complete"
     alloc = {int(c): m for c, m in res.model_allocation.clients.items()}
     M, r = len({architecture(m) for m in alloc.values()}), HeteroTune.Config().rank
@@ -614,9 +752,23 @@ def test_heterotune_runs_under_partial_participation_through_the_evaluator(toy_m
     qwen2-s pair (2, 4) forms its pseudo-gradient while client 4, absent in round 1, still holds the initial slot
     (kept by the server); the run (its server state checkpointed every round) completes and checks."""
     manifest, root = toy_mixed
-    res = run(RunConfig(benchmark=manifest, method="heterotune", data_dir=root, out=str(tmp_path), rounds=3,
-                        local_steps=1, scenario="static", fast_adaptation=False, others_subsample=1, self_subsample=1,
-                        clients_per_round=3, isolation="inline", method_config={"model_loader": "testing"}))
+    res = run(
+        RunConfig(
+            benchmark=manifest,
+            method="heterotune",
+            data_dir=root,
+            out=str(tmp_path),
+            rounds=3,
+            local_steps=1,
+            scenario="static",
+            fast_adaptation=False,
+            others_subsample=1,
+            self_subsample=1,
+            clients_per_round=3,
+            isolation="inline",
+            method_config={"model_loader": "testing"},
+        )
+    )
     assert check_result(res) == [] and res.status == "complete"
     assert {(a.round, a.client) for a in res.raw.absences} == {(1, 4), (2, 1), (3, 2)}
     rows = {(d.round, d.key): d.values for d in res.raw.diagnostics}

@@ -10,6 +10,7 @@ import os
 import time
 from pathlib import Path
 
+from minimal_method import Counter
 from pydantic import BaseModel
 from rich.console import Console
 from typer.testing import CliRunner
@@ -19,7 +20,6 @@ from drake_bench.core.console import DataTable, literal, print_table
 from drake_bench.errors import PluginError
 from drake_bench.plugins.protocol import MethodMeta, State
 from drake_bench.plugins.registry import register_method
-from minimal_method import Counter
 
 MARKUP = "1.0[/red]"  # a closing tag with nothing open: rich raised MarkupError on it
 ESCAPE = "\x1b]0;owned\x07\x1b[2J"  # sets the terminal's title, then clears the screen
@@ -135,8 +135,18 @@ def test_no_process_a_method_starts_survives_its_call(toy, tmp_path):
     trace = tmp_path / "trace"
     trace.mkdir()
     manifest, root = toy
-    run(RunConfig(benchmark=manifest, method="forger", data_dir=root, out=str(tmp_path / "out"), seeds=[0], rounds=4,
-                  fast_adaptation=False, method_config={"trace": str(trace)}))
+    run(
+        RunConfig(
+            benchmark=manifest,
+            method="forger",
+            data_dir=root,
+            out=str(tmp_path / "out"),
+            seeds=[0],
+            rounds=4,
+            fast_adaptation=False,
+            method_config={"trace": str(trace)},
+        )
+    )
     pid = int((trace / "pid").read_text())
     assert not pid_alive(pid), "the detached grandchild outlived the call that started it"
     time.sleep(3.5)  # past the moment it would have written
@@ -157,9 +167,26 @@ register_method(Counter)  # idempotent: other test modules register it too
 
 def test_a_run_with_failed_methods_prints_the_finished_ones_and_every_failure(toy, tmp_path):
     manifest, root = toy
-    result = CliRunner().invoke(app, ["run", "--benchmark", manifest, "--data-dir", root, "--methods",
-                                      "fails-in-predict,counter", "--rounds", "4", "--no-fast-adaptation",
-                                      "--out", str(tmp_path / "out"), "--jobs", "2"], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--benchmark",
+            manifest,
+            "--data-dir",
+            root,
+            "--methods",
+            "fails-in-predict,counter",
+            "--rounds",
+            "4",
+            "--no-fast-adaptation",
+            "--out",
+            str(tmp_path / "out"),
+            "--jobs",
+            "2",
+        ],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 1, result.output
     assert "counter 1.0" in result.output  # the finished method's row
     assert "1 of 2 methods failed; 1 finished (counter)" in result.output
@@ -241,8 +268,19 @@ def test_the_method_worker_cannot_read_the_shards_nor_the_run_secret(toy, tmp_pa
     (tmp_path / "home" / "built" / "x" / "data").mkdir(parents=True)
     (tmp_path / "home" / "built" / "x" / "data" / "test-0.parquet").write_bytes(b"answers")
     out = tmp_path / "out"
-    res = run(RunConfig(benchmark=manifest, method="disk-reader", data_dir=root, out=str(out), seeds=[0], rounds=4,
-                        fast_adaptation=False, resume=False, method_config={"data_dir": root}))
+    res = run(
+        RunConfig(
+            benchmark=manifest,
+            method="disk-reader",
+            data_dir=root,
+            out=str(out),
+            seeds=[0],
+            rounds=4,
+            fast_adaptation=False,
+            resume=False,
+            method_config={"data_dir": root},
+        )
+    )
     assert res.fl.extra["sandbox"] == SANDBOX
     assert list(out.rglob("work/scratch.txt"))  # its own work folder stayed writable, and the evaluator sees it
     assert list(Path(root).rglob("*.parquet"))  # the evaluator's own view is untouched
@@ -252,8 +290,18 @@ def test_an_inline_run_records_that_it_had_no_sandbox(toy, tmp_path):
     from drake_bench import RunConfig, run
 
     manifest, root = toy
-    res = run(RunConfig(benchmark=manifest, method="counter", data_dir=root, out=str(tmp_path / "out"), seeds=[0],
-                        rounds=4, fast_adaptation=False, isolation="inline"))
+    res = run(
+        RunConfig(
+            benchmark=manifest,
+            method="counter",
+            data_dir=root,
+            out=str(tmp_path / "out"),
+            seeds=[0],
+            rounds=4,
+            fast_adaptation=False,
+            isolation="inline",
+        )
+    )
     assert res.fl.extra["sandbox"] == "none (inline)"
 
 
@@ -265,8 +313,16 @@ def test_a_run_with_other_seeds_does_not_silently_replace_a_finished_result(toy,
     manifest, root = toy
 
     def cfg(seeds):
-        return RunConfig(benchmark=manifest, method="counter", data_dir=root, out=str(tmp_path / "out"), seeds=seeds,
-                         rounds=4, fast_adaptation=False, isolation="inline")
+        return RunConfig(
+            benchmark=manifest,
+            method="counter",
+            data_dir=root,
+            out=str(tmp_path / "out"),
+            seeds=seeds,
+            rounds=4,
+            fast_adaptation=False,
+            isolation="inline",
+        )
 
     first = run(cfg([0]))
     path = first.path(str(tmp_path / "out"))
@@ -286,8 +342,18 @@ def test_a_method_version_that_reads_as_mathtext_does_not_stop_the_plot(toy, tmp
     from drake_bench.evaluation.plots import plot_accuracy_over_rounds
 
     manifest, root = toy
-    res = run(RunConfig(benchmark=manifest, method="counter", data_dir=root, out=str(tmp_path / "out"), seeds=[0],
-                        rounds=4, fast_adaptation=False, isolation="inline"))
+    res = run(
+        RunConfig(
+            benchmark=manifest,
+            method="counter",
+            data_dir=root,
+            out=str(tmp_path / "out"),
+            seeds=[0],
+            rounds=4,
+            fast_adaptation=False,
+            isolation="inline",
+        )
+    )
     hostile = res.model_copy(update={"method": res.method.model_copy(update={"version": "1.0 $\\frac{$ $x^$"})})
     fig = plot_accuracy_over_rounds([hostile], tmp_path / "plot.png")
     assert (tmp_path / "plot.png").stat().st_size > 0

@@ -27,19 +27,29 @@ from test_hub import built as licensed_build  # noqa: F401  (test_hub's fixtures
 from test_hub import offline as hub_cache  # noqa: F401  private Hub cache)
 from typer.testing import CliRunner
 
-from drake_bench.evaluator import checkpoint
 from drake_bench.backends import worker_process as isolation
+from drake_bench.benchmarks.store import BUILD_INFO, BuiltBenchmark
 from drake_bench.cli import app
-from drake_bench.errors import CheckpointError, JSONFileError
 from drake_bench.core.json_files import MAX_DEPTH, read_json
+from drake_bench.errors import CheckpointError, JSONFileError
+from drake_bench.evaluator import checkpoint
 from drake_bench.leaderboard.boards import BoardError, load_board
 from drake_bench.plugins.protocol import Message, State
 from drake_bench.results.result_file import ResultFileError, read_result, write_result
-from drake_bench.benchmarks.store import BUILD_INFO, BuiltBenchmark
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL_RESULT = (REPO / "leaderboard" / "archive" / "recipe-6" / "main-job" / "drake-synth" / "dynamic" / "sft" / "1.0"
-                / "result.json")  # a committed result that checks in a fraction of a second
+SMALL_RESULT = (
+    REPO
+    / "leaderboard"
+    / "archive"
+    / "recipe-6"
+    / "main-job"
+    / "drake-synth"
+    / "dynamic"
+    / "sft"
+    / "1.0"
+    / "result.json"
+)  # a committed result that checks in a fraction of a second
 BOARD = "drake-synth-dynamic"
 BOARD_FILE = REPO / "drake_bench" / "leaderboard" / "definitions" / f"{BOARD}.json"
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -98,8 +108,9 @@ def test_check_refuses_a_file_larger_than_any_result_without_reading_it_all(tmp_
     with open(path, "wb") as f:  # sparse: 64 MiB + 1 on the disk's books, nothing written
         f.truncate(64 * 2**20 + 1)
     code, out = _cli("check", path)
-    assert code == 1 and _lines(out, str(path)) == [f"{path} is larger than 64 MiB, more than any result file is; "
-                                                    "not read further"], out
+    assert code == 1 and _lines(out, str(path)) == [
+        f"{path} is larger than 64 MiB, more than any result file is; not read further"
+    ], out
 
 
 def test_check_goes_on_with_the_other_files(tmp_path):
@@ -144,10 +155,21 @@ def test_render_leaves_hostile_files_off_the_page_with_a_note_and_renders_the_re
 
 def _submission(folder: Path, files: dict[str, str], board: str = BOARD) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "submission.json").write_text(json.dumps({
-        "board": board, "method": "sft", "version": "1.0", "package": "drake_bench", "source_url": "https://example.org",
-        "command": "drake-bench run", "drake_bench_version": "0.1.0", "created_at": "2025-01-01T00:00:00Z",
-        "files": files}))
+    (folder / "submission.json").write_text(
+        json.dumps(
+            {
+                "board": board,
+                "method": "sft",
+                "version": "1.0",
+                "package": "drake_bench",
+                "source_url": "https://example.org",
+                "command": "drake-bench run",
+                "drake_bench_version": "0.1.0",
+                "created_at": "2025-01-01T00:00:00Z",
+                "files": files,
+            }
+        )
+    )
     return folder
 
 
@@ -160,7 +182,8 @@ def test_validate_refuses_a_hostile_submission_json_in_one_line(tmp_path):
     assert _lines(out, "refused [submission]") == [
         f"refused [submission] 1 refusal (first: {sub / 'submission.json'}: not a valid submission.json: "
         f"{sub / 'submission.json'} nests arrays and objects more than {MAX_DEPTH} levels deep (deeper than Python's "
-        "JSON decoder goes))"], out
+        "JSON decoder goes))"
+    ], out
 
 
 # ---------------------------------------------------------------------- paths inside submitted files
@@ -171,8 +194,16 @@ def test_a_submission_entry_out_of_its_folder_is_refused_naming_it_and_never_rea
     outside.parent.mkdir()
     shutil.copyfile(SMALL_RESULT, outside)
     sha = "0" * 64
-    sub = _submission(tmp_path / "sub", {"../outside/result.json": sha, str(outside): sha, "..\\outside\\result.json": sha,
-                                         "results/link/result.json": sha, "results/missing/result.json": sha})
+    sub = _submission(
+        tmp_path / "sub",
+        {
+            "../outside/result.json": sha,
+            str(outside): sha,
+            "..\\outside\\result.json": sha,
+            "results/link/result.json": sha,
+            "results/missing/result.json": sha,
+        },
+    )
     (sub / "results" / "link").mkdir(parents=True)
     (sub / "results" / "link" / "result.json").symlink_to(outside)
     read: list[str] = []
@@ -199,8 +230,9 @@ def test_a_submission_names_its_board_by_name_not_by_a_path(tmp_path):
     assert code == 1 and f"board {str(own)!r} is not a canonical board" in " ".join(out.split()), out
 
 
-@pytest.mark.parametrize("folder", ["ABSOLUTE", "../elsewhere", "runs/../../elsewhere", "..\\elsewhere", "C:\\elsewhere",
-                                    "C:elsewhere"])
+@pytest.mark.parametrize(
+    "folder", ["ABSOLUTE", "../elsewhere", "runs/../../elsewhere", "..\\elsewhere", "C:\\elsewhere", "C:elsewhere"]
+)
 def test_a_board_whose_folder_is_outside_the_root_is_refused_naming_the_field(folder, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     folder = str(elsewhere) if folder == "ABSOLUTE" else folder
@@ -226,16 +258,20 @@ def test_a_hostile_board_definition_file_is_one_line(tmp_path):
     path = tmp_path / "board.json"
     path.write_bytes(b"[" * 100_000)
     code, out = _cli("leaderboard", "render", path)
-    assert code == 1 and _lines(out, "error:") == [f"error: {path} nests arrays and objects more than {MAX_DEPTH} "
-                                                   "levels deep (deeper than Python's JSON decoder goes)"], out
+    assert code == 1 and _lines(out, "error:") == [
+        f"error: {path} nests arrays and objects more than {MAX_DEPTH} "
+        "levels deep (deeper than Python's JSON decoder goes)"
+    ], out
 
 
 def test_a_hostile_manifest_given_by_path_is_one_line(tmp_path):
     path = tmp_path / "manifest.json"
     path.write_bytes(b'{"clients": ' + b"[" * 100_000)
     code, out = _cli("run", "--benchmark", path)
-    assert code == 1 and _lines(out, str(path)) == [f"error: {path} nests arrays and objects more than {MAX_DEPTH} "
-                                                    "levels deep (deeper than Python's JSON decoder goes)"], out
+    assert code == 1 and _lines(out, str(path)) == [
+        f"error: {path} nests arrays and objects more than {MAX_DEPTH} "
+        "levels deep (deeper than Python's JSON decoder goes)"
+    ], out
 
 
 # ---------------------------------------------------------------------- a full disk
@@ -257,9 +293,14 @@ def test_a_full_disk_while_writing_a_result_is_one_line_and_keeps_the_file_befor
 
 
 def _progress(rounds: int) -> checkpoint.RunProgress:
-    return checkpoint.RunProgress(completed_rounds=rounds, clients={1: State(tensors={"w": torch.ones(2) * rounds})},
-                                  server=State(metadata={"r": rounds}), messages={1: Message(tensors={"m": torch.ones(1)})},
-                                  records={"scores": [], "diagnostics": [{"values": {"x": float("nan")}}]}, extra={})
+    return checkpoint.RunProgress(
+        completed_rounds=rounds,
+        clients={1: State(tensors={"w": torch.ones(2) * rounds})},
+        server=State(metadata={"r": rounds}),
+        messages={1: Message(tensors={"m": torch.ones(1)})},
+        records={"scores": [], "diagnostics": [{"values": {"x": float("nan")}}]},
+        extra={},
+    )
 
 
 def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_the_one_before_stays(tmp_path, monkeypatch):
@@ -288,7 +329,9 @@ def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_the_one_before_s
     monkeypatch.setattr(State, "save", full_save)
     with pytest.raises(CheckpointError) as err:
         checkpoint.save(run_dir, _progress(3))
-    assert f"{run_dir / 'round-0003.tmp' / 'client-1.safetensors'}: No space left on device (os error 28)" in str(err.value)
+    assert f"{run_dir / 'round-0003.tmp' / 'client-1.safetensors'}: No space left on device (os error 28)" in str(
+        err.value
+    )
     monkeypatch.undo()
     got = checkpoint.load(run_dir)  # the checkpoint of round 2 is still the run's, NaN of a diagnostic and all
     assert got.completed_rounds == 2 and math.isnan(got.records["diagnostics"][0]["values"]["x"])
@@ -316,7 +359,8 @@ def test_a_full_disk_while_rendering_a_page_is_one_line(tmp_path, monkeypatch):
     code, out = _cli("leaderboard", "render", BOARD, "--results", tmp_path / "results", "--out", tmp_path / "page")
     assert code == 1 and [line for line in out.splitlines() if line.strip()] == [
         f"error: cannot write {tmp_path / 'page' / 'summary.md'}: No space left on device; the board's result files "
-        "are untouched, and rendering again writes its pages once there is space"], out
+        "are untouched, and rendering again writes its pages once there is space"
+    ], out
 
 
 def test_a_full_disk_mid_run_keeps_the_finished_seed_and_the_run_resumes(toy, tmp_path, monkeypatch):
@@ -327,8 +371,17 @@ def test_a_full_disk_mid_run_keeps_the_finished_seed_and_the_run_resumes(toy, tm
 
     register_method(Counter)  # idempotent
     manifest, root = toy
-    cfg = RunConfig(benchmark=manifest, method="counter", data_dir=root, out=str(tmp_path / "out"), seeds=[0, 1],
-                    rounds=4, fast_adaptation=False, isolation="inline", numerics="native")
+    cfg = RunConfig(
+        benchmark=manifest,
+        method="counter",
+        data_dir=root,
+        out=str(tmp_path / "out"),
+        seeds=[0, 1],
+        rounds=4,
+        fast_adaptation=False,
+        isolation="inline",
+        numerics="native",
+    )
     real_write_text = Path.write_text
 
     def full_on_seed_1(self, *a, **k):
@@ -352,8 +405,14 @@ def test_a_full_disk_mid_run_keeps_the_finished_seed_and_the_run_resumes(toy, tm
 # Caches, records and locks drake_bench reads back from a folder that may be shared, copied or downloaded. A cache
 # that does not read is measured or built again, with a warning naming the file; a record that guards something
 # (the run lock, the shipped weights, a published index) is refused in one line naming the file.
-REFUSED = ["deeper-than-the-decoder", "deeper-than-any-result", "latin-1", "100k-digit-int", "lone-surrogate",
-           "not-json"]
+REFUSED = [
+    "deeper-than-the-decoder",
+    "deeper-than-any-result",
+    "latin-1",
+    "100k-digit-int",
+    "lone-surrogate",
+    "not-json",
+]
 """The hostile kinds each reader below is fed (:data:`HOSTILE`): each is refused whatever the reader."""
 
 
@@ -384,8 +443,12 @@ def _probe_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         return compute._Measured(setup=0, first=flops, later=flops, post={})
 
     monkeypatch.setattr(compute, "_probe_one", measure)
-    ev = NS(config=NS(method="x", local_steps=None, method_config={}), spec=NS(fl=NS(local_steps=4), content_hash="h"),
-            allocation={1: "m", 2: "m"}, checkpoints={"m": {"weights_sha256": "0" * 64}})
+    ev = NS(
+        config=NS(method="x", local_steps=None, method_config={}),
+        spec=NS(fl=NS(local_steps=4), content_hash="h"),
+        allocation={1: "m", 2: "m"},
+        checkpoints={"m": {"weights_sha256": "0" * 64}},
+    )
     fed = NS(config=NS(rounds=3, batch_size=2), clients=[1, 2], store=NS(data_hash="d"))
     return (lambda: compute.probe_compute(ev, fed, 0, {}, 1.0, cache_dir=tmp_path / "out" / "x")), measured
 
@@ -415,8 +478,9 @@ def test_a_lock_file_that_does_not_read_is_never_taken_over_and_is_one_line(tmp_
     from drake_bench.core.lock import LOCK_FILE, TOKEN_ENV, RunLock, RunLockedError
 
     monkeypatch.delenv(TOKEN_ENV, raising=False)
-    for kind, data in _hostile(("no-pid", b'{"command": "x"}'), ("pid-text", b'{"pid": "1"}'),
-                               ("pid-true", b'{"pid": true}')).items():
+    for kind, data in _hostile(
+        ("no-pid", b'{"command": "x"}'), ("pid-text", b'{"pid": "1"}'), ("pid-true", b'{"pid": true}')
+    ).items():
         out = tmp_path / kind
         out.mkdir()
         (out / LOCK_FILE).write_bytes(data)
@@ -483,12 +547,15 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@pytest.mark.parametrize("entry, why", [
-    ("OUTSIDE", "lists the file '../../outside.bin', which is not a path inside the model's folder"),
-    ([], "is not a JSON object (it is a list)"),
-    ({"files": {"model.safetensors": 5}, "weights_sha256": "5", "hub_repo": "r"}, "has no 'files' object"),
-    ({"files": {}, "hub_repo": "r"}, "has no 'weights_sha256' string"),
-])
+@pytest.mark.parametrize(
+    "entry, why",
+    [
+        ("OUTSIDE", "lists the file '../../outside.bin', which is not a path inside the model's folder"),
+        ([], "is not a JSON object (it is a list)"),
+        ({"files": {"model.safetensors": 5}, "weights_sha256": "5", "hub_repo": "r"}, "has no 'files' object"),
+        ({"files": {}, "hub_repo": "r"}, "has no 'weights_sha256' string"),
+    ],
+)
 def test_a_shipped_manifest_entry_that_is_no_entry_of_its_folder_is_refused(entry, why, tmp_path):
     from drake_bench.models.shipped import MANIFEST, verify_shipped
 
@@ -508,8 +575,10 @@ def test_a_shipped_manifest_entry_that_is_no_entry_of_its_folder_is_refused(entr
 def test_a_direct_url_json_that_does_not_read_records_no_revision_with_a_warning(tmp_path, monkeypatch):
     from drake_bench.core.provenance import direct_url_revision
 
-    cases = _hostile(("vcs-info-array", b'{"vcs_info": [1]}'),
-                     ("a-revision-of-two-lines", json.dumps({"vcs_info": {"vcs": "git", "commit_id": "ab\n<b>"}}).encode()))
+    cases = _hostile(
+        ("vcs-info-array", b'{"vcs_info": [1]}'),
+        ("a-revision-of-two-lines", json.dumps({"vcs_info": {"vcs": "git", "commit_id": "ab\n<b>"}}).encode()),
+    )
     files = {}
     for i, (kind, data) in enumerate(cases.items()):
         info = tmp_path / f"hostile_{i}-1.0.dist-info"
@@ -570,8 +639,9 @@ def test_a_synth_build_record_or_mark_that_does_not_read_means_a_rebuild(tmp_pat
 
 
 # the hub: a fetch into a folder holding a record that does not read, and a published index that does not
-def test_a_fetch_into_a_folder_whose_record_does_not_read_records_the_tasks_fetched_now(licensed_build, hub_cache,
-                                                                                        tmp_path):
+def test_a_fetch_into_a_folder_whose_record_does_not_read_records_the_tasks_fetched_now(
+    licensed_build, hub_cache, tmp_path
+):
     from test_hub import COMMIT, REPO
 
     from drake_bench.benchmarks.hub import add_to_hf_cache, fetch_benchmark
@@ -585,21 +655,29 @@ def test_a_fetch_into_a_folder_whose_record_does_not_read_records_the_tasks_fetc
         out.mkdir(parents=True)
         (out / BUILD_INFO).write_bytes(data)
         with pytest.warns(RuntimeWarning) as record:
-            got = fetch_benchmark(spec, "v1.0", tasks=["c1-t0"], cache_dir=hub_cache, local_dir=out,
-                                  show_progress=False)
+            got = fetch_benchmark(
+                spec, "v1.0", tasks=["c1-t0"], cache_dir=hub_cache, local_dir=out, show_progress=False
+            )
         assert "not the record of an earlier fetch" in _warned(record, out / BUILD_INFO)[0]
         store = BuiltBenchmark.open(got)
-        assert store.info["fetched_tasks"] == ["c1-t0"] and all(r.startswith("data/c1-t0/") for r in store.info["files"])
+        assert store.info["fetched_tasks"] == ["c1-t0"] and all(
+            r.startswith("data/c1-t0/") for r in store.info["files"]
+        )
         store.verify()
 
 
-@pytest.mark.parametrize("index, why", [
-    (HOSTILE["deeper-than-the-decoder"][0], HOSTILE["deeper-than-the-decoder"][1]),
-    (HOSTILE["100k-digit-int"][0], HOSTILE["100k-digit-int"][1]),
-    (b'{"splits": {"train": {"ids": [1], "content_digest": "sha256:0"}}}', "is not a task index of"),
-], ids=["deeper-than-the-decoder", "100k-digit-int", "an-id-that-is-a-number"])
-def test_a_published_task_index_that_does_not_read_is_one_integrity_error(index, why, licensed_build, hub_cache,
-                                                                          tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "index, why",
+    [
+        (HOSTILE["deeper-than-the-decoder"][0], HOSTILE["deeper-than-the-decoder"][1]),
+        (HOSTILE["100k-digit-int"][0], HOSTILE["100k-digit-int"][1]),
+        (b'{"splits": {"train": {"ids": [1], "content_digest": "sha256:0"}}}', "is not a task index of"),
+    ],
+    ids=["deeper-than-the-decoder", "100k-digit-int", "an-id-that-is-a-number"],
+)
+def test_a_published_task_index_that_does_not_read_is_one_integrity_error(
+    index, why, licensed_build, hub_cache, tmp_path, monkeypatch
+):
     from test_hub import COMMIT, NC_TASK, REPO
 
     from drake_bench.benchmarks import hub
@@ -612,8 +690,15 @@ def test_a_published_task_index_that_does_not_read_is_one_integrity_error(index,
     monkeypatch.undo()
     (tmp_path / "my-copy").mkdir()
     with pytest.raises(IntegrityError) as err:
-        hub.fetch_benchmark(spec, "v1.0", tasks=[NC_TASK], cache_dir=hub_cache, source_dir=tmp_path / "my-copy",
-                            local_dir=tmp_path / "v", show_progress=False)
+        hub.fetch_benchmark(
+            spec,
+            "v1.0",
+            tasks=[NC_TASK],
+            cache_dir=hub_cache,
+            source_dir=tmp_path / "my-copy",
+            local_dir=tmp_path / "v",
+            show_progress=False,
+        )
     text = str(err.value)
     assert "\n" not in text and why in text and f"data/{NC_TASK}/index.json" in text, text
 
@@ -644,17 +729,51 @@ def test_a_model_cache_record_that_does_not_read_is_built_again_with_a_warning(t
 
 
 # ---------------------------------------------------------------------- fuzz: the JSON reader
-JSON_TOKENS = st.sampled_from([b"[", b"]", b"{", b"}", b'"', b":", b",", b"0", b"9" * 5000, b"-", b".", b"e", b"1e999",
-                               b"NaN", b"Infinity", b"true", b"null", b"\\u", b"d800", b"\\", b" ", b"\xff", b"\xc3",
-                               b"\xa9", b"\xef\xbb\xbf", b"\x00", b"[" * 300, b"]" * 300, b'"\\ud800"'])
+JSON_TOKENS = st.sampled_from(
+    [
+        b"[",
+        b"]",
+        b"{",
+        b"}",
+        b'"',
+        b":",
+        b",",
+        b"0",
+        b"9" * 5000,
+        b"-",
+        b".",
+        b"e",
+        b"1e999",
+        b"NaN",
+        b"Infinity",
+        b"true",
+        b"null",
+        b"\\u",
+        b"d800",
+        b"\\",
+        b" ",
+        b"\xff",
+        b"\xc3",
+        b"\xa9",
+        b"\xef\xbb\xbf",
+        b"\x00",
+        b"[" * 300,
+        b"]" * 300,
+        b'"\\ud800"',
+    ]
+)
 HOSTILE_BYTES = st.one_of(st.binary(max_size=200), st.lists(JSON_TOKENS, max_size=40).map(b"".join))
 
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)  # Unicode text: no lone surrogates
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(10**60), max_value=10**60)
-    | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**60), max_value=10**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXT,
     lambda inner: st.lists(inner, max_size=5) | st.dictionaries(TEXT, inner, max_size=5),
-    max_leaves=30)
+    max_leaves=30,
+)
 
 
 def _same(a, b) -> bool:
@@ -682,8 +801,12 @@ def _bits(t: torch.Tensor) -> bytes:
     return t.numpy().tobytes()
 
 
-FUZZ = settings(max_examples=200, deadline=None, database=None,  # (a failure prints its example)
-                suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    database=None,  # (a failure prints its example)
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 
 
 @FUZZ
@@ -710,7 +833,9 @@ def test_read_json_reads_back_exactly_what_json_dumps_wrote(value, indent, ascii
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(depth=st.integers(min_value=1, max_value=3 * MAX_DEPTH), inner=st.sampled_from(["[]", "{}", "1"]))
 def test_read_json_takes_nesting_up_to_its_limit_and_no_deeper(depth, inner, tmp_path):
-    text = '{"a": ' * (depth // 2) + "[" * (depth - depth // 2) + inner + "]" * (depth - depth // 2) + "}" * (depth // 2)
+    text = (
+        '{"a": ' * (depth // 2) + "[" * (depth - depth // 2) + inner + "]" * (depth - depth // 2) + "}" * (depth // 2)
+    )
     path = tmp_path / "f.json"
     path.write_text(text)
     levels = depth + (inner != "1")
@@ -736,17 +861,33 @@ def tensors(draw) -> torch.Tensor:
 
 
 KEYS = st.one_of(st.text(max_size=8), st.sampled_from(["__db__", "name", "tensor", "items", "dict"]))
-CODEC_LEAVES = (st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64)
-                | st.floats() | st.text(max_size=8) | tensors())  # NaN, infinities and lone surrogates too
+CODEC_LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64)
+    | st.floats()
+    | st.text(max_size=8)
+    | tensors()
+)  # NaN, infinities and lone surrogates too
 CODEC_VALUES = st.recursive(
     CODEC_LEAVES,
-    lambda inner: (st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4)
-                   | st.lists(inner, max_size=3).map(tuple)
-                   | st.builds(lambda t, m: State(tensors=t, metadata=m), st.dictionaries(KEYS, tensors(), max_size=3),
-                               st.dictionaries(KEYS, JSON_VALUES, max_size=3))
-                   | st.builds(lambda t, m: Message(tensors=t, metadata=m), st.dictionaries(KEYS, tensors(), max_size=3),
-                               st.dictionaries(KEYS, JSON_VALUES, max_size=3))),
-    max_leaves=20)
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(KEYS, inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.builds(
+            lambda t, m: State(tensors=t, metadata=m),
+            st.dictionaries(KEYS, tensors(), max_size=3),
+            st.dictionaries(KEYS, JSON_VALUES, max_size=3),
+        )
+        | st.builds(
+            lambda t, m: Message(tensors=t, metadata=m),
+            st.dictionaries(KEYS, tensors(), max_size=3),
+            st.dictionaries(KEYS, JSON_VALUES, max_size=3),
+        )
+    ),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=200, deadline=None, database=None)

@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import toy_spec
 
-from drake_bench.errors import DataNotBuiltError, IntegrityError, SourceError
 from drake_bench.benchmarks.hub import (
     RevisionNotFound,
     add_to_hf_cache,
@@ -28,8 +28,7 @@ from drake_bench.benchmarks.hub import (
 from drake_bench.benchmarks.manifest import manifest_dict, parse_manifest
 from drake_bench.benchmarks.spec import BenchmarkSpec
 from drake_bench.benchmarks.store import BUILD_INFO, BuiltBenchmark, file_sha256, shard_path
-
-from conftest import toy_spec
+from drake_bench.errors import DataNotBuiltError, IntegrityError, SourceError
 
 REPO = "drake-test/toy"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -142,7 +141,9 @@ def test_publish_creates_repo_commits_and_tags(built) -> None:
     assert [c[0] for c in calls] == ["create_repo", "create_commit", "create_tag"]
     assert calls[0][1] == (REPO,) and calls[0][2]["repo_type"] == "dataset" and calls[0][2]["exist_ok"] is True
     assert calls[1][1] == (REPO, ops) and calls[1][2]["repo_type"] == "dataset"
-    assert calls[2][2]["tag"] == "v1.0" and calls[2][2]["revision"] == "f" * 40 and calls[2][2]["repo_type"] == "dataset"
+    assert (
+        calls[2][2]["tag"] == "v1.0" and calls[2][2]["revision"] == "f" * 40 and calls[2][2]["repo_type"] == "dataset"
+    )
 
 
 def test_publish_refuses_a_tampered_build(built, tmp_path: Path) -> None:
@@ -190,7 +191,9 @@ def test_fetch_resolves_revision_offline_and_fetches_only_requested_tasks(
         return real(repo_id, filename, **kwargs)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", spy)
-    out = fetch_benchmark(spec, revision, tasks=["c2-t0"], cache_dir=cache, local_dir=tmp_path / "view", show_progress=False)
+    out = fetch_benchmark(
+        spec, revision, tasks=["c2-t0"], cache_dir=cache, local_dir=tmp_path / "view", show_progress=False
+    )
     shards = [shard_path(Path(""), "c2-t0", s).as_posix() for s in ("train", "test")]
     assert sorted(f for f, _ in asked) == sorted([BUILD_INFO, *shards])
     assert all(rev == COMMIT for f, rev in asked if f != BUILD_INFO)  # pinned to the resolved commit
@@ -201,7 +204,9 @@ def test_fetch_resolves_revision_offline_and_fetches_only_requested_tasks(
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet")) == sorted(shards)
     original = BuiltBenchmark.open(root)
     n = original.size("c2-t0", "test")
-    assert [s.id for s in store.samples("c2-t0", "test", range(n))] == [s.id for s in original.samples("c2-t0", "test", range(n))]
+    assert [s.id for s in store.samples("c2-t0", "test", range(n))] == [
+        s.id for s in original.samples("c2-t0", "test", range(n))
+    ]
     with pytest.raises(DataNotBuiltError, match="shard missing"):
         store.table("c1-t0", "train")
 
@@ -223,7 +228,9 @@ def test_fetch_works_from_a_partial_cache_and_names_what_is_missing(cached, tmp_
     spec, root, cache = cached
     snap = repo_cache_folder(REPO, cache) / "snapshots" / COMMIT
     shutil.rmtree(snap / "data" / "c1-t0")
-    out = fetch_benchmark(spec, "v1.0", tasks=["unseen-0"], cache_dir=cache, local_dir=tmp_path / "a", show_progress=False)
+    out = fetch_benchmark(
+        spec, "v1.0", tasks=["unseen-0"], cache_dir=cache, local_dir=tmp_path / "a", show_progress=False
+    )
     BuiltBenchmark.open(out).verify()
     with pytest.raises(DataNotBuiltError, match=r"data/c1-t0/\w+-00000-of-00001.parquet.*offline mode"):
         fetch_benchmark(spec, "v1.0", tasks=["c1-t0"], cache_dir=cache, local_dir=tmp_path / "b", show_progress=False)
@@ -244,7 +251,9 @@ def test_tampered_cached_shard_is_caught(cached, tmp_path: Path) -> None:
     data = bytearray(blob.read_bytes())
     data[len(data) // 2] ^= 0xFF
     blob.write_bytes(bytes(data))
-    with pytest.raises(IntegrityError, match=r"data/c2-t1/test-00000-of-00001\.parquet of drake-test/toy@v1\.0.*modified or corrupted"):
+    with pytest.raises(
+        IntegrityError, match=r"data/c2-t1/test-00000-of-00001\.parquet of drake-test/toy@v1\.0.*modified or corrupted"
+    ):
         fetch_benchmark(spec, "v1.0", tasks=["c2-t1"], cache_dir=cache, local_dir=tmp_path / "v", show_progress=False)
     # untouched tasks still fetch
     fetch_benchmark(spec, "v1.0", tasks=["c2-t0"], cache_dir=cache, local_dir=tmp_path / "w", show_progress=False)
@@ -273,10 +282,14 @@ def test_a_fetched_folder_is_verified_when_read_without_hashing_twice(cached, tm
     monkeypatch.setattr(store_mod, "file_sha256", lambda p: (calls.append(Path(p)), real(p))[1])
     view = BuiltBenchmark.open(out)
     assert view.data_hash == published["data_hash"] and len(view.samples("c2-t0", "train", [0])) == 1
-    assert calls == [] and view.verified_files == {"data/c2-t0/train-00000-of-00001.parquet": published["files"]["data/c2-t0/train-00000-of-00001.parquet"]}
+    assert calls == [] and view.verified_files == {
+        "data/c2-t0/train-00000-of-00001.parquet": published["files"]["data/c2-t0/train-00000-of-00001.parquet"]
+    }
     blob = Path(os.path.realpath(out / "data" / "c2-t0" / "test-00000-of-00001.parquet"))
     blob.write_bytes(blob.read_bytes()[:-1] + b"\0")
-    with pytest.raises(DataIntegrityError, match=r"test-00000-of-00001\.parquet: sha256 .*drake-bench download toy --revision v1\.0"):
+    with pytest.raises(
+        DataIntegrityError, match=r"test-00000-of-00001\.parquet: sha256 .*drake-bench download toy --revision v1\.0"
+    ):
         BuiltBenchmark.open(out).samples("c2-t0", "test", [0])
 
 
@@ -292,8 +305,11 @@ def test_publish_without_network_is_a_hub_error(built) -> None:
             raise httpx.ConnectError("[Errno -3] Temporary failure in name resolution")
 
     spec, root = built
-    with pytest.raises(HubError, match=r"^publishing toy to datasets/drake-test/toy failed \(nothing was uploaded\): "
-                                       r"ConnectError: \[Errno -3\] Temporary failure in name resolution\. Check"):
+    with pytest.raises(
+        HubError,
+        match=r"^publishing toy to datasets/drake-test/toy failed \(nothing was uploaded\): "
+        r"ConnectError: \[Errno -3\] Temporary failure in name resolution\. Check",
+    ):
         publish(root, REPO, "v1.0", spec=spec, api=Offline())
 
 
@@ -327,7 +343,13 @@ def test_index_task_is_rebuilt_from_the_users_copy(cached, tmp_path: Path) -> No
     src = tmp_path / "my-copy"
     src.mkdir()
     out = fetch_benchmark(
-        spec, "v1.0", tasks=[NC_TASK, "c1-t0"], cache_dir=cache, source_dir=src, local_dir=tmp_path / "v", show_progress=False
+        spec,
+        "v1.0",
+        tasks=[NC_TASK, "c1-t0"],
+        cache_dir=cache,
+        source_dir=src,
+        local_dir=tmp_path / "v",
+        show_progress=False,
     )
     store = BuiltBenchmark.open(out)
     store.verify()
@@ -341,7 +363,9 @@ def test_index_task_is_rebuilt_from_the_users_copy(cached, tmp_path: Path) -> No
         assert not (out / shard_path(Path(""), NC_TASK, split)).is_symlink()  # a local file, not a cache link
 
 
-def test_index_task_rebuilt_from_a_copy_with_other_metadata_reads(cached, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_loader) -> None:
+def test_index_task_rebuilt_from_a_copy_with_other_metadata_reads(
+    cached, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_loader
+) -> None:
     """The published index checks what a model sees and is scored on; `source` and `meta` may differ between two
     copies of a dataset (another release of its annotations), so the publisher's full content digest is not held
     against the rebuilt shard when it is read."""
@@ -353,14 +377,23 @@ def test_index_task_rebuilt_from_a_copy_with_other_metadata_reads(cached, tmp_pa
             yield s.model_copy(update={"meta": {**s.meta, "release": "2.1"}})
 
     monkeypatch.setattr(toy_loader, "load", annotated)
-    out = fetch_benchmark(spec, "v1.0", tasks=[NC_TASK], cache_dir=cache, source_dir=tmp_path, local_dir=tmp_path / "v",
-                          show_progress=False)
+    out = fetch_benchmark(
+        spec,
+        "v1.0",
+        tasks=[NC_TASK],
+        cache_dir=cache,
+        source_dir=tmp_path,
+        local_dir=tmp_path / "v",
+        show_progress=False,
+    )
     store = BuiltBenchmark.open(out)
     store.verify()
     assert store.samples(NC_TASK, "train", [0])[0].meta["release"] == "2.1"
 
 
-def test_index_task_rebuild_detects_a_different_source(cached, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_loader) -> None:
+def test_index_task_rebuild_detects_a_different_source(
+    cached, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_loader
+) -> None:
     spec, root, cache = cached
     real_load = toy_loader.load
 
@@ -370,14 +403,30 @@ def test_index_task_rebuild_detects_a_different_source(cached, tmp_path: Path, m
 
     monkeypatch.setattr(toy_loader, "load", altered)
     with pytest.raises(IntegrityError, match=r"content digest.*differs"):
-        fetch_benchmark(spec, "v1.0", tasks=[NC_TASK], cache_dir=cache, source_dir=tmp_path, local_dir=tmp_path / "v", show_progress=False)
+        fetch_benchmark(
+            spec,
+            "v1.0",
+            tasks=[NC_TASK],
+            cache_dir=cache,
+            source_dir=tmp_path,
+            local_dir=tmp_path / "v",
+            show_progress=False,
+        )
 
     def truncated(task, source_dir):
         yield from list(real_load(task, source_dir))[:3]
 
     monkeypatch.setattr(toy_loader, "load", truncated)
     with pytest.raises(SourceError, match=r"lacks \d+ of the \d+ train items"):
-        fetch_benchmark(spec, "v1.0", tasks=[NC_TASK], cache_dir=cache, source_dir=tmp_path, local_dir=tmp_path / "w", show_progress=False)
+        fetch_benchmark(
+            spec,
+            "v1.0",
+            tasks=[NC_TASK],
+            cache_dir=cache,
+            source_dir=tmp_path,
+            local_dir=tmp_path / "w",
+            show_progress=False,
+        )
 
 
 # --------------------------------------------------------------------------- stream integration

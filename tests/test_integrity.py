@@ -12,15 +12,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from minimal_method import Counter
 
 from drake_bench.benchmarks import store
 from drake_bench.benchmarks.build import build_benchmark
+from drake_bench.benchmarks.store import ARROW_CACHE, BUILD_INFO, BuiltBenchmark, data_hash, file_sha256, shard_path
 from drake_bench.errors import DataError, DataIntegrityError, DrakeBenchError, IntegrityError, PluginError
 from drake_bench.plugins.guard import GuardedMethod
-from drake_bench.benchmarks.store import ARROW_CACHE, BUILD_INFO, BuiltBenchmark, data_hash, file_sha256, shard_path
 from drake_bench.streams.stream import load_client_stream, load_federated_data
-
-from minimal_method import Counter
 
 SHARD = ("c1-t0", "train")  # a shard client 1 trains on from round 0 (dynamic: its first task)
 
@@ -150,7 +149,9 @@ def _reencoded(path: Path) -> None:
 def _refinalize(root: Path) -> dict:
     info = json.loads((root / BUILD_INFO).read_text())
     own = {"benchmark", "manifest_hash", "data_hash", "files", "content_hash", "content_digests", "sizes"}
-    return store.finalize_build(root, info["benchmark"], info["manifest_hash"], {k: v for k, v in info.items() if k not in own})
+    return store.finalize_build(
+        root, info["benchmark"], info["manifest_hash"], {k: v for k, v in info.items() if k not in own}
+    )
 
 
 def test_the_content_hash_is_the_data_as_read_not_the_bytes_that_hold_it(copy, monkeypatch):
@@ -340,16 +341,23 @@ def _saved(run_dir: Path) -> Path:
     from drake_bench.evaluator import checkpoint
     from drake_bench.plugins.protocol import Message, State
 
-    checkpoint.save(run_dir, checkpoint.RunProgress(
-        completed_rounds=2, clients={1: State(tensors={"w": torch.ones(2)}), 2: State(tensors={"w": torch.zeros(2)})},
-        server=State(metadata={"r": 2}), messages={1: Message(tensors={"m": torch.ones(1)}), 2: None},
-        records={"scores": [], "costs": []}, extra={"fingerprint": "f"}))
+    checkpoint.save(
+        run_dir,
+        checkpoint.RunProgress(
+            completed_rounds=2,
+            clients={1: State(tensors={"w": torch.ones(2)}), 2: State(tensors={"w": torch.zeros(2)})},
+            server=State(metadata={"r": 2}),
+            messages={1: Message(tensors={"m": torch.ones(1)}), 2: None},
+            records={"scores": [], "costs": []},
+            extra={"fingerprint": "f"},
+        ),
+    )
     return run_dir
 
 
 def test_a_truncated_progress_file_is_explained_with_the_way_out(tmp_path):
-    from drake_bench.evaluator import checkpoint
     from drake_bench.errors import CheckpointError
+    from drake_bench.evaluator import checkpoint
 
     run_dir = _saved(tmp_path / "seed-0")
     assert checkpoint.load(run_dir).completed_rounds == 2
@@ -362,13 +370,15 @@ def test_a_truncated_progress_file_is_explained_with_the_way_out(tmp_path):
 
 
 def test_a_missing_round_folder_or_state_is_explained_with_the_way_out(tmp_path):
-    from drake_bench.evaluator import checkpoint
     from drake_bench.errors import CheckpointError
+    from drake_bench.evaluator import checkpoint
 
     run_dir = _saved(tmp_path / "seed-0")
     (run_dir / "round-0002" / "client-2.safetensors").write_bytes(b"\0" * 7)
     with pytest.raises(CheckpointError, match=r"client 2's state .*client-2\.safetensors cannot be read.*--no-resume"):
         checkpoint.load(run_dir)
     shutil.rmtree(run_dir / "round-0002")
-    with pytest.raises(CheckpointError, match=r"round folder .*round-0002 that .*progress\.json names is missing.*--no-resume"):
+    with pytest.raises(
+        CheckpointError, match=r"round folder .*round-0002 that .*progress\.json names is missing.*--no-resume"
+    ):
         checkpoint.load(run_dir)

@@ -19,15 +19,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from minimal_method import Counter
 
 from drake_bench import MethodMeta, PluginError, RunConfig, run
-from drake_bench.errors import LeakageError, ScenarioError
-from drake_bench.core.lock import LOCK_FILE, RunLockedError
 from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.core.lock import LOCK_FILE, RunLockedError
+from drake_bench.errors import LeakageError, ScenarioError
 from drake_bench.plugins.protocol import Message, State
 from drake_bench.plugins.registry import register_method
-
-from minimal_method import Counter
 
 TESTS = Path(__file__).parent
 
@@ -114,7 +113,17 @@ def test_a_cheating_plugin_sees_no_answers_in_its_process_and_scores_chance(toy,
 
 def test_the_same_cheater_inline_does_find_the_answers(toy, tmp_path):
     """The check above can fail: in the evaluator's process the cheat works (inline is for debugging only)."""
-    res = run(_cfg(toy, tmp_path / "inline", "cheater", rounds=2, scenario="static", isolation="inline", method_config={"manifest": toy[0]}))
+    res = run(
+        _cfg(
+            toy,
+            tmp_path / "inline",
+            "cheater",
+            rounds=2,
+            scenario="static",
+            isolation="inline",
+            method_config={"manifest": toy[0]},
+        )
+    )
     assert _checkpoint_meta(tmp_path / "inline")["loot"] > 0
     assert all(s.score == 1.0 for s in res.raw.scores if s.role == "self")
 
@@ -215,8 +224,11 @@ for _cls in (Counter, ExtraIds, NanMeta, Hangs):
 
 
 def test_extra_client_ids_from_aggregate_are_refused(toy, tmp_path):
-    with pytest.raises(PluginError, match=r"aggregate \(seed 0, round 1\): messages for clients that are not in "
-                                          r"this federation: \[99\]"):
+    with pytest.raises(
+        PluginError,
+        match=r"aggregate \(seed 0, round 1\): messages for clients that are not in "
+        r"this federation: \[99\]",
+    ):
         run(_cfg(toy, tmp_path, "extra-ids"))
 
 
@@ -228,8 +240,11 @@ def test_nan_in_metadata_and_complex_nan_tensors_are_refused(toy, tmp_path, what
 
 def test_a_hung_call_ends_with_a_located_error_under_call_timeout(toy, tmp_path):
     started = time.perf_counter()
-    with pytest.raises(PluginError, match=r"'hangs' failed in client_update \(seed 0, client 2, round 1\): no answer "
-                                          r"within 3 s \(--call-timeout\)"):
+    with pytest.raises(
+        PluginError,
+        match=r"'hangs' failed in client_update \(seed 0, client 2, round 1\): no answer "
+        r"within 3 s \(--call-timeout\)",
+    ):
         run(_cfg(toy, tmp_path, "hangs", call_timeout=3))
     assert time.perf_counter() - started < 40
 
@@ -240,9 +255,20 @@ def test_a_second_run_into_a_locked_folder_is_refused_naming_the_holder(toy, tmp
     out.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        (out / LOCK_FILE).write_text(json.dumps({"pid": holder.pid, "command": "drake-bench run --out busy",
-                                                 "host": os.uname().nodename, "started": "now", "token": "t"}))
-        with pytest.raises(RunLockedError, match=rf"in use by another run: pid {holder.pid}.*drake-bench run --out busy"):
+        (out / LOCK_FILE).write_text(
+            json.dumps(
+                {
+                    "pid": holder.pid,
+                    "command": "drake-bench run --out busy",
+                    "host": os.uname().nodename,
+                    "started": "now",
+                    "token": "t",
+                }
+            )
+        )
+        with pytest.raises(
+            RunLockedError, match=rf"in use by another run: pid {holder.pid}.*drake-bench run --out busy"
+        ):
             run(_cfg(toy, out, "counter"))
         assert not list(out.glob("**/result.json"))
     finally:
@@ -273,7 +299,9 @@ def test_two_concurrent_runs_into_one_folder_one_is_refused(toy, tmp_path):
         run(RunConfig(benchmark={manifest!r}, method="counter", data_dir={root!r}, out={str(out)!r}, fast_adaptation=False))
     """)
     env = {**os.environ, "COUNTER_SLEEP": "0.3"}
-    first = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         for _ in range(200):
             if (out / LOCK_FILE).exists():
@@ -297,13 +325,17 @@ def test_kill_9_of_the_run_leaves_no_process_behind(toy, tmp_path):
         from drake_bench import RunConfig, run_methods
         from rich.console import Console
         register_method(Counter)
-        run_methods([RunConfig(benchmark={manifest!r}, method="counter", data_dir={root!r}, out={str(tmp_path / 'k')!r},
+        run_methods([RunConfig(benchmark={manifest!r}, method="counter", data_dir={root!r}, out={str(tmp_path / "k")!r},
                                fast_adaptation=False)], console=Console(stderr=True))
     """)
     log = tmp_path / "parent.log"
     with open(log, "w") as sink:
-        parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "COUNTER_SLEEP": "0.5"},
-                                  stdout=sink, stderr=subprocess.STDOUT)
+        parent = subprocess.Popen(
+            [sys.executable, "-c", code],
+            env={**os.environ, "COUNTER_SLEEP": "0.5"},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     proc = psutil.Process(parent.pid)
     try:
         deadline = time.time() + 180  # generous: a loaded CI machine starts processes slowly
@@ -335,11 +367,26 @@ def test_what_crosses_the_boundary_arrives_unchanged():
 
     rng = np.random.default_rng(0)
     images = [Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)) for _ in range(50)]
-    batch = [[MethodSample(uid=f"u{i}", images=images[i:i + 3], question="q", choices=["a", "b"], answer="a",
-                           answer_type=AnswerType.MULTIPLE_CHOICE) for i in range(0, 45, 3)]]
+    batch = [
+        [
+            MethodSample(
+                uid=f"u{i}",
+                images=images[i : i + 3],
+                question="q",
+                choices=["a", "b"],
+                answer="a",
+                answer_type=AnswerType.MULTIPLE_CHOICE,
+            )
+            for i in range(0, 45, 3)
+        ]
+    ]
     shared = torch.arange(4.0)
-    value = (batch, Message(tensors={"w": shared}), State(tensors={"w": shared}, metadata={"k": {"1": [1, 2]}}),
-             {3: "x", "y": (1, 2)})
+    value = (
+        batch,
+        Message(tensors={"w": shared}),
+        State(tensors={"w": shared}, metadata={"k": {"1": [1, 2]}}),
+        {3: "x", "y": (1, 2)},
+    )
     back = loads(dumps(value))
     for s, t in zip(batch[0], back[0][0]):
         assert [np.asarray(i).tolist() for i in s.images] == [np.asarray(i).tolist() for i in t.images]
@@ -355,7 +402,8 @@ def test_a_users_script_without_a_main_guard_runs(toy, tmp_path):
     the process that holds the answers."""
     manifest, root = toy
     script = tmp_path / "my_experiment.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import sys
         from drake_bench import RunConfig, run
 
@@ -363,9 +411,16 @@ def test_a_users_script_without_a_main_guard_runs(toy, tmp_path):
                                out={str(tmp_path / "out")!r}, rounds=2, scenario="static", fast_adaptation=False))
         print("ran", len(result.raw.scores), "scores")
         print("plugin imported here:", "drake_bench.plugins.examples.majority" in sys.modules)
-    """))
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "DRAKE_BENCH_NO_PROGRESS": "1"})
+    """)
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "DRAKE_BENCH_NO_PROGRESS": "1"},
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert done.stdout.count("ran ") == 1  # the script ran once: not again inside a worker
     assert "plugin imported here: False" in done.stdout

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from drake_bench.benchmarks.manifest import parse_manifest
+from drake_bench.benchmarks.sample import AnswerType, Sample
 from drake_bench.errors import DrakeBenchError, PluginError
 from drake_bench.evaluation.judge import (
     JUDGE_PROMPT,
@@ -21,11 +23,8 @@ from drake_bench.evaluation.judge import (
 )
 from drake_bench.evaluator.standard import RunConfig, run
 from drake_bench.plugins.examples.majority import MajorityAnswer
-from drake_bench.benchmarks.manifest import parse_manifest
 from drake_bench.plugins.protocol import MethodMeta, ModelIdentity
 from drake_bench.plugins.registry import available_methods, register_method
-from drake_bench.benchmarks.sample import AnswerType, Sample
-
 
 
 class ConstantJudge:
@@ -46,13 +45,30 @@ class NotAJudge:
 
 
 def _sample(kind: AnswerType, answer: str, **kw) -> Sample:
-    return Sample(id=f"t/{answer}", question=f"question for {answer}", answer=answer, answer_type=kind,
-                  task_id="t", source="s", **kw)
+    return Sample(
+        id=f"t/{answer}",
+        question=f"question for {answer}",
+        answer=answer,
+        answer_type=kind,
+        task_id="t",
+        source="s",
+        **kw,
+    )
 
 
-@pytest.mark.parametrize("text, rating", [
-    ("The answer is fluent. Rating: [[7]]", 7.0), ("[[10]]", 10.0), ("Rating: [[6.5]] and then [[2]]", 6.5),
-    ("Rating: 7", None), ("[[0]]", None), ("[[11]]", None), ("[[seven]]", None), ("", None)])
+@pytest.mark.parametrize(
+    "text, rating",
+    [
+        ("The answer is fluent. Rating: [[7]]", 7.0),
+        ("[[10]]", 10.0),
+        ("Rating: [[6.5]] and then [[2]]", 6.5),
+        ("Rating: 7", None),
+        ("[[0]]", None),
+        ("[[11]]", None),
+        ("[[seven]]", None),
+        ("", None),
+    ],
+)
 def test_the_rating_is_the_first_double_bracketed_number_in_one_to_ten(text, rating):
     assert parse_rating(text) == rating
 
@@ -61,8 +77,9 @@ def test_the_prompt_is_the_aya_papers_with_the_three_slots():
     assert JUDGE_PROMPT.startswith("[Instruction]\nPlease act as an impartial judge")
     assert '"[[rating]]", for example: "Rating: [[5]]"' in JUDGE_PROMPT
     filled = JUDGE_PROMPT.format(question="Q?", answer="A.", reference="R.")
-    assert filled.endswith("[Question]\nQ?\n[The Start of Assistant's Answer]\nA.\n[The End of Assistant's Answer]\n"
-                           "[Reference]\nR.")
+    assert filled.endswith(
+        "[Question]\nQ?\n[The Start of Assistant's Answer]\nA.\n[The End of Assistant's Answer]\n[Reference]\nR."
+    )
 
 
 def test_free_text_is_rated_and_every_other_item_keeps_its_rule(monkeypatch):
@@ -73,12 +90,17 @@ def test_free_text_is_rated_and_every_other_item_keeps_its_rule(monkeypatch):
 
     monkeypatch.setattr(scoring, "rouge_l_f1", no_rouge)
     ConstantJudge.shown.clear()
-    samples = [_sample(AnswerType.FREE_TEXT, "a cat on a mat"), _sample(AnswerType.YES_NO, "yes", choices=["yes", "no"]),
-               _sample(AnswerType.FREE_TEXT, "two dogs")]
+    samples = [
+        _sample(AnswerType.FREE_TEXT, "a cat on a mat"),
+        _sample(AnswerType.YES_NO, "yes", choices=["yes", "no"]),
+        _sample(AnswerType.FREE_TEXT, "two dogs"),
+    ]
     scores = judged_scores(ConstantJudge(), ["a cat", "no", "dogs"], samples)
     assert scores == [pytest.approx(0.7), 0.0, pytest.approx(0.7)]  # the yes/no item is wrong by its own rule
-    assert ConstantJudge.shown == [JudgeQuery("question for a cat on a mat", "a cat", "a cat on a mat"),
-                                   JudgeQuery("question for two dogs", "dogs", "two dogs")]
+    assert ConstantJudge.shown == [
+        JudgeQuery("question for a cat on a mat", "a cat", "a cat on a mat"),
+        JudgeQuery("question for two dogs", "dogs", "two dogs"),
+    ]
     assert rating_score(None) == 0.0 and rating_score(10) == 1.0
 
 
@@ -108,9 +130,20 @@ def test_a_judge_that_breaks_the_contract_is_named():
 
 def _config(toy_free_text, out: Path, **kw) -> RunConfig:
     manifest, root = toy_free_text
-    return RunConfig(benchmark=manifest, data_dir=root, method="majority-answer", scenario="static", seeds=[0], rounds=2, local_steps=1,
-                     numerics="native",
-                     isolation="inline", fast_adaptation=False, out=str(out), **kw)
+    return RunConfig(
+        benchmark=manifest,
+        data_dir=root,
+        method="majority-answer",
+        scenario="static",
+        seeds=[0],
+        rounds=2,
+        local_steps=1,
+        numerics="native",
+        isolation="inline",
+        fast_adaptation=False,
+        out=str(out),
+        **kw,
+    )
 
 
 def test_a_judged_run_rates_free_text_records_its_judge_and_never_resumes_as_unjudged(toy_free_text, tmp_path):
@@ -119,8 +152,11 @@ def test_a_judged_run_rates_free_text_records_its_judge_and_never_resumes_as_unj
     judged = run(_config(toy_free_text, tmp_path / "judged", judge=f"{__name__}:ConstantJudge"))
     plain = run(_config(toy_free_text, tmp_path / "plain"))
     assert judged.evaluation.judge == ConstantJudge.identity and plain.evaluation.judge is None
-    free = {t.id for t in parse_manifest(json.loads(Path(toy_free_text[0]).read_text()), where="t").tasks
-            if t.answer_type == AnswerType.FREE_TEXT}
+    free = {
+        t.id
+        for t in parse_manifest(json.loads(Path(toy_free_text[0]).read_text()), where="t").tasks
+        if t.answer_type == AnswerType.FREE_TEXT
+    }
     assert free == {"c1-t1", "c2-t1"}
     plain_scores = {(r.eval_round, r.client, r.owner, r.task): r.score for r in plain.raw.scores}
     for r in judged.raw.scores:
@@ -134,7 +170,9 @@ def test_a_judged_run_rates_free_text_records_its_judge_and_never_resumes_as_unj
     assert len(ConstantJudge.shown) == sum(r.n for r in judged.raw.scores if r.task in free)
     from drake_bench.evaluation.table import summary_markdown
 
-    assert f"Free text rated by an LLM judge (majority-answer 1.0: {ConstantJudge.identity})" in summary_markdown([judged])
+    assert f"Free text rated by an LLM judge (majority-answer 1.0: {ConstantJudge.identity})" in summary_markdown(
+        [judged]
+    )
     assert "LLM judge" not in summary_markdown([plain])
     # ratings and Rouge-L are different scales: `report` refuses to table them together
     from typer.testing import CliRunner
@@ -145,8 +183,11 @@ def test_a_judged_run_rates_free_text_records_its_judge_and_never_resumes_as_unj
     shown = CliRunner().invoke(app, ["report", *files], env={"COLUMNS": "300"})
     assert shown.exit_code != 0 and f"free text scored by {ConstantJudge.identity!r} (not 'Rouge-L')" in shown.output
     alone = CliRunner().invoke(app, ["report", files[1]], env={"COLUMNS": "300"})  # the table says it was judged
-    assert alone.exit_code == 0 and f"Free text rated by an LLM judge (majority-answer 1.0: {ConstantJudge.identity})" \
+    assert (
+        alone.exit_code == 0
+        and f"Free text rated by an LLM judge (majority-answer 1.0: {ConstantJudge.identity})"
         in " ".join(alone.output.split())
+    )
     # the judge is part of what the run computed: its result file never resumes into an unjudged run
     with pytest.raises(DrakeBenchError, match="different run configuration"):
         run(_config(toy_free_text, tmp_path / "judged"))
@@ -154,10 +195,23 @@ def test_a_judged_run_rates_free_text_records_its_judge_and_never_resumes_as_unj
 
 def test_a_judge_on_a_benchmark_without_free_text_is_refused(toy, tmp_path):
     manifest, root = toy
-    config = RunConfig(benchmark=manifest, data_dir=root, method="majority-answer", scenario="static", seeds=[0], rounds=2, local_steps=1,
-                     numerics="native",
-                       isolation="inline", fast_adaptation=False, out=str(tmp_path), judge=f"{__name__}:ConstantJudge")
-    with pytest.raises(DrakeBenchError, match="toy has no free-text tasks scored by Rouge-L, and a judge rates only those"):
+    config = RunConfig(
+        benchmark=manifest,
+        data_dir=root,
+        method="majority-answer",
+        scenario="static",
+        seeds=[0],
+        rounds=2,
+        local_steps=1,
+        numerics="native",
+        isolation="inline",
+        fast_adaptation=False,
+        out=str(tmp_path),
+        judge=f"{__name__}:ConstantJudge",
+    )
+    with pytest.raises(
+        DrakeBenchError, match="toy has no free-text tasks scored by Rouge-L, and a judge rates only those"
+    ):
         run(config)
 
 
@@ -185,9 +239,23 @@ def test_the_cli_refuses_a_judge_where_nothing_is_free_text_before_any_run_start
     from drake_bench.cli import app
 
     manifest, root = toy
-    result = CliRunner().invoke(app, ["run", "--benchmark", manifest, "--data-dir", root, "--methods", "majority-answer",
-                                      "--out", str(tmp_path), "--judge", f"{__name__}:ConstantJudge"],
-                                env={"COLUMNS": "200"})
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--benchmark",
+            manifest,
+            "--data-dir",
+            root,
+            "--methods",
+            "majority-answer",
+            "--out",
+            str(tmp_path),
+            "--judge",
+            f"{__name__}:ConstantJudge",
+        ],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code != 0 and "toy has no free-text tasks scored by Rouge-L" in " ".join(result.output.split())
     assert not any(tmp_path.iterdir())  # refused before anything was written
 
@@ -221,4 +289,3 @@ def test_a_method_cannot_name_a_judge_in_its_evaluation_settings(toy_free_text, 
         register_method(SelfJudged)
     with pytest.raises(PluginError, match=r"names a judge \('my own judge'\): the judge is the evaluator's"):
         run(_config(toy_free_text, tmp_path).model_copy(update={"method": "self-judged"}))
-

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from drake_bench.models import engine
-from drake_bench.models.kernels import (SEGMENT_ATTENTION, packed_forward, use_native_rms_norm,
-                                        use_segment_attention)
+from drake_bench.models.kernels import SEGMENT_ATTENTION, packed_forward, use_native_rms_norm, use_segment_attention
 from drake_bench.models.testing import toy_processor, toy_samples, toy_tokenizer
 from drake_bench.models.zoo import build_tiny
 
@@ -21,8 +20,10 @@ def _grads(model, loss):
     return out
 
 
-@pytest.mark.parametrize("name,multimodal", [("tiny-llava-llama-s", True), ("tiny-llava-qwen2-s", True),
-                                             ("tiny-llama-s", False), ("tiny-qwen2-s", False)])
+@pytest.mark.parametrize(
+    "name,multimodal",
+    [("tiny-llava-llama-s", True), ("tiny-llava-qwen2-s", True), ("tiny-llama-s", False), ("tiny-qwen2-s", False)],
+)
 def test_segment_attention_and_native_rms_norm_give_the_packed_steps_loss_and_gradients(name, multimodal):
     torch.manual_seed(0)
     proc = toy_processor() if multimodal else toy_tokenizer()
@@ -58,7 +59,7 @@ def test_segment_attention_keeps_items_apart_and_padded_forwards_unchanged():
         alone, _, _ = engine.answer_logits(model, tok, items[1:2], packed=True)
         packed, _, counts = engine.answer_logits(model, tok, items[:2], packed=True)
     assert [x for row in after for x in row] == pytest.approx([x for row in before for x in row], rel=1e-5)
-    torch.testing.assert_close(packed[counts[0]:], alone, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(packed[counts[0] :], alone, rtol=1e-4, atol=1e-5)
 
 
 def test_switching_back_restores_sdpa_and_the_modules_own_norm():

@@ -38,11 +38,20 @@ def test_a_layer_violation_breaks_the_contract(tmp_path):
     sh.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
     sh.copytree(ROOT / "tests", copy / "tests", ignore=sh.ignore_patterns("__pycache__", "fixtures", "data"))
     bad = copy / "drake_bench" / "core" / "console.py"
-    bad.write_text(bad.read_text() + "\n\ndef _reach_up():\n    from drake_bench.evaluator import standard  # noqa: F401\n")
+    bad.write_text(
+        bad.read_text() + "\n\ndef _reach_up():\n    from drake_bench.evaluator import standard  # noqa: F401\n"
+    )
     exe = shutil.which("lint-imports")
-    out = subprocess.run([exe, "--no-cache"], cwd=copy, capture_output=True, text=True,
-                         env={**__import__("os").environ, "PYTHONPATH": str(copy)})
-    assert out.returncode != 0 and "drake_bench.core is not allowed to import drake_bench.evaluator" in out.stdout, out.stdout[-3000:]
+    out = subprocess.run(
+        [exe, "--no-cache"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(copy)},
+    )
+    assert out.returncode != 0 and "drake_bench.core is not allowed to import drake_bench.evaluator" in out.stdout, (
+        out.stdout[-3000:]
+    )
 
 
 def test_old_import_paths_keep_working_for_one_release():
@@ -56,9 +65,11 @@ def test_old_import_paths_keep_working_for_one_release():
     import drake_bench.plugins.protocol
     import drake_bench.streams.stream
 
-    for old, new in (("drake_bench.protocol", drake_bench.plugins.protocol),
-                     ("drake_bench.sample", drake_bench.benchmarks.sample),
-                     ("drake_bench.stream", drake_bench.streams.stream)):
+    for old, new in (
+        ("drake_bench.protocol", drake_bench.plugins.protocol),
+        ("drake_bench.sample", drake_bench.benchmarks.sample),
+        ("drake_bench.stream", drake_bench.streams.stream),
+    ):
         sys.modules.pop(old, None)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -31,7 +31,9 @@ def test_synth_build_has_the_layout_of_a_source_build(toy_loader, tmp_path):
     # a source build with a validation split, as every benchmark version since the split existed holds one
     spec = toy_spec()
     rule = spec.subsampling.model_copy(update={"validation_ratio": 0.1})
-    spec = parse_manifest(manifest_dict(spec.model_copy(update={"subsampling": rule, "content_hash": None})), where="toy")
+    spec = parse_manifest(
+        manifest_dict(spec.model_copy(update={"subsampling": rule, "content_hash": None})), where="toy"
+    )
     real_root = build_benchmark(spec, source_dir=None, out=tmp_path / "real", show_progress=False)
     synth_root = build_synth("drake-synth", out=tmp_path / "synth", tasks=["vqa-corners", "rel-defect-2"])
     assert "data/<task>/validation-00000-of-00001.parquet" in _shape(synth_root)

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from minimal_method import Counter
 from typer.testing import CliRunner
 
 from drake_bench import DrakeBenchError
@@ -26,8 +27,6 @@ from drake_bench.leaderboard.rules import RULES, validate
 from drake_bench.leaderboard.submission import SUBMISSION_FILE, SubmissionError, submit, validate_submission
 from drake_bench.plugins.registry import register_method
 from drake_bench.results.result_file import read_result
-
-from minimal_method import Counter
 
 register_method(Counter)
 
@@ -51,8 +50,13 @@ def test_canonical_boards_pin_the_shipped_benchmark_and_weights():
     from drake_bench.plugins.registry import available_methods
 
     boards = canonical_boards()
-    assert set(boards) == {"drake-synth-dynamic", "drake-synth-static", "drake-synth-cross-family",
-                           "hflb-synth-dynamic", "fedllm-synth-dynamic"}
+    assert set(boards) == {
+        "drake-synth-dynamic",
+        "drake-synth-static",
+        "drake-synth-cross-family",
+        "hflb-synth-dynamic",
+        "fedllm-synth-dynamic",
+    }
     shipped = {m: e["weights_sha256"] for m, e in read_manifest()["models"].items()}
     for b in boards.values():
         assert b.spec.version == b.benchmark_version and b.expected_manifest_hash == b.spec.content_hash, b.name
@@ -64,8 +68,9 @@ def test_canonical_boards_pin_the_shipped_benchmark_and_weights():
     code, out = _cli("leaderboard", "build", "drake-synth-static", "--root", "/nonexistent", "--dry-run")
     # the board's own version, pinned: a bare name would run the newest drake-synth, which the board refuses
     board = boards["drake-synth-static"]
-    assert code == 0 and (f"would run: drake-bench run --benchmark drake-synth@{board.benchmark_version} --scenario "
-                          "static") in out.replace("\n", " ")
+    assert code == 0 and (
+        f"would run: drake-bench run --benchmark drake-synth@{board.benchmark_version} --scenario static"
+    ) in out.replace("\n", " ")
 
 
 def test_build_runs_only_what_is_missing_then_renders(tiny_board, tmp_path):
@@ -83,7 +88,8 @@ def test_build_runs_only_what_is_missing_then_renders(tiny_board, tmp_path):
     # what is left is priced at the seconds the other entry's seeds recorded (the gone entry has none of its own)
     after = plan(board, root)
     assert after[1].seed_seconds == [] and seconds_left(board, after) == pytest.approx(
-        len(board.seeds) * sum(after[0].seed_seconds) / len(after[0].seed_seconds))
+        len(board.seeds) * sum(after[0].seed_seconds) / len(after[0].seed_seconds)
+    )
     code, out = _cli("leaderboard", "list", "--root", str(root))
     assert code == 0 and "seeds done" in out and "hours left (est.)" in out
     code, out = _cli("leaderboard", "build", str(board_json), "--root", str(root), "--dry-run")
@@ -131,8 +137,14 @@ def test_a_submission_of_the_example_plugin_passes_and_tampered_ones_are_refused
     board_json, root = tiny_board
     board = load_board(board_json)
     files = [p for p in board_files(root / "tiny") if "majority-answer" in p.parts]
-    sub = submit(board, files, tmp_path / "sub", package="drake_bench", source_url="https://example.org/drake_bench",
-                 command="drake-bench leaderboard build tiny.json --methods majority-answer")
+    sub = submit(
+        board,
+        files,
+        tmp_path / "sub",
+        package="drake_bench",
+        source_url="https://example.org/drake_bench",
+        command="drake-bench leaderboard build tiny.json --methods majority-answer",
+    )
     meta = json.loads((sub / SUBMISSION_FILE).read_text())
     assert meta["method"] == "majority-answer" and meta["version"] == "1.0" and len(meta["files"]) == 1
     assert validate_submission(sub, board)[1] == []
@@ -166,8 +178,13 @@ def test_a_submission_of_the_example_plugin_passes_and_tampered_ones_are_refused
     def per_client(d):  # noqa: ANN001  (asked once per client: other padding than the board's runs)
         d["evaluation"]["extra"]["predict_calls"] = "one per client"
 
-    for name, edit, rule in (("score", score, "recompute"), ("hash", data_hash, "benchmark"), ("seeds", two_seeds, "seeds"),
-                             ("judge", judged, "settings"), ("per-client", per_client, "settings")):
+    for name, edit, rule in (
+        ("score", score, "recompute"),
+        ("hash", data_hash, "benchmark"),
+        ("seeds", two_seeds, "seeds"),
+        ("judge", judged, "settings"),
+        ("per-client", per_client, "settings"),
+    ):
         refusals = tampered(name, edit)
         assert rule in {r.rule for r in refusals}, (name, [str(r) for r in refusals])
         assert all(r.file.endswith("result.json") for r in refusals if r.rule == rule)
@@ -183,8 +200,14 @@ def test_a_submission_of_the_example_plugin_passes_and_tampered_ones_are_refused
     refusals = validate_submission(other, board)[1]
     assert [r.rule for r in refusals] == ["submission"] and "someone-else" in refusals[0].message
     with pytest.raises(SubmissionError, match="someone-else"):
-        submit(board, files, tmp_path / "sub2", package="someone-else", source_url="https://example.org/x",
-               command="drake-bench leaderboard build tiny.json --methods majority-answer")
+        submit(
+            board,
+            files,
+            tmp_path / "sub2",
+            package="someone-else",
+            source_url="https://example.org/x",
+            command="drake-bench leaderboard build tiny.json --methods majority-answer",
+        )
     meta_same = dict(meta_other, package="Drake-Bench")  # PEP 503: the same distribution
     (other / SUBMISSION_FILE).write_text(json.dumps(meta_same))
     assert validate_submission(other, board)[1] == []
@@ -222,7 +245,9 @@ def test_the_same_data_built_by_other_library_versions_is_recognised_by_its_cont
     assert recorded["benchmark"]["content_hash"] == board.content_hash is not None
     # the libraries that wrote the bytes are recorded: what a reader needs to see why two data hashes differ
     assert (recorded["environment"]["pyarrow"], recorded["environment"]["pillow"]) == (
-        metadata.version("pyarrow"), metadata.version("pillow"))
+        metadata.version("pyarrow"),
+        metadata.version("pillow"),
+    )
 
     def cite(data_hash: str | None = None, content_hash: str | None = None, drop: bool = False):  # noqa: ANN202
         def edit(d):  # noqa: ANN001
@@ -232,6 +257,7 @@ def test_the_same_data_built_by_other_library_versions_is_recognised_by_its_cont
                 d["benchmark"]["content_hash"] = content_hash
             if drop:
                 d["benchmark"].pop("content_hash")
+
         return edit
 
     def benchmark_refusals() -> list[str]:  # the file beside the board's others: also one data across files
@@ -282,8 +308,12 @@ def test_a_compute_matched_board_wants_the_probe_and_its_matched_steps(tiny_boar
 
     def probed(matched, version=PROBE_VERSION):  # noqa: ANN001, ANN202
         def edit(d):  # noqa: ANN001
-            d["fl"]["extra"]["compute"] = {"version": version, "local_steps": board.local_steps,
-                                           "matched_local_steps": matched}
+            d["fl"]["extra"]["compute"] = {
+                "version": version,
+                "local_steps": board.local_steps,
+                "matched_local_steps": matched,
+            }
+
         return edit
 
     _rewrite(path, probed(steps + 1))
@@ -325,11 +355,21 @@ def test_a_version_2_probe_is_current_only_for_a_run_without_a_post_federation_s
 
 def _probe(steps: int, method_cost: int, version: int = PROBE_VERSION) -> ComputeProbe:
     """A compute probe of ``steps`` local steps whose method costs ``method_cost`` a round against SFT's 10."""
-    return ComputeProbe(version=version, method="counter", local_steps=steps, rounds=2, clients_per_model={"m": 1},
-                        probe_clients={"m": 0}, setup_flops=0, first_round_flops={"m": method_cost},
-                        round_flops={"m": method_cost}, reference_setup_flops=0,
-                        reference_first_round_flops={"m": 10}, reference_round_flops={"m": 10},
-                        declared_relative_compute=1.0)
+    return ComputeProbe(
+        version=version,
+        method="counter",
+        local_steps=steps,
+        rounds=2,
+        clients_per_model={"m": 1},
+        probe_clients={"m": 0},
+        setup_flops=0,
+        first_round_flops={"m": method_cost},
+        round_flops={"m": method_cost},
+        reference_setup_flops=0,
+        reference_first_round_flops={"m": 10},
+        reference_round_flops={"m": 10},
+        declared_relative_compute=1.0,
+    )
 
 
 class _ProbingEvaluator:
@@ -446,7 +486,9 @@ def test_an_entry_scored_by_other_rules_is_refused_and_a_board_runs_its_own_scor
 
     on_2 = board.model_copy(update={"scorer_version": "2.0"})  # a board rebuilt on 2.0 refuses the 1.0 entries
     _, refusals = validate(board_files(root / "tiny"), on_2)
-    assert {r.file for r in refusals if r.rule == "scorer"} == {str(p) for p in board_files(root / "tiny")} - {str(path)}
+    assert {r.file for r in refusals if r.rule == "scorer"} == {str(p) for p in board_files(root / "tiny")} - {
+        str(path)
+    }
     assert "--scorer-version 2.0" in " ".join(board_command(on_2, on_2.entries, root / "tiny" / "runs"))
 
 
@@ -461,32 +503,50 @@ def test_html_page_in_a_real_browser(tiny_board, tmp_path):
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
-    browser = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
-                    if Path(p).exists()), None)
-    driver_bin = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None)
+    browser = next(
+        (p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome") if Path(p).exists()),
+        None,
+    )
+    driver_bin = shutil.which("chromedriver") or (
+        "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None
+    )
     if browser is None or driver_bin is None:
-        pytest.skip("no Chromium and chromedriver installed (Debian: apt-get install chromium chromium-driver; .ci/run does)")
+        pytest.skip(
+            "no Chromium and chromedriver installed (Debian: apt-get install chromium chromium-driver; .ci/run does)"
+        )
     board_json, root = tiny_board
-    code, out = _cli("leaderboard", "html", "--out", str(tmp_path / "site"), "--boards", str(board_json), "--root", str(root))
+    code, out = _cli(
+        "leaderboard", "html", "--out", str(tmp_path / "site"), "--boards", str(board_json), "--root", str(root)
+    )
     assert code == 0, out
     page = tmp_path / "site" / "tiny.html"
     text = page.read_text()
     assert "<script src" not in text and "<link" not in text and "data:image/png;base64," in text  # self-contained
     opts = Options()
     opts.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1200"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1200",
+    ):
         opts.add_argument(arg)
     driver = webdriver.Chrome(service=Service(driver_bin), options=opts)
     try:
         driver.get(page.as_uri())
-        labels = lambda: [r.get_attribute("data-method") for r in driver.find_elements(By.CSS_SELECTOR, "#board tr.entry")]  # noqa: E731
+        labels = lambda: [
+            r.get_attribute("data-method") for r in driver.find_elements(By.CSS_SELECTOR, "#board tr.entry")
+        ]  # noqa: E731
         assert sorted(labels()) == ["counter 1.0", "majority-answer 1.0"]
         header = driver.find_element(By.CSS_SELECTOR, "#board th[data-col='method']")
         header.click()
         first = labels()
         header.click()
         assert labels() == list(reversed(first)) and sorted(first) in (first, list(reversed(first)))
-        detail = driver.find_element(By.ID, driver.find_elements(By.CSS_SELECTOR, "button.drill")[0].get_attribute("data-detail"))
+        detail = driver.find_element(
+            By.ID, driver.find_elements(By.CSS_SELECTOR, "button.drill")[0].get_attribute("data-detail")
+        )
         assert not detail.is_displayed()
         driver.find_elements(By.CSS_SELECTOR, "button.drill")[0].click()
         assert detail.is_displayed() and "Per client" in detail.text and "Reproduce" in detail.text
@@ -505,8 +565,15 @@ def test_the_time_left_is_priced_entry_by_entry() -> None:
     board = SimpleNamespace(seeds=[0, 1, 2])
 
     def entry(seconds: list[float]) -> PlannedEntry:
-        return PlannedEntry(entry=None, version="1.0", out=Path("."), result=Path("r.json"),  # type: ignore[arg-type]
-                            state="resume", seeds_done=len(seconds), seed_seconds=seconds)
+        return PlannedEntry(
+            entry=None,
+            version="1.0",
+            out=Path("."),
+            result=Path("r.json"),  # type: ignore[arg-type]
+            state="resume",
+            seeds_done=len(seconds),
+            seed_seconds=seconds,
+        )
 
     assert seconds_left(board, [entry([]), entry([])]) is None  # nothing recorded yet: no estimate
     slow, fast, fresh = entry([600.0, 900.0]), entry([60.0, 60.0, 60.0]), entry([])

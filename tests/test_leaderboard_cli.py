@@ -23,11 +23,11 @@ import pytest
 from typer.testing import CliRunner
 
 from drake_bench.cli import app
+from drake_bench.evaluator.run_config import RunConfig
 from drake_bench.leaderboard.boards import BoardDefinition, load_board
 from drake_bench.leaderboard.build import plan, run_configs
 from drake_bench.leaderboard.render import board_files, rows_for
 from drake_bench.leaderboard.submission import SUBMISSION_FILE, submit
-from drake_bench.evaluator.run_config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 UNREGISTERED = "someones-plugin"  # a third party's method, not installed here
@@ -91,8 +91,16 @@ def test_build_dry_run_prints_the_boards_command_for_any_method_on_a_complete_bo
     board_json, root = tiny_board
     board = load_board(board_json)
     assert {p.state for p in plan(board, root)} == {"done"}
-    code, out = _cli("leaderboard", "build", str(board_json), "--root", str(root), "--dry-run",
-                     "--methods", f"counter,{UNREGISTERED}")
+    code, out = _cli(
+        "leaderboard",
+        "build",
+        str(board_json),
+        "--root",
+        str(root),
+        "--dry-run",
+        "--methods",
+        f"counter,{UNREGISTERED}",
+    )
     assert code == 0, out
     assert "nothing to run" not in out
     assert "counter is complete" in out and f"{UNREGISTERED} is not an entry of board tiny" in out
@@ -111,8 +119,16 @@ def test_build_dry_run_prints_the_boards_command_for_any_method_on_a_complete_bo
 def test_build_dry_run_gives_a_plugin_the_canonical_boards_configuration(tmp_path, monkeypatch):
     """A canonical board's command for a method not installed here carries every flag of the board (allocation,
     adaptation tasks, --compute-matched): with a registered name in its place, it parses to the board's run."""
-    code, out = _cli("leaderboard", "build", "drake-synth-static", "--root", str(tmp_path / "lb"), "--dry-run",
-                     "--methods", UNREGISTERED)
+    code, out = _cli(
+        "leaderboard",
+        "build",
+        "drake-synth-static",
+        "--root",
+        str(tmp_path / "lb"),
+        "--dry-run",
+        "--methods",
+        UNREGISTERED,
+    )
     assert code == 0, out
     board = load_board("drake-synth-static")
     [command] = _commands(out, "to run:")
@@ -133,20 +149,23 @@ def test_commands_say_when_the_root_holds_no_board_results(tiny_board, tmp_path)
 
     code, out = _cli("leaderboard", "list", "--root", str(missing))
     assert code == 0 and "warning:" in out and says_where(out, missing), out
-    code, out = _cli("leaderboard", "html", "--out", str(tmp_path / "site"), "--boards", str(board_json),
-                     "--root", str(missing))
+    code, out = _cli(
+        "leaderboard", "html", "--out", str(tmp_path / "site"), "--boards", str(board_json), "--root", str(missing)
+    )
     assert code == 1 and says_where(out, missing) and not (tmp_path / "site").exists(), out
     code, out = _cli("leaderboard", "render", str(board_json), "--root", str(missing))
     assert code == 1 and says_where(out, missing) and not missing.exists(), out
     # a root that exists but holds none of the boards' results: said, and the (empty) pages written
-    code, out = _cli("leaderboard", "html", "--out", str(tmp_path / "site"), "--boards", str(board_json),
-                     "--root", str(empty))
+    code, out = _cli(
+        "leaderboard", "html", "--out", str(tmp_path / "site"), "--boards", str(board_json), "--root", str(empty)
+    )
     assert code == 0 and "warning:" in out and says_where(out, empty) and (tmp_path / "site" / "tiny.html").is_file()
     code, out = _cli("leaderboard", "render", str(board_json), "--root", str(empty))
     assert code == 0 and "warning:" in out and says_where(out, empty)
     # the built board's root: no warning
-    code, out = _cli("leaderboard", "html", "--out", str(tmp_path / "site2"), "--boards", str(board_json),
-                     "--root", str(root))
+    code, out = _cli(
+        "leaderboard", "html", "--out", str(tmp_path / "site2"), "--boards", str(board_json), "--root", str(root)
+    )
     assert code == 0 and "warning:" not in out, out
     # validate: a path that is not there, or a folder without a result file, is no "ok"
     code, out = _cli("leaderboard", "validate", str(missing / "tiny"), "--board", str(board_json))
@@ -163,14 +182,23 @@ def test_reproduce_commands_are_the_submissions_own_else_the_boards(tiny_board, 
     tiny = load_board(board_json)
     folder = root / "tiny"
     theirs = [p for p in board_files(folder) if "majority-answer" in p.parts]
-    own = ("drake-bench run --benchmark toy.json --scenario static --seeds 0,1,2 --rounds 2 --local-steps 1 "
-           "--methods majority-answer --out theirs")
-    sub = submit(tiny, theirs, folder / "submissions" / "majority-answer-1.0", package="drake_bench",
-                 source_url="https://example.org/drake_bench", command=own)
+    own = (
+        "drake-bench run --benchmark toy.json --scenario static --seeds 0,1,2 --rounds 2 --local-steps 1 "
+        "--methods majority-answer --out theirs"
+    )
+    sub = submit(
+        tiny,
+        theirs,
+        folder / "submissions" / "majority-answer-1.0",
+        package="drake_bench",
+        source_url="https://example.org/drake_bench",
+        command=own,
+    )
     submitted = sorted((sub / "results").rglob("result.json"))
     # the same board, compute-matched, with the counter its only entry: majority-answer is someone else's method
-    matched = BoardDefinition.model_validate({**json.loads(board_json.read_text()), "compute_matched": True,
-                                              "entries": [{"method": "counter"}]})
+    matched = BoardDefinition.model_validate(
+        {**json.loads(board_json.read_text()), "compute_matched": True, "entries": [{"method": "counter"}]}
+    )
     rows, _ = rows_for(matched, board_files(folder), tmp_path / "page", root)
     files = board_files(folder)
     assert len(rows) == len(files) == 3  # counter, majority-answer in runs/, majority-answer submitted; in file order
@@ -203,8 +231,14 @@ def test_validate_says_a_refusal_by_rule_and_every_line_with_verbose(tiny_board,
     board_json, root = tiny_board
     board = load_board(board_json)
     files = [p for p in board_files(root / "tiny") if "majority-answer" in p.parts]
-    sub = submit(board, files, tmp_path / "sub", package="drake_bench", source_url="https://example.org/drake_bench",
-                 command="drake-bench leaderboard build tiny.json --methods majority-answer")
+    sub = submit(
+        board,
+        files,
+        tmp_path / "sub",
+        package="drake_bench",
+        source_url="https://example.org/drake_bench",
+        command="drake-bench leaderboard build tiny.json --methods majority-answer",
+    )
     meta = json.loads((sub / SUBMISSION_FILE).read_text())
     [rel] = meta["files"]
     _edit_one_score(sub / rel)  # and submission.json's hash left as it was: rule `submission` too

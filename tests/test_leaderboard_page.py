@@ -81,8 +81,17 @@ def _hostile(res: RunResult, label_setting: bool = False) -> RunResult:
 
 
 def _rows(results: list[RunResult]) -> list[Row]:
-    return [Row(label=r.label, method=r.method.name, result=r, files=[f"runs/{r.method.name}/result.json"],
-                command=f"drake-bench run --methods {r.method.name} {COMMAND}", refusals=[]) for r in results]
+    return [
+        Row(
+            label=r.label,
+            method=r.method.name,
+            result=r,
+            files=[f"runs/{r.method.name}/result.json"],
+            command=f"drake-bench run --methods {r.method.name} {COMMAND}",
+            refusals=[],
+        )
+        for r in results
+    ]
 
 
 def _page(folder: Path, name: str, results: list[RunResult]) -> tuple[Path, list[RunResult]]:
@@ -121,7 +130,9 @@ def test_submitted_text_reaches_the_page_escaped(long_label_page):
     assert "&lt;/script&gt;&lt;script&gt;window.pwned=1&lt;/script&gt;" in text
     data = _embedded(text)  # the script's data parses back to exactly what the files said
     assert [c[1] for m in data["methods"] for c in m["clients"] if c[0] == 1] == [SCRIPT] * len(results)
-    assert {m["label"] for m in data["methods"]} == {r.label for r in results} and any(MARKUP in r.label for r in results)
+    assert {m["label"] for m in data["methods"]} == {r.label for r in results} and any(
+        MARKUP in r.label for r in results
+    )
     # self-contained: nothing is fetched
     assert "<script src" not in text and "<link" not in text and not re.search(r"""(src|href)=["']?https?:""", text)
 
@@ -146,17 +157,32 @@ def driver(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - a seleni
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
-    browser = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
-                    if Path(p).exists()), None)
-    driver_bin = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None)
+    browser = next(
+        (p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome") if Path(p).exists()),
+        None,
+    )
+    driver_bin = shutil.which("chromedriver") or (
+        "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None
+    )
     if browser is None or driver_bin is None:
-        pytest.skip("no Chromium and chromedriver installed (Debian: apt-get install chromium chromium-driver; .ci/run does)")
+        pytest.skip(
+            "no Chromium and chromedriver installed (Debian: apt-get install chromium chromium-driver; .ci/run does)"
+        )
     opts = Options()
     opts.binary_location = browser
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-                "--window-size=1400,1000"):
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+        "--window-size=1400,1000",
+    ):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     chrome = webdriver.Chrome(service=Service(driver_bin), options=opts)
@@ -195,7 +221,9 @@ def test_the_page_reads_at_a_glance_in_a_real_browser(page, driver, tmp_path):
     rows = driver.find_elements(By.CSS_SELECTOR, "#board tr.entry")
     means = [float(r.find_elements(By.TAG_NAME, "td")[2].get_attribute("data-sort")) for r in rows]
     assert means == sorted(means, reverse=True) and len(means) == len(results)
-    assert [r.find_elements(By.TAG_NAME, "td")[1].text.split()[0] for r in rows] == [str(k) for k in range(1, len(rows) + 1)]
+    assert [r.find_elements(By.TAG_NAME, "td")[1].text.split()[0] for r in rows] == [
+        str(k) for k in range(1, len(rows) + 1)
+    ]
 
     lines = lambda: len(driver.find_elements(By.CSS_SELECTOR, "#plot-self polyline.line"))  # noqa: E731
     assert lines() == 5  # the top of the table
@@ -213,12 +241,16 @@ def test_the_page_reads_at_a_glance_in_a_real_browser(page, driver, tmp_path):
     Select(driver.find_element(By.ID, "cmp-b")).select_by_index(len(by_mean) - 1)
     assert driver.find_element(By.ID, "cmp-head-a").text == f"A: {a.label}"
     assert driver.find_element(By.ID, "cmp-head-b").text == f"B: {b.label}"
-    shown = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
-             for tr in driver.find_elements(By.CSS_SELECTOR, "#compare-table tr.client")]
+    shown = [
+        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in driver.find_elements(By.CSS_SELECTOR, "#compare-table tr.client")
+    ]
     expected = [(str(x["client"]), x["self_last"][0] - y["self_last"][0]) for x, y in zip(per_client(a), per_client(b))]
     assert [row[0] for row in shown] == [c for c, _ in expected]
-    assert all(abs(float(row[4]) - d) <= 0.0051 and row[4].startswith("+") == (float(row[4]) > 0)
-               for row, (_, d) in zip(shown, expected))
+    assert all(
+        abs(float(row[4]) - d) <= 0.0051 and row[4].startswith("+") == (float(row[4]) > 0)
+        for row, (_, d) in zip(shown, expected)
+    )
     assert shown[0][1] == SCRIPT  # client 1's hostile model name, as text
     assert f"of {len(expected)} clients" in driver.find_element(By.ID, "cmp-summary").text
 

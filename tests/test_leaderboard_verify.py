@@ -12,14 +12,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from minimal_method import Counter
 from typer.testing import CliRunner
 
 from drake_bench.cli import app
 from drake_bench.leaderboard.verify import VERIFICATION_FILE, verification_state
 from drake_bench.plugins.registry import register_method
 from drake_bench.results.result_file import check_result, read_result, summarize, write_result
-
-from minimal_method import Counter
 
 register_method(Counter)
 

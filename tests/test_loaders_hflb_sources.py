@@ -15,12 +15,11 @@ Fixture formats (records made up, fields and places the publishers'):
 from __future__ import annotations
 
 import pytest
+from fixtures_real import dump, gqa_question, jsonl, png, snli_ve_row, vizwiz_row
 
+from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.errors import SourceError
 from drake_bench.loaders import get_loader
-from drake_bench.benchmarks.manifest import load_benchmark
-
-from fixtures_real import dump, gqa_question, jsonl, png, snli_ve_row, vizwiz_row
 
 
 def _load(task, src):
@@ -34,7 +33,10 @@ def hflb():
 
 def test_vizwiz_reads_the_official_annotations_folder(hflb, tmp_path) -> None:
     base = tmp_path / "VizWiz"
-    train = [vizwiz_row(f"VizWiz_train_{i:08d}.jpg", q) for i, q in enumerate(["What does this label say?", "What brand is this soup?"] * 3)]
+    train = [
+        vizwiz_row(f"VizWiz_train_{i:08d}.jpg", q)
+        for i, q in enumerate(["What does this label say?", "What brand is this soup?"] * 3)
+    ]
     val = [vizwiz_row(f"VizWiz_val_{i:08d}.jpg", "What is the expiration date?") for i in range(2)]
     for split, rows in (("train", train), ("val", val)):
         dump(base / "Annotations" / f"{split}.json", rows)
@@ -54,11 +56,23 @@ def test_vizwiz_without_annotations_is_an_error_not_an_empty_task(hflb, tmp_path
 
 def test_gqa_reads_questions1_2_beside_the_answerless_files(hflb, tmp_path) -> None:
     base = tmp_path / "GQA"
-    qs = {f"{i:05d}": gqa_question(f"n{i}", f"Is there a cup ({i})?", "yes" if i % 2 else "no", "verify", "obj") for i in range(8)}
+    qs = {
+        f"{i:05d}": gqa_question(f"n{i}", f"Is there a cup ({i})?", "yes" if i % 2 else "no", "verify", "obj")
+        for i in range(8)
+    }
     dump(base / "questions1.2" / "train_balanced_questions.json", dict(list(qs.items())[:5]))
     dump(base / "questions1.2" / "val_balanced_questions.json", dict(list(qs.items())[5:]))
-    noanswer = {k: v for k, v in gqa_question("n99", "What is it?", "cup", "query", "obj").items() if k not in ("answer", "fullAnswer")}
-    for name in ("test_balanced_questions.json", "testdev_all_questions.json", "challenge_balanced_questions.json", "submission_all_questions.json"):
+    noanswer = {
+        k: v
+        for k, v in gqa_question("n99", "What is it?", "cup", "query", "obj").items()
+        if k not in ("answer", "fullAnswer")
+    }
+    for name in (
+        "test_balanced_questions.json",
+        "testdev_all_questions.json",
+        "challenge_balanced_questions.json",
+        "submission_all_questions.json",
+    ):
         dump(base / "questions1.2" / name, {"t1": noanswer})
     for q in qs.values():
         png(base / "images" / f"{q['imageId']}.jpg")
@@ -73,10 +87,26 @@ def test_gqa_reads_questions1_2_beside_the_answerless_files(hflb, tmp_path) -> N
 def test_vqa_abstract_reads_the_vqa_api_layout(hflb, tmp_path) -> None:
     base = tmp_path / "VQA"
     for sub, n in (("train2015", 3), ("val2015", 2)):
-        qs = [{"image_id": 100 * k + i, "question": f"How many trees are there {i}?", "question_id": 1000 * k + i} for k in (1,) for i in range(n)]
-        anns = [{"question_id": q["question_id"], "image_id": q["image_id"], "question_type": "how many", "answer_type": "number",
-                 "multiple_choice_answer": "2", "answers": [{"answer": "2", "answer_confidence": "yes", "answer_id": 1}]} for q in qs]
-        dump(base / "Questions" / f"OpenEnded_abstract_v002_{sub}_questions.json", {"questions": qs, "task_type": "Open-Ended"})
+        qs = [
+            {"image_id": 100 * k + i, "question": f"How many trees are there {i}?", "question_id": 1000 * k + i}
+            for k in (1,)
+            for i in range(n)
+        ]
+        anns = [
+            {
+                "question_id": q["question_id"],
+                "image_id": q["image_id"],
+                "question_type": "how many",
+                "answer_type": "number",
+                "multiple_choice_answer": "2",
+                "answers": [{"answer": "2", "answer_confidence": "yes", "answer_id": 1}],
+            }
+            for q in qs
+        ]
+        dump(
+            base / "Questions" / f"OpenEnded_abstract_v002_{sub}_questions.json",
+            {"questions": qs, "task_type": "Open-Ended"},
+        )
         dump(base / "Annotations" / f"abstract_v002_{sub}_annotations.json", {"annotations": anns})
         for q in qs:
             png(base / "Images" / "abstract_v002" / sub / f"abstract_v002_{sub}_{q['image_id']:012d}.png")
@@ -87,7 +117,9 @@ def test_vqa_abstract_reads_the_vqa_api_layout(hflb, tmp_path) -> None:
 def test_snli_ve_reads_both_image_id_spellings(hflb, tmp_path) -> None:
     data = tmp_path / "SNLI-VE" / "data"
     new = [snli_ve_row(str(2000 + i), f"a man running far {i}", "entailment", i) for i in range(3)]
-    old = [snli_ve_row(f"{3000 + i}.jpg", f"a dog running near {i}", "neutral", i, id_field="Flikr30kID") for i in range(2)]
+    old = [
+        snli_ve_row(f"{3000 + i}.jpg", f"a dog running near {i}", "neutral", i, id_field="Flikr30kID") for i in range(2)
+    ]
     jsonl(data / "snli_ve_train.jsonl", new)
     jsonl(data / "snli_ve_dev.jsonl", old)
     for i in range(3):

@@ -8,10 +8,10 @@ tools/generate_img_patch_feature.py (``iconqa/<split>/<task>/<pid>/image.png``).
 
 from __future__ import annotations
 
-from drake_bench.loaders import get_loader
-from drake_bench.benchmarks.manifest import load_benchmark
-
 from fixtures_real import dump, png
+
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.loaders import get_loader
 
 
 def _write(src) -> dict[str, list[str]]:
@@ -22,9 +22,15 @@ def _write(src) -> dict[str, list[str]]:
             pids = []
             for grade in ("kindergarten", "grade1", "prek"):
                 pid = str(len(problems) + 1)
-                problems[pid] = {"question": f"How many dots? ({pid})", "choices": ["1", "2", "3"] if qtype == "choose_txt" else None,
-                                 "answer": 1 if qtype == "choose_txt" else "4", "ques_type": qtype, "grade": grade, "label": "counting",
-                                 "split": split}
+                problems[pid] = {
+                    "question": f"How many dots? ({pid})",
+                    "choices": ["1", "2", "3"] if qtype == "choose_txt" else None,
+                    "answer": 1 if qtype == "choose_txt" else "4",
+                    "ques_type": qtype,
+                    "grade": grade,
+                    "label": "counting",
+                    "split": split,
+                }
                 pids.append(pid)
                 png(base / "iconqa" / split / qtype / pid / "image.png")
             splits[f"{qtype}_{split}"] = pids
@@ -40,7 +46,10 @@ def _write(src) -> dict[str, list[str]]:
 def test_derived_split_keys_are_not_image_folders_and_pids_count_once(tmp_path) -> None:
     spec = load_benchmark("drake")
     _write(tmp_path)
-    for tid, qtype, grade in (("iconqa-multichoice-easy", "choose_txt", "kindergarten"), ("iconqa-shortanswer-hard", "fill_in_blank", "grade1")):
+    for tid, qtype, grade in (
+        ("iconqa-multichoice-easy", "choose_txt", "kindergarten"),
+        ("iconqa-shortanswer-hard", "fill_in_blank", "grade1"),
+    ):
         t = spec.task(tid)
         items = list(get_loader(t.source.loader).load(t, tmp_path))
         assert len(items) == 3, tid  # one per real split; trainval / mini* repeat them

@@ -9,18 +9,29 @@ same string stored as ``images[].path``) and data/mantis-instruct-hf-module.py (
 from __future__ import annotations
 
 import pytest
+from fixtures_real import parquet, png
 
+from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.errors import SourceError
 from drake_bench.loaders import get_loader
-from drake_bench.benchmarks.manifest import load_benchmark
-
-from fixtures_real import parquet, png
 
 
 def _rows(n: int, split: str) -> list[dict]:
-    return [{"id": f"{split}-{i}", "images": [{"bytes": None, "path": f"nights/{i:03d}/{k}.png"} for k in range(3)],
-             "conversation": [{"role": "user", "content": "<image><image><image>Which image is closer to the first?\nA. second\nB. third"},
-                              {"role": "assistant", "content": "A"}], "source": "dreamsim"} for i in range(n)]
+    return [
+        {
+            "id": f"{split}-{i}",
+            "images": [{"bytes": None, "path": f"nights/{i:03d}/{k}.png"} for k in range(3)],
+            "conversation": [
+                {
+                    "role": "user",
+                    "content": "<image><image><image>Which image is closer to the first?\nA. second\nB. third",
+                },
+                {"role": "assistant", "content": "A"},
+            ],
+            "source": "dreamsim",
+        }
+        for i in range(n)
+    ]
 
 
 def test_mantis_images_come_from_the_unpacked_split_archive(tmp_path) -> None:
@@ -33,7 +44,9 @@ def test_mantis_images_come_from_the_unpacked_split_archive(tmp_path) -> None:
             for im in r["images"]:
                 png(folder / f"{split}_images" / im["path"])
     items = list(get_loader("llava_conversation").load(spec.task("dreamsim"), tmp_path))
-    assert len(items) == 5 and all(len(s.images) == 3 and s.answer == "second" and s.choices == ["second", "third"] for s in items)
+    assert len(items) == 5 and all(
+        len(s.images) == 3 and s.answer == "second" and s.choices == ["second", "third"] for s in items
+    )
 
 
 def test_mantis_unpacked_elsewhere_names_the_expected_path(tmp_path) -> None:

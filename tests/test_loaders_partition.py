@@ -7,15 +7,14 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fixtures_real import write_fixtures
 
+from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.errors import SourceError
 from drake_bench.loaders import get_loader
 from drake_bench.loaders._common import categorize
 from drake_bench.loaders.gqa import two_options
 from drake_bench.loaders.llava_conversation import parse_options
-from drake_bench.benchmarks.manifest import load_benchmark
-
-from fixtures_real import write_fixtures
 
 
 def _load(spec, tid, src):
@@ -37,7 +36,15 @@ def hflb_src(tmp_path_factory):
 
 def test_iconqa_levels_and_types_are_disjoint(drake_src) -> None:
     spec, src = drake_src
-    got = {tid: _load(spec, tid, src) for tid in ("iconqa-shortanswer-easy", "iconqa-shortanswer-hard", "iconqa-multichoice-easy", "iconqa-multichoice-hard")}
+    got = {
+        tid: _load(spec, tid, src)
+        for tid in (
+            "iconqa-shortanswer-easy",
+            "iconqa-shortanswer-hard",
+            "iconqa-multichoice-easy",
+            "iconqa-multichoice-hard",
+        )
+    }
     assert {s.meta["grade"] for s in got["iconqa-shortanswer-easy"]} == {"kindergarten"}
     assert {s.meta["grade"] for s in got["iconqa-multichoice-hard"]} == {"grade1"}
     assert all(s.choices == [] for s in got["iconqa-shortanswer-hard"])
@@ -78,14 +85,21 @@ def test_hflb_keyword_splits_partition_each_client(hflb_src) -> None:
     rule = spec.task("c9-aqua-standing").source.rule
     assert all("stand" in s.question for s in _load(spec, "c9-aqua-standing", src))
     assert rule["keywords"][0] == "standing"
-    assert categorize("what number is on the label", spec.task("c8-vizwiz-ocr").source.rule["categories"], "general-object") == "ocr"
+    assert (
+        categorize(
+            "what number is on the label", spec.task("c8-vizwiz-ocr").source.rule["categories"], "general-object"
+        )
+        == "ocr"
+    )
 
 
 def test_hflb_answer_type_and_question_type_splits(hflb_src) -> None:
     spec, src = hflb_src
     assert {s.meta["answer_type"] for s in _load(spec, "c4-abstract-vqa-number", src)} == {"number"}
     attr, others = _load(spec, "c4-abstract-vqa-attribute", src), _load(spec, "c4-abstract-vqa-others", src)
-    assert all(s.question.lower().startswith("what color") for s in attr) and not any(s.question.lower().startswith("what color") for s in others)
+    assert all(s.question.lower().startswith("what color") for s in attr) and not any(
+        s.question.lower().startswith("what color") for s in others
+    )
     assert {s.meta["type"] for s in _load(spec, "c6-coco-qa-color", src)} == {2}
     four = _load(spec, "c2-gqa-four-choice-attribute", src)
     assert all(len(s.choices) == 4 and s.answer in s.choices for s in four)
@@ -108,7 +122,9 @@ def test_missing_or_malformed_sources_name_the_file(tmp_path) -> None:
     (tmp_path / "M4-Instruct-Data" / "m4_instruct_annotations.json").write_text("{not json")
     with pytest.raises(SourceError, match="m4_instruct_annotations.json: not valid JSON"):
         list(get_loader(t.source.loader).load(t, tmp_path))
-    (tmp_path / "M4-Instruct-Data" / "m4_instruct_annotations.json").write_text(json.dumps([{"id": "1", "image": "TQA/a.png", "metadata": {"dataset": "TQA"}}]))
+    (tmp_path / "M4-Instruct-Data" / "m4_instruct_annotations.json").write_text(
+        json.dumps([{"id": "1", "image": "TQA/a.png", "metadata": {"dataset": "TQA"}}])
+    )
     with pytest.raises(SourceError, match="conversations"):
         list(get_loader(t.source.loader).load(t, tmp_path))
 
@@ -117,7 +133,9 @@ def test_text_loaders(tmp_path) -> None:
     scope, large, aya = (load_benchmark(n) for n in ("fed-scope", "fed-llm-large", "fed-aya"))
     g = tmp_path / "gsm8k"
     g.mkdir()
-    (g / "train.jsonl").write_text("".join(json.dumps({"question": f"q{i}?", "answer": f"#### {i}"}) + "\n" for i in range(40)))
+    (g / "train.jsonl").write_text(
+        "".join(json.dumps({"question": f"q{i}?", "answer": f"#### {i}"}) + "\n" for i in range(40))
+    )
     a, b = (_load(scope, t, tmp_path) for t in ("gsm8k-part1", "gsm8k-part2"))
     assert len(a) + len(b) == 40 and not {s.question for s in a} & {s.question for s in b}
     fb = tmp_path / "FedLLM-Bench" / "data" / "Fed-ChatbotIT"
@@ -128,7 +146,15 @@ def test_text_loaders(tmp_path) -> None:
     assert [s.meta["client"] for s in top] == ["u2", "u2"] and top[0].answer == "hello 2"
     ad = tmp_path / "aya_dataset" / "data"
     ad.mkdir(parents=True)
-    rows = [{"inputs": f"question {i}", "targets": f"answer {i}", "language": "x", "language_code": ["eng", "fra", "deu"][i % 3]} for i in range(30)]
+    rows = [
+        {
+            "inputs": f"question {i}",
+            "targets": f"answer {i}",
+            "language": "x",
+            "language_code": ["eng", "fra", "deu"][i % 3],
+        }
+        for i in range(30)
+    ]
     pq.write_table(pa.Table.from_pylist(rows), ad / "train-00000-of-00001.parquet")
     got = [s for t in aya.client(1).tasks for s in _load(aya, t, tmp_path)]
     assert len(got) == 20 and {s.meta["language_code"] for s in got} == {"eng", "fra"}

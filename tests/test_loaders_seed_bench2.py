@@ -8,12 +8,11 @@ seed_bench_v2_dir, data_id joined as is, lists for several images). Questions ar
 from __future__ import annotations
 
 import pytest
+from fixtures_real import SEED2_TYPES, dump, png, seed2_question
 
+from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.errors import SourceError
 from drake_bench.loaders import get_loader
-from drake_bench.benchmarks.manifest import load_benchmark
-
-from fixtures_real import SEED2_TYPES, dump, png, seed2_question
 
 
 def _load(task, src):
@@ -23,7 +22,14 @@ def _load(task, src):
 def _write(src, n: int = 2) -> None:
     base = src / "SEED-Bench-2"
     qs = []
-    for dim in ("Instance Identity", "Instance Attributes", "Instance Location", "Instances Counting", "Instance Interaction", "Scene Understanding"):
+    for dim in (
+        "Instance Identity",
+        "Instance Attributes",
+        "Instance Location",
+        "Instances Counting",
+        "Instance Interaction",
+        "Scene Understanding",
+    ):
         for i in range(n):
             data_id = f"{1454426 + len(qs)}_{2591111986 + i}"  # cc3m: the image file name, no extension (DATASET.md)
             png(base / "cc3m-image" / data_id, i)
@@ -47,7 +53,9 @@ def test_three_tasks_read_the_published_file(tmp_path) -> None:
     inst = _load(spec.task("seedbench2-instanceqa"), tmp_path)
     assert len(inst) == 10 and {s.meta["data_source"] for s in inst} == {"cc3m"}  # five Instance dimensions, not Scene
     kg = _load(spec.task("seedbench2-kgqa"), tmp_path)
-    assert len(kg) == 2 and all(s.choices == ["One", "Two", "Three"] and s.answer == "Two" for s in kg)  # the empty option is dropped
+    assert len(kg) == 2 and all(
+        s.choices == ["One", "Two", "Three"] and s.answer == "Two" for s in kg
+    )  # the empty option is dropped
     temporal = _load(spec.task("seedbench2-temporalqa"), tmp_path)
     assert len(temporal) == 6 and all(len(s.images) == 8 and s.answer == "Three" for s in temporal)
 

@@ -8,13 +8,12 @@ import warnings
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fixtures_real import dump, jsonl, png, vizwiz_row
 
 from drake_bench.benchmarks.build import build_benchmark
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.benchmarks.sources import EXPECTED_FRACTION, UnconfirmedFormatWarning
-
-from fixtures_real import dump, jsonl, png, vizwiz_row
+from drake_bench.errors import SourceError
 
 
 def _hflb_subset(tids):
@@ -48,19 +47,29 @@ def test_far_fewer_items_than_expected_fails_unless_allowed(tmp_path) -> None:
         build_benchmark(spec, source_dir=tmp_path, out=tmp_path / "b1", tasks=["dolly"], show_progress=False)
     # the task's test split is MMLU (its test source), a sample of which is allowed the same way
     (tmp_path / "mmlu" / "all").mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist([{"question": "2 + 2?", "subject": "math", "choices": ["3", "4", "5", "6"], "answer": 1}]),
-                   tmp_path / "mmlu" / "all" / "test-00000-of-00001.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([{"question": "2 + 2?", "subject": "math", "choices": ["3", "4", "5", "6"], "answer": 1}]),
+        tmp_path / "mmlu" / "all" / "test-00000-of-00001.parquet",
+    )
     full = tmp_path / "full"
-    jsonl(full / "databricks-dolly-15k" / "databricks-dolly-15k.jsonl",
-          [{"instruction": f"Say {i}", "context": "", "response": str(i), "category": "open_qa"} for i in range(3000)])
+    jsonl(
+        full / "databricks-dolly-15k" / "databricks-dolly-15k.jsonl",
+        [{"instruction": f"Say {i}", "context": "", "response": str(i), "category": "open_qa"} for i in range(3000)],
+    )
     (full / "mmlu").symlink_to(tmp_path / "mmlu")
-    with pytest.raises(SourceError, match=r"task 'dolly': source loader 'mmlu' yielded 1 items.*far fewer than the 14042"), \
-            warnings.catch_warnings():
+    with (
+        pytest.raises(
+            SourceError, match=r"task 'dolly': source loader 'mmlu' yielded 1 items.*far fewer than the 14042"
+        ),
+        warnings.catch_warnings(),
+    ):
         warnings.simplefilter("ignore", UnconfirmedFormatWarning)
         build_benchmark(spec, source_dir=full, out=tmp_path / "b3", tasks=["dolly"], show_progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnconfirmedFormatWarning)
-        root = build_benchmark(spec, source_dir=tmp_path, out=tmp_path / "b2", tasks=["dolly"], show_progress=False, check_expected=False)
+        root = build_benchmark(
+            spec, source_dir=tmp_path, out=tmp_path / "b2", tasks=["dolly"], show_progress=False, check_expected=False
+        )
     assert (root / "data" / "dolly").is_dir()
     assert 0 < EXPECTED_FRACTION < 1
 
@@ -69,6 +78,11 @@ def test_unconfirmed_formats_warn_once_per_loader(tmp_path) -> None:
     spec = load_benchmark("hflb")
     with pytest.warns(UnconfirmedFormatWarning, match="coco_qa") as rec:
         with pytest.raises(SourceError):
-            build_benchmark(spec, source_dir=tmp_path, out=tmp_path / "built", tasks=["c6-coco-qa-object", "c6-coco-qa-color"],
-                            show_progress=False)
+            build_benchmark(
+                spec,
+                source_dir=tmp_path,
+                out=tmp_path / "built",
+                tasks=["c6-coco-qa-object", "c6-coco-qa-color"],
+                show_progress=False,
+            )
     assert sum("coco_qa" in str(w.message) for w in rec) == 1

@@ -5,13 +5,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from fixtures_real import write_fixtures
 from typer.testing import CliRunner
 
-from drake_bench.cli import app
 from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.benchmarks.sources import check_sources
-
-from fixtures_real import write_fixtures
+from drake_bench.cli import app
 
 
 def _run(*args: str):
@@ -42,9 +41,18 @@ def test_partial_folder_lists_what_is_missing_and_where_to_get_it(hflb_src, tmp_
     (src / "VQA" / "Annotations" / "abstract_v002_val2015_annotations.json").unlink()
     result, out = _run("sources", "check", "hflb", "--source-dir", src)
     assert result.exit_code == 1, out
-    assert "c8-vizwiz-ocr [vizwiz]: MISSING" in out and "missing  VizWiz train annotations: expected at VizWiz/Annotations/train.json" in out
-    assert "download Annotations.zip (-> Annotations/): https://vizwiz.cs.colorado.edu/VizWiz_final/vqa_data/Annotations.zip" in out
-    assert "missing  VQA abstract val2015 annotations: expected at VQA/Annotations/abstract_v002_val2015_annotations.json" in out
+    assert (
+        "c8-vizwiz-ocr [vizwiz]: MISSING" in out
+        and "missing  VizWiz train annotations: expected at VizWiz/Annotations/train.json" in out
+    )
+    assert (
+        "download Annotations.zip (-> Annotations/): https://vizwiz.cs.colorado.edu/VizWiz_final/vqa_data/Annotations.zip"
+        in out
+    )
+    assert (
+        "missing  VQA abstract val2015 annotations: expected at VQA/Annotations/abstract_v002_val2015_annotations.json"
+        in out
+    )
     assert "https://visualqa.org/vqa_v1_download.html" in out
     assert "28 of 36 tasks have every required file" in out  # 4 VizWiz + 4 VQA tasks miss files
     assert "c1-gqa-yes-no-attribute [gqa]: ok" in out
@@ -58,9 +66,14 @@ def test_wrong_layout_points_at_the_misplaced_files(hflb_src, tmp_path) -> None:
     shutil.move(str(src / "VizWiz" / "Annotations" / "train.json"), str(src / "VizWiz" / "train" / "train.json"))
     report = check_sources("hflb", src, tasks=["c1-gqa-yes-no-global", "c8-vizwiz-ocr"])
     assert not report.ok
-    result, out = _run("sources", "check", "hflb", "--source-dir", src, "--task", "c1-gqa-yes-no-global", "--task", "c8-vizwiz-ocr")
+    result, out = _run(
+        "sources", "check", "hflb", "--source-dir", src, "--task", "c1-gqa-yes-no-global", "--task", "c8-vizwiz-ocr"
+    )
     assert result.exit_code == 1, out
-    assert "found elsewhere: GQA/downloads/train_balanced_questions.json -> move it to GQA/questions1.2/train_balanced_questions.json" in out
+    assert (
+        "found elsewhere: GQA/downloads/train_balanced_questions.json -> move it to GQA/questions1.2/train_balanced_questions.json"
+        in out
+    )
     assert "found elsewhere: VizWiz/train/train.json -> move it to VizWiz/Annotations/train.json" in out
 
 

@@ -8,12 +8,11 @@ Fixture format: worldcuisines/worldcuisines@d4d1c44 generate_vqa/generated_data/
 from __future__ import annotations
 
 import pytest
+from fixtures_real import WC_INSTRUCTION, jsonl, parquet, png, png_bytes, url_file, wc_row
 
+from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.errors import SourceError
 from drake_bench.loaders import get_loader
-from drake_bench.benchmarks.manifest import load_benchmark
-
-from fixtures_real import WC_INSTRUCTION, jsonl, parquet, png, png_bytes, url_file, wc_row
 
 TASKS = {"wcvqa-dishname": "1", "wcvqa-contextdishname": "3", "wcvqa-advcontextdishname": "4", "wcvqa-location": "2"}
 
@@ -32,9 +31,19 @@ def _write(src, folder_by_task: dict[int, str], n: int = 3, images: str = "food-
         jsonl(src / "vqa" / "hf_prompt" / folder / f"fr_{folder}.jsonl", [{**rows[0], "lang": "fr", "qa_id": "fr-1"}])
         rows_all += rows
     if images == "food-kb":
-        parquet(src / "food-kb" / "data" / "train-00000-of-00001.parquet",
-                [{"food_id": r["food_id"], "image1_url": r["image_url"], "image1": {"bytes": png_bytes(k), "path": None},
-                  **{f"image{j}_url": None for j in range(2, 9)}, **{f"image{j}": None for j in range(2, 9)}} for k, r in enumerate(rows_all)])
+        parquet(
+            src / "food-kb" / "data" / "train-00000-of-00001.parquet",
+            [
+                {
+                    "food_id": r["food_id"],
+                    "image1_url": r["image_url"],
+                    "image1": {"bytes": png_bytes(k), "path": None},
+                    **{f"image{j}_url": None for j in range(2, 9)},
+                    **{f"image{j}": None for j in range(2, 9)},
+                }
+                for k, r in enumerate(rows_all)
+            ],
+        )
     else:
         for k, r in enumerate(rows_all):
             png(src / "vqa" / "images" / url_file(r["image_url"]), k)
@@ -75,7 +84,10 @@ def test_missing_rows_or_images_are_named(tmp_path) -> None:
     spec = load_benchmark("drake")
     with pytest.raises(SourceError, match="train_task1"):
         _load(spec.task("wcvqa-dishname"), tmp_path)
-    jsonl(tmp_path / "vqa" / "hf_prompt" / "train_task1" / "en_train_task1.jsonl", [wc_row("x", "en", "1", 1, 0, "train_task1")])
+    jsonl(
+        tmp_path / "vqa" / "hf_prompt" / "train_task1" / "en_train_task1.jsonl",
+        [wc_row("x", "en", "1", 1, 0, "train_task1")],
+    )
     with pytest.raises(SourceError, match="food-kb"):
         _load(spec.task("wcvqa-dishname"), tmp_path)
     assert WC_INSTRUCTION.startswith("Print only")

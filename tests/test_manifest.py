@@ -6,12 +6,11 @@ import copy
 import json
 
 import pytest
+from conftest import toy_spec
 
 from drake_bench import ManifestError, UnknownNameError, available_benchmarks, load_benchmark
 from drake_bench.benchmarks.manifest import content_hash, manifest_dict, parse_manifest, read_manifest, schema
 from drake_bench.benchmarks.spec import BenchmarkSpec
-
-from conftest import toy_spec
 
 
 def test_shipped_schema_matches_the_model():

@@ -14,8 +14,17 @@ INSTALLED = sorted(set(available_methods()) & {ep.name for ep in entry_points(gr
 
 
 def test_the_reference_methods_are_installed() -> None:
-    assert {"fedmosaic", "fedit-pqlora", "fedit", "sft", "zero-shot", "fedrpca", "fedprox", "task-arithmetic",
-            "ties"} <= set(INSTALLED)
+    assert {
+        "fedmosaic",
+        "fedit-pqlora",
+        "fedit",
+        "sft",
+        "zero-shot",
+        "fedrpca",
+        "fedprox",
+        "task-arithmetic",
+        "ties",
+    } <= set(INSTALLED)
 
 
 @pytest.mark.parametrize("name", INSTALLED)

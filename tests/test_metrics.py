@@ -35,31 +35,53 @@ def rec(seed: int, rnd: int, client: int, task: str, score: float, n: int = 10) 
 # seed 0: PFL-Dynamic, evaluation after rounds 2 and 4; at round 2 only the first task of each client is seen.
 SEED0 = [
     # round 2 -- Self: c0 .6, c1 .8, c2 .4 -> .6 ; Others: c0 (.2+.1)/2=.15, c1 (.3+.5)/2=.4, c2 (0+.4)/2=.2 -> .25
-    rec(0, 2, 0, "t0a", 0.6), rec(0, 2, 1, "t1a", 0.8), rec(0, 2, 2, "t2a", 0.4),
-    rec(0, 2, 0, "t1a", 0.2), rec(0, 2, 0, "t2a", 0.1),
-    rec(0, 2, 1, "t0a", 0.3), rec(0, 2, 1, "t2a", 0.5),
-    rec(0, 2, 2, "t0a", 0.0), rec(0, 2, 2, "t1a", 0.4),
+    rec(0, 2, 0, "t0a", 0.6),
+    rec(0, 2, 1, "t1a", 0.8),
+    rec(0, 2, 2, "t2a", 0.4),
+    rec(0, 2, 0, "t1a", 0.2),
+    rec(0, 2, 0, "t2a", 0.1),
+    rec(0, 2, 1, "t0a", 0.3),
+    rec(0, 2, 1, "t2a", 0.5),
+    rec(0, 2, 2, "t0a", 0.0),
+    rec(0, 2, 2, "t1a", 0.4),
     # round 4 -- Self: c0 (.5+.9)/2=.7, c1 (.8+.4)/2=.6, c2 .3 -> 1.6/3
-    rec(0, 4, 0, "t0a", 0.5), rec(0, 4, 0, "t0b", 0.9),
-    rec(0, 4, 1, "t1a", 0.8), rec(0, 4, 1, "t1b", 0.4),
+    rec(0, 4, 0, "t0a", 0.5),
+    rec(0, 4, 0, "t0b", 0.9),
+    rec(0, 4, 1, "t1a", 0.8),
+    rec(0, 4, 1, "t1b", 0.4),
     rec(0, 4, 2, "t2a", 0.3),
     # Others: c0: j1 (.2+.4)/2=.3, j2 .9 -> .6 (a flat mean would give .5); c1: j0 (.1+.3)/2=.2, j2 .5 -> .35;
     #         c2: j0 (.2+.2)/2=.2, j1 (.6+0)/2=.3 -> .25 ; Others = 1.2/3 = .4
-    rec(0, 4, 0, "t1a", 0.2), rec(0, 4, 0, "t1b", 0.4), rec(0, 4, 0, "t2a", 0.9),
-    rec(0, 4, 1, "t0a", 0.1), rec(0, 4, 1, "t0b", 0.3), rec(0, 4, 1, "t2a", 0.5),
-    rec(0, 4, 2, "t0a", 0.2), rec(0, 4, 2, "t0b", 0.2), rec(0, 4, 2, "t1a", 0.6), rec(0, 4, 2, "t1b", 0.0),
+    rec(0, 4, 0, "t1a", 0.2),
+    rec(0, 4, 0, "t1b", 0.4),
+    rec(0, 4, 0, "t2a", 0.9),
+    rec(0, 4, 1, "t0a", 0.1),
+    rec(0, 4, 1, "t0b", 0.3),
+    rec(0, 4, 1, "t2a", 0.5),
+    rec(0, 4, 2, "t0a", 0.2),
+    rec(0, 4, 2, "t0b", 0.2),
+    rec(0, 4, 2, "t1a", 0.6),
+    rec(0, 4, 2, "t1b", 0.0),
     # unseen at round 4: c0 (.2+.4)/2=.3, c1 .5 -> .4
-    rec(0, 4, 0, "u1", 0.2), rec(0, 4, 0, "u2", 0.4), rec(0, 4, 1, "u1", 0.5),
+    rec(0, 4, 0, "u1", 0.2),
+    rec(0, 4, 0, "u2", 0.4),
+    rec(0, 4, 1, "u1", 0.5),
 ]
 # seed 1: one evaluation point, Self only: c0 .9, c1 .5, c2 .4 -> .6
 SEED1 = [
-    rec(1, 4, 0, "t0a", 0.9), rec(1, 4, 0, "t0b", 0.9),
-    rec(1, 4, 1, "t1a", 0.5), rec(1, 4, 1, "t1b", 0.5),
+    rec(1, 4, 0, "t0a", 0.9),
+    rec(1, 4, 0, "t0b", 0.9),
+    rec(1, 4, 1, "t1a", 0.5),
+    rec(1, 4, 1, "t1b", 0.5),
     rec(1, 4, 2, "t2a", 0.4),
 ]
 COSTS = [
-    CostRecord(seed=0, round=1, client=0, uplink_bytes=100, downlink_bytes=200, train_seconds=1.0, peak_memory_bytes=1000),
-    CostRecord(seed=0, round=1, client=1, uplink_bytes=100, downlink_bytes=200, train_seconds=2.0, peak_memory_bytes=3000),
+    CostRecord(
+        seed=0, round=1, client=0, uplink_bytes=100, downlink_bytes=200, train_seconds=1.0, peak_memory_bytes=1000
+    ),
+    CostRecord(
+        seed=0, round=1, client=1, uplink_bytes=100, downlink_bytes=200, train_seconds=2.0, peak_memory_bytes=3000
+    ),
     CostRecord(seed=0, round=2, client=0, uplink_bytes=50, downlink_bytes=0, train_seconds=1.5, peak_memory_bytes=2000),
     CostRecord(seed=1, round=1, client=0, uplink_bytes=10, downlink_bytes=20, train_seconds=0.5, peak_memory_bytes=10),
 ]
@@ -136,8 +158,11 @@ def test_costs() -> None:
 
 
 def test_elements_per_round_sum_dtypes_and_need_every_record() -> None:
-    counted = [x.model_copy(update={"uplink_elements": {"bfloat16": 10, "float32": 5}, "downlink_elements": {"float32": 7}})
-               for x in COSTS if x.seed == 0]
+    counted = [
+        x.model_copy(update={"uplink_elements": {"bfloat16": 10, "float32": 5}, "downlink_elements": {"float32": 7}})
+        for x in COSTS
+        if x.seed == 0
+    ]
     c = cost_summary(counted)
     assert c["uplink_elements_per_round"] == 3 * 15 / 2 and c["downlink_elements_per_round"] == 3 * 7 / 2
     assert c["wire_dtypes"] == ["bfloat16", "float32"]
@@ -186,10 +211,15 @@ def test_adaptation_curves() -> None:
 
     recs = [
         # seed 0, method: it0 mean(.1,.3,.2)=.2 ; it20 mean(.5,.7,.6)=.6
-        a(0, "u1", "llama", "method", 0, 0.1), a(0, "u1", "qwen", "method", 0, 0.3), a(0, "u2", "llama", "method", 0, 0.2),
-        a(0, "u1", "llama", "method", 20, 0.5), a(0, "u1", "qwen", "method", 20, 0.7), a(0, "u2", "llama", "method", 20, 0.6),
+        a(0, "u1", "llama", "method", 0, 0.1),
+        a(0, "u1", "qwen", "method", 0, 0.3),
+        a(0, "u2", "llama", "method", 0, 0.2),
+        a(0, "u1", "llama", "method", 20, 0.5),
+        a(0, "u1", "qwen", "method", 20, 0.7),
+        a(0, "u2", "llama", "method", 20, 0.6),
         # seed 1, method: it0 .4 ; it20 .6
-        a(1, "u1", "llama", "method", 0, 0.4), a(1, "u1", "llama", "method", 20, 0.6),
+        a(1, "u1", "llama", "method", 0, 0.4),
+        a(1, "u1", "llama", "method", 20, 0.6),
         a(0, "u1", "llama", "fresh", 0, 0.0),
     ]
     curves = adaptation_curves(recs)
@@ -238,8 +268,16 @@ def test_dirichlet_tasks_shared_by_owners_are_not_duplicates() -> None:
     from drake_bench.evaluation.metrics import RawTables, summarize
 
     def row(client: int, owner: int, score: float) -> ScoreRecord:
-        return ScoreRecord(seed=0, eval_round=1, client=client, task="shared", owner=owner,
-                           role="self" if client == owner else "others", n=4, score=score)
+        return ScoreRecord(
+            seed=0,
+            eval_round=1,
+            client=client,
+            task="shared",
+            owner=owner,
+            role="self" if client == owner else "others",
+            n=4,
+            score=score,
+        )
 
     summary = summarize(RawTables(scores=[row(1, 1, 1.0), row(1, 2, 0.0), row(2, 2, 1.0), row(2, 1, 0.0)]))
     assert summary.aggregate.self_last.mean == 1.0 and summary.aggregate.others_last.mean == 0.0

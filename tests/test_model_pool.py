@@ -19,8 +19,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def _logits(model, proc, batch):
     with torch.no_grad():
-        return model(**{k: v for k, v in engine.encode_for_training(model, proc, batch).items()
-                        if k != "labels"}).logits.clone()
+        return model(
+            **{k: v for k, v in engine.encode_for_training(model, proc, batch).items() if k != "labels"}
+        ).logits.clone()
 
 
 def _train(pool, cid, batch, steps=2, lr=0.05):
@@ -53,8 +54,10 @@ def test_base_is_frozen_and_only_the_active_adapter_trains():
     _train(pool, 0, toy_samples(4, seed=2))
     after = dict(pool.model_for(0).named_parameters())
     assert all(torch.equal(after[n], v) for n, v in base.items())
-    assert not torch.equal(pool.get_state(0, "local")[next(k for k in pool.get_state(0, "local") if "lora_B" in k)],
-                           pool.initial_state(0, "local")[next(k for k in pool.initial_state(0, "local") if "lora_B" in k)])
+    assert not torch.equal(
+        pool.get_state(0, "local")[next(k for k in pool.get_state(0, "local") if "lora_B" in k)],
+        pool.initial_state(0, "local")[next(k for k in pool.initial_state(0, "local") if "lora_B" in k)],
+    )
     # the untouched adapter kept its initial values
     g, g0 = pool.get_state(0, "global"), pool.initial_state(0, "global")
     assert all(torch.equal(g[k], g0[k]) for k in g)

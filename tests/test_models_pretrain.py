@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
 import torch
+from conftest import TINY_RECIPE
 from safetensors.torch import load_file
 
 from drake_bench.models import load_base, pretrain
 from drake_bench.models.testing import toy_samples
-
-from conftest import TINY_RECIPE
 from drake_bench.models.zoo import REAL_MODELS, build_tiny
+
 
 def _weights(path):
     return load_file(str(path / "model.safetensors"))

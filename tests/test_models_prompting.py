@@ -4,26 +4,39 @@ from __future__ import annotations
 
 import pytest
 
+from drake_bench.benchmarks.sample import AnswerType, Sample
 from drake_bench.errors import DrakeBenchError
 from drake_bench.models.prompting import build_prompt, candidate_targets, messages, options, target
 from drake_bench.models.testing import toy_image, toy_processor, toy_tokenizer
 from drake_bench.models.tokenizer import IMAGE_SIZE, IMAGE_TOKENS
-from drake_bench.benchmarks.sample import AnswerType, Sample
 
 
 def _s(**kw):
-    base = dict(id="x", images=[], question="What colour?", choices=[], answer="red",
-                answer_type=AnswerType.OPEN, task_id="t", source="s")
+    base = dict(
+        id="x",
+        images=[],
+        question="What colour?",
+        choices=[],
+        answer="red",
+        answer_type=AnswerType.OPEN,
+        task_id="t",
+        source="s",
+    )
     base.update(kw)
     return Sample(**base)
 
 
 def test_multiple_choice_prompt_and_cloze_target():
-    s = _s(images=[toy_image("red"), toy_image("blue")], choices=["blue", "red", "green"],
-           answer_type=AnswerType.MULTIPLE_CHOICE)
+    s = _s(
+        images=[toy_image("red"), toy_image("blue")],
+        choices=["blue", "red", "green"],
+        answer_type=AnswerType.MULTIPLE_CHOICE,
+    )
     p = build_prompt(s)
-    assert p == ("USER: <image>\n<image>\nWhat colour?\nA. blue\nB. red\nC. green\n"
-                 "Answer with the option from the given choices directly. ASSISTANT:")
+    assert p == (
+        "USER: <image>\n<image>\nWhat colour?\nA. blue\nB. red\nC. green\n"
+        "Answer with the option from the given choices directly. ASSISTANT:"
+    )
     assert target(s) == " red"
     assert candidate_targets(s) == [" blue", " red", " green"]
     assert build_prompt(s.for_method()) == p and target(s.for_method()) == " red"
@@ -52,8 +65,11 @@ def test_answer_outside_options_names_the_sample():
 
 def test_chat_template_renders_the_same_prompt():
     proc = toy_processor()
-    for s in [_s(images=[toy_image("red")] * 3, choices=["red", "blue"], answer_type=AnswerType.MULTIPLE_CHOICE),
-              _s(), _s(images=[toy_image("green")], answer_type=AnswerType.FREE_TEXT)]:
+    for s in [
+        _s(images=[toy_image("red")] * 3, choices=["red", "blue"], answer_type=AnswerType.MULTIPLE_CHOICE),
+        _s(),
+        _s(images=[toy_image("green")], answer_type=AnswerType.FREE_TEXT),
+    ]:
         rendered = proc.apply_chat_template(messages(s), add_generation_prompt=True, tokenize=False)
         assert rendered == build_prompt(s)
         full = proc.apply_chat_template(messages(s, with_answer=True), tokenize=False)

@@ -6,12 +6,11 @@ import dataclasses
 
 import pytest
 import torch
+from conftest import TINY_RECIPE
 from safetensors.torch import load_file
 
-from drake_bench.models import pretrain, vision
 from drake_bench.benchmarks.synth.world import SHAPES, STATES, STYLES, Obj, Scene
-
-from conftest import TINY_RECIPE
+from drake_bench.models import pretrain, vision
 
 
 def test_targets_follow_what_is_drawn():
@@ -28,9 +27,9 @@ def test_targets_follow_what_is_drawn():
     assert STATES[state] == "shining"
     # the small star's bounding square (x 33-47, y 3-17) covers cell 2 (15 x 13 px) and cell 6 below it
     # (15 x 2 px >= 16), and nothing else
-    covered = {k for k in range(vision.GRID ** 2) if tokens[k, 0] == 1}
+    covered = {k for k in range(vision.GRID**2) if tokens[k, 0] == 1}
     assert covered == {2, 6}
-    others = [k for k in range(vision.GRID ** 2) if k not in covered]
+    others = [k for k in range(vision.GRID**2) if k not in covered]
     assert (tokens[others, 0] == 0).all() and (tokens[others, 1:] == vision.IGNORE).all()
     presence = vision.presence_targets(pic)
     assert presence.sum() == 4 and presence[SHAPES.index("star")] == 1 and presence[-3] == 1 and presence[-2] == 1
@@ -48,7 +47,7 @@ def test_heads_loss_is_finite_and_decreases_on_one_batch():
     heads = vision.PerceptionHeads(8)
     pics = perception_pictures(0, 8)
     y = vision.targets(pics)
-    x = torch.randn(8, vision.GRID ** 2, 8)
+    x = torch.randn(8, vision.GRID**2, 8)
     opt = torch.optim.SGD(heads.parameters(), lr=0.5)
     first = heads.loss(x, *y)
     for _ in range(20):
@@ -62,9 +61,9 @@ def test_heads_loss_is_finite_and_decreases_on_one_batch():
 def test_tower_training_resumes_to_identical_weights(tmp_path, monkeypatch):
     from transformers import AutoModel
 
+    from drake_bench.benchmarks.synth import public
     from drake_bench.models.tokenizer import make_image_processor
     from drake_bench.models.zoo import vision_config
-    from drake_bench.benchmarks.synth import public
 
     recipe = dataclasses.replace(TINY_RECIPE, tower_steps=4, tower_batch=2)
 
@@ -100,8 +99,19 @@ def test_probe_reports_every_attribute():
 
     torch.manual_seed(0)
     report = vision.probe_tower(AutoModel.from_config(vision_config()), make_image_processor(), n=60)
-    expected = {"shape", "color", "size", "style", "cracked", "state", "count", "domain", "distortion", "text",
-                "position"}
+    expected = {
+        "shape",
+        "color",
+        "size",
+        "style",
+        "cracked",
+        "state",
+        "count",
+        "domain",
+        "distortion",
+        "text",
+        "position",
+    }
     assert set(report["accuracy"]) == expected == set(report["chance"])
     assert all(a is None or 0 <= a <= 1 for a in report["accuracy"].values())
 
@@ -129,8 +139,9 @@ def test_tower_training_is_deterministic_and_recipe_keyed(tiny_cache):
     shutil.rmtree(path)
     again = load_file(str(vision.ensure_vision_tower(TINY_RECIPE) / "model.safetensors"))
     assert all(torch.equal(first[k], again[k]) for k in first)
-    other = load_file(str(vision.ensure_vision_tower(dataclasses.replace(TINY_RECIPE, tower_lr=5e-2))
-                          / "model.safetensors"))
+    other = load_file(
+        str(vision.ensure_vision_tower(dataclasses.replace(TINY_RECIPE, tower_lr=5e-2)) / "model.safetensors")
+    )
     assert any(not torch.equal(first[k], other[k]) for k in first)
 
 

@@ -9,9 +9,15 @@ from drake_bench.errors import UnknownNameError
 from drake_bench.models import engine
 from drake_bench.models.testing import toy_processor, toy_samples, toy_tokenizer
 from drake_bench.models.zoo import (
-    FAMILIES, REAL_MODELS, SIZES, architecture_key, build_tiny, model_info, tiny_config, tiny_names,
+    FAMILIES,
+    REAL_MODELS,
+    SIZES,
+    architecture_key,
+    build_tiny,
+    model_info,
+    tiny_config,
+    tiny_names,
 )
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

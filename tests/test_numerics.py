@@ -8,22 +8,24 @@ import subprocess
 import sys
 
 import pytest
-
-from drake_bench.evaluator.standard import RunConfig, run
-from drake_bench.core.numerics import PORTABLE_ENV, environment_for, host_has_avx2
-from drake_bench.plugins.registry import register_method
-
 from minimal_method import Counter
+
+from drake_bench.core.numerics import PORTABLE_ENV, environment_for, host_has_avx2
+from drake_bench.evaluator.standard import RunConfig, run
+from drake_bench.plugins.registry import register_method
 
 register_method(Counter)
 
-needs_avx2 = pytest.mark.skipif(not host_has_avx2(), reason="the portable setting caps kernels at AVX2, which this host lacks")
+needs_avx2 = pytest.mark.skipif(
+    not host_has_avx2(), reason="the portable setting caps kernels at AVX2, which this host lacks"
+)
 
 
 def _cfg(toy, out, **kw) -> RunConfig:
     manifest, root = toy
-    return RunConfig(benchmark=manifest, method="counter", data_dir=root, out=str(out), seeds=[0],
-                     fast_adaptation=False, **kw)
+    return RunConfig(
+        benchmark=manifest, method="counter", data_dir=root, out=str(out), seeds=[0], fast_adaptation=False, **kw
+    )
 
 
 def _clean_environment() -> dict[str, str]:
@@ -59,8 +61,13 @@ def test_a_portable_run_computes_on_avx2_kernels_and_the_result_says_so(toy, tmp
 def test_a_native_run_records_the_hosts_own_capability(toy, tmp_path, monkeypatch):
     for key in PORTABLE_ENV:
         monkeypatch.delenv(key, raising=False)
-    fresh = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
-                           env=_clean_environment(), capture_output=True, text=True, check=True).stdout.strip()
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+        env=_clean_environment(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     res = run(_cfg(toy, tmp_path, numerics="native"))
     assert res.environment.cpu_capability == fresh
 
@@ -75,7 +82,10 @@ def test_resume_does_not_mix_numerics(toy, tmp_path):
     with pytest.raises(DrakeBenchError, match="from a different run configuration"):
         run(_cfg(toy, out, numerics="portable"))
     again = run(_cfg(toy, out, numerics="native"))  # the finished seed is kept, not run again
-    assert again.fl.extra["seed_fingerprints"] == run(_cfg(toy, tmp_path / "other", numerics="native")).fl.extra["seed_fingerprints"]
+    assert (
+        again.fl.extra["seed_fingerprints"]
+        == run(_cfg(toy, tmp_path / "other", numerics="native")).fl.extra["seed_fingerprints"]
+    )
 
 
 def test_an_inline_run_that_could_not_be_capped_says_so(toy, tmp_path):
@@ -83,8 +93,11 @@ def test_an_inline_run_that_could_not_be_capped_says_so(toy, tmp_path):
     on an AVX-512 host, and the result file says so instead of passing the digits off as portable."""
     from drake_bench.core.numerics import cpu_capability
 
-    with pytest.warns(RuntimeWarning, match="came too late") if cpu_capability() != "AVX2" and host_has_avx2() else contextlib.nullcontext():
+    with (
+        pytest.warns(RuntimeWarning, match="came too late")
+        if cpu_capability() != "AVX2" and host_has_avx2()
+        else contextlib.nullcontext()
+    ):
         res = run(_cfg(toy, tmp_path, isolation="inline"))
     noted = any("came too late" in n for n in res.notes)
     assert noted == (res.environment.cpu_capability != "AVX2" and host_has_avx2())
-

@@ -16,8 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
     return next(out.glob("drake_bench-*.whl"))
 
 
@@ -37,8 +40,10 @@ def test_wheel_maps_top_level_folders_into_the_namespace(wheel):
     ]:
         assert required in names, required
     # every Python package in the source tree is shipped (a forgotten `packages` entry fails here)
-    for init in list((ROOT / "drake_bench").rglob("__init__.py")) + list((ROOT / "methods").rglob("__init__.py")) + list(
-        (ROOT / "loaders").rglob("__init__.py")
+    for init in (
+        list((ROOT / "drake_bench").rglob("__init__.py"))
+        + list((ROOT / "methods").rglob("__init__.py"))
+        + list((ROOT / "loaders").rglob("__init__.py"))
     ):
         rel = init.relative_to(ROOT).as_posix()
         rel = re.sub(r"^(methods|loaders)/", r"drake_bench/\1/", rel)
@@ -60,8 +65,11 @@ def test_a_wheel_built_from_a_checkout_records_the_commit(wheel):
 
 def test_installed_wheel_imports_outside_the_source_tree(wheel, tmp_path):
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     code = (
         "import drake_bench, drake_bench.loaders, drake_bench.methods.sft;"
         "from drake_bench import load_benchmark;"
@@ -71,13 +79,20 @@ def test_installed_wheel_imports_outside_the_source_tree(wheel, tmp_path):
         "print('source', drake_bench_source());"
         "print('ok')" % str(target)
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                         env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
     from drake_bench.core.provenance import BUILT_FROM
 
     built = zipfile.ZipFile(wheel)
-    if f"drake_bench/{BUILT_FROM}" in built.namelist():  # the installed package names the commit its wheel was built from
+    if (
+        f"drake_bench/{BUILT_FROM}" in built.namelist()
+    ):  # the installed package names the commit its wheel was built from
         recorded = built.read(f"drake_bench/{BUILT_FROM}").decode().strip()
         assert f"source {recorded}" in out.stdout, out.stdout
 
@@ -100,7 +115,7 @@ def test_ci_runs_the_readme_first_command_non_editable_from_the_repository_root(
     assert 'cd "$(dirname "$0")/.."' in ci
     step = next((line for line in ci.splitlines() if line.startswith(command)), None)
     assert step is not None, f".ci/run must run the README's first command verbatim ({command!r})"
-    added = step[len(command):].split(")")[0].split()
+    added = step[len(command) :].split(")")[0].split()
     assert added[:4] == ["--rounds", "4", "--local-steps", "1"], added  # a short schedule, nothing else changed
     assert "python -m venv .ci-newcomer" in ci and ". .ci-newcomer/bin/activate" in ci
 

@@ -77,23 +77,38 @@ def test_an_entry_being_built_is_progress_not_a_refusal(tmp_path: Path) -> None:
 
 def test_the_scatter_is_drawn_only_with_two_methods(tmp_path: Path) -> None:
     paper = {"a": (60.0, 0.5), "b": (55.0, 0.5)}
-    two = {"paper_table": "Table 2 (x)", "metrics": {m: paper_rank_report.compare({"a": (1.0, 0.1), "b": (2.0, 0.1)}, paper)
-                                                    for m in ("self_last", "others_last")}}
+    two = {
+        "paper_table": "Table 2 (x)",
+        "metrics": {
+            m: paper_rank_report.compare({"a": (1.0, 0.1), "b": (2.0, 0.1)}, paper)
+            for m in ("self_last", "others_last")
+        },
+    }
     assert paper_rank_report.plot("b", two, tmp_path / "b.png") and (tmp_path / "b.png").stat().st_size > 1000
-    one = {"paper_table": "Table 2 (x)", "metrics": {m: paper_rank_report.compare({"a": (1.0, 0.1)}, paper)
-                                                    for m in ("self_last", "others_last")}}
+    one = {
+        "paper_table": "Table 2 (x)",
+        "metrics": {m: paper_rank_report.compare({"a": (1.0, 0.1)}, paper) for m in ("self_last", "others_last")},
+    }
     assert not paper_rank_report.plot("a", one, tmp_path / "a.png") and not (tmp_path / "a.png").exists()
 
 
 def _entry(self_last: dict[str, float], others_last: dict[str, float], paper: dict[str, float]) -> dict:
     """A report entry of the ten methods: our means (std 0.1) beside paper means (std 0.1), FedIT-sized traffic for the
     dual adapters, none for SFT, fewer elements for FedMosaic."""
-    metrics = {"self_last": paper_rank_report.compare({m: (v, 0.1) for m, v in self_last.items()},
-                                                      {m: (v, 0.1) for m, v in paper.items()}),
-               "others_last": paper_rank_report.compare({m: (v, 0.1) for m, v in others_last.items()},
-                                                        {m: (v, 0.1) for m, v in paper.items()})}
-    fedit = {"uplink_bytes_per_round": 100.0, "downlink_bytes_per_round": 100.0,
-             "uplink_elements_per_round": 25.0, "downlink_elements_per_round": 25.0}
+    metrics = {
+        "self_last": paper_rank_report.compare(
+            {m: (v, 0.1) for m, v in self_last.items()}, {m: (v, 0.1) for m, v in paper.items()}
+        ),
+        "others_last": paper_rank_report.compare(
+            {m: (v, 0.1) for m, v in others_last.items()}, {m: (v, 0.1) for m, v in paper.items()}
+        ),
+    }
+    fedit = {
+        "uplink_bytes_per_round": 100.0,
+        "downlink_bytes_per_round": 100.0,
+        "uplink_elements_per_round": 25.0,
+        "downlink_elements_per_round": 25.0,
+    }
     traffic = {m: dict(fedit) for m in paper_rank_report.TEN}
     traffic["sft"] = {k: 0.0 for k in fedit}
     traffic["fedmosaic"] = {k: v / 2 for k, v in fedit.items()}
@@ -103,18 +118,30 @@ def _entry(self_last: dict[str, float], others_last: dict[str, float], paper: di
 def test_predictions_are_checked_from_the_means_and_say_not_yet_while_a_method_is_missing() -> None:
     ten = paper_rank_report.TEN  # sft, fedit, ditto, fedsim, feddpa, feddat, perada, fedmkt, takfl, fedmosaic
     paper = {m: 70.0 - i for i, m in enumerate(ten)}
-    self_last = {"sft": 38.0, "fedit": 36.0, "ditto": 34.0, "fedsim": 36.5, "feddpa": 35.0, "feddat": 35.5,
-                 "perada": 37.0, "fedmkt": 36.2, "takfl": 35.8, "fedmosaic": 38.5}
+    self_last = {
+        "sft": 38.0,
+        "fedit": 36.0,
+        "ditto": 34.0,
+        "fedsim": 36.5,
+        "feddpa": 35.0,
+        "feddat": 35.5,
+        "perada": 37.0,
+        "fedmkt": 36.2,
+        "takfl": 35.8,
+        "fedmosaic": 38.5,
+    }
     others_last = {m: 31.0 for m in ten} | {"fedit": 32.0, "sft": 30.5, "feddat": 31.5, "fedmosaic": 31.5}
-    checks = {n: (held, why) for n, held, why in paper_rank_report.check_predictions(_entry(self_last, others_last, paper))}
+    checks = {
+        n: (held, why) for n, held, why in paper_rank_report.check_predictions(_entry(self_last, others_last, paper))
+    }
     assert list(checks) == list(paper_rank_report.PREDICTION_NUMBERS)
-    assert checks["1"][0] is True                       # Self span 4.5, Others span 1.5
-    assert checks["3"][0] is True                       # FedMosaic 0.5 above SFT
+    assert checks["1"][0] is True  # Self span 4.5, Others span 1.5
+    assert checks["3"][0] is True  # FedMosaic 0.5 above SFT
     assert checks["4"][0] is True and checks["5a"][0] is True and checks["6"][0] is True
     assert checks["7"][0] is True and checks["8"][0] is True and checks["9"][0] is True
-    assert checks["5b"][0] is None                      # read across the boards
+    assert checks["5b"][0] is None  # read across the boards
     # each change below fails the prediction it names
-    worse = dict(self_last, ditto=32.0)                 # Self span 6.5 > 5.0
+    worse = dict(self_last, ditto=32.0)  # Self span 6.5 > 5.0
     assert paper_rank_report.check_predictions(_entry(worse, others_last, paper))[0][1] is False
     entry = _entry(self_last, others_last, paper)
     entry["traffic"]["feddpa"]["uplink_bytes_per_round"] += 1  # one byte more than FedIT: prediction 9 fails
@@ -127,8 +154,8 @@ def test_predictions_are_checked_from_the_means_and_say_not_yet_while_a_method_i
 
 def test_prediction_2_counts_resolved_pairs_and_tau() -> None:
     ten = paper_rank_report.TEN
-    paper = {m: 70.0 - 3 * i for i, m in enumerate(ten)}           # every pair resolved in the paper
-    same_order = {m: 40.0 - 3 * i for i, m in enumerate(ten)}      # every pair kept and resolved here: too many
+    paper = {m: 70.0 - 3 * i for i, m in enumerate(ten)}  # every pair resolved in the paper
+    same_order = {m: 40.0 - 3 * i for i, m in enumerate(ten)}  # every pair kept and resolved here: too many
     held = {n: h for n, h, _ in paper_rank_report.check_predictions(_entry(same_order, same_order, paper))}
     assert held["2"] is False
     md = paper_rank_report.predictions_markdown({"drake-synth-dynamic": _entry(same_order, same_order, paper)})

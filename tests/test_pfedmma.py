@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import one_embedded_round
 
 from drake_bench import Message
 from drake_bench.evaluator.standard import RunConfig, run
-from drake_bench.plugins.guard import GuardedMethod
 from drake_bench.methods.pfedmma import accounting
 from drake_bench.methods.pfedmma.depths import depth_map, instrumented_blocks, layout_of
 from drake_bench.methods.pfedmma.mma import GradScale, MMABlock, mma_blocks
@@ -34,11 +34,10 @@ from drake_bench.models.engine import encode_for_training
 from drake_bench.models.identity import architecture
 from drake_bench.models.testing import toy_loader, toy_samples
 from drake_bench.models.zoo import tiny_names
+from drake_bench.plugins.guard import GuardedMethod
 from drake_bench.plugins.protocol import ClientContext, FederationContext, State
 from drake_bench.plugins.registry import create_method, register_method
 from drake_bench.results.result_file import check_result
-
-from conftest import one_embedded_round
 
 register_method(PFedMMA)  # the installed metadata may predate the entry point; the worker imports it by path
 
@@ -50,9 +49,19 @@ ALLOC = {1: "tiny-llava-llama-s", 2: "tiny-llava-llama-s", 3: "tiny-llava-qwen2-
 def _method(tmp_path: Path, alloc: dict[int, str] = ALLOC, **config) -> PFedMMA:
     method = create_method("pfedmma", {"model_loader": "testing", **config})
     fed = FederationContext(
-        benchmark="unit", modality="multimodal", clients=sorted(alloc), allocation=dict(alloc),
-        architectures={c: architecture(n) for c, n in alloc.items()}, rounds=2, local_steps=1, batch_size=2, seed=0,
-        device="cpu", public_data=lambda n: [], workdir=tmp_path)
+        benchmark="unit",
+        modality="multimodal",
+        clients=sorted(alloc),
+        allocation=dict(alloc),
+        architectures={c: architecture(n) for c, n in alloc.items()},
+        rounds=2,
+        local_steps=1,
+        batch_size=2,
+        seed=0,
+        device="cpu",
+        public_data=lambda n: [],
+        workdir=tmp_path,
+    )
     method.setup(fed)
     return method
 
@@ -64,7 +73,7 @@ def _ctx(c: int, alloc: dict[int, str] = ALLOC, r: int = 0) -> ClientContext:
 def _batches(c: int, steps: int) -> list[list]:
     """Client-specific toy items (each client its own colours), ``steps`` batches of 2."""
     items = [s.for_method() for s in toy_samples(2 * steps, seed=c)]
-    return [items[2 * i:2 * i + 2] for i in range(steps)]
+    return [items[2 * i : 2 * i + 2] for i in range(steps)]
 
 
 # ------------------------------------------------------------------------------------------- placement
@@ -82,8 +91,13 @@ def _real_llava_layout():
     """LLaVA-1.5's shape (CLIP ViT-L/14 read at its second-to-last layer, a 32-layer Llama), config only."""
     from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig
 
-    return layout_of(LlavaConfig(vision_config=CLIPVisionConfig(num_hidden_layers=24),
-                                 text_config=LlamaConfig(num_hidden_layers=32), vision_feature_layer=-2))
+    return layout_of(
+        LlavaConfig(
+            vision_config=CLIPVisionConfig(num_hidden_layers=24),
+            text_config=LlamaConfig(num_hidden_layers=32),
+            vision_feature_layer=-2,
+        )
+    )
 
 
 def test_layouts_count_the_blocks_the_model_reads():
@@ -126,8 +140,13 @@ def test_the_pairing_by_relative_depth_is_a_total_map_for_every_zoo_model(name, 
     assert sum(isinstance(m, MMABlock) for m in model.modules()) == len(encoders) * cfg.depths
     state = method.init_client(_ctx(1, {1: name})).tensors
     expect = {f"shared.{k}.{p}" for k in range(cfg.depths) for p in ("weight", "bias")}
-    expect |= {f"{mod}.{k}.{role}.{p}" for mod, _, _ in encoders for k in range(cfg.depths)
-               for role in ("down", "up") for p in ("weight", "bias")}
+    expect |= {
+        f"{mod}.{k}.{role}.{p}"
+        for mod, _, _ in encoders
+        for k in range(cfg.depths)
+        for role in ("down", "up")
+        for p in ("weight", "bias")
+    }
     assert set(state) == expect
     assert state["shared.0.weight"].shape == (cfg.rank, cfg.rank)
 
@@ -175,8 +194,9 @@ def test_adapters_disabled_or_zero_up_reproduce_the_base_bit_for_bit(name, tmp_p
         assert torch.equal(_logits(model, processor, items), want)
     # the vision adapters matter on a multimodal model: zeroing only the language side is not the base
     if multimodal:
-        lang_only = {k: (torch.zeros_like(v) if k.startswith("language.") and ".up." in k else v)
-                     for k, v in state.items()}
+        lang_only = {
+            k: (torch.zeros_like(v) if k.startswith("language.") and ".up." in k else v) for k, v in state.items()
+        }
         method.clients.load_canonical(1, lang_only)
         with method.clients.pool.use(1) as model:
             assert not torch.equal(_logits(model, processor, items), want)
@@ -206,19 +226,25 @@ def test_every_adapted_block_adds_alpha_times_the_branch_of_ln1_h(name, tmp_path
 
             def inner(module, args, output):
                 seen.setdefault(path, {})["base"] = first(output)
+
             return outer, inner
 
         handles = []
         for path, b in blocks.items():
             outer, inner = hooks(path)
-            handles += [b.get_base_layer().register_forward_hook(inner), b.register_forward_hook(outer, with_kwargs=True)]
+            handles += [
+                b.get_base_layer().register_forward_hook(inner),
+                b.register_forward_hook(outer, with_kwargs=True),
+            ]
         try:
             _logits(model, processor, items)
         finally:
             for handle in handles:
                 handle.remove()
         assert set(seen) == set(blocks) and {b._mma_meta["default"]["modality"] for b in blocks.values()} == {
-            "vision", "language"}
+            "vision",
+            "language",
+        }
         with torch.no_grad():
             for path, rec in seen.items():
                 block = blocks[path]
@@ -245,8 +271,11 @@ def test_gradient_scale_at_lr_takes_the_same_first_step_as_no_scale_at_lr_over_a
     common = dict(adapter_scale=alpha, sgd_momentum=0.0, sgd_weight_decay=0.0)
     alloc = {1: "tiny-llava-qwen2-s"}
     runs = {}
-    for label, cfg in (("gsl", dict(grad_scale=True, sgd_lr=lr)), ("plain", dict(grad_scale=False, sgd_lr=lr / alpha)),
-                       ("plain-same-lr", dict(grad_scale=False, sgd_lr=lr))):
+    for label, cfg in (
+        ("gsl", dict(grad_scale=True, sgd_lr=lr)),
+        ("plain", dict(grad_scale=False, sgd_lr=lr / alpha)),
+        ("plain-same-lr", dict(grad_scale=False, sgd_lr=lr)),
+    ):
         method = _method(tmp_path / label, alloc, **common, **cfg)
         start = method.init_client(_ctx(1, alloc))
         _, end = method.client_update(_ctx(1, alloc), start, None, _batches(1, 1))
@@ -263,12 +292,14 @@ def test_gradient_scale_at_lr_takes_the_same_first_step_as_no_scale_at_lr_over_a
 
 
 # ------------------------------------------------------------------------------------------- the round
-def _round(method: PFedMMA, states: dict[int, State], messages: dict[int, Message] | None, steps: dict[int, int],
-           r: int = 0):
+def _round(
+    method: PFedMMA, states: dict[int, State], messages: dict[int, Message] | None, steps: dict[int, int], r: int = 0
+):
     uploads = {}
     for c in sorted(states):
-        uploads[c], states[c] = method.client_update(_ctx(c, r=r), states[c], (messages or {}).get(c),
-                                                     _batches(c + 10 * r, steps[c]))
+        uploads[c], states[c] = method.client_update(
+            _ctx(c, r=r), states[c], (messages or {}).get(c), _batches(c + 10 * r, steps[c])
+        )
     return uploads
 
 
@@ -310,8 +341,10 @@ def test_after_each_aggregation_clients_hold_identical_shared_and_distinct_down_
     assert rows["shared.0"]["clients"] == 4 and rows["shared.0"]["client_spread"] > 0
 
 
-@pytest.mark.parametrize("control,shared,down_up", [("local-only", False, False), ("all-global", True, True),
-                                                     ("down-up-global", False, True)])
+@pytest.mark.parametrize(
+    "control,shared,down_up",
+    [("local-only", False, False), ("all-global", True, True), ("down-up-global", False, True)],
+)
 def test_controls_average_what_they_name(control, shared, down_up, tmp_path):
     method = _method(tmp_path, control=control)
     states = {c: method.init_client(_ctx(c)) for c in ALLOC}
@@ -338,7 +371,8 @@ def test_controls_and_the_evaluator_accept_config_from_the_cli():
     from drake_bench.commands.run import method_settings
 
     assert method_settings(["pfedmma.control=local-only", "sgd_lr=0.01"], ["pfedmma"]) == {
-        "pfedmma": {"control": "local-only", "sgd_lr": 0.01}}
+        "pfedmma": {"control": "local-only", "sgd_lr": 0.01}
+    }
     assert create_method("pfedmma", {"control": "all-global"}).config.control == "all-global"
     with pytest.raises(Exception, match="control"):
         create_method("pfedmma", {"control": "b1"})
@@ -348,17 +382,30 @@ def test_controls_and_the_evaluator_accept_config_from_the_cli():
 def test_pfedmma_runs_through_the_evaluator_and_traffic_equals_the_formula(toy_mixed, tmp_path):
     manifest, root = toy_mixed
     rounds, steps = 2, 2
-    res = run(RunConfig(benchmark=manifest, method="pfedmma", data_dir=root, out=str(tmp_path), rounds=rounds,
-                        local_steps=steps, scenario="static", fast_adaptation_iters=1, fast_adaptation_eval_every=1,
-                        fast_adaptation_test_items=2, others_subsample=1, self_subsample=2,
-                        method_config={"model_loader": "testing"}))
+    res = run(
+        RunConfig(
+            benchmark=manifest,
+            method="pfedmma",
+            data_dir=root,
+            out=str(tmp_path),
+            rounds=rounds,
+            local_steps=steps,
+            scenario="static",
+            fast_adaptation_iters=1,
+            fast_adaptation_eval_every=1,
+            fast_adaptation_test_items=2,
+            others_subsample=1,
+            self_subsample=2,
+            method_config={"model_loader": "testing"},
+        )
+    )
     assert check_result(res) == [] and res.status == "complete"
     cfg = PFedMMA.Config()
     n = steps * 2  # the toy benchmark's batch size is 2
     assert len(res.raw.costs) == rounds * 4
     for cost in res.raw.costs:  # measured by the evaluator: m (r^2 + r) float32 and {"n": n_i} up, the same down
         assert cost.uplink_bytes == accounting.uplink_bytes(cfg.depths, cfg.rank, n)
-        assert cost.uplink_bytes - len(json.dumps({"n": n})) == 4 * cfg.depths * (cfg.rank ** 2 + cfg.rank)
+        assert cost.uplink_bytes - len(json.dumps({"n": n})) == 4 * cfg.depths * (cfg.rank**2 + cfg.rank)
         assert cost.downlink_bytes == accounting.downlink_bytes(cfg.depths, cfg.rank)
     rows = [d for d in res.raw.diagnostics if d.key == "communication"]
     assert [d.round for d in rows] == [1, 2]
@@ -368,9 +415,21 @@ def test_pfedmma_runs_through_the_evaluator_and_traffic_equals_the_formula(toy_m
 
 def test_local_only_control_sends_nothing_through_the_evaluator(toy_mixed, tmp_path):
     manifest, root = toy_mixed
-    res = run(RunConfig(benchmark=manifest, method="pfedmma", data_dir=root, out=str(tmp_path), rounds=1,
-                        local_steps=1, scenario="static", fast_adaptation=False, others_subsample=1, self_subsample=1,
-                        method_config={"model_loader": "testing", "control": "local-only"}))
+    res = run(
+        RunConfig(
+            benchmark=manifest,
+            method="pfedmma",
+            data_dir=root,
+            out=str(tmp_path),
+            rounds=1,
+            local_steps=1,
+            scenario="static",
+            fast_adaptation=False,
+            others_subsample=1,
+            self_subsample=1,
+            method_config={"model_loader": "testing", "control": "local-only"},
+        )
+    )
     assert check_result(res) == []
     assert all(c.uplink_bytes == 2 and c.downlink_bytes == 2 for c in res.raw.costs)  # "{}" each way
 

@@ -27,21 +27,31 @@ from drake_bench.results.result_file import (
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def _result(name: str, self_scores: dict[int, list[float]], others: float, up: int, status: str = "complete") -> RunResult:
+def _result(
+    name: str, self_scores: dict[int, list[float]], others: float, up: int, status: str = "complete"
+) -> RunResult:
     """Two clients, one own task each; ``self_scores[seed]`` = both clients' Self at rounds 5 and 10 (same value)."""
     scores, adapt, costs = [], [], []
     for seed, (s5, s10) in self_scores.items():
         for rnd, s in ((5, s5), (10, s10)):
             for c, task in ((0, "a"), (1, "b")):
-                scores.append(ScoreRecord(seed=seed, eval_round=rnd, client=c, task=task, owner=c, role="self", n=2, score=s))
+                scores.append(
+                    ScoreRecord(seed=seed, eval_round=rnd, client=c, task=task, owner=c, role="self", n=2, score=s)
+                )
                 other, otask = 1 - c, "b" if task == "a" else "a"
-                scores.append(ScoreRecord(seed=seed, eval_round=rnd, client=c, task=otask, owner=other, role="others",
-                                          n=2, score=others))
+                scores.append(
+                    ScoreRecord(
+                        seed=seed, eval_round=rnd, client=c, task=otask, owner=other, role="others", n=2, score=others
+                    )
+                )
         for it, s in ((0, 0.1), (20, 0.5 + 0.1 * seed)):
             adapt.append(AdaptationRecord(seed=seed, task="u", arch="llama", init="method", iteration=it, score=s))
             adapt.append(AdaptationRecord(seed=seed, task="u", arch="llama", init="fresh", iteration=it, score=s / 2))
-        costs.append(CostRecord(seed=seed, round=1, client=0, uplink_bytes=up, downlink_bytes=0, train_seconds=1.0,
-                                peak_memory_bytes=1))
+        costs.append(
+            CostRecord(
+                seed=seed, round=1, client=0, uplink_bytes=up, downlink_bytes=0, train_seconds=1.0, peak_memory_bytes=1
+            )
+        )
     seeds = sorted(self_scores)
     return new_result(
         benchmark=BenchmarkRef(name="drake-toy", version="1", manifest_hash="sha256:0"),
@@ -148,8 +158,16 @@ def test_summary_table_rich() -> None:
 
 def test_summary_markdown_adds_the_wire_table_when_elements_were_counted() -> None:
     # 10^6 bf16 elements up (2 MB), 5 x 10^5 fp32 down: bytes and elements side by side, and fp32-equivalent MB
-    costs = [c.model_copy(update={"uplink_bytes": 2_000_000, "uplink_elements": {"bfloat16": 1_000_000},
-                                  "downlink_elements": {"float32": 500_000}}) for c in FEDIT.raw.costs]
+    costs = [
+        c.model_copy(
+            update={
+                "uplink_bytes": 2_000_000,
+                "uplink_elements": {"bfloat16": 1_000_000},
+                "downlink_elements": {"float32": 500_000},
+            }
+        )
+        for c in FEDIT.raw.costs
+    ]
     counted = FEDIT.model_copy(update={"raw": FEDIT.raw.model_copy(update={"costs": costs})})
     counted = counted.model_copy(update={"summary": summarize(counted.raw, seeds=counted.seeds)})
     text = summary_markdown([SFT, counted])
@@ -158,7 +176,8 @@ def test_summary_markdown_adds_the_wire_table_when_elements_were_counted() -> No
         "| Method | On the wire | Uplink k elements/round | Downlink k elements/round | Uplink MB/round | "
         "Uplink MB/round at fp32 |\n"
         "|:---|---:|---:|---:|---:|---:|\n"
-        "| fedit 1.0 | bfloat16, float32 | 1000.0 | 500.0 | 2.00 | 4.00 |\n")
+        "| fedit 1.0 | bfloat16, float32 | 1000.0 | 500.0 | 2.00 | 4.00 |\n"
+    )
     assert "On the wire" not in summary_markdown([SFT, FEDIT])  # no element counts, no wire table
 
 
@@ -177,21 +196,31 @@ def test_summary_says_under_which_numerics_the_rows_were_trained() -> None:
     assert "every row portable, AVX2 kernels" in both
     mixed = numerics_note([recorded(SFT, "portable", "AVX2"), FEDIT])
     assert "sft 1.0: portable, AVX2 kernels" in mixed and "fedit 1.0: native, made before" in mixed
-    assert summary_markdown([recorded(SFT, "native", "AVX512")]).endswith(numerics_note([recorded(SFT, "native", "AVX512")]))
+    assert summary_markdown([recorded(SFT, "native", "AVX512")]).endswith(
+        numerics_note([recorded(SFT, "native", "AVX512")])
+    )
 
 
 def test_summary_adds_self_by_model_where_clients_hold_different_models() -> None:
     """Client 0 holds model a, client 1 model b: each model's column is its clients' Self A_last, mean ± std over
     seeds; one model (every other test here) adds no table."""
-    scores = [r.model_copy(update={"score": r.score / 2}) if r.client == 1 and r.role == "self" else r
-              for r in SFT.raw.scores]
+    scores = [
+        r.model_copy(update={"score": r.score / 2}) if r.client == 1 and r.role == "self" else r for r in SFT.raw.scores
+    ]
     raw = SFT.raw.model_copy(update={"scores": scores})
-    mixed = SFT.model_copy(update={"raw": raw, "summary": summarize(raw, seeds=SFT.seeds),
-                                   "model_allocation": ModelAllocationRef(name="mixed", clients={"0": "a", "1": "b"})})
+    mixed = SFT.model_copy(
+        update={
+            "raw": raw,
+            "summary": summarize(raw, seeds=SFT.seeds),
+            "model_allocation": ModelAllocationRef(name="mixed", clients={"0": "a", "1": "b"}),
+        }
+    )
     text = summary_markdown([mixed])
     # Self at round 10: seed 0 0.6, seed 1 0.8 -> a 70 ± 10; b half of it -> 35 ± 5 (overall 52.50 ± 7.50)
-    assert ("| Method | a (1 client) | b (1 client) |\n|:---|---:|---:|\n| sft 1.0 | 70.00 ± 10.00 | 35.00 ± 5.00 |\n"
-            in text)
+    assert (
+        "| Method | a (1 client) | b (1 client) |\n|:---|---:|---:|\n| sft 1.0 | 70.00 ± 10.00 | 35.00 ± 5.00 |\n"
+        in text
+    )
     assert "| sft 1.0 | 52.50 ± 7.50 |" in text
     assert "by model" not in summary_markdown([SFT, FEDIT])
     assert "by model" not in summary_markdown([SFT, mixed])  # two allocations: no common columns to compare

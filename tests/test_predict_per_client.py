@@ -26,9 +26,20 @@ class CountingMajority(MajorityAnswer):
 
 def _config(toy_free_text, out, **kw) -> RunConfig:
     manifest, root = toy_free_text
-    return RunConfig(benchmark=manifest, data_dir=root, method="counting-majority", scenario="static", seeds=[0],
-                     rounds=2, local_steps=1, numerics="native", isolation="inline", fast_adaptation=False,
-                     out=str(out), **kw)
+    return RunConfig(
+        benchmark=manifest,
+        data_dir=root,
+        method="counting-majority",
+        scenario="static",
+        seeds=[0],
+        rounds=2,
+        local_steps=1,
+        numerics="native",
+        isolation="inline",
+        fast_adaptation=False,
+        out=str(out),
+        **kw,
+    )
 
 
 def test_one_call_per_client_scores_the_same_cells_and_is_recorded(toy_free_text, tmp_path):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-
 import pytest
 import torch
+from minimal_method import Counter
 
 from drake_bench import Message, Method, MethodMeta, PluginError, RunConfig, State, run
 from drake_bench.plugins.examples.majority import MajorityAnswer
@@ -12,13 +12,18 @@ from drake_bench.plugins.protocol import protocol_problems
 from drake_bench.plugins.registry import create_method, register_method
 from drake_bench.results.result_file import check_result
 
-from minimal_method import Counter
-
 
 def _cfg(toy, out, method, **kw):
     manifest, root = toy
-    base = dict(benchmark=manifest, method=method, data_dir=root, out=str(out), seeds=[0], fast_adaptation_iters=2,
-                fast_adaptation_eval_every=1)
+    base = dict(
+        benchmark=manifest,
+        method=method,
+        data_dir=root,
+        out=str(out),
+        seeds=[0],
+        fast_adaptation_iters=2,
+        fast_adaptation_eval_every=1,
+    )
     base.update(kw)
     return RunConfig(**base)
 
@@ -121,20 +126,30 @@ class Failing(Counter):
 register_method(Failing)
 
 
-@pytest.mark.parametrize("call, where", [
-    ("setup", r"failed in setup \(seed 7\)"),
-    ("init_client", r"failed in init_client \(seed 7, client 2\)"),
-    ("init_server", r"failed in init_server \(seed 7\)"),
-    ("client_update", r"failed in client_update \(seed 7, client 2, round 1\)"),
-    ("aggregate", r"failed in aggregate \(seed 7, round 1\)"),
-    ("predict", r"failed in predict \(seed 7, client 2, round 2\)"),
-    ("post_federation", r"failed in post_federation \(seed 7\)"),
-    ("adaptation_state", r"failed in fast adaptation init \(adaptation_state\) \(seed 7, client 1\)"),
-    ("adaptation client_update", r"failed in fast adaptation client_update \(seed 7, client 1\)"),
-])
+@pytest.mark.parametrize(
+    "call, where",
+    [
+        ("setup", r"failed in setup \(seed 7\)"),
+        ("init_client", r"failed in init_client \(seed 7, client 2\)"),
+        ("init_server", r"failed in init_server \(seed 7\)"),
+        ("client_update", r"failed in client_update \(seed 7, client 2, round 1\)"),
+        ("aggregate", r"failed in aggregate \(seed 7, round 1\)"),
+        ("predict", r"failed in predict \(seed 7, client 2, round 2\)"),
+        ("post_federation", r"failed in post_federation \(seed 7\)"),
+        ("adaptation_state", r"failed in fast adaptation init \(adaptation_state\) \(seed 7, client 1\)"),
+        ("adaptation client_update", r"failed in fast adaptation client_update \(seed 7, client 1\)"),
+    ],
+)
 def test_every_plugin_call_failing_names_method_seed_client_and_round(toy, tmp_path, call, where):
-    cfg = _cfg(toy, tmp_path, "failing", seeds=[7], eval_every_rounds=2, method_config={"call": call},
-               fast_adaptation_tasks=None)
+    cfg = _cfg(
+        toy,
+        tmp_path,
+        "failing",
+        seeds=[7],
+        eval_every_rounds=2,
+        method_config={"call": call},
+        fast_adaptation_tasks=None,
+    )
     with pytest.raises(PluginError, match=rf"method 'failing' {where}: ValueError: planted fault in {call}"):
         run(cfg)
 
@@ -167,13 +182,19 @@ class WrongShapes(Counter):
 register_method(WrongShapes)
 
 
-@pytest.mark.parametrize("wrong, message", [
-    ("init_client", r"init_client \(seed 0, client 1\): returned dict, expected a Message"),
-    ("init_server", r"init_server \(seed 0\): metadata is not JSON-serialisable"),
-    ("predict", r"predict \(seed 0, client 1, round \d+\): must return a list of \d+ strings, got \d+ items"),
-    ("int-keys", r"client_update \(seed 0, client 1, round 1\): the new state: metadata\['seen'\] has the key 3 \(int\)"),
-    ("mixed-keys", r"client_update \(seed 0, client 1, round 1\): the upload: metadata has the key 2 \(int\)"),
-])
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        ("init_client", r"init_client \(seed 0, client 1\): returned dict, expected a Message"),
+        ("init_server", r"init_server \(seed 0\): metadata is not JSON-serialisable"),
+        ("predict", r"predict \(seed 0, client 1, round \d+\): must return a list of \d+ strings, got \d+ items"),
+        (
+            "int-keys",
+            r"client_update \(seed 0, client 1, round 1\): the new state: metadata\['seen'\] has the key 3 \(int\)",
+        ),
+        ("mixed-keys", r"client_update \(seed 0, client 1, round 1\): the upload: metadata has the key 2 \(int\)"),
+    ],
+)
 def test_malformed_returns_are_located_plugin_errors(toy, tmp_path, wrong, message):
     with pytest.raises(PluginError, match=message):
         run(_cfg(toy, tmp_path, "wrong-shapes", fast_adaptation=False, method_config={"wrong": wrong}))
@@ -193,12 +214,14 @@ def test_the_example_method_runs_shares_and_resumes_exactly(toy, tmp_path):
 
 @pytest.mark.parametrize("own_weight, expected", [(1.0, "yes"), (0.0, "no"), (0.5, "no")])
 def test_the_example_blends_own_and_federated_counts(own_weight, expected):
-    from drake_bench.plugins.protocol import ClientContext
     from drake_bench.benchmarks.sample import AnswerType, MethodSample
+    from drake_bench.plugins.protocol import ClientContext
 
     m = MajorityAnswer(MajorityAnswer.Config(own_weight=own_weight))
     state = State(metadata={"own": {"yes": 3, "no": 1}, "federation": {"no": 10}})
-    query = MethodSample(uid="q", images=[], question="?", choices=["yes", "no"], answer="", answer_type=AnswerType.YES_NO)
+    query = MethodSample(
+        uid="q", images=[], question="?", choices=["yes", "no"], answer="", answer_type=AnswerType.YES_NO
+    )
     ctx = ClientContext(client_id=1, model_name="none", architecture="none", round_idx=0, seed=0)
     assert m.predict(ctx, state, [query]) == [expected]
 
@@ -207,7 +230,10 @@ def test_the_example_pools_answers_on_the_server():
     from drake_bench.plugins.protocol import Message
 
     m = MajorityAnswer()
-    messages, server = m.aggregate(0, m.init_server(), {1: Message(metadata={"counts": {"yes": 3}}),
-                                                         2: Message(metadata={"counts": {"yes": 1, "no": 5}})})
+    messages, server = m.aggregate(
+        0,
+        m.init_server(),
+        {1: Message(metadata={"counts": {"yes": 3}}), 2: Message(metadata={"counts": {"yes": 1, "no": 5}})},
+    )
     assert server.metadata["counts"] == {"yes": 4, "no": 5}
     assert all(msg.metadata["counts"] == {"yes": 4, "no": 5} for msg in messages.values())

@@ -50,10 +50,12 @@ def test_inline_plugin_is_the_shipped_example():
     source = (ROOT / "drake_bench" / "plugins" / "examples" / "majority.py").read_text()
     body = ast.parse(source).body
     assert isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)  # the module docstring
-    expected = "\n".join(source.splitlines()[body[1].lineno - 1:]).strip()
+    expected = "\n".join(source.splitlines()[body[1].lineno - 1 :]).strip()
     inline = [b for b in blocks("python") if "class MajorityAnswer" in b]
     assert len(inline) == 1, "the README shows the example plugin exactly once"
-    assert inline[0].strip() == expected, "README's plugin differs from drake_bench/plugins/examples/majority.py: copy it again"
+    assert inline[0].strip() == expected, (
+        "README's plugin differs from drake_bench/plugins/examples/majority.py: copy it again"
+    )
 
 
 def test_entry_point_snippet_is_registered():

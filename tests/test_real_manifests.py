@@ -21,12 +21,27 @@ TABLE_37 = {
     1: ["Fashion200K: ClothCombination", "FashionIQ", "VISION: 2_Img", "MagicBrush"],
     2: ["Co-Instruct: 2_ImgCompare", "SEED-Bench-2: KGQA", "IconQA: ShortAnswerEasy", "WCVQA: DishName"],
     3: ["Co-Instruct: HowWhat", "DVQA", "IconQA: ShortAnswerHard", "WCVQA: ContextDishName"],
-    4: ["Co-Instruct: 3_ImgCompare", "SEED-Bench-2: InstanceQA", "IconQA: MultiChoiceEasy", "WCVQA: AdvContextDishName"],
+    4: [
+        "Co-Instruct: 3_ImgCompare",
+        "SEED-Bench-2: InstanceQA",
+        "IconQA: MultiChoiceEasy",
+        "WCVQA: AdvContextDishName",
+    ],
     5: ["Fashion200K: ColorConsistency", "NLVR2: Subset1", "VISION: 4_Img", "VSR"],
     6: ["Fashion200K: StyleConsistency", "NLVR2: Subset2", "CIRR", "SEED-Bench-2: TemporalQA"],
     7: ["IRFL: MetaphorSimileMatching", "Bongard-HOI: ActionDetection", "VizWiz", "MIT-States"],
-    8: ["IRFL: FigurativeVerification", "IRFL: IdiomMatching", "Bongard-OpenWorld: ConceptDetection", "COMICS: Dialogue"],
-    9: ["IRFL: PhraseSelection", "Bongard-OpenWorld: ConceptQuery", "Bongard-HOI: ConceptQuery", "Bongard-HOI: ActionIncoherence"],
+    8: [
+        "IRFL: FigurativeVerification",
+        "IRFL: IdiomMatching",
+        "Bongard-OpenWorld: ConceptDetection",
+        "COMICS: Dialogue",
+    ],
+    9: [
+        "IRFL: PhraseSelection",
+        "Bongard-OpenWorld: ConceptQuery",
+        "Bongard-HOI: ConceptQuery",
+        "Bongard-HOI: ActionIncoherence",
+    ],
     10: ["Co-Instruct: YesNo", "TQA", "IconQA: MultiChoiceHard", "WCVQA: Location"],
 }
 
@@ -73,10 +88,16 @@ def test_drake_groups_splits_and_unseen() -> None:
     assert Counter(t.group for t in train) == {"visual-relation": 12, "multimodal-reasoning": 12, "vqa": 16}
     splits = Counter((t.group, t.split) for t in train)
     assert splits == {
-        ("visual-relation", "fashion-relation"): 4, ("visual-relation", "dual-image relation"): 6,
-        ("visual-relation", "spatial/temporal"): 2, ("multimodal-reasoning", "visual figurative understanding"): 4,
-        ("multimodal-reasoning", "context-dependent visual reasoning"): 5, ("multimodal-reasoning", "multi-image-text understanding"): 3,
-        ("vqa", "image quality"): 4, ("vqa", "icon-domain"): 4, ("vqa", "cuisine-domain"): 4, ("vqa", "general VQA"): 4,
+        ("visual-relation", "fashion-relation"): 4,
+        ("visual-relation", "dual-image relation"): 6,
+        ("visual-relation", "spatial/temporal"): 2,
+        ("multimodal-reasoning", "visual figurative understanding"): 4,
+        ("multimodal-reasoning", "context-dependent visual reasoning"): 5,
+        ("multimodal-reasoning", "multi-image-text understanding"): 3,
+        ("vqa", "image quality"): 4,
+        ("vqa", "icon-domain"): 4,
+        ("vqa", "cuisine-domain"): 4,
+        ("vqa", "general VQA"): 4,
     }
     assert len({t.source.dataset for t in train}) == 19
     groups = {c.id: c.group for c in spec.clients}
@@ -87,7 +108,12 @@ def test_drake_groups_splits_and_unseen() -> None:
     for c in spec.clients:
         assert {spec.task(t).group for t in c.tasks} == {c.group}
         if c.group == "vqa":
-            assert [spec.task(t).split for t in c.tasks] == ["image quality", "general VQA", "icon-domain", "cuisine-domain"]
+            assert [spec.task(t).split for t in c.tasks] == [
+                "image quality",
+                "general VQA",
+                "icon-domain",
+                "cuisine-domain",
+            ]
     unseen_splits = Counter(spec.task(t).split for t in spec.unseen_tasks)
     assert set(unseen_splits) == {"novel task type", "novel visual domain"}
 

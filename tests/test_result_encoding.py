@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_results import make_result
 from typer.testing import CliRunner
 
 from drake_bench.cli import app
@@ -20,7 +21,6 @@ from drake_bench.results.result_file import (
     upgrade_result_file,
     write_result,
 )
-from test_results import make_result
 
 
 def _as_v1(tmp_path: Path, name: str = "old.json") -> Path:
@@ -63,8 +63,18 @@ def test_a_schema_1_0_file_reads_to_the_same_result_and_upgrades_losslessly(tmp_
 def test_a_board_entry_takes_under_two_fifths_of_its_1_0_size(tmp_path: Path) -> None:
     """The reason for the layout: a committed board entry (3 seeds, thousands of score rows) written as 1.0 was
     (json.dump, indent=2) against the same result written now."""
-    committed = Path(__file__).resolve().parents[1] / "leaderboard" / "archive" / "recipe-8" / "main-job-3-seeds" \
-        / "drake-synth" / "dynamic" / "sft" / "1.0" / "result.json"
+    committed = (
+        Path(__file__).resolve().parents[1]
+        / "leaderboard"
+        / "archive"
+        / "recipe-8"
+        / "main-job-3-seeds"
+        / "drake-synth"
+        / "dynamic"
+        / "sft"
+        / "1.0"
+        / "result.json"
+    )
     data = load_result_data(committed)
     data["schema_version"] = "1.0"
     old = tmp_path / "old.json"
@@ -122,8 +132,13 @@ def test_encoding_round_trips_every_table_and_refuses_a_ragged_one() -> None:
 
 
 def test_dumps_is_json_that_reads_back_the_same() -> None:
-    data = {"a": [1, 2.5, None, "x"], "b": {"c": [[1, {"k": [1, 2]}], [2, {}]], "d": [{"e": 1}, {"f": []}]},
-            "g": {}, "h": [], "i": "ü"}
+    data = {
+        "a": [1, 2.5, None, "x"],
+        "b": {"c": [[1, {"k": [1, 2]}], [2, {}]], "d": [{"e": 1}, {"f": []}]},
+        "g": {},
+        "h": [],
+        "i": "ü",
+    }
     text = dumps(data)
     assert json.loads(text) == data and text.endswith("\n")
     assert '  "a": [1, 2.5, null, "x"],' in text and '      [1, {"k": [1, 2]}],' in text
@@ -132,10 +147,14 @@ def test_dumps_is_json_that_reads_back_the_same() -> None:
 def test_committed_result_files_are_all_current() -> None:
     """A board mixing layouts would still read, but the repository's files should not cost three times their size."""
     root = Path(__file__).resolve().parents[1] / "leaderboard"
+
     def head(p: Path) -> str:  # the version is the file's first field: no need to read megabytes
         with p.open(encoding="utf-8") as f:
             return f.read(200)
 
-    old = [str(p.relative_to(root)) for p in root.rglob("result.json")
-           if "checkpoints" not in p.parts and '"schema_version": "2.0"' not in head(p)]
+    old = [
+        str(p.relative_to(root))
+        for p in root.rglob("result.json")
+        if "checkpoints" not in p.parts and '"schema_version": "2.0"' not in head(p)
+    ]
     assert old == [], f"run `drake-bench upgrade leaderboard` for: {old[:5]}"

@@ -45,26 +45,46 @@ def make_result(seeds: tuple[int, ...] = (0, 1), status: str = "complete") -> Ru
     for seed in seeds:
         bump = 0.1 * seed
         scores += [
-            _rec(seed, 5, 0, "a", 0, 0.5 + bump), _rec(seed, 5, 1, "b", 1, 0.3 + bump),
-            _rec(seed, 5, 0, "b", 1, 0.1), _rec(seed, 5, 1, "a", 0, 0.2),
-            _rec(seed, 10, 0, "a", 0, 0.7 + bump), _rec(seed, 10, 1, "b", 1, 0.5 + bump),
-            _rec(seed, 10, 0, "b", 1, 0.2), _rec(seed, 10, 1, "a", 0, 0.2),
+            _rec(seed, 5, 0, "a", 0, 0.5 + bump),
+            _rec(seed, 5, 1, "b", 1, 0.3 + bump),
+            _rec(seed, 5, 0, "b", 1, 0.1),
+            _rec(seed, 5, 1, "a", 0, 0.2),
+            _rec(seed, 10, 0, "a", 0, 0.7 + bump),
+            _rec(seed, 10, 1, "b", 1, 0.5 + bump),
+            _rec(seed, 10, 0, "b", 1, 0.2),
+            _rec(seed, 10, 1, "a", 0, 0.2),
         ]
     costs = [
-        CostRecord(seed=s, round=r, client=c, uplink_bytes=1_000_000, downlink_bytes=2_000_000, train_seconds=1.5,
-                   peak_memory_bytes=10**9)
-        for s in seeds for r in range(1, 11) for c in (0, 1)  # every round of fl.rounds: check_result wants them all
+        CostRecord(
+            seed=s,
+            round=r,
+            client=c,
+            uplink_bytes=1_000_000,
+            downlink_bytes=2_000_000,
+            train_seconds=1.5,
+            peak_memory_bytes=10**9,
+        )
+        for s in seeds
+        for r in range(1, 11)
+        for c in (0, 1)  # every round of fl.rounds: check_result wants them all
     ]
     return new_result(
         benchmark=BenchmarkRef(name="drake-toy", version="1.0", manifest_hash="sha256:abc", data_hash="sha256:def"),
         scenario=ScenarioRef(tag="dynamic", config={"kind": "dynamic"}),
         method=MethodRef(name="org/fedmosaic", version="0.1", config={"lr": 2e-5, "rank": 8}),
-        model_allocation=ModelAllocationRef(name="toy-hetero", clients={"0": "llama-s", "1": "qwen-m"},
-                                            checkpoints={"llama-s": {"source": "test"}, "qwen-m": {"source": "test"}}),
+        model_allocation=ModelAllocationRef(
+            name="toy-hetero",
+            clients={"0": "llama-s", "1": "qwen-m"},
+            checkpoints={"llama-s": {"source": "test"}, "qwen-m": {"source": "test"}},
+        ),
         seeds=list(seeds),
         fl=FLSettings(rounds=10, local_steps=100, batch_size=4, eval_every_rounds=5, eval_rounds=[5, 10]),
-        evaluation=EvaluationSettings(decoding={"do_sample": False, "max_new_tokens": 16}, batch_size=8,
-                                      prompt_template_version="v1", padding_side="left"),
+        evaluation=EvaluationSettings(
+            decoding={"do_sample": False, "max_new_tokens": 16},
+            batch_size=8,
+            prompt_template_version="v1",
+            padding_side="left",
+        ),
         raw=RawTables(scores=scores, costs=costs),
         status=status,  # type: ignore[arg-type]
         environment=Environment(python="3.11.7", torch="2.3.0", platform="Linux", cpu_count=2, device="cpu"),
@@ -121,7 +141,9 @@ def test_write_refuses_a_summary_that_disagrees_with_raw(tmp_path: Path) -> None
     data["summary"]["aggregate"]["self_last"]["mean"] = 0.99
     tampered = RunResult.model_validate(data)
     problems = check_result(tampered)
-    assert len(problems) == 1 and problems[0].startswith("summary.aggregate.self_last.mean: stored 0.99, recomputed 0.6")
+    assert len(problems) == 1 and problems[0].startswith(
+        "summary.aggregate.self_last.mean: stored 0.99, recomputed 0.6"
+    )
     with pytest.raises(ResultFileError, match="self_last.mean"):
         write_result(tampered, tmp_path / "r.json")
     assert not (tmp_path / "r.json").exists()
@@ -170,7 +192,9 @@ def test_read_errors_name_file_and_field(tmp_path: Path) -> None:
     broken["raw"]["scores"][3]["score"] = 1.5
     p = tmp_path / "score.json"
     dump_result_data(broken, p)
-    with pytest.raises(ResultFileError, match=r"score.json fails the result schema:\n  - raw.scores\[3\].score") as bad_score:
+    with pytest.raises(
+        ResultFileError, match=r"score.json fails the result schema:\n  - raw.scores\[3\].score"
+    ) as bad_score:
         read_result(p)
     assert "fields this drake_bench does not know" not in str(bad_score.value)  # only unknown fields get that note
 
@@ -180,8 +204,10 @@ def test_read_errors_name_file_and_field(tmp_path: Path) -> None:
     with pytest.raises(ResultFileError, match=r"- method: Additional properties") as refused:
         read_result(p)
     # the refusal says which drake_bench wrote the file and which reads it: a newer one adds optional fields
-    assert (f"It has fields this drake_bench does not know: it was written by drake_bench "
-            f"{good['drake_bench_version']}" in str(refused.value))
+    assert (
+        f"It has fields this drake_bench does not know: it was written by drake_bench "
+        f"{good['drake_bench_version']}" in str(refused.value)
+    )
     assert "upgrading drake_bench may read it" in str(refused.value)
 
     nofield = json.loads(json.dumps(good))
@@ -221,8 +247,21 @@ def test_the_fast_validator_agrees_with_jsonschema_on_valid_and_broken_files() -
     from drake_bench.results.encoding import TABLE_COLUMNS
     from drake_bench.results.result_file import _schema_errors, shipped_schema
 
-    good = json.loads((Path(__file__).resolve().parents[1] / "leaderboard" / "archive" / "recipe-6" / "main-job" /
-                       "drake-synth" / "dynamic" / "sft" / "1.0" / "result.json").read_text())
+    good = json.loads(
+        (
+            Path(__file__).resolve().parents[1]
+            / "leaderboard"
+            / "archive"
+            / "recipe-6"
+            / "main-job"
+            / "drake-synth"
+            / "dynamic"
+            / "sft"
+            / "1.0"
+            / "result.json"
+        ).read_text()
+    )
+
     def cell(d: dict, table: str, row: int, column: str, value: object) -> None:
         d["raw"][table]["rows"][row][TABLE_COLUMNS[table].index(column)] = value
 

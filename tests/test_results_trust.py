@@ -21,10 +21,15 @@ from drake_bench.results.result_file import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-BOARD = REPO / "leaderboard" / "archive" / "recipe-6" / "main-job" / "drake-synth" / "dynamic"  # a fixed committed board
+BOARD = (
+    REPO / "leaderboard" / "archive" / "recipe-6" / "main-job" / "drake-synth" / "dynamic"
+)  # a fixed committed board
 SFT, FEDIT, ZERO = (BOARD / m / "1.0" / "result.json" for m in ("sft", "fedit", "zero-shot"))
-COMMITTED = sorted(p for p in (REPO / "leaderboard").rglob("*.json")  # resume state and tuning records are no results
-                   if "checkpoints" not in p.parts and p.name != "tuning.json")
+COMMITTED = sorted(
+    p
+    for p in (REPO / "leaderboard").rglob("*.json")  # resume state and tuning records are no results
+    if "checkpoints" not in p.parts and p.name != "tuning.json"
+)
 
 
 def _run(*args) -> tuple[int, str]:
@@ -61,23 +66,36 @@ def test_the_benchmarks_schedule_fixes_which_self_rows_a_round_has():
     """Dynamic: one more task per two rounds on drake-synth; a row for a task not yet met is as wrong as a gap."""
     data = load_result_data(SFT)
     rows = data["raw"]["scores"]
-    late = next(r for r in rows if r["eval_round"] == 8 and r["role"] == "self" and r["client"] == 5
-                and not any(q["eval_round"] == 2 and q["task"] == r["task"] and q["client"] == 5 for q in rows))
+    late = next(
+        r
+        for r in rows
+        if r["eval_round"] == 8
+        and r["role"] == "self"
+        and r["client"] == 5
+        and not any(q["eval_round"] == 2 and q["task"] == r["task"] and q["client"] == 5 for q in rows)
+    )
     rows.append({**late, "eval_round": 2})
-    assert any(p.startswith("raw.scores seed 0 round 2: client 5 has Self rows for tasks it has not seen yet")
-               for p in check_result(_forged(data)))
+    assert any(
+        p.startswith("raw.scores seed 0 round 2: client 5 has Self rows for tasks it has not seen yet")
+        for p in check_result(_forged(data))
+    )
 
 
 def test_a_dropped_evaluation_round_others_row_or_cost_record_fails():
     data = load_result_data(SFT)
     data["raw"]["scores"] = [r for r in data["raw"]["scores"] if r["eval_round"] != 4]
-    assert "raw.scores seed 0: no records for evaluation rounds [4] of fl.eval_rounds [2, 4, 6, 8]" in check_result(_forged(data))
+    assert "raw.scores seed 0: no records for evaluation rounds [4] of fl.eval_rounds [2, 4, 6, 8]" in check_result(
+        _forged(data)
+    )
 
     data = load_result_data(SFT)
     gone = next(r for r in data["raw"]["scores"] if r["role"] == "others" and r["eval_round"] == 6)
     data["raw"]["scores"].remove(gone)
-    assert any(p.startswith("raw.scores seed 0 round 6: missing Others rows") and f"({gone['client']}, '{gone['task']}', "
-               f"{gone['owner']})" in p for p in check_result(_forged(data)))
+    assert any(
+        p.startswith("raw.scores seed 0 round 6: missing Others rows")
+        and f"({gone['client']}, '{gone['task']}', {gone['owner']})" in p
+        for p in check_result(_forged(data))
+    )
 
     data = load_result_data(SFT)
     data["raw"]["costs"] = [c for c in data["raw"]["costs"] if not (c["round"] == 7 and c["client"] == 2)]
@@ -87,7 +105,9 @@ def test_a_dropped_evaluation_round_others_row_or_cost_record_fails():
 def test_a_result_without_its_data_hash_or_other_provenance_fails(tmp_path):
     data = load_result_data(SFT)
     data["benchmark"]["data_hash"] = None
-    assert check_result(_forged(data)) == ["benchmark.data_hash: missing; a result must cite the hash of the data it ran on"]
+    assert check_result(_forged(data)) == [
+        "benchmark.data_hash: missing; a result must cite the hash of the data it ran on"
+    ]
     path = tmp_path / "no-hash.json"
     del data["benchmark"]["data_hash"]
     dump_result_data(data, path)
@@ -101,7 +121,9 @@ def test_a_result_without_its_data_hash_or_other_provenance_fails(tmp_path):
     problems = check_result(_forged(data))
     assert "method.config: missing; the full method configuration is required" in problems
     assert any(p.startswith("method.version: 'unknown'") for p in problems)
-    assert any(p.startswith("model_allocation.checkpoints: no entry for models ['tiny-llava-llama-s']") for p in problems)
+    assert any(
+        p.startswith("model_allocation.checkpoints: no entry for models ['tiny-llava-llama-s']") for p in problems
+    )
 
 
 def test_without_the_manifest_the_rows_must_still_agree_with_each_other():

@@ -7,6 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from drake_bench import ScenarioError, UnknownNameError
+from drake_bench.benchmarks.store import BuiltBenchmark
 from drake_bench.streams.scenarios import (
     KINDS,
     Asynchronous,
@@ -17,7 +18,6 @@ from drake_bench.streams.scenarios import (
     Static,
     parse_scenario,
 )
-from drake_bench.benchmarks.store import BuiltBenchmark
 from drake_bench.streams.stream import FederatedData
 
 
@@ -176,7 +176,10 @@ def test_dirichlet_shares_partition_train_and_test(toy_built):
         assert tasks and set(tasks) <= set(merged)
         assert sum(len(sc.train_rows(fed, c, t)) for t in tasks) >= fed.config.batch_size
     for t in merged:
-        for split, rows_of in (("train", lambda c: sc.train_rows(fed, c, t)), ("test", lambda c: sc.test_rows(fed, t, c))):
+        for split, rows_of in (
+            ("train", lambda c: sc.train_rows(fed, c, t)),
+            ("test", lambda c: sc.test_rows(fed, t, c)),
+        ):
             rows = np.concatenate([rows_of(c) for c in fed.clients])
             assert sorted(rows.tolist()) == list(range(fed.store.size(t, split))), (t, split)
         assert sc.test_rows(fed, t, None).tolist() == list(range(fed.store.size(t, "test")))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
+from drake_bench.benchmarks.sample import AnswerType, MethodSample, Sample
 from drake_bench.evaluation.scoring import (
     LEGACY_SCORER_VERSION,
     SCORER_VERSION,
@@ -22,12 +23,18 @@ from drake_bench.evaluation.scoring import (
 )
 from drake_bench.plugins.protocol import Message, MethodMeta, State
 from drake_bench.plugins.registry import register_method
-from drake_bench.benchmarks.sample import AnswerType, MethodSample, Sample
 
 
 def make(answer: str, kind: str, choices: list[str] | None = None, sid: str = "s1") -> Sample:
-    return Sample(id=sid, question="q?", choices=choices or [], answer=answer, answer_type=AnswerType(kind),
-                  task_id="t", source="src")
+    return Sample(
+        id=sid,
+        question="q?",
+        choices=choices or [],
+        answer=answer,
+        answer_type=AnswerType(kind),
+        task_id="t",
+        source="src",
+    )
 
 
 COLOURS = ["red", "blue", "green", "yellow"]
@@ -194,8 +201,11 @@ def test_rule_2_0_is_the_default_and_both_rules_stay_selectable() -> None:
 
 
 def test_choice_and_free_text_scores_are_the_same_under_both_rules() -> None:
-    samples = [make("green", "multiple_choice", COLOURS), make("yes", "yes_no", ["yes", "no"]),
-               make("the cat is on the mat", "free_text")]
+    samples = [
+        make("green", "multiple_choice", COLOURS),
+        make("yes", "yes_no", ["yes", "no"]),
+        make("the cat is on the mat", "free_text"),
+    ]
     preds = ["C", "No", "the cat sat on the mat and more words after it"]
     assert score_batch(preds, samples, scorer_version="1.0") == score_batch(preds, samples, scorer_version="2.0")
 
@@ -248,8 +258,10 @@ def test_score_batch() -> None:
 # evaluator on a miniature drake-synth: two clients with three of its tasks each, drawn by its own generators (a
 # choice task and two open ones, one-token and three-token answers, as drake-synth's clients hold), 40 items a task.
 
-MINI_CLIENTS = {1: ["vqa-corners", "icon-count-easy", "dish-name"],
-                2: ["rel-color-consistency", "rel-relative-caption", "rel-edit-instruction"]}
+MINI_CLIENTS = {
+    1: ["vqa-corners", "icon-count-easy", "dish-name"],
+    2: ["rel-color-consistency", "rel-relative-caption", "rel-edit-instruction"],
+}
 MINI_RUN = dict(seeds=[0], rounds=2, local_steps=5, others_subsample=0, fast_adaptation=False, isolation="inline")
 
 
@@ -306,27 +318,51 @@ def mini_synth(tmp_path_factory) -> tuple[str, str]:
 
     from drake_bench.benchmarks.build import build_benchmark
     from drake_bench.benchmarks.manifest import manifest_dict, parse_manifest
-    from drake_bench.benchmarks.spec import (AsyncDefaults, BenchmarkSpec, ClientSpec, DirichletDefaults, FLConfig,
-                                  ScenarioDefaults, SourceSpec, SubsamplingRule, TaskSpec)
+    from drake_bench.benchmarks.spec import (
+        AsyncDefaults,
+        BenchmarkSpec,
+        ClientSpec,
+        DirichletDefaults,
+        FLConfig,
+        ScenarioDefaults,
+        SourceSpec,
+        SubsamplingRule,
+        TaskSpec,
+    )
     from drake_bench.benchmarks.synth.registry import get_generator
 
     def task(name: str, group: str) -> TaskSpec:
         gen = get_generator(name)
-        return TaskSpec(id=name, name=name, group=group, split="s", images=gen.images, num_images=gen.num_images,
-                        answer_type=gen.answer_type,
-                        metric="token_accuracy" if gen.answer_type == AnswerType.OPEN else "accuracy",
-                        source=SourceSpec(dataset="mini-synth", variant=name, loader="synth",
-                                          rule={"pool_size": 40, "seed": 0}))
+        return TaskSpec(
+            id=name,
+            name=name,
+            group=group,
+            split="s",
+            images=gen.images,
+            num_images=gen.num_images,
+            answer_type=gen.answer_type,
+            metric="token_accuracy" if gen.answer_type == AnswerType.OPEN else "accuracy",
+            source=SourceSpec(dataset="mini-synth", variant=name, loader="synth", rule={"pool_size": 40, "seed": 0}),
+        )
 
     tasks = [task(t, f"g{c}") for c, ts in MINI_CLIENTS.items() for t in ts] + [task("un-similarity", "u")]
     spec = BenchmarkSpec(
-        name="mini-synth", version="0.0.1", title="Mini synth", description="two drake-synth clients in small",
-        modality="multimodal", tasks=tasks, unseen_tasks=["un-similarity"],
+        name="mini-synth",
+        version="0.0.1",
+        title="Mini synth",
+        description="two drake-synth clients in small",
+        modality="multimodal",
+        tasks=tasks,
+        unseen_tasks=["un-similarity"],
         clients=[ClientSpec(id=c, group=f"g{c}", tasks=ts) for c, ts in MINI_CLIENTS.items()],
         fl=FLConfig(rounds=2, local_steps=5, batch_size=4, eval_every_rounds=1, others_subsample=0),
-        scenarios=ScenarioDefaults(default="static", asynchronous=AsyncDefaults(patterns=[[1, 1]]),
-                                   dirichlet=DirichletDefaults(tasks=[t.id for t in tasks[:6]], alphas=[1.0])),
-        subsampling=SubsamplingRule(large_threshold=1000, train=500, test=100, train_ratio=0.8, seed=0))
+        scenarios=ScenarioDefaults(
+            default="static",
+            asynchronous=AsyncDefaults(patterns=[[1, 1]]),
+            dirichlet=DirichletDefaults(tasks=[t.id for t in tasks[:6]], alphas=[1.0]),
+        ),
+        subsampling=SubsamplingRule(large_threshold=1000, train=500, test=100, train_ratio=0.8, seed=0),
+    )
     spec = parse_manifest(manifest_dict(spec), where="mini-synth")
     root = tmp_path_factory.mktemp("mini-synth") / "built"
     build_benchmark(spec, source_dir=None, out=root, show_progress=False)
@@ -346,15 +382,21 @@ def test_answer_stuffing_does_not_beat_the_majority_prior_under_rule_2_0_and_did
     for version in ("1.0", "2.0"):
         for method in ("answer-stuffing", "majority-answer"):
             chosen = {"scorer_version": version} if version == "1.0" else {}  # 2.0: the default, not asked for
-            res = run(RunConfig(benchmark=manifest, data_dir=root, method=method, out=str(tmp_path / version),
-                                **MINI_RUN, **chosen))
+            res = run(
+                RunConfig(
+                    benchmark=manifest, data_dir=root, method=method, out=str(tmp_path / version), **MINI_RUN, **chosen
+                )
+            )
             assert res.evaluation.scorer_version == version == res.fl.extra["run_config"]["scorer_version"]
             self_last[method, version] = res.summary.aggregate.self_last.mean
             if method == "answer-stuffing":
-                per_client[version] = next(c.self_last for c in seed_summary(0, res.raw.scores).per_client
-                                           if c.client == 1)
-    stuffing, majority = (self_last["answer-stuffing", "1.0"], self_last["answer-stuffing", "2.0"]), \
-        (self_last["majority-answer", "1.0"], self_last["majority-answer", "2.0"])
+                per_client[version] = next(
+                    c.self_last for c in seed_summary(0, res.raw.scores).per_client if c.client == 1
+                )
+    stuffing, majority = (
+        (self_last["answer-stuffing", "1.0"], self_last["answer-stuffing", "2.0"]),
+        (self_last["majority-answer", "1.0"], self_last["majority-answer", "2.0"]),
+    )
     assert stuffing[0] > majority[0] + 0.1, self_last  # recall: listing every answer beats the prior by far
     assert stuffing[1] <= majority[1], self_last  # capped F1: it does not
     assert stuffing[1] < stuffing[0] - 0.2, self_last
@@ -369,8 +411,17 @@ def test_answer_stuffing_does_not_beat_the_majority_prior_under_rule_2_0_and_did
         return [stuff(q, answers) for q in queries]
 
     for version in ("1.0", "2.0"):
-        got = evaluate_client(manifest, 1, predict_fn, scenario="static", rounds=2, local_steps=5, data_dir=root,
-                              others=False, **({"scorer_version": version} if version == "1.0" else {}))
+        got = evaluate_client(
+            manifest,
+            1,
+            predict_fn,
+            scenario="static",
+            rounds=2,
+            local_steps=5,
+            data_dir=root,
+            others=False,
+            **({"scorer_version": version} if version == "1.0" else {}),
+        )
         assert got.settings.scorer_version == version
         assert got.self_score == pytest.approx(per_client[version])
     with pytest.raises(ScenarioError, match="scorer version '3.0'"):
@@ -399,8 +450,17 @@ def test_a_method_cannot_choose_the_scorer_version_in_its_evaluation_settings(to
     from drake_bench import PluginError, RunConfig, run
 
     manifest, root = toy
-    config = RunConfig(benchmark=manifest, data_dir=root, method="claims-recall", out=str(tmp_path), seeds=[0],
-                       scenario="static", rounds=2, fast_adaptation=False, isolation="inline")
+    config = RunConfig(
+        benchmark=manifest,
+        data_dir=root,
+        method="claims-recall",
+        out=str(tmp_path),
+        seeds=[0],
+        scenario="static",
+        rounds=2,
+        fast_adaptation=False,
+        isolation="inline",
+    )
     with pytest.raises(PluginError, match=r"names scorer version '1.0', but this run scores by '2.0'"):
         run(config)
     res = run(config.model_copy(update={"scorer_version": "1.0", "out": str(tmp_path / "on-1")}))  # the run's own

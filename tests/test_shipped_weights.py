@@ -18,10 +18,10 @@ from rich.console import Console
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
+from drake_bench.benchmarks.store import file_sha256
 from drake_bench.errors import CheckpointError, DrakeBenchError
 from drake_bench.models import load_base, pretrain, shipped
 from drake_bench.models.testing import toy_loader
-from drake_bench.benchmarks.store import file_sha256
 
 REPO = Path(__file__).resolve().parents[1]
 MM, TEXT = "tiny-llava-llama-s", "tiny-qwen2-s"
@@ -66,9 +66,16 @@ def test_export_writes_a_bf16_checkpoint_and_a_stable_manifest(built, tmp_path):
     manifest = json.loads((built / shipped.MANIFEST).read_text())
     assert manifest["format"] == 1 and manifest["recipe"] == RECIPE and sorted(manifest["models"]) == [MM, TEXT]
     entry = manifest["models"][MM]
-    assert {"config.json", "generation_config.json", "model.safetensors", "processor_config.json",
-            "tokenizer.json"} <= set(entry["files"])
-    assert entry["weights_sha256"] == entry["files"]["model.safetensors"] == file_sha256(built / MM / "model.safetensors")
+    assert {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "processor_config.json",
+        "tokenizer.json",
+    } <= set(entry["files"])
+    assert (
+        entry["weights_sha256"] == entry["files"]["model.safetensors"] == file_sha256(built / MM / "model.safetensors")
+    )
     assert entry["bytes"] == sum((built / MM / rel).stat().st_size for rel in entry["files"])
     assert entry["hub_repo"] == f"drake-bench/{MM}"
     assert {t.dtype for t in load_file(str(built / MM / "model.safetensors")).values()} == {torch.bfloat16}
@@ -82,7 +89,9 @@ def test_export_writes_a_bf16_checkpoint_and_a_stable_manifest(built, tmp_path):
                 model, processor = toy_loader(name)
                 before = {k: v.clone() for k, v in model.state_dict().items()}
                 shipped.export_checkpoint(model, processor, name, root=again)
-                assert model.dtype == torch.float32 and all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+                assert model.dtype == torch.float32 and all(
+                    torch.equal(before[k], v) for k, v in model.state_dict().items()
+                )
         shipped.write_manifest(again, RECIPE)
         assert (again / shipped.MANIFEST).read_bytes() == (built / shipped.MANIFEST).read_bytes()
 
@@ -127,7 +136,9 @@ def test_missing_weights_say_how_to_build_them(tmp_path, monkeypatch, weights):
     assert "shipped tiny-zoo weights are missing" in msg and "scripts/build_zoo.py" in msg
     assert "DRAKE_BENCH_ZOO=pretrain" in msg and str(tmp_path / "empty" / "manifest.json") in msg
     monkeypatch.setenv(shipped.ENV_WEIGHTS, str(weights))
-    with pytest.raises(CheckpointError, match=r"lists no model 'tiny-llama-m' \(it lists tiny-llava-llama-s, tiny-qwen2-s\)"):
+    with pytest.raises(
+        CheckpointError, match=r"lists no model 'tiny-llama-m' \(it lists tiny-llava-llama-s, tiny-qwen2-s\)"
+    ):
         load_base("tiny-llama-m")
     shutil.rmtree(weights / TEXT)
     with pytest.raises(CheckpointError, match="its folder .* does not exist"):
@@ -245,10 +256,17 @@ def test_model_identity_carries_the_weights_sha256(weights, monkeypatch):
 
     sha = shipped.read_manifest()["models"][MM]["weights_sha256"]
     ident = model_identity(MM)
-    assert ident == {"source": "drake_bench shipped zoo", "name": MM, "weights_sha256": sha, "hub_repo": f"drake-bench/{MM}"}
+    assert ident == {
+        "source": "drake_bench shipped zoo",
+        "name": MM,
+        "weights_sha256": sha,
+        "hub_repo": f"drake-bench/{MM}",
+    }
     assert SFT().model_identity(MM).weights == ident  # what the evaluator writes into model_allocation.checkpoints
     monkeypatch.setenv(shipped.ENV_SOURCE, "pretrain")
-    assert model_identity(MM)["recipe"] == pretrain.DEFAULT_RECIPE.as_dict() and "weights_sha256" not in model_identity(MM)
+    assert model_identity(MM)["recipe"] == pretrain.DEFAULT_RECIPE.as_dict() and "weights_sha256" not in model_identity(
+        MM
+    )
 
 
 def test_the_runner_verifies_shipped_models_one_line_each_and_never_pretrains(weights):
@@ -267,7 +285,9 @@ def test_the_runner_verifies_shipped_models_one_line_each_and_never_pretrains(we
 
 
 # ---------------------------------------------------------------------- report / check
-BOARD = REPO / "leaderboard" / "archive" / "recipe-6" / "main-job" / "drake-synth" / "dynamic"  # a fixed committed board
+BOARD = (
+    REPO / "leaderboard" / "archive" / "recipe-6" / "main-job" / "drake-synth" / "dynamic"
+)  # a fixed committed board
 SFT_FILE, FEDIT_FILE = (BOARD / m / "1.0" / "result.json" for m in ("sft", "fedit"))
 
 
@@ -284,7 +304,11 @@ def _with_weights(src: Path, dst: Path, shas: dict[str, str | None]) -> Path:
     for model, sha in shas.items():
         if sha is not None:
             data["model_allocation"]["checkpoints"][model] = {
-                "source": "drake_bench shipped zoo", "name": model, "weights_sha256": sha, "hub_repo": f"drake-bench/{model}"}
+                "source": "drake_bench shipped zoo",
+                "name": model,
+                "weights_sha256": sha,
+                "hub_repo": f"drake-bench/{model}",
+            }
     dst.write_text(json.dumps(data))
     return dst
 
@@ -307,7 +331,9 @@ def test_report_refuses_one_model_name_on_different_weights(tmp_path):
 
 
 def test_report_refuses_mixing_pinned_and_recipe_only_weights_and_says_which_are_unpinned(tmp_path):
-    pinned = _with_weights(SFT_FILE, tmp_path / "sft.json", {"tiny-llava-llama-s": "a" * 64, "tiny-llava-llama-m": "c" * 64})
+    pinned = _with_weights(
+        SFT_FILE, tmp_path / "sft.json", {"tiny-llava-llama-s": "a" * 64, "tiny-llava-llama-m": "c" * 64}
+    )
     code, text = _cli("report", pinned, FEDIT_FILE)
     flat = " ".join(text.split())
     assert code == 1 and "records no sha256" in flat and "a" * 64 in flat

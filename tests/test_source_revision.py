@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from drake_bench import __version__
-from drake_bench.plugins.registry import method_package
 from drake_bench.core.provenance import BUILT_FROM, built_revision, direct_url_revision, git_revision, source_revision
+from drake_bench.plugins.registry import method_package
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -84,12 +84,15 @@ def test_a_method_is_attributed_to_the_package_that_registers_it() -> None:
 
 
 def test_the_evaluator_records_the_source_in_the_result(toy, tmp_path: Path) -> None:
-    from drake_bench.evaluator.standard import RunConfig, run
-    from drake_bench.core.provenance import drake_bench_source
-
     import test_evaluator  # noqa: F401  (registers the in-process "counter" method)
 
-    res = run(RunConfig(benchmark=toy[0], method="counter", data_dir=toy[1], out=str(tmp_path), seeds=[0],
-                        fast_adaptation=False))
+    from drake_bench.core.provenance import drake_bench_source
+    from drake_bench.evaluator.standard import RunConfig, run
+
+    res = run(
+        RunConfig(
+            benchmark=toy[0], method="counter", data_dir=toy[1], out=str(tmp_path), seeds=[0], fast_adaptation=False
+        )
+    )
     assert res.environment.drake_bench_source == drake_bench_source()
     assert res.method.package is None  # registered in-process by a script: no package to name

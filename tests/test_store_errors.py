@@ -10,11 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from drake_bench.errors import DataNotBuiltError, SourceError
-from drake_bench.benchmarks.spec import TaskSpec
-
 from conftest import ToyLoader, toy_spec
+
+from drake_bench.benchmarks.spec import TaskSpec
+from drake_bench.errors import DataNotBuiltError, SourceError
 
 BROKEN = "toy-broken"
 
@@ -30,8 +29,8 @@ class BrokenLoader(ToyLoader):
 
 def test_a_task_whose_build_failed_is_a_data_error_naming_the_file_and_the_rebuild(toy_loader, tmp_path):
     from drake_bench.benchmarks.build import build_benchmark
-    from drake_bench.loaders import _LOADERS, register_loader
     from drake_bench.benchmarks.manifest import manifest_dict, parse_manifest
+    from drake_bench.loaders import _LOADERS, register_loader
     from drake_bench.streams.stream import load_client_stream
 
     if BROKEN not in _LOADERS:
@@ -56,11 +55,14 @@ def test_a_task_whose_build_failed_is_a_data_error_naming_the_file_and_the_rebui
     assert next(iter(load_client_stream(spec, other, scenario="static", data_dir=root).rounds()))[0] == 0
 
 
-@pytest.mark.parametrize("content", [b"[" * 100_000, b"\xff\xfe not utf-8", b'{"sizes": ' + b"9" * 5000 + b"}", b"[1, 2]"],
-                         ids=["deep", "not-utf8", "huge-int", "not-an-object"])
+@pytest.mark.parametrize(
+    "content",
+    [b"[" * 100_000, b"\xff\xfe not utf-8", b'{"sizes": ' + b"9" * 5000 + b"}", b"[1, 2]"],
+    ids=["deep", "not-utf8", "huge-int", "not-an-object"],
+)
 def test_a_hostile_build_record_is_one_data_error_naming_it(tmp_path, content):
-    from drake_bench.errors import DataNotBuiltError
     from drake_bench.benchmarks.store import BUILD_INFO, BuiltBenchmark
+    from drake_bench.errors import DataNotBuiltError
 
     (tmp_path / BUILD_INFO).write_bytes(content)
     with pytest.raises(DataNotBuiltError) as err:

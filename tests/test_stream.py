@@ -49,7 +49,11 @@ def test_dirichlet_partition_covers_each_task_once(toy_built):
         test_rows = np.concatenate([fed.test_rows(t, owner=c) for c in fed.clients])
         assert sorted(test_rows.tolist()) == list(range(fed.store.size(t, "test")))
     # smaller alpha -> more skewed client shares
-    skew = lambda a: np.std([len(fed2.schedule(c).arrivals) for c in fed2.clients]) if (fed2 := load_federated_data(spec, f"dirichlet:{a}", seed=3, data_dir=root)) else 0  # noqa: E731
+    skew = lambda a: (
+        np.std([len(fed2.schedule(c).arrivals) for c in fed2.clients])
+        if (fed2 := load_federated_data(spec, f"dirichlet:{a}", seed=3, data_dir=root))
+        else 0
+    )  # noqa: E731
     assert skew(0.1) > skew(100.0)
 
 

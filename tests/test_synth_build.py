@@ -22,7 +22,11 @@ def test_same_seed_same_bytes_and_counts(tmp_path):
         assert (a / rel).read_bytes() == (b / rel).read_bytes()
     spec = load_benchmark("drake-synth")
     assert ia["manifest_hash"] == spec.content_hash and ia["synth_scale"] == 0.1 and ia["embedded"] is True
-    assert ia["sizes"]["rel-count-across"] == {"train": 18, "validation": 2, "test": 5}  # pool 25, 8:2, a tenth held out
+    assert ia["sizes"]["rel-count-across"] == {
+        "train": 18,
+        "validation": 2,
+        "test": 5,
+    }  # pool 25, 8:2, a tenth held out
     assert ia["sizes"]["vqa-instance-count"] == {"train": 36, "validation": 4, "test": 10}  # large task: pool 50
     bb = BuiltBenchmark.open(a)
     bb.verify()
@@ -70,11 +74,17 @@ def test_two_processes_building_one_benchmark_at_once_both_succeed(tmp_path):
     import subprocess
     import sys
 
-    code = ("from drake_bench.benchmarks.synth.builder import ensure_built; import json, sys; "
-            "r = ensure_built('hflb-synth'); print(json.loads((r / 'build_info.json').read_text())['data_hash'])")
+    code = (
+        "from drake_bench.benchmarks.synth.builder import ensure_built; import json, sys; "
+        "r = ensure_built('hflb-synth'); print(json.loads((r / 'build_info.json').read_text())['data_hash'])"
+    )
     env = {**__import__("os").environ, "DRAKE_BENCH_HOME": str(tmp_path), "DRAKE_BENCH_SYNTH_SCALE": "0.05"}
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
     assert outs[0][0] == outs[1][0] and outs[0][0].startswith("sha256:")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from PIL import Image
 from typer.testing import CliRunner
 
-from drake_bench.cli import app
 from drake_bench.benchmarks.synth.cards import render_grid, task_card
+from drake_bench.cli import app
 
 
 def test_task_card_content():
@@ -18,8 +18,16 @@ def test_task_card_content():
 def test_task_card_reports_learnability_as_recorded(monkeypatch):
     from drake_bench.benchmarks.synth import cards
 
-    row = {"train": 10, "test": 5, "vision": 0.4, "text_only": 0.5, "chance": 0.5, "metric": "exact-match accuracy",
-           "learnable": False, "confirm": {"test": 7, "vision": 0.9, "text_only": 0.3, "chance": 0.5}}
+    row = {
+        "train": 10,
+        "test": 5,
+        "vision": 0.4,
+        "text_only": 0.5,
+        "chance": 0.5,
+        "metric": "exact-match accuracy",
+        "learnable": False,
+        "confirm": {"test": 7, "vision": 0.9, "text_only": 0.3, "chance": 0.5},
+    }
     monkeypatch.setattr(cards, "learnability", lambda: {"tasks": {"drake-synth/rel-spatial": row}})
     card = task_card("drake-synth", "rel-spatial")
     assert "image+question model 0.40, text-only model 0.50" in card and "not learnt by any probe run" in card
@@ -71,12 +79,23 @@ def test_task_card_says_when_learnability_was_measured_on_other_data(monkeypatch
     """A card of an archived version must not pass off numbers measured on the current version's data as its own."""
     from drake_bench.benchmarks.synth import cards
 
-    row = {"train": 10, "test": 5, "vision": 0.9, "text_only": 0.5, "chance": 0.5, "metric": "exact-match accuracy",
-           "learnable": True, "generator_version": 6}
+    row = {
+        "train": 10,
+        "test": 5,
+        "vision": 0.9,
+        "text_only": 0.5,
+        "chance": 0.5,
+        "metric": "exact-match accuracy",
+        "learnable": True,
+        "generator_version": 6,
+    }
     monkeypatch.setattr(cards, "learnability", lambda: {"tasks": {"drake-synth/rel-spatial": row}})
     assert "measured on" not in task_card("drake-synth", "rel-spatial")  # 1.6.0 builds version 6
     old = task_card("drake-synth@1.5.0", "rel-spatial")
-    assert "measured on this task's generator version 6 data; this manifest builds version 3 (benchmark drake-synth@1.5.0)" in old
+    assert (
+        "measured on this task's generator version 6 data; this manifest builds version 3 (benchmark drake-synth@1.5.0)"
+        in old
+    )
 
 
 def test_example_grid_of_a_relation_task_is_drawn_in_its_group_domain():
@@ -101,5 +120,7 @@ def test_client_gallery_has_a_row_per_client_in_its_domain():
     assert img.height == 22 + 10 * 70
     with group_domain("comic"):
         paper = render(Scene([])).getpixel((30, 30))
-    rows = [{c for _, c in img.crop((150, 22 + r * 70, img.width, 22 + r * 70 + 64)).getcolors(1 << 16)} for r in range(10)]
+    rows = [
+        {c for _, c in img.crop((150, 22 + r * 70, img.width, 22 + r * 70 + 64)).getcolors(1 << 16)} for r in range(10)
+    ]
     assert [paper in cols for cols in rows] == [c in (7, 8, 9) for c in range(1, 11)]  # comic paper: reasoning rows

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.benchmarks.synth.definitions import GROUP_DOMAIN
 from drake_bench.benchmarks.synth.loader import DOMAIN_VERSION, fresh_items, task_generator
 from drake_bench.benchmarks.synth.render import group_domain, render
 from drake_bench.benchmarks.synth.world import COLORS, DOMAINS, GROUP_DOMAINS, Obj, Scene
+from drake_bench.errors import SourceError
 
 
 def _scene(domain: str = "plain") -> Scene:
@@ -85,7 +85,9 @@ def test_bad_visual_domain_in_a_manifest_is_refused_naming_the_field():
     def with_rule(**rule):
         return task.model_copy(update={"source": task.source.model_copy(update={"rule": {**task.source.rule, **rule}})})
 
-    with pytest.raises(SourceError, match=r"task 'rel-spatial': source.rule.visual_domain 'forest'.*known: \['comic', 'studio'\]"):
+    with pytest.raises(
+        SourceError, match=r"task 'rel-spatial': source.rule.visual_domain 'forest'.*known: \['comic', 'studio'\]"
+    ):
         fresh_items(with_rule(visual_domain="forest"), 1, seed=3)
     with pytest.raises(SourceError, match="needs generator_version >= 6"):
         fresh_items(with_rule(generator_version=5), 1, seed=3)

@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
-from drake_bench.loaders import get_loader
 from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.benchmarks.sample import AnswerType
 from drake_bench.benchmarks.synth.registry import iter_generators
+from drake_bench.loaders import get_loader
 
 GENS = list(iter_generators(every_version=True))  # superseded implementations still build archived manifests
 IMAGE_GENS = [g for g in GENS if g.images != "none"]
@@ -23,7 +23,9 @@ def _pixels(item):
 def test_generator_contract(gen):
     items = [gen.item(i, seed=0, task_id="t") for i in range(24)]
     again = gen.item(3, seed=0, task_id="t")
-    assert _pixels(again) == _pixels(items[3]) and again.question == items[3].question and again.answer == items[3].answer
+    assert (
+        _pixels(again) == _pixels(items[3]) and again.question == items[3].question and again.answer == items[3].answer
+    )
     for it in items:
         lo, hi = gen.num_images
         assert lo <= len(it.images) <= hi
@@ -37,8 +39,9 @@ def test_generator_contract(gen):
             assert 1 <= len(it.answer.split()) <= 3 and not it.choices
 
 
-@pytest.mark.parametrize("gen", [g for g in IMAGE_GENS if g.answer_type != AnswerType.OPEN],
-                         ids=lambda g: f"{g.name}-v{g.version}")
+@pytest.mark.parametrize(
+    "gen", [g for g in IMAGE_GENS if g.answer_type != AnswerType.OPEN], ids=lambda g: f"{g.name}-v{g.version}"
+)
 def test_labels_not_predictable_from_text(gen):
     """Answers are balanced and the most common answer given the exact question is not near-certain."""
     items = [gen.item(i, seed=1, task_id="bal") for i in range(160)]
@@ -59,16 +62,23 @@ def test_loader_pool_ids_unique_across_benchmark():
     loader = get_loader("synth")
     ids = []
     for t in spec.tasks[:6]:
-        pool = list(loader.load(t.model_copy(update={"source": t.source.model_copy(update={"rule": {**t.source.rule, "pool_size": 12}})}), None))
+        pool = list(
+            loader.load(
+                t.model_copy(
+                    update={"source": t.source.model_copy(update={"rule": {**t.source.rule, "pool_size": 12}})}
+                ),
+                None,
+            )
+        )
         assert all(s.task_id == t.id and s.answer_type == t.answer_type for s in pool)
         ids += [s.id for s in pool]
     assert len(ids) == len(set(ids))
 
 
 def test_fresh_items_are_the_pools_samples_under_another_seed():
-    from drake_bench.errors import SourceError
     from drake_bench.benchmarks.manifest import load_benchmark
     from drake_bench.benchmarks.synth.loader import SYNTH_LOADER, fresh_items
+    from drake_bench.errors import SourceError
 
     task = load_benchmark("drake-synth").task("rel-spatial")
     pool = list(SYNTH_LOADER.load(task, None))[:4]

@@ -32,7 +32,9 @@ def drawn(monkeypatch):
     monkeypatch.setattr(render_module, "draw_obj", record)
     monkeypatch.setattr(render_module, "distort", close)
 
-    def items_of(task_id: str, n: int = N, every_image: bool = True) -> list[tuple[object, list[list[tuple[bool, str]]]]]:
+    def items_of(
+        task_id: str, n: int = N, every_image: bool = True
+    ) -> list[tuple[object, list[list[tuple[bool, str]]]]]:
         """Items with the objects of each of their images; ``every_image=False`` for tasks with charts or clocks,
         which are not drawn by render() (their objects are then only pooled)."""
         samples = fresh_items(load_benchmark("drake-synth").task(task_id), n, seed=11)
@@ -42,7 +44,7 @@ def drawn(monkeypatch):
         assert len(drawn_images) == sum(len(s.images) for s in samples)
         out, k = [], 0
         for s in samples:  # each item's images, in order
-            out.append((s, drawn_images[k:k + len(s.images)]))
+            out.append((s, drawn_images[k : k + len(s.images)]))
             k += len(s.images)
         return out
 

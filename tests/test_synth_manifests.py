@@ -46,8 +46,16 @@ def test_drake_synth_structure():
     assert {c for c, g in groups.items() if g == "vqa"} == {2, 3, 4, 10}
     for c in s.clients:  # every task of a client belongs to the client's group
         assert {s.task(t).group for t in c.tasks} == {c.group}
-    multi = {c.id for c in s.clients if all(s.task(t).images == "multi" or s.task(t).id == "rel-spatial"
-                                            or s.task(t).id in ("rsn-figurative-verify", "rsn-phrase-select") for t in c.tasks)}
+    multi = {
+        c.id
+        for c in s.clients
+        if all(
+            s.task(t).images == "multi"
+            or s.task(t).id == "rel-spatial"
+            or s.task(t).id in ("rsn-figurative-verify", "rsn-phrase-select")
+            for t in c.tasks
+        )
+    }
     assert {1, 5, 6, 7, 8, 9} <= multi  # relation/reasoning clients are (almost) all multi-image
     client_tasks = [t for c in s.clients for t in c.tasks]
     counts = Counter(s.task(t).answer_type for t in client_tasks)
@@ -59,10 +67,16 @@ def test_drake_synth_structure():
     assert set(s.scenarios.dirichlet.tasks) <= set(client_tasks) and len(s.scenarios.dirichlet.tasks) == 10
     assert [sum(p) for p in s.scenarios.asynchronous.patterns] == [8, 8, 8]
     assert Counter(s.allocation("hetero").values()) == {"tiny-llava-llama-s": 4, "tiny-llava-llama-m": 6}
-    assert Counter(s.allocation("cross-family").values()) == {"tiny-llava-llama-m": 3, "tiny-llava-qwen2-m": 4,
-                                                              "tiny-llava-qwen2-l": 3}
-    assert Counter(s.allocation("three-sizes").values()) == {"tiny-llava-llama-s": 3, "tiny-llava-llama-m": 5,
-                                                             "tiny-llava-llama-l": 2}
+    assert Counter(s.allocation("cross-family").values()) == {
+        "tiny-llava-llama-m": 3,
+        "tiny-llava-qwen2-m": 4,
+        "tiny-llava-qwen2-l": 3,
+    }
+    assert Counter(s.allocation("three-sizes").values()) == {
+        "tiny-llava-llama-s": 3,
+        "tiny-llava-llama-m": 5,
+        "tiny-llava-llama-l": 2,
+    }
 
 
 def test_hflb_and_fedllm_structure():

@@ -51,8 +51,9 @@ def test_public_mix_is_disjoint_from_benchmark_items():
 
     def template(q: str) -> str:  # a question with its content words (colours, shapes, numbers) blanked
         words = set(COLORS) | set(SHAPES) | {"small", "large"}
-        return " ".join("_" if w.strip(".?,:").lower() in words or re.fullmatch(r"\d+", w.strip(".?,:")) else w
-                        for w in q.split())
+        return " ".join(
+            "_" if w.strip(".?,:").lower() in words or re.fullmatch(r"\d+", w.strip(".?,:")) else w for w in q.split()
+        )
 
     mix = public_mix(600) + public_mix(600, generation=2)
     public_templates = {template(s.question) for s in mix}
@@ -62,7 +63,9 @@ def test_public_mix_is_disjoint_from_benchmark_items():
             item = gen.item(i, seed=0)
             assert template(item.question) not in public_templates, (gen.name, item.question)
             assert not any(np.asarray(im).tobytes() in public_images for im in item.images), gen.name
-    assert {s.meta["kind"] for s in mix[:600]} == set(range(19)) and {s.meta["kind"] for s in mix[600:]} == set(range(24))
+    assert {s.meta["kind"] for s in mix[:600]} == set(range(19)) and {s.meta["kind"] for s in mix[600:]} == set(
+        range(24)
+    )
 
 
 def test_public_mix_names_no_group_skill():

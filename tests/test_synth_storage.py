@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from drake_bench.errors import ManifestError
 from drake_bench.benchmarks.hub import shard_digest
 from drake_bench.benchmarks.manifest import load_benchmark, manifest_dict, parse_manifest
 from drake_bench.benchmarks.sample import AnswerType, Sample
 from drake_bench.benchmarks.spec import StorageRule
 from drake_bench.benchmarks.store import ARROW_CACHE, BuiltBenchmark, encode_image, shard_path, write_split
 from drake_bench.benchmarks.synth.builder import build_synth
+from drake_bench.errors import ManifestError
 
 COMPACT = StorageRule(images="webp-lossless", parquet_compression="zstd")
 
@@ -63,9 +63,19 @@ def test_webp_lossless_keeps_every_pixel_and_mode():
 
 def _samples(n: int = 6) -> list[Sample]:
     rng = np.random.default_rng(1)
-    return [Sample(id=f"t/{i}", images=[Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))],
-                   question=f"q {i}", choices=["yes", "no"], answer="yes", answer_type=AnswerType.YES_NO, task_id="t",
-                   source="toy") for i in range(n)]
+    return [
+        Sample(
+            id=f"t/{i}",
+            images=[Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))],
+            question=f"q {i}",
+            choices=["yes", "no"],
+            answer="yes",
+            answer_type=AnswerType.YES_NO,
+            task_id="t",
+            source="toy",
+        )
+        for i in range(n)
+    ]
 
 
 def test_compact_shards_read_back_identically_through_the_store(tmp_path):
@@ -86,7 +96,10 @@ def test_compact_shards_read_back_identically_through_the_store(tmp_path):
         assert (x.id, x.question, x.answer) == (y.id, y.question, y.answer) == (s.id, s.question, s.answer)
         assert np.array_equal(_pixels(x.images[0]), _pixels(y.images[0]))
         assert np.array_equal(_pixels(y.images[0]), np.asarray(s.images[0]))
-    assert shard_digest(shard_path(tmp_path / "old", "t", "train"))[1] == shard_digest(shard_path(tmp_path / "new", "t", "train"))[1]
+    assert (
+        shard_digest(shard_path(tmp_path / "old", "t", "train"))[1]
+        == shard_digest(shard_path(tmp_path / "new", "t", "train"))[1]
+    )
 
 
 def test_new_versions_hold_the_same_content_in_fewer_bytes(tmp_path):
@@ -131,15 +144,23 @@ def test_grain_noise_is_monochrome_on_2x2_cells():
 def test_noisy_quality_images_have_grain_from_generator_version_5(version, grainy):
     from drake_bench.benchmarks.synth.loader import fresh_items
 
-    noisy = [s.images[0] for s in fresh_items(load_benchmark(version).task("vqa-distortion-type"), 40, seed=4)
-             if s.answer == "noise"]
+    noisy = [
+        s.images[0]
+        for s in fresh_items(load_benchmark(version).task("vqa-distortion-type"), 40, seed=4)
+        if s.answer == "noise"
+    ]
     assert len(noisy) >= 4
     shares = [_same_in_2x2_cells(im) for im in noisy]
     assert (min(shares) > 0.3) if grainy else (max(shares) < 0.05), shares
 
 
-@pytest.mark.parametrize("old_name,new_name,task", [("hflb-synth@1.3.0", "hflb-synth@1.4.0", "hflb-c1-attribute"),
-                                                    ("fedllm-synth@1.3.0", "fedllm-synth@1.5.0", "c01-flan-reverse")])
+@pytest.mark.parametrize(
+    "old_name,new_name,task",
+    [
+        ("hflb-synth@1.3.0", "hflb-synth@1.4.0", "hflb-c1-attribute"),
+        ("fedllm-synth@1.3.0", "fedllm-synth@1.5.0", "c01-flan-reverse"),
+    ],
+)
 def test_hflb_and_fedllm_synth_changed_only_their_encoding(tmp_path, old_name, new_name, task):
     old = build_synth(old_name, scale=0.2, out=tmp_path / "old", tasks=[task])
     new = build_synth(new_name, scale=0.2, out=tmp_path / "new", tasks=[task])

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from drake_bench.errors import ManifestError, SourceError, UnknownNameError
 from drake_bench.benchmarks.manifest import archived_benchmarks, available_benchmarks, load_benchmark
 from drake_bench.benchmarks.synth.loader import SYNTH_LOADER, fresh_items, task_generator
 from drake_bench.benchmarks.synth.registry import generator, get_generator, iter_generators
 from drake_bench.benchmarks.synth.world import BASE_VERSION, COLOR_FIGURES, GENERATOR_VERSION, SHAPE_FIGURES
+from drake_bench.errors import SourceError, UnknownNameError
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -39,8 +39,11 @@ def test_legacy_holds_exactly_the_implementations_only_archived_versions_draw():
     share their bodies across versions, so only whole functions are checked)."""
     from functools import partial
 
-    current = {id(get_generator(t.source.variant, t.source.rule["generator_version"]))
-               for name in ("drake-synth", "hflb-synth", "fedllm-synth") for t in load_benchmark(name).tasks}
+    current = {
+        id(get_generator(t.source.variant, t.source.rule["generator_version"]))
+        for name in ("drake-synth", "hflb-synth", "fedllm-synth")
+        for t in load_benchmark(name).tasks
+    }
     for g in iter_generators(every_version=True):
         if isinstance(g.fn, partial):
             continue
@@ -50,10 +53,19 @@ def test_legacy_holds_exactly_the_implementations_only_archived_versions_draw():
 
 def test_registering_a_version_twice_or_from_the_future_is_refused():
     with pytest.raises(ValueError, match="duplicate synth generator 'rel-spatial' for generator version 3"):
-        generator("rel-spatial", "relation", get_generator("rel-spatial").answer_type, "single", (1, 1), "x")(lambda r: None)
+        generator("rel-spatial", "relation", get_generator("rel-spatial").answer_type, "single", (1, 1), "x")(
+            lambda r: None
+        )
     with pytest.raises(ValueError, match="newer than GENERATOR_VERSION"):
-        generator("brand-new", "relation", get_generator("rel-spatial").answer_type, "single", (1, 1), "x",
-                  version=GENERATOR_VERSION + 1)(lambda r: None)
+        generator(
+            "brand-new",
+            "relation",
+            get_generator("rel-spatial").answer_type,
+            "single",
+            (1, 1),
+            "x",
+            version=GENERATOR_VERSION + 1,
+        )(lambda r: None)
     with pytest.raises(UnknownNameError, match="unknown synth generator 'brand-new'"):
         get_generator("brand-new")  # the refused registration left nothing behind
 
@@ -83,19 +95,38 @@ def test_archived_manifests_are_what_their_file_names_say(pinned):
 
 def test_manifest_from_the_future_is_refused_naming_the_task():
     task = load_benchmark("drake-synth").task("rel-spatial")
-    future = task.model_copy(update={"source": task.source.model_copy(
-        update={"rule": {**task.source.rule, "generator_version": GENERATOR_VERSION + 1}})})
+    future = task.model_copy(
+        update={
+            "source": task.source.model_copy(
+                update={"rule": {**task.source.rule, "generator_version": GENERATOR_VERSION + 1}}
+            )
+        }
+    )
     with pytest.raises(SourceError, match="task 'rel-spatial'.*install a newer drake_bench"):
         task_generator(future)
 
 
 def test_old_and_new_items_of_a_redesigned_task():
-    old, new = load_benchmark("drake-synth@1.3.0").task("rsn-common-color"), load_benchmark("drake-synth").task("rsn-common-color")
+    old, new = (
+        load_benchmark("drake-synth@1.3.0").task("rsn-common-color"),
+        load_benchmark("drake-synth").task("rsn-common-color"),
+    )
     a, b = fresh_items(old, 6, seed=77), fresh_items(new, 6, seed=77)
     assert all(s.answer in {"red", "green", "blue", "yellow", "purple", "orange"} for s in a)
     assert all(s.answer in COLOR_FIGURES for s in b)  # 1.4.0 answers with the figure word
-    assert len(list(SYNTH_LOADER.load(new.model_copy(update={"source": new.source.model_copy(
-        update={"rule": {**new.source.rule, "pool_size": 10}})}), None))) == 10
+    assert (
+        len(
+            list(
+                SYNTH_LOADER.load(
+                    new.model_copy(
+                        update={"source": new.source.model_copy(update={"rule": {**new.source.rule, "pool_size": 10}})}
+                    ),
+                    None,
+                )
+            )
+        )
+        == 10
+    )
 
 
 def test_the_build_record_covers_every_version_the_boards_cite_with_the_hashes_they_cite():
@@ -122,11 +153,18 @@ def test_every_version_a_board_cites_rebuilds_its_data(tmp_path):
     what shows the data is the same (docs/leaderboard.md, "Data hash and library versions")."""
     record = board_builds.read_record()
     built = board_builds.rebuild(sorted(record["builds"]), tmp_path)
-    content = {ref: got["content_hash"] for ref, got in built.items()
-               if got["content_hash"] != record["builds"][ref]["content_hash"]}
+    content = {
+        ref: got["content_hash"]
+        for ref, got in built.items()
+        if got["content_hash"] != record["builds"][ref]["content_hash"]
+    }
     assert not content, f"versions whose rebuild has other content than the boards ran on: {content}"
     if board_builds.libraries() == record["libraries"]:
-        files = {ref: got["data_hash"] for ref, got in built.items() if got["data_hash"] != record["builds"][ref]["data_hash"]}
+        files = {
+            ref: got["data_hash"]
+            for ref, got in built.items()
+            if got["data_hash"] != record["builds"][ref]["data_hash"]
+        }
         assert not files, f"same pyarrow/Pillow as the record, yet other file bytes: {files}"
 
 
@@ -140,7 +178,9 @@ def test_a_rebuild_keeps_exactly_the_tasks_whose_definition_did_not_change(tmp_p
     changed = [t.id for t in new.tasks if t.id not in {o.id for o in old.tasks} or t != old.task(t.id)][:1]
     assert kept and changed
     tasks = kept + changed
-    root = build_synth("drake-synth@1.7.0", scale=0.1, out=tmp_path, tasks=[t for t in tasks if t in {o.id for o in old.tasks}])
+    root = build_synth(
+        "drake-synth@1.7.0", scale=0.1, out=tmp_path, tasks=[t for t in tasks if t in {o.id for o in old.tasks}]
+    )
     marks = {t: (root / "data" / t / DONE_MARK).stat().st_mtime_ns for t in kept}
     root = build_synth("drake-synth@1.8.0", scale=0.1, out=tmp_path, tasks=tasks)
     assert {t: (root / "data" / t / DONE_MARK).stat().st_mtime_ns for t in kept} == marks  # reused as they were
@@ -164,8 +204,12 @@ def test_reasoning_group_speaks_the_figurative_lexicon():
 
     def uses(task_id: str) -> bool:  # a figurative phrase in the text, or a figure word as the whole answer
         items = fresh_items(spec.task(task_id), 12, seed=5)
-        return any(phrase.search(f"{s.question} {' '.join(s.choices)}") or s.answer in COLOR_FIGURES
-                   or s.answer in SHAPE_FIGURES for s in items)
+        return any(
+            phrase.search(f"{s.question} {' '.join(s.choices)}")
+            or s.answer in COLOR_FIGURES
+            or s.answer in SHAPE_FIGURES
+            for s in items
+        )
 
     for c in spec.clients:
         n = sum(uses(t) for t in c.tasks)

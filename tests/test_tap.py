@@ -38,25 +38,32 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import build_toy, torch_threads, toy_spec
 
+from drake_bench.benchmarks.manifest import manifest_dict
+from drake_bench.benchmarks.sample import AnswerType, MethodSample
 from drake_bench.evaluation.metrics import PostFederationCostRecord, ScoreRecord, seed_summary
 from drake_bench.evaluator.standard import RunConfig, run
-from drake_bench.benchmarks.manifest import manifest_dict
 from drake_bench.methods.tap import aggregation, history, keys
 from drake_bench.methods.tap.distill import distill_loss
 from drake_bench.methods.tap.experts import activate, adapter_parameters, answer_loss, rest, trainable
 from drake_bench.methods.tap.memory import draw_batches, recall, remember
-from drake_bench.methods.tap.plugin import (PERSONAL, SALT_STAGE2, TAP, FedAvgPostTrain, TAPLocal, TAPNoKD, as_copy,
-                                            split_state)
 from drake_bench.methods.tap.plots import plot_replacements, replacement_counts
+from drake_bench.methods.tap.plugin import (
+    PERSONAL,
+    SALT_STAGE2,
+    TAP,
+    FedAvgPostTrain,
+    TAPLocal,
+    TAPNoKD,
+    as_copy,
+    split_state,
+)
 from drake_bench.models.identity import architecture
 from drake_bench.models.testing import toy_samples
 from drake_bench.plugins.protocol import ClientContext, FederationContext, State
 from drake_bench.plugins.registry import available_methods, create_method, register_method
 from drake_bench.results.result_file import check_result
-from drake_bench.benchmarks.sample import AnswerType, MethodSample
-
-from conftest import build_toy, torch_threads, toy_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -88,9 +95,19 @@ def _ctx(c: int, r: int = 0) -> ClientContext:
 
 def _federation(tmp: Path) -> FederationContext:
     return FederationContext(
-        benchmark="unit", modality="text", clients=sorted(ALLOC), allocation=dict(ALLOC),
-        architectures={c: architecture(n) for c, n in ALLOC.items()}, rounds=4, local_steps=1, batch_size=2, seed=0,
-        device="cpu", public_data=lambda n: [], workdir=tmp)
+        benchmark="unit",
+        modality="text",
+        clients=sorted(ALLOC),
+        allocation=dict(ALLOC),
+        architectures={c: architecture(n) for c, n in ALLOC.items()},
+        rounds=4,
+        local_steps=1,
+        batch_size=2,
+        seed=0,
+        device="cpu",
+        public_data=lambda n: [],
+        workdir=tmp,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -126,15 +143,35 @@ def after_round0(tap):
 # ------------------------------------------------------------------------------------------- keys
 def test_keys_are_input_modality_and_output_format():
     img = toy_samples(3, seed=0)[0].images[0]
-    items = [MethodSample(uid=str(n), images=[img] * n, question="q", choices=["yes", "no"], answer="yes",
-                          answer_type=AnswerType.YES_NO) for n in (0, 1, 3)]
+    items = [
+        MethodSample(
+            uid=str(n),
+            images=[img] * n,
+            question="q",
+            choices=["yes", "no"],
+            answer="yes",
+            answer_type=AnswerType.YES_NO,
+        )
+        for n in (0, 1, 3)
+    ]
     assert [keys.key_of(s) for s in items] == ["text/yes_no", "image/yes_no", "images/yes_no"]
     comps = keys.components()
     assert len(comps) == len(set(comps)) == 1 + 3 + 4 + 12 and not any("." in c for c in comps)
     assert keys.path("images/open") == ("shared", "mod-images", "fmt-open", "exp-images-open")
-    assert keys.paths([YN, OPEN]) == ["shared", "mod-text", "fmt-yes_no", "fmt-open", "exp-text-yes_no", "exp-text-open"]
+    assert keys.paths([YN, OPEN]) == [
+        "shared",
+        "mod-text",
+        "fmt-yes_no",
+        "fmt-open",
+        "exp-text-yes_no",
+        "exp-text-open",
+    ]
     cfg = TAP.Config()
-    assert (cfg.margin("image/multiple_choice"), cfg.margin("text/yes_no"), cfg.margin("images/open")) == (0.01, 0.005, 0.01)
+    assert (cfg.margin("image/multiple_choice"), cfg.margin("text/yes_no"), cfg.margin("images/open")) == (
+        0.01,
+        0.005,
+        0.01,
+    )
     assert (cfg.beta("image/yes_no"), cfg.beta("text/free_text")) == (2e-3, 1.0)
     with pytest.raises(ValueError):
         keys.split_key("audio/yes_no")
@@ -197,8 +234,9 @@ def test_replacement_copies_exactly_the_components_of_the_replaced_key(tap, afte
         return train(client, copy, batches, lr, **kw)
 
     monkeypatch.setattr(method.clients, "train_copy", only_fl)
-    start = State(tensors=dict(states[1].tensors),
-                  metadata={**states[1].metadata, "h_p": {OPEN: states[1].metadata["h_p"][OPEN]}})
+    start = State(
+        tensors=dict(states[1].tensors), metadata={**states[1].metadata, "h_p": {OPEN: states[1].metadata["h_p"][OPEN]}}
+    )
     _, before, _ = split_state(dict(start.tensors))
     upload, after = method.client_update(_ctx(1, 1), start, messages[1], _batches(78))
     assert after.metadata["last_replaced"] == [YN]
@@ -206,8 +244,10 @@ def test_replacement_copies_exactly_the_components_of_the_replaced_key(tap, afte
     sent = as_copy(dict(upload.tensors))
     for comp in keys.components():
         if comp in keys.path(YN):
-            assert all(torch.equal(personal[comp][k], fl[comp][k]) and torch.equal(fl[comp][k], sent[comp][k])
-                       for k in fl[comp])
+            assert all(
+                torch.equal(personal[comp][k], fl[comp][k]) and torch.equal(fl[comp][k], sent[comp][k])
+                for k in fl[comp]
+            )
             assert any(not torch.equal(personal[comp][k], before[comp][k]) for k in fl[comp]), comp
         elif comp in before:
             assert personal[comp].keys() == before[comp].keys()
@@ -257,7 +297,9 @@ def test_componentwise_fedavg_is_the_weighted_mean_over_owners_and_never_mixes_s
     u = {c: v for c, (_, v) in uploads.items()}
     assert torch.allclose(server["4x8|shared/w"], (2 * u[1]["shared/w"] + 6 * u[2]["shared/w"]) / 8)
     assert torch.equal(server["4x6|shared/w"], u[3]["shared/w"])  # another shape: never averaged with A's
-    assert torch.allclose(server["2x2|shared/b"], (2 * u[1]["shared/b"] + 6 * u[2]["shared/b"] + 4 * u[3]["shared/b"]) / 12)
+    assert torch.allclose(
+        server["2x2|shared/b"], (2 * u[1]["shared/b"] + 6 * u[2]["shared/b"] + 4 * u[3]["shared/b"]) / 12
+    )
     assert torch.allclose(server["3x3|exp-x/w"], (2 * u[1]["exp-x/w"] + 4 * u[3]["exp-x/w"]) / 6)  # its owners only
     assert torch.equal(server["4x8|fmt-open/w"], torch.ones(4, 8))  # uploaded by nobody: kept
     assert members["3x3|exp-x/w"] == [1, 3] and members["4x6|shared/w"] == [3]
@@ -340,8 +382,9 @@ def test_distillation_term_is_tau2_kl_teacher_to_student_by_hand():
     assert float(distill_loss(*two_tokens, 2.0, 1)) == pytest.approx(4 * 2 * kl_tau2, rel=1e-9)
 
 
-def test_stage2_step_is_task_loss_plus_beta_tau2_kl_of_the_post_trained_teacher_to_the_student(tap, after_round0,
-                                                                                                monkeypatch):
+def test_stage2_step_is_task_loss_plus_beta_tau2_kl_of_the_post_trained_teacher_to_the_student(
+    tap, after_round0, monkeypatch
+):
     """The loss the student's first Stage 2 step minimises (read where it is backpropagated) is, recomputed here,
     CE_o + beta_o tau^2 KL(softmax(z_T / tau) || softmax(z_S / tau)) / n_o (paper eq. 5-6, one key per batch so
     lambda_o = 1), with z_T the logits of the final server components post-trained P steps at eta_0 on the same
@@ -369,8 +412,14 @@ def test_stage2_step_is_task_loss_plus_beta_tau2_kl_of_the_post_trained_teacher_
     rng = np.random.default_rng([int(fed.seed), 1, SALT_STAGE2])
     batches = draw_batches(recall(entries, images), cfg.post_steps, fed.batch_size, rng)
     fl, personal, _ = split_state(dict(state.tensors))
-    final = {**fl, **as_copy(aggregation.view_for(dict(server.tensors), server.metadata["owners"]["1"],
-                                                  method.shapes(1), method.arch[1], True))}
+    final = {
+        **fl,
+        **as_copy(
+            aggregation.view_for(
+                dict(server.tensors), server.metadata["owners"]["1"], method.shapes(1), method.arch[1], True
+            )
+        ),
+    }
     teacher, _ = tap.clients.train_copy(1, final, batches, cfg.initial_learning_rate)
     z_t = tap.clients.teacher_logits(1, teacher, batches)[0][YN]
     z_final = tap.clients.teacher_logits(1, final, batches)[0][YN]
@@ -390,11 +439,13 @@ def test_stage2_step_is_task_loss_plus_beta_tau2_kl_of_the_post_trained_teacher_
         return float((lp.exp() * (lp - lq)).sum())
 
     got = totals[cfg.post_steps] - float(ce)  # the distillation part of the step's loss
-    want = beta * tau ** 2 * kl(z_t, z_s) / n
+    want = beta * tau**2 * kl(z_t, z_s) / n
     assert got == pytest.approx(want, rel=1e-4)
-    wrong = {"beta ignored": tau ** 2 * kl(z_t, z_s) / n,
-             "KL(student || teacher)": beta * tau ** 2 * kl(z_s, z_t) / n,
-             "teacher not post-trained": beta * tau ** 2 * kl(z_final, z_s) / n}
+    wrong = {
+        "beta ignored": tau**2 * kl(z_t, z_s) / n,
+        "KL(student || teacher)": beta * tau**2 * kl(z_s, z_t) / n,
+        "teacher not post-trained": beta * tau**2 * kl(z_final, z_s) / n,
+    }
     for name, value in wrong.items():  # each slip would move the term well past the tolerance above
         assert abs(value - want) > 5e-3 * want, name
 
@@ -470,16 +521,30 @@ def toy_pair(toy_loader, tmp_path_factory) -> tuple[str, str]:
     for task in d["tasks"]:
         task.update(images="none", num_images=[0, 0])
     alloc = {"1": MODEL, "2": MODEL}
-    d["model_allocations"] = {"pair": ModelAllocation(description="one model", source="test", clients=alloc
-                                                      ).model_dump(mode="json")}
+    d["model_allocations"] = {
+        "pair": ModelAllocation(description="one model", source="test", clients=alloc).model_dump(mode="json")
+    }
     d["default_allocation"] = "pair"
     return build_toy(d, "toy-pair", tmp_path_factory)
 
 
 def _run(name: str, manifest: str, root: str, out: Path, rounds: int, **config):
-    return run(RunConfig(benchmark=manifest, method=name, data_dir=root, out=str(out), rounds=rounds, local_steps=1,
-                         scenario="static", fast_adaptation=False, others_subsample=1, self_subsample=2,
-                         isolation="inline", method_config={"model_loader": "testing", **config}))
+    return run(
+        RunConfig(
+            benchmark=manifest,
+            method=name,
+            data_dir=root,
+            out=str(out),
+            rounds=rounds,
+            local_steps=1,
+            scenario="static",
+            fast_adaptation=False,
+            others_subsample=1,
+            self_subsample=2,
+            isolation="inline",
+            method_config={"model_loader": "testing", **config},
+        )
+    )
 
 
 def test_tap_through_the_evaluator_records_stage2_time_and_replacements(toy_pair, tmp_path):
@@ -502,8 +567,14 @@ def test_tap_through_the_evaluator_records_stage2_time_and_replacements(toy_pair
 
 def test_post_federation_seconds_summarise_per_seed_and_are_absent_without_the_stage():
     score = ScoreRecord(seed=0, eval_round=1, client=1, task="t", owner=1, role="self", n=1, score=1.0)
-    with_stage = seed_summary(0, [score], post_federation_costs=[PostFederationCostRecord(seed=0, post_federation_seconds=2.5),
-                                                                 PostFederationCostRecord(seed=1, post_federation_seconds=9.0)])
+    with_stage = seed_summary(
+        0,
+        [score],
+        post_federation_costs=[
+            PostFederationCostRecord(seed=0, post_federation_seconds=2.5),
+            PostFederationCostRecord(seed=1, post_federation_seconds=9.0),
+        ],
+    )
     assert with_stage.post_federation_seconds == 2.5
     assert seed_summary(0, [score]).post_federation_seconds is None
 

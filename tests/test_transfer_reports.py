@@ -19,8 +19,13 @@ def _run(sources: list[int], bonus: dict[tuple[int, int], float], config: dict |
     spec = load_benchmark("drake-synth")
     scratch = {t: 0.5 for c in spec.clients for t in c.tasks}
     trained = {str(a): {t: 0.5 + bonus.get((a, c.id), 0.0) for c in spec.clients for t in c.tasks} for a in sources}
-    return {"config": config or {"benchmark": "drake-synth", "lr": 1e-3}, "scratch": scratch, "trained": trained,
-            "source_scores": {str(a): {} for a in sources}, "seconds": 1.0}
+    return {
+        "config": config or {"benchmark": "drake-synth", "lr": 1e-3},
+        "scratch": scratch,
+        "trained": trained,
+        "source_scores": {str(a): {} for a in sources},
+        "seconds": 1.0,
+    }
 
 
 def test_group_views_row_and_column():

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
-
 from conftest import toy_spec
-from drake_bench.errors import ScenarioError
+
 from drake_bench.benchmarks.manifest import load_benchmark, manifest_dict, parse_manifest
 from drake_bench.benchmarks.spec import SubsamplingRule
+from drake_bench.errors import ScenarioError
 
 
 def _with_validation(ratio: float):
@@ -119,7 +118,10 @@ def test_every_embedded_benchmark_holds_a_validation_split_and_says_so_in_its_ca
     assert "| train | validation | test |" in card and "| 180 | 20 | 50 |" in card
     assert "select hyperparameters on" in card
     assert [f["split"] for f in task_config("t", ("train", "validation", "test"))["data_files"]] == [
-        "train", "validation", "test"]
+        "train",
+        "validation",
+        "test",
+    ]
 
 
 # --------------------------------------------------------------------------- tuning
@@ -136,8 +138,19 @@ def toy_with_validation(built_pair, tmp_path_factory):
 def _config(manifest, root, out, **kw):
     from drake_bench import RunConfig
 
-    return RunConfig(benchmark=manifest, method="majority-answer", data_dir=root, out=str(out), seeds=[0, 1],
-                     scenario="static", rounds=2, local_steps=1, fast_adaptation=False, isolation="inline", **kw)
+    return RunConfig(
+        benchmark=manifest,
+        method="majority-answer",
+        data_dir=root,
+        out=str(out),
+        seeds=[0, 1],
+        scenario="static",
+        rounds=2,
+        local_steps=1,
+        fast_adaptation=False,
+        isolation="inline",
+        **kw,
+    )
 
 
 def test_tune_scores_every_grid_point_on_validation_and_selects_the_best(toy_with_validation, tmp_path):
@@ -188,8 +201,12 @@ def test_grids_and_records_are_refused_by_name(toy_with_validation, tmp_path):
     from drake_bench.tuning import TuningError, apply_record, parse_grid, tune
 
     assert parse_grid(["lr=1e-3,3e-3", "name=a,b"]) == {"lr": [0.001, 0.003], "name": ["a", "b"]}
-    for bad, match in ((["lr"], "KEY=V1,V2"), (["lr=1,1"], "listed twice"), (["a=1", "a=2"], "names 'a' twice"),
-                       ([], "at least one")):
+    for bad, match in (
+        (["lr"], "KEY=V1,V2"),
+        (["lr=1,1"], "listed twice"),
+        (["a=1", "a=2"], "names 'a' twice"),
+        ([], "at least one"),
+    ):
         with pytest.raises(TuningError, match=match):
             parse_grid(bad)
     manifest, root = toy_with_validation
@@ -243,8 +260,26 @@ def test_the_tune_command_prints_every_point_and_writes_the_record(toy_with_vali
     from drake_bench.tuning import read_record
 
     manifest, root = toy_with_validation
-    args = ["tune", "majority-answer", "--grid", "own_weight=0,1", "--benchmark", manifest, "--data-dir", root,
-            "--scenario", "static", "--rounds", "1", "--local-steps", "1", "--seeds", "0", "--out", str(tmp_path)]
+    args = [
+        "tune",
+        "majority-answer",
+        "--grid",
+        "own_weight=0,1",
+        "--benchmark",
+        manifest,
+        "--data-dir",
+        root,
+        "--scenario",
+        "static",
+        "--rounds",
+        "1",
+        "--local-steps",
+        "1",
+        "--seeds",
+        "0",
+        "--out",
+        str(tmp_path),
+    ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     record, _ = read_record(tmp_path / "tuning.json")
@@ -255,9 +290,26 @@ def test_the_tune_command_prints_every_point_and_writes_the_record(toy_with_vali
 
     from drake_bench.results.result_file import read_result
 
-    run = ["run", "--benchmark", manifest, "--data-dir", root, "--scenario", "static", "--rounds", "1", "--local-steps",
-           "1", "--seeds", "0", "--no-fast-adaptation",
-           "--out", str(tmp_path / "final"), "--tuning-record", str(tmp_path / "tuning.json")]
+    run = [
+        "run",
+        "--benchmark",
+        manifest,
+        "--data-dir",
+        root,
+        "--scenario",
+        "static",
+        "--rounds",
+        "1",
+        "--local-steps",
+        "1",
+        "--seeds",
+        "0",
+        "--no-fast-adaptation",
+        "--out",
+        str(tmp_path / "final"),
+        "--tuning-record",
+        str(tmp_path / "tuning.json"),
+    ]
     res = CliRunner().invoke(app, run + ["--methods", "majority-answer"])
     assert res.exit_code == 0, res.output
     result = read_result(next((tmp_path / "final").rglob("result.json")))

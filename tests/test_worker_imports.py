@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from drake_bench.errors import PluginError
 from drake_bench.backends.worker_process import MethodProcess, import_path, package_origin
+from drake_bench.errors import PluginError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +28,8 @@ def test_a_worker_started_where_a_drake_bench_folder_shadows_the_package_imports
     # a package that imports but is not the evaluator's, like a clone's source folder beside an installed wheel
     (clone / "drake_bench" / "__init__.py").write_text('"""Not the installed drake_bench."""\n')
     script = tmp_path / "start_worker.py"  # a script elsewhere: its own folder, not the current one, leads sys.path
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import drake_bench
         from drake_bench.backends.worker_process import MethodProcess, package_origin
 
@@ -39,7 +40,8 @@ def test_a_worker_started_where_a_drake_bench_folder_shadows_the_package_imports
         finally:
             worker.close()
         print("origin", package_origin())
-    """))
+    """)
+    )
     out = subprocess.run([sys.executable, str(script)], cwd=clone, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     assert "meta majority-answer" in out.stdout and "state {'counts': {}}" in out.stdout

@@ -28,7 +28,16 @@ from pathlib import Path
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 8192, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = (
+    1,
+    2,
+    4,
+    32,
+    4096,
+    8192,
+    16384,
+    1 << 18,
+)
 
 SANDBOX = "namespaces"
 """What a confined run records as its sandbox (``fl.extra.sandbox``); an unconfined one records ``none (why)``."""
@@ -91,8 +100,9 @@ def _check(result: int, what: str) -> None:
         raise ConfinementUnavailable(code, f"{what}: {os.strerror(code)}")
 
 
-def _mount(libc: ctypes.CDLL, source: str | None, target: str, fstype: str | None, flags: int,
-           data: str | None = None) -> None:
+def _mount(
+    libc: ctypes.CDLL, source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None
+) -> None:
     enc = lambda s: None if s is None else s.encode()  # noqa: E731
     _check(libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
@@ -110,8 +120,10 @@ def confine(confinement: Confinement) -> str:
     for mask in masks:  # e.g. --out ~ with a venv in the home folder: masking it would hide the worker's own code
         inside = next((n for n in code if _within(n, mask)), None)
         if inside is not None:
-            raise ConfinementUnavailable(errno.EINVAL, f"{mask} holds {inside}, which the method's worker imports "
-                                                       "from; write the run's output elsewhere")
+            raise ConfinementUnavailable(
+                errno.EINVAL,
+                f"{mask} holds {inside}, which the method's worker imports from; write the run's output elsewhere",
+            )
     kept = [str(Path(k).resolve()) for k in confinement.kept]
     kept = [k for k in kept if any(_within(k, m) for m in masks)]  # the others stay visible anyway
     for k in kept:

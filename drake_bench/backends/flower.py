@@ -47,8 +47,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drake_bench.backends.client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
-from drake_bench.errors import DrakeBenchError
 from drake_bench.core.lock import TOKEN_ENV
+from drake_bench.errors import DrakeBenchError
 
 try:
     from flwr.app import ConfigRecord, Context, Message, RecordDict
@@ -57,20 +57,25 @@ try:
     from flwr.serverapp import Grid, ServerApp
 except ImportError as _exc:  # pragma: no cover - the optional extra
     raise DrakeBenchError(
-        f"backend='flower' needs Flower, which is not installed ({_exc}): pip install 'drake_bench[flower]'") from None
+        f"backend='flower' needs Flower, which is not installed ({_exc}): pip install 'drake_bench[flower]'"
+    ) from None
 
 if TYPE_CHECKING:
+    from drake_bench.evaluator.run_config import RunConfig
     from drake_bench.evaluator.standard import SeedRun
     from drake_bench.results.result_file import RunResult
-    from drake_bench.evaluator.run_config import RunConfig
 
 __all__ = ["FlowerClients", "client_app", "deploy", "simulate", "write_app"]
 
 RECORD = "drake"
 """The ConfigRecord every message carries: ``header`` (who the method is, for this seed) and ``payload`` (the call)."""
 TRAIN, PREDICT, HELLO = "train", "evaluate", "query"
-LOST = {ErrorCode.NODE_UNAVAILABLE, ErrorCode.MESSAGE_UNAVAILABLE, ErrorCode.REPLY_MESSAGE_UNAVAILABLE,
-        ErrorCode.CLIENT_APP_CRASHED}
+LOST = {
+    ErrorCode.NODE_UNAVAILABLE,
+    ErrorCode.MESSAGE_UNAVAILABLE,
+    ErrorCode.REPLY_MESSAGE_UNAVAILABLE,
+    ErrorCode.CLIENT_APP_CRASHED,
+}
 """Flower errors that mean the node (or its ClientApp process) is gone: its client is missing for the round. Any
 other error (the ClientApp raised, or could not be loaded) stops the run, naming it."""
 NODE_WAIT_SECONDS = 300.0
@@ -85,8 +90,8 @@ _methods: dict[str, Any] = {}  # header digest -> method handle (a Ray actor kee
 def _method(header: bytes) -> Any:
     """The method this header describes, set up once per process and seed: a Ray actor serves many rounds and
     clients with one loaded method, as the default backend's single method handle does."""
-    from drake_bench.plugins.guard import GuardedMethod
     from drake_bench.backends.worker_process import MethodProcess, import_target, loads
+    from drake_bench.plugins.guard import GuardedMethod
     from drake_bench.plugins.registry import create_method, register_method
 
     key = hashlib.sha256(header).hexdigest()
@@ -101,8 +106,14 @@ def _method(header: bytes) -> Any:
 
         torch.set_num_threads(h["threads"])
         if h["isolation"] == "process":
-            method: Any = MethodProcess(h["method"], h["method_config"], seed=h["seed"], call_timeout=h["call_timeout"],
-                                        threads=h["threads"], numerics=h.get("numerics", "native"))
+            method: Any = MethodProcess(
+                h["method"],
+                h["method_config"],
+                seed=h["seed"],
+                call_timeout=h["call_timeout"],
+                threads=h["threads"],
+                numerics=h.get("numerics", "native"),
+            )
         else:
             from drake_bench.core import numerics
 
@@ -133,8 +144,13 @@ def _train(msg: Message, context: Context) -> Message:
         t0 = time.perf_counter()
         upload, state = method.client_update(ctx, call["state"], call["message"], call["batches"], rng_seed=ctx.seed)
         seconds = time.perf_counter() - t0
-        return {"upload": upload, "state": state, "seconds": seconds, "peak": method.peak_memory_bytes(),
-                "diagnostics": method.client_diagnostics(ctx)}  # rows about this call live on this node
+        return {
+            "upload": upload,
+            "state": state,
+            "seconds": seconds,
+            "peak": method.peak_memory_bytes(),
+            "diagnostics": method.client_diagnostics(ctx),
+        }  # rows about this call live on this node
 
     return _answer(msg, work)
 
@@ -142,8 +158,10 @@ def _train(msg: Message, context: Context) -> Message:
 @client_app.evaluate()
 def _predict(msg: Message, context: Context) -> Message:
     def work(method: Any, call: dict[str, Any]) -> dict[str, Any]:
-        return {"predictions": [method.predict(call["ctx"], call["state"], q) for q in call["groups"]],
-                "peak": method.peak_memory_bytes()}
+        return {
+            "predictions": [method.predict(call["ctx"], call["state"], q) for q in call["groups"]],
+            "peak": method.peak_memory_bytes(),
+        }
 
     return _answer(msg, work)
 
@@ -165,8 +183,14 @@ class FlowerClients(ClientCalls):
     the message they answer.
     """
 
-    def __init__(self, grid: Grid, config: RunConfig, clients: list[int], node_wait: float = NODE_WAIT_SECONDS,
-                 stopped: threading.Event | None = None):
+    def __init__(
+        self,
+        grid: Grid,
+        config: RunConfig,
+        clients: list[int],
+        node_wait: float = NODE_WAIT_SECONDS,
+        stopped: threading.Event | None = None,
+    ):
         self.grid, self.config, self.clients = grid, config, sorted(clients)
         self.node_wait = node_wait
         self.stopped = stopped  # set when the simulation runtime is gone (Ctrl-C): stop waiting for replies
@@ -193,7 +217,8 @@ class FlowerClients(ClientCalls):
                 raise DrakeBenchError(
                     f"after {self.node_wait:g} s, clients {unserved} have no Flower node: {len(live)} SuperNode(s) "
                     f"connected with partitions {sorted(set(self.partition_of.values()))}; start one SuperNode per "
-                    f"partition with --node-config 'partition-id=P num-partitions=N' (docs/scale-out.md)")
+                    f"partition with --node-config 'partition-id=P num-partitions=N' (docs/scale-out.md)"
+                )
             time.sleep(0.2)
 
     def _ask_partition(self, node: int) -> tuple[int, int]:
@@ -222,20 +247,28 @@ class FlowerClients(ClientCalls):
             from drake_bench.backends.worker_process import dumps, registered_targets
 
             cfg = self.config
-            self._headers[key] = dumps({
-                "method": cfg.method, "method_config": cfg.method_config, "seed": run.seed,
-                "setup_seed": run.setup_seed, "federation": run.federation,
-                "isolation": cfg.isolation, "call_timeout": cfg.call_timeout, "numerics": cfg.numerics,
-                "threads": torch.get_num_threads(), "registered": registered_targets(),
-            })
+            self._headers[key] = dumps(
+                {
+                    "method": cfg.method,
+                    "method_config": cfg.method_config,
+                    "seed": run.seed,
+                    "setup_seed": run.setup_seed,
+                    "federation": run.federation,
+                    "isolation": cfg.isolation,
+                    "call_timeout": cfg.call_timeout,
+                    "numerics": cfg.numerics,
+                    "threads": torch.get_num_threads(),
+                    "registered": registered_targets(),
+                }
+            )
         return self._headers[key]
 
     def _exchange(self, run: SeedRun, kind: str, calls: dict[int, dict[str, Any]]) -> dict[int, Any]:
         """Send one call per client, wait for the replies (up to ``round_timeout``), and return per client the
         decoded value, or a string saying why it has none. A method error on a node is raised here."""
-        from drake_bench.errors import PluginError
-        from drake_bench.backends.worker_process import _rebuild, dumps, loads
         import drake_bench.errors as errors_mod
+        from drake_bench.backends.worker_process import _rebuild, dumps, loads
+        from drake_bench.errors import PluginError
 
         self._refresh_nodes(wait=False)
         header = self._header(run)
@@ -246,8 +279,11 @@ class FlowerClients(ClientCalls):
             if node is None:
                 out[c] = f"no connected SuperNode serves client {c}"
                 continue
-            msg = Message(RecordDict({RECORD: ConfigRecord({"header": header, "payload": dumps(call)})}),
-                          dst_node_id=node, message_type=kind)
+            msg = Message(
+                RecordDict({RECORD: ConfigRecord({"header": header, "payload": dumps(call)})}),
+                dst_node_id=node,
+                message_type=kind,
+            )
             ids = list(self.grid.push_messages([msg]))
             if ids:
                 pending[ids[0]] = c
@@ -264,8 +300,9 @@ class FlowerClients(ClientCalls):
                     continue
                 if reply.has_error():
                     if reply.error.code not in LOST:  # the ClientApp itself failed: not an absence, a broken run
-                        raise DrakeBenchError(f"client {c}'s ClientApp failed (Flower error {reply.error.code}): "
-                                              f"{reply.error.reason}")
+                        raise DrakeBenchError(
+                            f"client {c}'s ClientApp failed (Flower error {reply.error.code}): {reply.error.reason}"
+                        )
                     out[c] = f"Flower error {reply.error.code}: {reply.error.reason}"
                     continue
                 value = loads(reply.content[RECORD]["payload"])
@@ -285,20 +322,30 @@ class FlowerClients(ClientCalls):
     def train(self, run: SeedRun, round_idx: int, jobs: list[TrainJob]) -> dict[int, TrainReply | str]:
         if not self.partition_of:
             self._refresh_nodes(wait=True)
-        got = self._exchange(run, TRAIN, {j.client: {"ctx": j.ctx, "state": j.state, "message": j.message,
-                                                     "batches": j.batches} for j in jobs})
-        return {c: v if isinstance(v, str) else TrainReply(v["upload"], v["state"], v["seconds"], v["peak"], v["diagnostics"])
-                for c, v in got.items()}
+        got = self._exchange(
+            run,
+            TRAIN,
+            {j.client: {"ctx": j.ctx, "state": j.state, "message": j.message, "batches": j.batches} for j in jobs},
+        )
+        return {
+            c: v
+            if isinstance(v, str)
+            else TrainReply(v["upload"], v["state"], v["seconds"], v["peak"], v["diagnostics"])
+            for c, v in got.items()
+        }
 
     def predict(self, run: SeedRun, jobs: list[PredictJob]) -> list[list[list[str]]]:
         if not self.partition_of:
             self._refresh_nodes(wait=True)
-        got = self._exchange(run, PREDICT, {j.client: {"ctx": j.ctx, "state": j.state, "groups": j.groups}
-                                            for j in jobs})
+        got = self._exchange(
+            run, PREDICT, {j.client: {"ctx": j.ctx, "state": j.state, "groups": j.groups} for j in jobs}
+        )
         out = []
         for job in jobs:
             value = got[job.client]
-            if isinstance(value, str):  # its node is gone: the ServerApp's own handle answers, so every client is scored
+            if isinstance(
+                value, str
+            ):  # its node is gone: the ServerApp's own handle answers, so every client is scored
                 out.append([run.method.predict(job.ctx, job.state, q) for q in job.groups])
             else:
                 run.client_peaks[job.client] = max(run.client_peaks.get(job.client, 0), value["peak"])
@@ -307,8 +354,9 @@ class FlowerClients(ClientCalls):
 
 
 # --------------------------------------------------------------------------- the simulation runtime
-def simulate(configs: list[RunConfig], serve: Callable[[RunConfig, ClientCalls], RunResult],
-             clients: list[int]) -> list[RunResult]:
+def simulate(
+    configs: list[RunConfig], serve: Callable[[RunConfig, ClientCalls], RunResult], clients: list[int]
+) -> list[RunResult]:
     """Run ``serve`` (the evaluator's whole run) for each config, one after another, as the ServerApp of one Flower
     simulation (one Ray start for all of them), one SuperNode per client; return their results in order.
 
@@ -319,8 +367,10 @@ def simulate(configs: list[RunConfig], serve: Callable[[RunConfig, ClientCalls],
     first = configs[0]
     resources = {(c.client_cpus, c.client_gpus, c.flower_workers) for c in configs}
     if len(resources) != 1:
-        raise DrakeBenchError(f"runs in one Flower simulation share client_cpus, client_gpus and flower_workers; got "
-                              f"{sorted(resources, key=str)}")
+        raise DrakeBenchError(
+            f"runs in one Flower simulation share client_cpus, client_gpus and flower_workers; got "
+            f"{sorted(resources, key=str)}"
+        )
     import torch
 
     workers = first.flower_workers or max(1, int((os.cpu_count() or 1) // first.client_cpus))
@@ -342,12 +392,15 @@ def simulate(configs: list[RunConfig], serve: Callable[[RunConfig, ClientCalls],
         "init_args": {"num_cpus": workers * first.client_cpus, "include_dashboard": False},
     }
     try:
-        run_simulation(server_app=server_app, client_app=client_app, num_supernodes=len(clients),
-                       backend_config=backend_config)  # type: ignore[arg-type]
+        run_simulation(
+            server_app=server_app, client_app=client_app, num_supernodes=len(clients), backend_config=backend_config
+        )  # type: ignore[arg-type]
     finally:
         stopped.set()
     if len(results) != len(configs):
-        raise DrakeBenchError("Flower's simulation ended before the ServerApp finished its runs (its log above says why)")
+        raise DrakeBenchError(
+            "Flower's simulation ended before the ServerApp finished its runs (its log above says why)"
+        )
     return results
 
 
@@ -371,17 +424,29 @@ def write_app(config: RunConfig, folder: Path) -> Path:
     folder.mkdir(parents=True)
     doc = {
         "build-system": {"requires": ["hatchling"], "build-backend": "hatchling.build"},
-        "project": {"name": "drake-bench-run", "version": "1.0.0", "description": "one drake_bench run",
-                    "license": "Apache-2.0", "dependencies": []},
-        "tool": {"flwr": {"app": {
-            "publisher": "drake-bench",
-            "components": {"serverapp": f"{APP_MODULE}:server_app", "clientapp": f"{APP_MODULE}:client_app"},
-            # the token of the run lock this process holds on `out` (if any): the ServerApp then works under it
-            "config": {"run-config": config.model_dump_json(), "lock-token": os.environ.get(TOKEN_ENV, ""),
-                       "torch-threads": torch.get_num_threads(),
-                       # methods registered in this process by import path (register_method), for the ServerApp
-                       "registered-methods": json.dumps(registered_targets())},
-        }}},
+        "project": {
+            "name": "drake-bench-run",
+            "version": "1.0.0",
+            "description": "one drake_bench run",
+            "license": "Apache-2.0",
+            "dependencies": [],
+        },
+        "tool": {
+            "flwr": {
+                "app": {
+                    "publisher": "drake-bench",
+                    "components": {"serverapp": f"{APP_MODULE}:server_app", "clientapp": f"{APP_MODULE}:client_app"},
+                    # the token of the run lock this process holds on `out` (if any): the ServerApp then works under it
+                    "config": {
+                        "run-config": config.model_dump_json(),
+                        "lock-token": os.environ.get(TOKEN_ENV, ""),
+                        "torch-threads": torch.get_num_threads(),
+                        # methods registered in this process by import path (register_method), for the ServerApp
+                        "registered-methods": json.dumps(registered_targets()),
+                    },
+                }
+            }
+        },
     }
     (folder / "pyproject.toml").write_text(tomli_w.dumps(doc))
     return folder
@@ -407,12 +472,18 @@ def deploy(config: RunConfig) -> RunResult:
     log = app.with_name(f"{config.method}.flwr-run.log")  # beside the App folder: `flwr run` packs the folder
     started = time.time()
     with open(log, "wb") as f:
-        done = subprocess.run([flwr, "run", str(app), config.superlink, "--stream"], stdout=f, stderr=subprocess.STDOUT,
-                              check=False)
-    written = [p for p in Path(config.out).glob(f"{spec.name}/{scenario.tag()}/{config.method}/*/result.json")
-               if p.stat().st_mtime >= started]
+        done = subprocess.run(
+            [flwr, "run", str(app), config.superlink, "--stream"], stdout=f, stderr=subprocess.STDOUT, check=False
+        )
+    written = [
+        p
+        for p in Path(config.out).glob(f"{spec.name}/{scenario.tag()}/{config.method}/*/result.json")
+        if p.stat().st_mtime >= started
+    ]
     if done.returncode != 0 or not written:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-        raise DrakeBenchError(f"`flwr run` on SuperLink {config.superlink!r} did not write a result file under "
-                              f"{config.out} (exit code {done.returncode}); the end of {log}:\n{tail}")
+        raise DrakeBenchError(
+            f"`flwr run` on SuperLink {config.superlink!r} did not write a result file under "
+            f"{config.out} (exit code {done.returncode}); the end of {log}:\n{tail}"
+        )
     return read_result(max(written, key=lambda p: p.stat().st_mtime))

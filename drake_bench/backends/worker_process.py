@@ -38,12 +38,12 @@ import torch
 import drake_bench.errors as errors_mod
 from drake_bench.backends.confine import Confinement, ConfinementUnavailable, confine
 from drake_bench.backends.descendants import become_subreaper, end_descendants
-from drake_bench.errors import DrakeBenchError, PluginError
-from drake_bench.plugins.guard import peak_memory_bytes, plugin_error
+from drake_bench.benchmarks.sample import AnswerType, MethodSample
 from drake_bench.core.lock import pid_alive
 from drake_bench.core.numerics import cpu_capability, environment_for
+from drake_bench.errors import DrakeBenchError, PluginError
+from drake_bench.plugins.guard import peak_memory_bytes, plugin_error
 from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, ModelIdentity, State
-from drake_bench.benchmarks.sample import AnswerType, MethodSample
 
 # --------------------------------------------------------------------------- codec: JSON + safetensors
 _TAG = "__db__"
@@ -73,8 +73,15 @@ class _Encoder:
             kind = "state" if isinstance(obj, State) else "message"
             return {_TAG: kind, "tensors": self.enc(obj.tensors), "metadata": self.enc(obj.metadata)}
         if isinstance(obj, MethodSample):
-            return {_TAG: "sample", "uid": obj.uid, "images": [self.enc(i) for i in obj.images], "question": obj.question,
-                    "choices": list(obj.choices), "answer": obj.answer, "answer_type": obj.answer_type.value}
+            return {
+                _TAG: "sample",
+                "uid": obj.uid,
+                "images": [self.enc(i) for i in obj.images],
+                "question": obj.question,
+                "choices": list(obj.choices),
+                "answer": obj.answer,
+                "answer_type": obj.answer_type.value,
+            }
         if isinstance(obj, ClientContext):
             return {_TAG: "client_ctx", **{f.name: getattr(obj, f.name) for f in fields(obj)}}
         if isinstance(obj, FederationContext):
@@ -98,8 +105,9 @@ class _Encoder:
             Image = None  # type: ignore[assignment]
         if Image is not None and isinstance(obj, Image.Image):
             return {_TAG: "image", "name": self._tensor(torch.from_numpy(np.asarray(obj).copy())), "mode": obj.mode}
-        raise TypeError(f"a {type(obj).__name__} cannot cross the process boundary (send tensors, JSON values, "
-                        "State, Message)")
+        raise TypeError(
+            f"a {type(obj).__name__} cannot cross the process boundary (send tensors, JSON values, State, Message)"
+        )
 
 
 def _decode(obj: Any, tensors: dict[str, torch.Tensor], public_data: Any = None) -> Any:
@@ -115,8 +123,14 @@ def _decode(obj: Any, tensors: dict[str, torch.Tensor], public_data: Any = None)
         cls = State if kind == "state" else Message
         return cls(tensors=d(obj["tensors"]), metadata=d(obj["metadata"]))
     if kind == "sample":
-        return MethodSample(uid=obj["uid"], images=[d(i) for i in obj["images"]], question=obj["question"],
-                            choices=obj["choices"], answer=obj["answer"], answer_type=AnswerType(obj["answer_type"]))
+        return MethodSample(
+            uid=obj["uid"],
+            images=[d(i) for i in obj["images"]],
+            question=obj["question"],
+            choices=obj["choices"],
+            answer=obj["answer"],
+            answer_type=AnswerType(obj["answer_type"]),
+        )
     if kind == "client_ctx":
         return ClientContext(**{k: v for k, v in obj.items() if k != _TAG})
     if kind == "federation_ctx":
@@ -155,8 +169,8 @@ def loads(data: bytes, public_data: Any = None) -> Any:
     from safetensors.torch import load
 
     (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    rest = data[8 + n:]
+    header = json.loads(data[8 : 8 + n])
+    rest = data[8 + n :]
     return _decode(header, load(rest) if rest else {}, public_data)
 
 
@@ -207,15 +221,24 @@ def _enter_sandbox(confinement: dict[str, list[str]] | None) -> str:
         return f"none ({exc.strerror or exc})"
 
 
-def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, config: dict, threads: int,
-                 environ: dict[str, str], parent_origin: str, confinement: dict[str, list[str]] | None) -> None:
+def _worker_main(
+    conn: Any,
+    parent_pid: int,
+    name: str,
+    target: str | None,
+    config: dict,
+    threads: int,
+    environ: dict[str, str],
+    parent_origin: str,
+    confinement: dict[str, list[str]] | None,
+) -> None:
     sandbox = _enter_sandbox(confinement)
     die_with(parent_pid)
     become_subreaper()  # every process a call starts stays this worker's, and ends with the call
     os.environ.clear()  # the evaluator's environment now, not the fork server's from when it started
     os.environ.update(environ)
-    from drake_bench.plugins.guard import GuardedMethod
     from drake_bench.core.progress import quiet_libraries
+    from drake_bench.plugins.guard import GuardedMethod
     from drake_bench.plugins.registry import create_method, method_class, register_method
 
     quiet_libraries()
@@ -235,11 +258,17 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
     try:
         method = create_method(name, config)  # the plugin's __init__: a plugin call, under --call-timeout
         guarded = GuardedMethod(method)
-        info = {"meta": method.meta.model_dump(mode="json"), "config": method.config.model_dump(mode="json"),
-                "post_federation": guarded.has_post_federation, "adaptation": guarded.has_adaptation,
-                "diagnostics": guarded.has_diagnostics, "client_diagnostics": guarded.has_client_diagnostics,
-                "clients_together": guarded.trains_clients_together, "cpu_capability": cpu_capability(),
-                "sandbox": sandbox}
+        info = {
+            "meta": method.meta.model_dump(mode="json"),
+            "config": method.config.model_dump(mode="json"),
+            "post_federation": guarded.has_post_federation,
+            "adaptation": guarded.has_adaptation,
+            "diagnostics": guarded.has_diagnostics,
+            "client_diagnostics": guarded.has_client_diagnostics,
+            "clients_together": guarded.trains_clients_together,
+            "cpu_capability": cpu_capability(),
+            "sandbox": sandbox,
+        }
         end_descendants()
         conn.send_bytes(dumps(("ok", info)))
     except BaseException as exc:  # noqa: BLE001 - every failure goes back as text
@@ -256,7 +285,9 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
             return
         guarded.seed = seed
         try:
-            value = getattr(guarded, call)(*args, rng_seed=rng_seed) if call in _SEEDED else getattr(guarded, call)(*args)
+            value = (
+                getattr(guarded, call)(*args, rng_seed=rng_seed) if call in _SEEDED else getattr(guarded, call)(*args)
+            )
             reply = dumps(("ok", value, peak_memory_bytes()))
         except BaseException as exc:  # noqa: BLE001
             reply = dumps(("error", type(exc).__name__, str(exc)))
@@ -264,8 +295,17 @@ def _worker_main(conn: Any, parent_pid: int, name: str, target: str | None, conf
         conn.send_bytes(reply)
 
 
-_SEEDED = {"setup", "init_client", "init_server", "client_update", "client_update_group", "aggregate", "predict",
-           "post_federation", "adaptation_state"}
+_SEEDED = {
+    "setup",
+    "init_client",
+    "init_server",
+    "client_update",
+    "client_update_group",
+    "aggregate",
+    "predict",
+    "post_federation",
+    "adaptation_state",
+}
 
 
 def import_target(target: str) -> Any:
@@ -284,8 +324,11 @@ def registered_targets() -> dict[str, str]:
     import (classes defined inside functions or in ``__main__`` cannot be, and are left out)."""
     from drake_bench.plugins.registry import _explicit
 
-    return {name: f"{cls.__module__}:{cls.__qualname__}" for name, cls in _explicit.items()
-            if "<locals>" not in cls.__qualname__ and cls.__module__ != "__main__"}
+    return {
+        name: f"{cls.__module__}:{cls.__qualname__}"
+        for name, cls in _explicit.items()
+        if "<locals>" not in cls.__qualname__ and cls.__module__ != "__main__"
+    }
 
 
 class hidden_main:  # noqa: N801 - a context manager used like a function
@@ -312,10 +355,12 @@ class hidden_main:  # noqa: N801 - a context manager used like a function
 
 
 def mismatch_message(parent: str, worker: str) -> str:
-    return (f"the method's worker process imported drake_bench from {worker}, but the evaluator runs the one in "
-            f"{parent}: the worker must run the same code. A folder named drake_bench in the current directory or "
-            "early on PYTHONPATH shadows the installed package; run from another folder, or install that folder "
-            "(`pip install -e .`) so both are the same")
+    return (
+        f"the method's worker process imported drake_bench from {worker}, but the evaluator runs the one in "
+        f"{parent}: the worker must run the same code. A folder named drake_bench in the current directory or "
+        "early on PYTHONPATH shadows the installed package; run from another folder, or install that folder "
+        "(`pip install -e .`) so both are the same"
+    )
 
 
 def import_path() -> list[str]:
@@ -352,11 +397,19 @@ class same_import_path:  # noqa: N801 - a context manager used like a function
                 os.environ[key] = value
 
 
-FORKSERVER_PRELOAD = ["drake_bench.backends.worker_process", "drake_bench.plugins.guard", "drake_bench.plugins.registry"]
+FORKSERVER_PRELOAD = [
+    "drake_bench.backends.worker_process",
+    "drake_bench.plugins.guard",
+    "drake_bench.plugins.registry",
+]
 """What the forkserver imports before it forks any method worker."""
 MODEL_PRELOAD = [
-    "peft", "drake_bench.models.pool", "drake_bench.models.engine", "drake_bench.models.loading",
-    "transformers.models.llava.modeling_llava", "transformers.models.llama.modeling_llama",
+    "peft",
+    "drake_bench.models.pool",
+    "drake_bench.models.engine",
+    "drake_bench.models.loading",
+    "transformers.models.llava.modeling_llava",
+    "transformers.models.llama.modeling_llama",
     "transformers.models.qwen2.modeling_qwen2",
 ]
 """What a method that trains the zoo's models imports on setup (peft, the model classes: seconds of imports),
@@ -391,8 +444,16 @@ def warm_forkserver(models: bool = True) -> None:
 class MethodProcess:
     """The evaluator's handle on a method running in a worker process; same calls as GuardedMethod."""
 
-    def __init__(self, name: str, config: dict[str, Any], seed: int | None = None, call_timeout: float | None = None,
-                 threads: int | None = None, numerics: str = "native", confinement: Confinement | None = None):
+    def __init__(
+        self,
+        name: str,
+        config: dict[str, Any],
+        seed: int | None = None,
+        call_timeout: float | None = None,
+        threads: int | None = None,
+        numerics: str = "native",
+        confinement: Confinement | None = None,
+    ):
         from drake_bench.plugins.registry import _explicit
 
         ctx = _start_method()
@@ -406,13 +467,25 @@ class MethodProcess:
                 raise PluginError(
                     f"method {name!r} ({cls.__module__}.{cls.__qualname__}) was registered in this process but cannot "
                     "be imported by a worker process: define it at module level in an importable module (or register "
-                    "it through an entry point), or run with isolation='inline'")
+                    "it through an entry point), or run with isolation='inline'"
+                )
             target = f"{cls.__module__}:{cls.__qualname__}"
         environ = environment_for(numerics)  # read before same_import_path() changes this process's environment
-        self._proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), name, target, config,
-                                                            threads or torch.get_num_threads(), environ,
-                                                            package_origin(), _confinement_args(confinement)),
-                                 daemon=True)
+        self._proc = ctx.Process(
+            target=_worker_main,
+            args=(
+                child,
+                os.getpid(),
+                name,
+                target,
+                config,
+                threads or torch.get_num_threads(),
+                environ,
+                package_origin(),
+                _confinement_args(confinement),
+            ),
+            daemon=True,
+        )
         with hidden_main(), same_import_path():
             self._proc.start()
         child.close()
@@ -440,15 +513,19 @@ class MethodProcess:
         timeout = self.call_timeout if call != "start-up" else None  # the limit is for plugin calls, not imports
         if timeout is not None and not self._conn.poll(timeout):
             self.kill()
-            raise self.error(call, f"no answer within {timeout:g} s (--call-timeout); the worker was stopped", client,
-                             round_idx)
+            raise self.error(
+                call, f"no answer within {timeout:g} s (--call-timeout); the worker was stopped", client, round_idx
+            )
         try:
             data = self._conn.recv_bytes()
         except EOFError:
             self._proc.join(5)
             code = self._proc.exitcode
-            hint = (f"; it imports drake_bench from this process's sys.path, which gives {package_origin()}"
-                    if call == "start-up" else "")
+            hint = (
+                f"; it imports drake_bench from this process's sys.path, which gives {package_origin()}"
+                if call == "start-up"
+                else ""
+            )
             raise self.error(call, f"its worker process died (exit code {code}){hint}", client, round_idx) from None
         try:
             reply = loads(data)
@@ -457,9 +534,13 @@ class MethodProcess:
             return tuple(reply)
         except Exception as exc:  # noqa: BLE001 - the method wrote on the evaluator's pipe itself
             self.kill()
-            raise self.error(call, f"its worker sent {len(data)} bytes that are not a reply of drake_bench's worker "
-                                   f"({type(exc).__name__}: {str(exc)[:200]}); the worker was stopped", client,
-                             round_idx) from None
+            raise self.error(
+                call,
+                f"its worker sent {len(data)} bytes that are not a reply of drake_bench's worker "
+                f"({type(exc).__name__}: {str(exc)[:200]}); the worker was stopped",
+                client,
+                round_idx,
+            ) from None
 
     def _raise(self, kind: str, text: str, call: str, client: int | None, round_idx: int | None) -> None:
         """Re-raise a worker's error here: drake_bench's own by class, anything else as a located PluginError."""
@@ -468,8 +549,14 @@ class MethodProcess:
             raise _rebuild(cls, text)
         raise self.error(call, f"{kind}: {text}", client, round_idx)
 
-    def _call(self, call: str, *args: Any, rng_seed: int | None = None, client: int | None = None,
-              round_idx: int | None = None) -> Any:
+    def _call(
+        self,
+        call: str,
+        *args: Any,
+        rng_seed: int | None = None,
+        client: int | None = None,
+        round_idx: int | None = None,
+    ) -> Any:
         try:
             payload = dumps((call, self.seed, rng_seed, list(args)))
         except TypeError as exc:  # a state or message this side cannot send (it came back from the method)
@@ -478,8 +565,9 @@ class MethodProcess:
             self._conn.send_bytes(payload)
         except OSError:  # BrokenPipeError and kin: the worker is gone (killed, or it ended itself)
             self._proc.join(5)
-            raise self.error(call, f"its worker process died before the call (exit code {self._proc.exitcode})",
-                             client, round_idx) from None
+            raise self.error(
+                call, f"its worker process died before the call (exit code {self._proc.exitcode})", client, round_idx
+            ) from None
         status, *rest = self._receive(call, client, round_idx)
         if status != "ok":
             self._raise(rest[0], rest[1], call, client, round_idx)
@@ -516,20 +604,44 @@ class MethodProcess:
     def init_server(self, rng_seed: int | None = None) -> State:
         return self._call("init_server", rng_seed=rng_seed)
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None, batches: Any,
-                      call: str = "client_update", rng_seed: int | None = None) -> tuple[Message, State]:
+    def client_update(
+        self,
+        ctx: ClientContext,
+        state: State,
+        message: Message | None,
+        batches: Any,
+        call: str = "client_update",
+        rng_seed: int | None = None,
+    ) -> tuple[Message, State]:
         batches = [list(b) for b in batches]  # decoded here, in the evaluator's process: data errors stay data errors
-        return self._call("client_update", ctx, state, message, batches, call, rng_seed=rng_seed,
-                          client=ctx.client_id, round_idx=ctx.round_idx)
+        return self._call(
+            "client_update",
+            ctx,
+            state,
+            message,
+            batches,
+            call,
+            rng_seed=rng_seed,
+            client=ctx.client_id,
+            round_idx=ctx.round_idx,
+        )
 
-    def client_update_group(self, ctxs: list[ClientContext], states: list[State], messages: list[Message | None],
-                            batches: list[Any], rng_seed: int | None = None) -> list[tuple[Message, State]]:
+    def client_update_group(
+        self,
+        ctxs: list[ClientContext],
+        states: list[State],
+        messages: list[Message | None],
+        batches: list[Any],
+        rng_seed: int | None = None,
+    ) -> list[tuple[Message, State]]:
         batches = [[list(b) for b in bs] for bs in batches]  # decoded here, as client_update's
-        return self._call("client_update_group", ctxs, states, messages, batches, rng_seed=rng_seed,
-                          round_idx=ctxs[0].round_idx)
+        return self._call(
+            "client_update_group", ctxs, states, messages, batches, rng_seed=rng_seed, round_idx=ctxs[0].round_idx
+        )
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message],
-                  rng_seed: int | None = None) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message], rng_seed: int | None = None
+    ) -> tuple[dict[int, Message], State]:
         return self._call("aggregate", round_idx, server_state, uploads, rng_seed=rng_seed, round_idx=round_idx)
 
     def round_diagnostics(self, round_idx: int) -> list[dict[str, Any]]:
@@ -540,16 +652,21 @@ class MethodProcess:
             return []
         return self._call("client_diagnostics", ctx, client=ctx.client_id, round_idx=ctx.round_idx)
 
-    def predict(self, ctx: ClientContext, state: State, queries: list[MethodSample], rng_seed: int | None = None) -> list[str]:
-        return self._call("predict", ctx, state, list(queries), rng_seed=rng_seed, client=ctx.client_id,
-                          round_idx=ctx.round_idx)
+    def predict(
+        self, ctx: ClientContext, state: State, queries: list[MethodSample], rng_seed: int | None = None
+    ) -> list[str]:
+        return self._call(
+            "predict", ctx, state, list(queries), rng_seed=rng_seed, client=ctx.client_id, round_idx=ctx.round_idx
+        )
 
-    def post_federation(self, federation: FederationContext, states: dict[int, State], server: State,
-                        rng_seed: int | None = None) -> dict[int, State]:
+    def post_federation(
+        self, federation: FederationContext, states: dict[int, State], server: State, rng_seed: int | None = None
+    ) -> dict[int, State]:
         return self._call("post_federation", federation, states, server, rng_seed=rng_seed)
 
-    def adaptation_state(self, architecture: str, states: dict[int, State], server: State, client: int,
-                         rng_seed: int | None = None) -> State:
+    def adaptation_state(
+        self, architecture: str, states: dict[int, State], server: State, client: int, rng_seed: int | None = None
+    ) -> State:
         return self._call("adaptation_state", architecture, states, server, client, rng_seed=rng_seed, client=client)
 
     # -- life cycle ---------------------------------------------------------------------

@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from drake_bench.errors import DrakeBenchError, SourceError
 from drake_bench.benchmarks.card import write_card
 from drake_bench.benchmarks.manifest import load_benchmark, manifest_dict
-from drake_bench.core.progress import progress
 from drake_bench.benchmarks.sample import Sample
 from drake_bench.benchmarks.spec import BenchmarkSpec, SubsamplingRule, TaskSpec
 from drake_bench.benchmarks.store import BUILD_INFO, SPLITS, built_root, finalize_build, shard_path, write_split
+from drake_bench.core.progress import progress
+from drake_bench.errors import DrakeBenchError, SourceError
 
 DONE_MARK = ".done"
 
@@ -69,8 +69,9 @@ def carve_validation(drawn: Sequence[Sample], rule: SubsamplingRule) -> tuple[li
     return list(drawn[:n_train]), list(drawn[n_train:])
 
 
-def subsample(pool: Sequence[Sample], rule: SubsamplingRule, task_id: str
-              ) -> tuple[list[Sample], list[Sample], list[Sample]]:
+def subsample(
+    pool: Sequence[Sample], rule: SubsamplingRule, task_id: str
+) -> tuple[list[Sample], list[Sample], list[Sample]]:
     """Disjoint seeded (train, validation, test) draws. The test draw does not depend on the validation share: the
     validation items are the training draw's last ones, so adding a validation split leaves every test item in
     place and only shortens training."""
@@ -90,9 +91,9 @@ def _read_pool(task: TaskSpec, source_dir: Path | None, check_expected: bool, wh
     task (a loader bug or an unreadable file must not abort the other tasks), the pool's size against the manifest's
     expectation, every item of this task. ``what`` names the source in errors (the test source of a task reads
     through here too, as :meth:`TaskSpec.as_test_source`)."""
+    from drake_bench.benchmarks.sources import check_pool_size
     from drake_bench.loaders import get_loader
     from drake_bench.loaders._common import recording
-    from drake_bench.benchmarks.sources import check_pool_size
 
     loader = get_loader(task.source.loader)
     try:
@@ -136,8 +137,12 @@ def task_recipe(spec: BenchmarkSpec, task: TaskSpec, extra: dict | None = None) 
     rebuild over another version's build reuses it; the versioning contract that makes this safe (an unchanged
     definition builds byte for byte) is what tests/test_synth_versions.py checks against the boards' data hashes.
     """
-    doc = [task.model_dump(mode="json"), spec.subsampling.model_dump(mode="json"),
-           spec.storage.model_dump(mode="json"), extra or {}]
+    doc = [
+        task.model_dump(mode="json"),
+        spec.subsampling.model_dump(mode="json"),
+        spec.storage.model_dump(mode="json"),
+        extra or {},
+    ]
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
@@ -167,8 +172,8 @@ def read_task_mark(mark: Path) -> dict[str, Any] | None:
     """The record in a task's done mark, or None where it holds none (missing, not UTF-8 or JSON, nested or sized past
     a mark, not a JSON object): the data folder may be shared or copied, and a task without a readable mark is simply
     built again."""
-    from drake_bench.errors import JSONFileError
     from drake_bench.core.json_files import read_json
+    from drake_bench.errors import JSONFileError
 
     try:
         done = read_json(mark, what="task done mark", max_bytes=TASK_MARK_MAX_BYTES)
@@ -203,8 +208,14 @@ def manifest_hash(spec: BenchmarkSpec) -> str:
     return spec.content_hash or manifest_dict(spec)["content_hash"]
 
 
-def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, root: Path,
-               check_expected: bool = True, recipe: str | None = None) -> dict[str, int]:
+def build_task(
+    spec: BenchmarkSpec,
+    task: TaskSpec,
+    source_dir: Path | None,
+    root: Path,
+    check_expected: bool = True,
+    recipe: str | None = None,
+) -> dict[str, int]:
     (root / "data" / task.id / DONE_MARK).unlink(missing_ok=True)
     pool = _read_pool(task, source_dir, check_expected)
     pool_note: dict[str, int] = {}
@@ -225,8 +236,13 @@ def build_task(spec: BenchmarkSpec, task: TaskSpec, source_dir: Path | None, roo
     if validation:
         write_split(root, task.id, "validation", validation, spec.storage)
     write_split(root, task.id, "test", test, spec.storage)
-    sizes = {"pool": len(pool), "train": len(train), **({"validation": len(validation)} if validation else {}),
-             "test": len(test), **pool_note}
+    sizes = {
+        "pool": len(pool),
+        "train": len(train),
+        **({"validation": len(validation)} if validation else {}),
+        "test": len(test),
+        **pool_note,
+    }
     (root / "data" / task.id / DONE_MARK).write_text(json.dumps({**sizes, "recipe": recipe or task_recipe(spec, task)}))
     return sizes
 
@@ -264,8 +280,16 @@ def build_lock(root: Path) -> Any:
     return FileLock(str(root.parent / f".{root.name}.build.lock"), is_singleton=True)
 
 
-def _build_locked(spec: BenchmarkSpec, root: Path, source_dir: str | Path | None, tasks: Sequence[str] | None,
-                  resume: bool, show_progress: bool, check_expected: bool, recipe_extra: dict | None) -> Path:
+def _build_locked(
+    spec: BenchmarkSpec,
+    root: Path,
+    source_dir: str | Path | None,
+    tasks: Sequence[str] | None,
+    resume: bool,
+    show_progress: bool,
+    check_expected: bool,
+    recipe_extra: dict | None,
+) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     _drop_foreign_tasks(root, spec)
     wanted = [t for t in spec.tasks if tasks is None or t.id in set(tasks)]
@@ -275,8 +299,8 @@ def _build_locked(spec: BenchmarkSpec, root: Path, source_dir: str | Path | None
     failures: dict[str, str] = {}
     src = Path(source_dir) if source_dir is not None else None
     if src is not None:
-        from drake_bench.loaders import get_loader
         from drake_bench.benchmarks.sources import warn_unconfirmed
+        from drake_bench.loaders import get_loader
 
         used = [t.source.loader for t in wanted] + [t.test_source.loader for t in wanted if t.test_source is not None]
         warn_unconfirmed({name: get_loader(name) for name in used}.values())
@@ -289,8 +313,13 @@ def _build_locked(spec: BenchmarkSpec, root: Path, source_dir: str | Path | None
         except DrakeBenchError as exc:
             failures[task.id] = str(exc)
             _clear_task(root, task.id)
-    write_card(root, spec, finalize_build(root, spec.name, manifest_hash(spec),
-                                          {"version": spec.version, "failed_tasks": sorted(failures)}))
+    write_card(
+        root,
+        spec,
+        finalize_build(
+            root, spec.name, manifest_hash(spec), {"version": spec.version, "failed_tasks": sorted(failures)}
+        ),
+    )
     if failures:
         lines = "\n".join(f"  - {t}: {msg}" for t, msg in failures.items())
         raise SourceError(

@@ -120,9 +120,19 @@ def card_metadata(
                     "redistributable": t.source.redistributable,
                     "hub_repo": t.source.hub_repo,
                     "revision": t.source.revision,
-                    **({"test_source": {"source": _source_name(t.test_source), "license": t.test_source.license,
-                                        "hub_repo": t.test_source.hub_repo, "revision": t.test_source.revision,
-                                        "scorer": t.test_source.scorer}} if t.test_source is not None else {}),
+                    **(
+                        {
+                            "test_source": {
+                                "source": _source_name(t.test_source),
+                                "license": t.test_source.license,
+                                "hub_repo": t.test_source.hub_repo,
+                                "revision": t.test_source.revision,
+                                "scorer": t.test_source.scorer,
+                            }
+                        }
+                        if t.test_source is not None
+                        else {}
+                    ),
                 }
                 for t in tasks
             },
@@ -131,7 +141,9 @@ def card_metadata(
     }
     if licenses == "other":
         meta["license_name"] = "mixed-source-licenses"
-        meta["license_details"] = "Each task keeps its source's license; see drake_bench.tasks and the Licenses section."
+        meta["license_details"] = (
+            "Each task keeps its source's license; see drake_bench.tasks and the Licenses section."
+        )
     return meta
 
 
@@ -145,7 +157,10 @@ def card_body(spec: BenchmarkSpec, info: dict[str, Any], index_tasks: Collection
     built = set(sizes) | set(index_tasks)
     lines = [f"# {spec.title}", "", spec.description, ""]
     if spec.embedded:
-        lines += [f"Embedded synthetic benchmark (procedurally generated){f', mirroring `{spec.mirrors}`' if spec.mirrors else ''}.", ""]
+        lines += [
+            f"Embedded synthetic benchmark (procedurally generated){f', mirroring `{spec.mirrors}`' if spec.mirrors else ''}.",
+            "",
+        ]
     lines += [
         "Built with drake_bench. Load one client's stream with",
         "`drake_bench.load_client_stream(...)` or fetch only what you need with",
@@ -162,21 +177,31 @@ def card_body(spec: BenchmarkSpec, info: dict[str, Any], index_tasks: Collection
         lines.append(
             f"| {c.id} | {_cell(c.group)} | {_cell(', '.join(c.tasks))} | {client_config_name(c.id) if has_cfg else '-'} |"
         )
-    lines += ["", "## Tasks", "", "| task | group / split | source | license | train | validation | test | published as |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Tasks",
+        "",
+        "| task | group / split | source | license | train | validation | test | published as |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for t in spec.tasks:
         if t.id not in built:
             continue
         s = sizes.get(t.id, {})
         how = "index (rebuild from your copy)" if t.id in set(index_tasks) else "parquet"
-        src = _source_name(t.source) + (f"; tested on {_source_name(t.test_source)}" if t.test_source is not None else "")
+        src = _source_name(t.source) + (
+            f"; tested on {_source_name(t.test_source)}" if t.test_source is not None else ""
+        )
         lines.append(
             f"| {t.id} | {_cell(t.group)} / {_cell(t.split)} | {_cell(src)} | {_cell(t.source.license)} | "
             f"{s.get('train', '-')} | {s.get('validation', '-')} | {s.get('test', '-')} | {how} |"
         )
     if spec.subsampling.validation_ratio > 0:
-        lines += ["", f"Validation: {spec.subsampling.validation_ratio:.0%} of each task's training draw, held out to "
-                  "select hyperparameters on (`drake-bench tune`); it is in no training stream and no board scores it."]
+        lines += [
+            "",
+            f"Validation: {spec.subsampling.validation_ratio:.0%} of each task's training draw, held out to "
+            "select hyperparameters on (`drake-bench tune`); it is in no training stream and no board scores it.",
+        ]
     if spec.unseen_tasks:
         lines += ["", f"Unseen (held-out) tasks: {', '.join(spec.unseen_tasks)}."]
     lines += ["", "## Licenses", ""]
@@ -189,11 +214,20 @@ def card_body(spec: BenchmarkSpec, info: dict[str, Any], index_tasks: Collection
     for t in spec.tasks:
         if t.id in built:
             flag = "" if t.source.redistributable else " (not redistributable)"
-            test = (f"; its test split ({_cell(_source_name(t.test_source))}): {_cell(t.test_source.license)}"
-                    if t.test_source is not None else "")
+            test = (
+                f"; its test split ({_cell(_source_name(t.test_source))}): {_cell(t.test_source.license)}"
+                if t.test_source is not None
+                else ""
+            )
             lines.append(f"- `{t.id}`: {_cell(t.source.license)}{flag}{test}")
     if spec.choices:
-        lines += ["", "## Choices the papers leave open", "", "[P] stated by the paper, [I] inferred, [R] drake_bench's recommendation.", ""]
+        lines += [
+            "",
+            "## Choices the papers leave open",
+            "",
+            "[P] stated by the paper, [I] inferred, [R] drake_bench's recommendation.",
+            "",
+        ]
         lines += ["| key | tag | decision | reason |", "|---|---|---|---|"]
         for ch in spec.choices:
             lines.append(f"| {_cell(ch.key)} | [{ch.tag}] | {_cell(ch.decision)} | {_cell(ch.reason)} |")

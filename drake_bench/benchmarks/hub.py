@@ -35,9 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from drake_bench.benchmarks.card import CARD_FILE, render_card
-from drake_bench.errors import DataNotBuiltError, DrakeBenchError, HubError, IntegrityError, SourceError
 from drake_bench.benchmarks.manifest import load_benchmark, manifest_dict
-from drake_bench.core.progress import progress
 from drake_bench.benchmarks.spec import BenchmarkSpec, TaskSpec
 from drake_bench.benchmarks.store import (
     BUILD_INFO,
@@ -53,6 +51,8 @@ from drake_bench.benchmarks.store import (
     shard_path,
     task_of,
 )
+from drake_bench.core.progress import progress
+from drake_bench.errors import DataNotBuiltError, DrakeBenchError, HubError, IntegrityError, SourceError
 
 REPO_TYPE = "dataset"
 INDEX_FILE = "index.json"
@@ -251,7 +251,11 @@ def repo_cache_folder(repo_id: str, cache_dir: str | Path | None = None, repo_ty
 def cached_revisions(repo_id: str, cache_dir: str | Path | None = None) -> list[str]:
     """Refs (branches, tags) and commits of ``repo_id`` present in the local Hub cache, for error messages."""
     folder = repo_cache_folder(repo_id, cache_dir)
-    refs = sorted(p.relative_to(folder / "refs").as_posix() for p in (folder / "refs").rglob("*") if p.is_file()) if (folder / "refs").is_dir() else []
+    refs = (
+        sorted(p.relative_to(folder / "refs").as_posix() for p in (folder / "refs").rglob("*") if p.is_file())
+        if (folder / "refs").is_dir()
+        else []
+    )
     commits = sorted(p.name for p in (folder / "snapshots").iterdir()) if (folder / "snapshots").is_dir() else []
     return refs + commits
 
@@ -430,8 +434,8 @@ def _rebuild_index_task(
     spec: BenchmarkSpec, task: TaskSpec, index: dict[str, Any], source_dir: Path, out: Path, where: str
 ) -> dict[str, str]:
     """Rebuild a non-redistributable task from the user's copy, in the published row order; returns its shard hashes."""
-    from drake_bench.loaders import get_loader
     from drake_bench.benchmarks.store import write_split
+    from drake_bench.loaders import get_loader
 
     loader = get_loader(task.source.loader)
     try:
@@ -470,14 +474,17 @@ def _previous_fetch(out: Path, commit: str) -> dict[str, Any]:
     ``out`` may be any folder (``--out``), and its record anything: one that does not read as a fetch's record (not
     UTF-8 or JSON, nested or sized past a build record, file paths out of the folder) is no earlier fetch. Only the
     tasks fetched now are then recorded (the others are fetched again when asked for), and a warning says so."""
-    from drake_bench.errors import JSONFileError
     from drake_bench.core.json_files import MANIFEST_MAX_BYTES, read_json
+    from drake_bench.errors import JSONFileError
 
     path = out / BUILD_INFO
 
     def none(why: str) -> dict[str, Any]:
-        warnings.warn(f"{why}; not the record of an earlier fetch, so it is replaced by one of the tasks fetched now",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"{why}; not the record of an earlier fetch, so it is replaced by one of the tasks fetched now",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return {}
 
     try:  # the limit every build record is read with
@@ -512,8 +519,8 @@ task's splits, a few MB for the largest pool a manifest draws; a larger file is 
 def _read_index(path: Path, where: str) -> dict[str, Any]:
     """A non-redistributable task's published index, downloaded: :class:`IntegrityError` naming the file if it does
     not read as one (its sha256 is the published one, but a publisher's file may hold anything)."""
-    from drake_bench.errors import JSONFileError
     from drake_bench.core.json_files import read_json
+    from drake_bench.errors import JSONFileError
 
     try:
         index = read_json(path, what=f"task index of {where}", max_bytes=TASK_INDEX_MAX_BYTES)
@@ -521,10 +528,15 @@ def _read_index(path: Path, where: str) -> dict[str, Any]:
         raise IntegrityError(f"{exc} (cached file {path})") from None
     splits = index.get("splits") if isinstance(index, dict) else None
     if not isinstance(splits, dict) or not all(
-            isinstance(e, dict) and isinstance(e.get("ids"), list) and all(isinstance(i, str) for i in e["ids"])
-            and isinstance(e.get("content_digest"), str) for e in splits.values()):
-        raise IntegrityError(f"{path} is not a task index of {where}: no 'splits' object of item ids and content "
-                             "digests")
+        isinstance(e, dict)
+        and isinstance(e.get("ids"), list)
+        and all(isinstance(i, str) for i in e["ids"])
+        and isinstance(e.get("content_digest"), str)
+        for e in splits.values()
+    ):
+        raise IntegrityError(
+            f"{path} is not a task index of {where}: no 'splits' object of item ids and content digests"
+        )
     return index
 
 
@@ -556,7 +568,9 @@ def fetch_benchmark(
             f"benchmark {spec.name!r} has no hub_repo in its manifest; pass repo_id= (--repo) to fetch it"
         )
     if not revision:
-        raise RevisionNotFound(f"a revision (tag, branch or commit) is required to fetch {spec.name!r} from {repo_id!r}")
+        raise RevisionNotFound(
+            f"a revision (tag, branch or commit) is required to fetch {spec.name!r} from {repo_id!r}"
+        )
     wanted = list(dict.fromkeys(tasks)) if tasks is not None else [t.id for t in spec.tasks]
     for t in wanted:
         spec.task(t)  # clear error on an unknown task name
@@ -564,8 +578,8 @@ def fetch_benchmark(
     info_path = _download(repo_id, BUILD_INFO, revision, cache_dir, local_files_only, "the build's file list")
     commit = info_path.parent.name
     where = f"{repo_id}@{revision}" + (f" (commit {commit})" if commit != revision else "")
-    from drake_bench.errors import JSONFileError
     from drake_bench.core.json_files import MANIFEST_MAX_BYTES, read_json
+    from drake_bench.errors import JSONFileError
 
     try:  # a file from the Hub: whatever it holds, one located error
         info = read_json(info_path, what=f"{BUILD_INFO} of {where}", max_bytes=MANIFEST_MAX_BYTES)
@@ -598,11 +612,15 @@ def fetch_benchmark(
     out.mkdir(parents=True, exist_ok=True)
     plan: list[tuple[str, str]] = []  # (task, rel)
     for t in wanted:
-        rels = [index_rel(t)] if t in index_tasks else sorted(
-            r for r in recorded if r.startswith(f"data/{t}/") and r.endswith(".parquet")
+        rels = (
+            [index_rel(t)]
+            if t in index_tasks
+            else sorted(r for r in recorded if r.startswith(f"data/{t}/") and r.endswith(".parquet"))
         )
         if not rels:
-            raise DataNotBuiltError(f"{where} does not contain task {t!r} (built tasks: {sorted(info.get('sizes', {}))})")
+            raise DataNotBuiltError(
+                f"{where} does not contain task {t!r} (built tasks: {sorted(info.get('sizes', {}))})"
+            )
         plan += [(t, r) for r in rels]
 
     fetched: dict[str, str] = {}

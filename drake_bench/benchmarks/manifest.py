@@ -17,9 +17,9 @@ from typing import Any
 import jsonschema
 from pydantic import ValidationError
 
-from drake_bench.errors import JSONFileError, ManifestError, UnknownNameError
-from drake_bench.core.json_files import MANIFEST_MAX_BYTES, read_json
 from drake_bench.benchmarks.spec import BenchmarkSpec, StorageRule
+from drake_bench.core.json_files import MANIFEST_MAX_BYTES, read_json
+from drake_bench.errors import JSONFileError, ManifestError, UnknownNameError
 
 SCHEMA_FILE = "manifest.schema.json"
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from drake_bench.errors import SourceError
 from drake_bench.benchmarks.spec import BenchmarkSpec, TaskSpec, TestSourceSpec
+from drake_bench.errors import SourceError
 
 EXPECTED_FRACTION = 0.5
 """A pool below this fraction of the manifest's ``expected_items`` is "far fewer": an error, not a smaller benchmark."""
@@ -72,19 +72,29 @@ def expected_description(task: TaskSpec, loader: Any) -> str:
     return "; ".join(parts)
 
 
-def check_pool_size(task: TaskSpec, loader: Any, n_items: int, files_read: Sequence[Path], source_dir: Path | None,
-                    check_expected: bool = True) -> None:
+def check_pool_size(
+    task: TaskSpec,
+    loader: Any,
+    n_items: int,
+    files_read: Sequence[Path],
+    source_dir: Path | None,
+    check_expected: bool = True,
+) -> None:
     """Raise SourceError when ``n_items`` is 0, or far below the manifest's ``expected_items`` (unless disabled)."""
     read = ", ".join(str(f) for f in files_read) or "no annotation files"
     where = f" under {source_dir}" if source_dir is not None else ""
     expected = task.source.rule.get("expected_items")
     if n_items == 0:
-        raise SourceError(f"task {task.id!r}: source loader {loader.name!r} yielded 0 items{where}; files read: {read}; "
-                          f"expected: {expected_description(task, loader)}")
+        raise SourceError(
+            f"task {task.id!r}: source loader {loader.name!r} yielded 0 items{where}; files read: {read}; "
+            f"expected: {expected_description(task, loader)}"
+        )
     if check_expected and expected and n_items < EXPECTED_FRACTION * int(expected):
-        raise SourceError(f"task {task.id!r}: source loader {loader.name!r} yielded {n_items} items{where}, far fewer than the "
-                          f"{expected} the manifest expects (at least {int(EXPECTED_FRACTION * int(expected))}); files read: {read}; "
-                          f"expected: {expected_description(task, loader)}. A sample of the sources? build with --allow-small")
+        raise SourceError(
+            f"task {task.id!r}: source loader {loader.name!r} yielded {n_items} items{where}, far fewer than the "
+            f"{expected} the manifest expects (at least {int(EXPECTED_FRACTION * int(expected))}); files read: {read}; "
+            f"expected: {expected_description(task, loader)}. A sample of the sources? build with --allow-small"
+        )
 
 
 # --------------------------------------------------------------------------- sources check
@@ -159,15 +169,18 @@ class _FileIndex:
         return self._names
 
     def find(self, pattern: str) -> list[Path]:
-        return sorted(p for name, paths in self.names().items() if fnmatch.fnmatchcase(name, pattern) for p in paths)[:5]
+        return sorted(p for name, paths in self.names().items() if fnmatch.fnmatchcase(name, pattern) for p in paths)[
+            :5
+        ]
 
 
-def check_sources(benchmark: str | BenchmarkSpec, source_dir: str | Path, tasks: Sequence[str] | None = None,
-                  count: bool = True) -> SourcesReport:
+def check_sources(
+    benchmark: str | BenchmarkSpec, source_dir: str | Path, tasks: Sequence[str] | None = None, count: bool = True
+) -> SourcesReport:
     """Report, per task, the files found (with record counts), missing and misplaced, and what to download."""
+    from drake_bench.benchmarks.manifest import load_benchmark
     from drake_bench.loaders import get_loader, loader_layout
     from drake_bench.loaders._common import GLOB_CHARS, count_records
-    from drake_bench.benchmarks.manifest import load_benchmark
 
     spec = load_benchmark(benchmark)
     src = Path(source_dir)
@@ -186,10 +199,23 @@ def check_sources(benchmark: str | BenchmarkSpec, source_dir: str | Path, tasks:
         unconfirmed = list(getattr(loader, "unconfirmed", ()) or ())
         needs = loader_layout(loader, task)
         if needs is None:
-            note = "generated on the fly: nothing to download" if spec.embedded or task.source.loader == "synth" else \
-                f"loader {loader.name!r} does not describe its files"
-            reports.append(TaskReport(task.id, loader.name, [], downloads, task.source.rule.get("expected_items"), unconfirmed, note,
-                                      test_set))
+            note = (
+                "generated on the fly: nothing to download"
+                if spec.embedded or task.source.loader == "synth"
+                else f"loader {loader.name!r} does not describe its files"
+            )
+            reports.append(
+                TaskReport(
+                    task.id,
+                    loader.name,
+                    [],
+                    downloads,
+                    task.source.rule.get("expected_items"),
+                    unconfirmed,
+                    note,
+                    test_set,
+                )
+            )
             continue
         nreports = []
         for need in needs:
@@ -212,8 +238,17 @@ def check_sources(benchmark: str | BenchmarkSpec, source_dir: str | Path, tasks:
                 name = Path(need.paths[0]).name
                 rep.elsewhere = index.find(name) if not GLOB_CHARS.search(str(Path(need.paths[0]).parent)) else []
             nreports.append(rep)
-        reports.append(TaskReport(task.id, loader.name, nreports, downloads, task.source.rule.get("expected_items"), unconfirmed,
-                                  test_set=test_set))
+        reports.append(
+            TaskReport(
+                task.id,
+                loader.name,
+                nreports,
+                downloads,
+                task.source.rule.get("expected_items"),
+                unconfirmed,
+                test_set=test_set,
+            )
+        )
     return SourcesReport(spec.name, src, reports)
 
 
@@ -239,9 +274,14 @@ def render(report: SourcesReport, verbose: bool = False) -> str:
         lines.append(head)
         if t.ok and not verbose:
             found = [n for n in t.needs if n.found]
-            lines.append("  found: " + "; ".join(
-                f"{rel(n.found[0])}{f' (+{len(n.found) - 1} more)' if len(n.found) > 1 else ''}"
-                + (f" [{n.records} records]" if n.records is not None else "") for n in found))
+            lines.append(
+                "  found: "
+                + "; ".join(
+                    f"{rel(n.found[0])}{f' (+{len(n.found) - 1} more)' if len(n.found) > 1 else ''}"
+                    + (f" [{n.records} records]" if n.records is not None else "")
+                    for n in found
+                )
+            )
             continue
         for n in t.needs:
             if n.found:
@@ -252,7 +292,9 @@ def render(report: SourcesReport, verbose: bool = False) -> str:
                     lines.append(f"  ERROR    {n.error}")
             else:
                 tag = "missing " if n.required else "absent  "
-                lines.append(f"  {tag} {n.what}: expected at {' or '.join(n.paths)}" + ("" if n.required else " (optional)"))
+                lines.append(
+                    f"  {tag} {n.what}: expected at {' or '.join(n.paths)}" + ("" if n.required else " (optional)")
+                )
                 for p in n.elsewhere:
                     lines.append(f"           found elsewhere: {rel(p)} -> move it to {n.paths[0]}")
         if not t.ok:
@@ -264,7 +306,12 @@ def render(report: SourcesReport, verbose: bool = False) -> str:
     tasks = list(dict.fromkeys(t.task_id for t in report.tasks))
     bad = list(dict.fromkeys(t.task_id for t in report.tasks if not t.ok))
     lines.append("")
-    lines.append(f"{report.benchmark}: {len(tasks) - len(bad)} of {len(tasks)} tasks have every required file under {src}"
-                 + ("" if not bad else f"; missing files for {len(bad)}: " + ", ".join(bad[:12])
-                    + (" ..." if len(bad) > 12 else "")))
+    lines.append(
+        f"{report.benchmark}: {len(tasks) - len(bad)} of {len(tasks)} tasks have every required file under {src}"
+        + (
+            ""
+            if not bad
+            else f"; missing files for {len(bad)}: " + ", ".join(bad[:12]) + (" ..." if len(bad) > 12 else "")
+        )
+    )
     return "\n".join(lines)

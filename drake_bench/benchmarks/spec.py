@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import Field, model_serializer, model_validator
 
+from drake_bench.benchmarks.sample import AnswerType
 from drake_bench.core.strict_model import StrictModel
 from drake_bench.errors import DrakeBenchError, UnknownNameError
-from drake_bench.benchmarks.sample import AnswerType
 
 Provenance = Literal["P", "I", "R"]
 """[P] the paper states it, [I] inferred, [R] drake_bench's recommended choice where the paper is silent."""
@@ -29,9 +29,13 @@ class SourceSpec(StrictModel):
     hub_repo: str | None = Field(default=None, description="Hub dataset repo id of the source, when there is one.")
     revision: str | None = None
     subset: str | None = Field(default=None, description="Sub-folder / config of the source holding this task.")
-    rule: dict[str, Any] = Field(default_factory=dict, description="Partition rule parameters (filters, keywords, levels).")
+    rule: dict[str, Any] = Field(
+        default_factory=dict, description="Partition rule parameters (filters, keywords, levels)."
+    )
     license: str = "unknown"
-    redistributable: bool = Field(default=True, description="False: published as an index, rebuilt from the user's copy.")
+    redistributable: bool = Field(
+        default=True, description="False: published as an index, rebuilt from the user's copy."
+    )
     citation: str | None = None
 
 
@@ -120,8 +124,13 @@ class FLConfig(StrictModel):
     batch_size: int = Field(ge=1)
     eval_every_rounds: int = Field(ge=1)
     participation: float = Field(default=1.0, gt=0, le=1)
-    others_subsample: int | None = Field(default=None, description="Seeded per-task cap on Others test items (scoring every other client's full test set grows with the square of the client count); None: the full test split.")
-    self_subsample: int | None = Field(default=None, description="Seeded per-task cap on Self test items; None: the full test split.")
+    others_subsample: int | None = Field(
+        default=None,
+        description="Seeded per-task cap on Others test items (scoring every other client's full test set grows with the square of the client count); None: the full test split.",
+    )
+    self_subsample: int | None = Field(
+        default=None, description="Seeded per-task cap on Self test items; None: the full test split."
+    )
     fast_adaptation_iters: int = 200
     fast_adaptation_eval_every: int = 20
 
@@ -158,7 +167,9 @@ class SubsamplingRule(StrictModel):
     train_ratio: float = 0.8
     seed: int = 0
     validation_ratio: float = Field(
-        default=0.0, ge=0.0, lt=1.0,
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
         description="Share of each task's training draw held out as its validation split: the split a method's "
         "hyperparameters are selected on (`drake-bench tune`), never in a training stream and never scored on a "
         "board. 0: no validation split (every benchmark version before the split existed).",
@@ -284,9 +295,13 @@ class BenchmarkSpec(StrictModel):
         if key is not None and key not in self.model_allocations and "=" in key:
             return inline_allocation(key, self.client_ids)
         if key is None:
-            raise UnknownNameError("model allocation", name, list(self.model_allocations), where=f"benchmark {self.name!r}")
+            raise UnknownNameError(
+                "model allocation", name, list(self.model_allocations), where=f"benchmark {self.name!r}"
+            )
         if key not in self.model_allocations:
-            raise UnknownNameError("model allocation", key, list(self.model_allocations), where=f"benchmark {self.name!r}")
+            raise UnknownNameError(
+                "model allocation", key, list(self.model_allocations), where=f"benchmark {self.name!r}"
+            )
         return {int(k): v for k, v in self.model_allocations[key].clients.items()}
 
 
@@ -320,8 +335,10 @@ def inline_allocation(text: str, client_ids: list[int]) -> dict[int, str]:
                 raise DrakeBenchError(f"allocation item {item!r}: {part!r} is not a client id or range") from None
             for c in ids:
                 if c not in known:
-                    raise DrakeBenchError(f"allocation {text!r} names client {c}, which the benchmark does not have "
-                                     f"(its clients: {sorted(known)})")
+                    raise DrakeBenchError(
+                        f"allocation {text!r} names client {c}, which the benchmark does not have "
+                        f"(its clients: {sorted(known)})"
+                    )
                 if c in out:
                     raise DrakeBenchError(f"allocation {text!r} gives client {c} two models")
                 out[c] = model

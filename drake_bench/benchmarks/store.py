@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from drake_bench.errors import DataError, DataIntegrityError, DataNotBuiltError, DrakeBenchError, UnknownNameError
 from drake_bench.benchmarks.sample import AnswerType, Sample
 from drake_bench.benchmarks.spec import StorageRule
+from drake_bench.errors import DataError, DataIntegrityError, DataNotBuiltError, DrakeBenchError, UnknownNameError
 
 BUILD_INFO = "build_info.json"
 ARROW_CACHE = ".arrow_cache"  # datasets' decoded copy of the shards, made on first read
@@ -133,8 +133,9 @@ def row_to_sample(row: dict[str, Any]) -> Sample:
     )
 
 
-def write_split(root: Path, task_id: str, split: str, samples: Iterable[Sample],
-                storage: StorageRule | None = None) -> Path:
+def write_split(
+    root: Path, task_id: str, split: str, samples: Iterable[Sample], storage: StorageRule | None = None
+) -> Path:
     """Write one task split as a Parquet shard with embedded images, encoded as ``storage`` says (default: the
     encoding of manifests without a storage block); returns its path."""
     from datasets import Dataset
@@ -147,8 +148,10 @@ def write_split(root: Path, task_id: str, split: str, samples: Iterable[Sample],
     path = shard_path(Path(root), task_id, split)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".parquet.tmp")
-    ds = Dataset.from_list(rows, features=features()) if rows else Dataset.from_dict(
-        {k: [] for k in features()}, features=features()
+    ds = (
+        Dataset.from_list(rows, features=features())
+        if rows
+        else Dataset.from_dict({k: [] for k in features()}, features=features())
     )
     if storage.parquet_compression == "zstd":
         import pyarrow.parquet as pq
@@ -233,7 +236,9 @@ def iter_rows(path: Path, columns: list[str] | None = None) -> Iterator[dict[str
         yield from batch.to_pylist()
 
 
-def finalize_build(root: Path, benchmark: str, manifest_hash: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def finalize_build(
+    root: Path, benchmark: str, manifest_hash: str, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Hash every shard and write ``build_info.json``; returns its content.
 
     The hashes just computed also seed the verification cache, so the first run after a build does not hash
@@ -280,8 +285,11 @@ def _previous_digests(root: Path) -> dict[tuple[str, str], str]:
     them (a first read), as the folder's verification cache records it: a shard with the same bytes has the same
     content. ``build_info.json``'s digests are not read: one written there by hand must not reach the content hash
     that boards accept."""
-    return {(rel, e["sha256"]): e["content"] for rel, e in _VerifiedCache(root).load()["files"].items()
-            if isinstance(e, dict) and isinstance(e.get("sha256"), str) and isinstance(e.get("content"), str)}
+    return {
+        (rel, e["sha256"]): e["content"]
+        for rel, e in _VerifiedCache(root).load()["files"].items()
+        if isinstance(e, dict) and isinstance(e.get("sha256"), str) and isinstance(e.get("content"), str)
+    }
 
 
 # --------------------------------------------------------------------------- verification cache
@@ -316,7 +324,11 @@ class _VerifiedCache:
             doc = json.loads(self.path.read_text())
         except (OSError, ValueError, RecursionError):  # a cache: anything unreadable is no cache
             return {"files": {}, "arrow": {}}
-        if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict) or not isinstance(doc.get("arrow"), dict):
+        if (
+            not isinstance(doc, dict)
+            or not isinstance(doc.get("files"), dict)
+            or not isinstance(doc.get("arrow"), dict)
+        ):
             return {"files": {}, "arrow": {}}
         return doc
 
@@ -364,8 +376,8 @@ class BuiltBenchmark:
             raise DataNotBuiltError(
                 f"benchmark {name!r} has no built data at {root} (missing {BUILD_INFO}). {hint}".strip()
             )
-        from drake_bench.errors import JSONFileError
         from drake_bench.core.json_files import MANIFEST_MAX_BYTES, read_json
+        from drake_bench.errors import JSONFileError
 
         try:  # a downloaded or copied folder's record: refused in one line whatever it holds
             info = read_json(info_path, what="build record", max_bytes=MANIFEST_MAX_BYTES)
@@ -395,7 +407,8 @@ class BuiltBenchmark:
         files = info.get("files")
         if not isinstance(files, dict) or not isinstance(info.get("data_hash"), str):
             raise DataIntegrityError(
-                f"{self.root / BUILD_INFO}: no shard hashes ('files') or no 'data_hash'; {self.rebuild_hint()}")
+                f"{self.root / BUILD_INFO}: no shard hashes ('files') or no 'data_hash'; {self.rebuild_hint()}"
+            )
         published = info.get("published_files")  # a Hub fetch: the data hash is over every published file
         if isinstance(published, dict):
             expected = data_hash(published)
@@ -403,7 +416,8 @@ class BuiltBenchmark:
             if stray:
                 raise DataIntegrityError(
                     f"{self.root / BUILD_INFO}: recorded hashes of {stray[:3]} differ from the published ones; "
-                    f"{self.rebuild_hint()}")
+                    f"{self.rebuild_hint()}"
+                )
         elif info.get("commit"):
             return  # fetched before published hashes were kept locally: checked at fetch time only
         else:
@@ -411,7 +425,8 @@ class BuiltBenchmark:
         if expected != info["data_hash"]:
             raise DataIntegrityError(
                 f"{self.root / BUILD_INFO}: data_hash {info['data_hash']} is not the hash of the recorded shard "
-                f"hashes ({expected}): the file was edited; {self.rebuild_hint()}")
+                f"hashes ({expected}): the file was edited; {self.rebuild_hint()}"
+            )
         self._check_content_hash()
 
     def _check_content_hash(self) -> None:
@@ -424,16 +439,19 @@ class BuiltBenchmark:
         digests = info.get("content_digests")
         if not isinstance(digests, dict) or not isinstance(info["content_hash"], str):
             raise DataIntegrityError(
-                f"{self.root / BUILD_INFO}: 'content_hash' without per-shard 'content_digests'; {self.rebuild_hint()}")
+                f"{self.root / BUILD_INFO}: 'content_hash' without per-shard 'content_digests'; {self.rebuild_hint()}"
+            )
         shards = {rel for rel in info["files"] if rel.endswith(".parquet")}
         if not shards <= set(digests):
             raise DataIntegrityError(
                 f"{self.root / BUILD_INFO}: no content digest for {sorted(shards - set(digests))[:3]}; "
-                f"{self.rebuild_hint()}")
+                f"{self.rebuild_hint()}"
+            )
         if content_hash(digests) != info["content_hash"]:
             raise DataIntegrityError(
                 f"{self.root / BUILD_INFO}: content_hash {info['content_hash']} is not the hash of the recorded "
-                f"content digests ({content_hash(digests)}): the file was edited; {self.rebuild_hint()}")
+                f"content digests ({content_hash(digests)}): the file was edited; {self.rebuild_hint()}"
+            )
 
     def rebuild_hint(self, rel: str | None = None) -> str:
         """The command that makes this folder (or one shard's task) right again."""
@@ -442,8 +460,11 @@ class BuiltBenchmark:
         task = task_of(rel) if rel else None
         if info.get("commit") or info.get("repo_id"):
             rev = info.get("revision") or info.get("commit")
-            return (f"delete {root} and download it again: `drake-bench download {name} --revision {rev}"
-                    + (f" --repo {info['repo_id']}" if info.get("repo_id") else "") + "`")
+            return (
+                f"delete {root} and download it again: `drake-bench download {name} --revision {rev}"
+                + (f" --repo {info['repo_id']}" if info.get("repo_id") else "")
+                + "`"
+            )
         pinned = f"{name}@{info['version']}" if info.get("version") else name
         out = "" if root.resolve() in _default_roots(name, info.get("version")) else f" --out {root}"
         if info.get("embedded"):
@@ -508,12 +529,14 @@ class BuiltBenchmark:
             try:
                 found = content_digest(path)
             except Exception as exc:  # a shard whose hash matches but that cannot be read back
-                raise DataError(f"{path}: cannot be read as a Parquet shard ({type(exc).__name__}: {exc}); "
-                                f"{self.rebuild_hint(rel)}") from exc
+                raise DataError(
+                    f"{path}: cannot be read as a Parquet shard ({type(exc).__name__}: {exc}); {self.rebuild_hint(rel)}"
+                ) from exc
             if found != digest:
                 raise DataIntegrityError(
                     f"{path}: its content digest is {found}, not the {digest} recorded in {self.root / BUILD_INFO}, "
-                    f"although its sha256 matches the recorded one: {BUILD_INFO} was edited; {self.rebuild_hint(rel)}")
+                    f"although its sha256 matches the recorded one: {BUILD_INFO} was edited; {self.rebuild_hint(rel)}"
+                )
         if key is not None and _stat_key(path) == key:
             cache.update(files={rel: {**key, "sha256": actual, **({"content": digest} if digest else {})}})
         self.verified_files[rel] = actual
@@ -533,8 +556,12 @@ class BuiltBenchmark:
             path = shard_path(self.root, task_id, split)
             if not path.is_file():
                 if task_id not in self.info.get("sizes", {}):
-                    raise UnknownNameError("built task", task_id, sorted(self.info.get("sizes", {})), where=str(self.root))
-                raise DataNotBuiltError(f"{path}: shard missing; {self.rebuild_hint(path.relative_to(self.root).as_posix())}")
+                    raise UnknownNameError(
+                        "built task", task_id, sorted(self.info.get("sizes", {})), where=str(self.root)
+                    )
+                raise DataNotBuiltError(
+                    f"{path}: shard missing; {self.rebuild_hint(path.relative_to(self.root).as_posix())}"
+                )
             rel = path.relative_to(self.root).as_posix()
             if split in SCORED_SPLITS:  # what decides scores: hashed and decoded afresh, never taken from a cache
                 sha = self.verify_file(rel, use_cache=False)
@@ -576,8 +603,10 @@ class BuiltBenchmark:
         except DrakeBenchError:
             raise
         except Exception as exc:  # a shard whose hash matches but that datasets cannot read
-            raise DataError(f"{path}: cannot be read as a Parquet shard ({type(exc).__name__}: {exc}); "
-                            f"{self.rebuild_hint(path.relative_to(self.root).as_posix())}") from exc
+            raise DataError(
+                f"{path}: cannot be read as a Parquet shard ({type(exc).__name__}: {exc}); "
+                f"{self.rebuild_hint(path.relative_to(self.root).as_posix())}"
+            ) from exc
 
     def _arrow_files(self, ds: Any) -> dict[str, Any]:
         return {os.path.relpath(f["filename"], self.root): _stat_key(Path(f["filename"])) for f in ds.cache_files}
@@ -624,7 +653,8 @@ class BuiltBenchmark:
             why = "its build failed" if task_id in (self.info.get("failed_tasks") or []) else "it was not built"
             raise DataNotBuiltError(
                 f"{self.root / BUILD_INFO} records no {split} split of task {task_id!r} ({why}); "
-                f"{self.rebuild_hint(f'data/{task_id}/{split}')}") from None
+                f"{self.rebuild_hint(f'data/{task_id}/{split}')}"
+            ) from None
 
     def samples(self, task_id: str, split: str, indices: Iterable[int]) -> list[Sample]:
         idx = list(indices)

@@ -18,8 +18,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from drake_bench.errors import DrakeBenchError
 from drake_bench.commands import fail
+from drake_bench.errors import DrakeBenchError
 
 _err = Console(stderr=True)
 _out = Console()
@@ -43,12 +43,13 @@ def _print_standing(spec: Any, root: Path) -> None:
     """The build's two hashes, and whether each canonical board on this benchmark version takes runs on it."""
     import json
 
-    from drake_bench.leaderboard.rules import build_standing
     from drake_bench.benchmarks.store import BUILD_INFO
+    from drake_bench.leaderboard.rules import build_standing
 
     info = json.loads((root / BUILD_INFO).read_text())
-    _out.print(f"data hash {info['data_hash']}, content hash {info.get('content_hash', '(not recorded)')}",
-               highlight=False)
+    _out.print(
+        f"data hash {info['data_hash']}, content hash {info.get('content_hash', '(not recorded)')}", highlight=False
+    )
     for line in build_standing(spec.name, spec.version, info["data_hash"], info.get("content_hash")):
         _out.print(line, highlight=False, markup=False)
 
@@ -62,10 +63,16 @@ def register(app: typer.Typer) -> None:
     @sources.command("check")
     def sources_check(
         benchmark: Annotated[str, typer.Argument(help="Benchmark name (e.g. drake, hflb) or manifest path.")],
-        source_dir: Annotated[Path, typer.Option("--source-dir", help="Folder holding the sources as their publishers distribute them.")],
+        source_dir: Annotated[
+            Path, typer.Option("--source-dir", help="Folder holding the sources as their publishers distribute them.")
+        ],
         task: Annotated[list[str] | None, typer.Option("--task", help="Check only this task (repeatable).")] = None,
-        verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every file, also for complete tasks.")] = False,
-        count: Annotated[bool, typer.Option("--count/--no-count", help="Count the records of every annotation file found.")] = True,
+        verbose: Annotated[
+            bool, typer.Option("--verbose", "-v", help="List every file, also for complete tasks.")
+        ] = False,
+        count: Annotated[
+            bool, typer.Option("--count/--no-count", help="Count the records of every annotation file found.")
+        ] = True,
     ) -> None:
         """List per task the files found (with record counts), expected but missing, and what to download from where.
 
@@ -85,22 +92,30 @@ def register(app: typer.Typer) -> None:
     def build(
         benchmark: Annotated[str, typer.Argument(help="Benchmark name (e.g. drake, drake-synth) or manifest path.")],
         source_dir: Annotated[
-            Path | None, typer.Option("--source-dir", help="Folder holding the sources as their publishers distribute them.")
+            Path | None,
+            typer.Option("--source-dir", help="Folder holding the sources as their publishers distribute them."),
         ] = None,
-        out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: $DRAKE_BENCH_HOME/built/<name>).")] = None,
+        out: Annotated[
+            Path | None, typer.Option("--out", help="Output folder (default: $DRAKE_BENCH_HOME/built/<name>).")
+        ] = None,
         task: Annotated[list[str] | None, typer.Option("--task", help="Build only this task (repeatable).")] = None,
         resume: Annotated[bool, typer.Option("--resume/--no-resume", help="Skip tasks already built.")] = True,
-        allow_small: Annotated[bool, typer.Option("--allow-small", help="Accept tasks far smaller than the manifest expects "
-                                                  "(a sample of the sources); a task with no items still fails.")] = False,
+        allow_small: Annotated[
+            bool,
+            typer.Option(
+                "--allow-small",
+                help="Accept tasks far smaller than the manifest expects "
+                "(a sample of the sources); a task with no items still fails.",
+            ),
+        ] = False,
     ) -> None:
         """Build a benchmark from its sources into Hub-ready Parquet shards, dataset card and hashes."""
         import warnings
 
         from drake_bench.benchmarks.build import build_benchmark
-        from drake_bench.benchmarks.store import BUILD_INFO
-
         from drake_bench.benchmarks.manifest import load_benchmark
         from drake_bench.benchmarks.sources import UnconfirmedFormatWarning
+        from drake_bench.benchmarks.store import BUILD_INFO
 
         caught: list[warnings.WarningMessage] = []
         try:
@@ -114,8 +129,14 @@ def register(app: typer.Typer) -> None:
             else:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always", UnconfirmedFormatWarning)
-                    root = build_benchmark(spec, source_dir=source_dir, out=out, tasks=task or None, resume=resume,
-                                           check_expected=not allow_small)
+                    root = build_benchmark(
+                        spec,
+                        source_dir=source_dir,
+                        out=out,
+                        tasks=task or None,
+                        resume=resume,
+                        check_expected=not allow_small,
+                    )
         except DrakeBenchError as exc:
             _print_warnings(caught)
             raise fail(exc) from None
@@ -126,10 +147,18 @@ def register(app: typer.Typer) -> None:
     @app.command("publish")
     def publish(
         benchmark: Annotated[str, typer.Argument(help="Benchmark name or manifest path.")],
-        repo: Annotated[str | None, typer.Option("--repo", help="Hub dataset repo id org/name (default: the manifest's hub_repo).")] = None,
-        tag: Annotated[str | None, typer.Option("--tag", help="Tag the published commit with this revision name (e.g. v1.0).")] = None,
-        root: Annotated[Path | None, typer.Option("--root", help="Built folder (default: $DRAKE_BENCH_HOME/built/<name>).")] = None,
-        dry_run: Annotated[bool, typer.Option("--dry-run", help="List exactly what would be uploaded; touch nothing.")] = False,
+        repo: Annotated[
+            str | None, typer.Option("--repo", help="Hub dataset repo id org/name (default: the manifest's hub_repo).")
+        ] = None,
+        tag: Annotated[
+            str | None, typer.Option("--tag", help="Tag the published commit with this revision name (e.g. v1.0).")
+        ] = None,
+        root: Annotated[
+            Path | None, typer.Option("--root", help="Built folder (default: $DRAKE_BENCH_HOME/built/<name>).")
+        ] = None,
+        dry_run: Annotated[
+            bool, typer.Option("--dry-run", help="List exactly what would be uploaded; touch nothing.")
+        ] = False,
         private: Annotated[bool, typer.Option("--private", help="Create the repo as private.")] = False,
     ) -> None:
         """Publish a built benchmark to a Hub dataset repo (create repo, one commit, tag the revision)."""
@@ -150,7 +179,9 @@ def register(app: typer.Typer) -> None:
             ops = do_publish(folder, repo_id, tag, dry_run=dry_run, spec=spec, private=private or None)
         except DrakeBenchError as exc:
             raise fail(exc) from None
-        table = Table(title=f"{'would upload' if dry_run else 'uploaded'} to datasets/{repo_id}" + (f" @ {tag}" if tag else ""))
+        table = Table(
+            title=f"{'would upload' if dry_run else 'uploaded'} to datasets/{repo_id}" + (f" @ {tag}" if tag else "")
+        )
         table.add_column("path in repo", overflow="fold")
         table.add_column("bytes", justify="right")
         table.add_column("size", justify="right")
@@ -160,22 +191,39 @@ def register(app: typer.Typer) -> None:
             total += size
             table.add_row(op.path_in_repo, str(size), _human(size))
         _out.print(table)
-        _out.print(f"{len(ops)} files, {total} bytes ({_human(total)})" + (" (dry run: nothing uploaded)" if dry_run else ""), highlight=False, markup=False)
+        _out.print(
+            f"{len(ops)} files, {total} bytes ({_human(total)})" + (" (dry run: nothing uploaded)" if dry_run else ""),
+            highlight=False,
+            markup=False,
+        )
 
     @app.command("download")
     def download(
         benchmark: Annotated[str, typer.Argument(help="Benchmark name or manifest path.")],
-        revision: Annotated[str, typer.Option("--revision", help="Tag, branch or commit to fetch (required: results cite it).")],
-        client: Annotated[list[int] | None, typer.Option("--client", help="Fetch this client's tasks (repeatable).")] = None,
+        revision: Annotated[
+            str, typer.Option("--revision", help="Tag, branch or commit to fetch (required: results cite it).")
+        ],
+        client: Annotated[
+            list[int] | None, typer.Option("--client", help="Fetch this client's tasks (repeatable).")
+        ] = None,
         task: Annotated[list[str] | None, typer.Option("--task", help="Fetch this task (repeatable).")] = None,
         unseen: Annotated[bool, typer.Option("--unseen", help="Also fetch the unseen (held-out) tasks.")] = False,
-        repo: Annotated[str | None, typer.Option("--repo", help="Hub dataset repo id (default: the manifest's hub_repo).")] = None,
-        cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Hub cache folder (default: HF_HUB_CACHE).")] = None,
+        repo: Annotated[
+            str | None, typer.Option("--repo", help="Hub dataset repo id (default: the manifest's hub_repo).")
+        ] = None,
+        cache_dir: Annotated[
+            Path | None, typer.Option("--cache-dir", help="Hub cache folder (default: HF_HUB_CACHE).")
+        ] = None,
         source_dir: Annotated[
             Path | None, typer.Option("--source-dir", help="Your copy of sources whose license forbids redistribution.")
         ] = None,
-        out: Annotated[Path | None, typer.Option("--out", help="Folder to assemble the benchmark in (default under $DRAKE_BENCH_HOME/hub).")] = None,
-        offline: Annotated[bool, typer.Option("--offline", help="Use only the local Hub cache (like HF_HUB_OFFLINE=1).")] = False,
+        out: Annotated[
+            Path | None,
+            typer.Option("--out", help="Folder to assemble the benchmark in (default under $DRAKE_BENCH_HOME/hub)."),
+        ] = None,
+        offline: Annotated[
+            bool, typer.Option("--offline", help="Use only the local Hub cache (like HF_HUB_OFFLINE=1).")
+        ] = False,
     ) -> None:
         """Fetch a pinned revision (only the clients/tasks asked for) and verify every file's sha256."""
         from drake_bench.benchmarks.hub import fetch_benchmark, fetch_tasks_for_clients
@@ -188,8 +236,14 @@ def register(app: typer.Typer) -> None:
                 tasks = fetch_tasks_for_clients(spec, client or [], unseen=unseen) + list(task or [])
                 tasks = list(dict.fromkeys(tasks))
             path = fetch_benchmark(
-                spec, revision, tasks=tasks, cache_dir=cache_dir, repo_id=repo,
-                source_dir=source_dir, local_dir=out, local_files_only=offline,
+                spec,
+                revision,
+                tasks=tasks,
+                cache_dir=cache_dir,
+                repo_id=repo,
+                source_dir=source_dir,
+                local_dir=out,
+                local_files_only=offline,
             )
         except DrakeBenchError as exc:
             raise fail(exc) from None

@@ -12,9 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from drake_bench.commands import fail
 from drake_bench.core.console import literal, print_table
 from drake_bench.errors import DrakeBenchError
-from drake_bench.commands import fail
 
 if TYPE_CHECKING:  # pragma: no cover - the CLI imports the leaderboard lazily, so `drake-bench --help` stays fast
     from drake_bench.leaderboard.boards import BoardDefinition
@@ -47,8 +47,11 @@ def _print_refusals(refusals: list[Refusal], verbose: bool = False) -> None:
 
     if verbose:
         for r in refusals:
-            _err.print(f"[red]refused[/] [bold]\\[{escape(r.rule)}][/] {escape(r.file)}: {escape(r.message)}",
-                       highlight=False, soft_wrap=True)
+            _err.print(
+                f"[red]refused[/] [bold]\\[{escape(r.rule)}][/] {escape(r.file)}: {escape(r.message)}",
+                highlight=False,
+                soft_wrap=True,
+            )
         return
     # a file that does not read as a result (not JSON, hostile JSON, fails the schema) breaks no other rule: each
     # is one line of its own, its first reason; the rules the readable files break are summed up, one line each
@@ -56,9 +59,15 @@ def _print_refusals(refusals: list[Refusal], verbose: bool = False) -> None:
     for r in unread:
         first, *more = r.message.strip().splitlines() or [""]
         line = first.strip() + (f" (and {len(more)} more: --verbose)" if more else "")
-        _err.print(Text.assemble(("refused ", "red"), ("[schema] ", "bold"),  # the file, once: most reasons name it
-                                 literal(line if r.file in line else f"{r.file}: {line}")),
-                   highlight=False, soft_wrap=True)
+        _err.print(
+            Text.assemble(
+                ("refused ", "red"),
+                ("[schema] ", "bold"),  # the file, once: most reasons name it
+                literal(line if r.file in line else f"{r.file}: {line}"),
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
     rest = [r for r in refusals if r.rule != "schema"]
     for line in summarise(rest):
         _err.print(f"[red]refused[/] {escape(line)}", highlight=False, soft_wrap=True)
@@ -92,8 +101,10 @@ def _result_files(paths: list[Path]) -> list[Path]:
 
 
 def register(app: typer.Typer) -> None:
-    lb = typer.Typer(help="Canonical boards: build, render, validate result files, submit, and a static web page.",
-                     no_args_is_help=True)
+    lb = typer.Typer(
+        help="Canonical boards: build, render, validate result files, submit, and a static web page.",
+        no_args_is_help=True,
+    )
     app.add_typer(lb, name="leaderboard")
 
     @lb.command("list")
@@ -106,8 +117,18 @@ def register(app: typer.Typer) -> None:
             return "-" if seconds is None else f"{seconds / 3600:.1f}"
 
         t = Table(title="canonical boards (drake_bench/leaderboard/definitions/)")
-        for col in ("board", "benchmark", "scenario", "allocation", "seeds", "rounds x steps", "entries done",
-                    "seeds done", "hours run", "hours left (est.)"):
+        for col in (
+            "board",
+            "benchmark",
+            "scenario",
+            "allocation",
+            "seeds",
+            "rounds x steps",
+            "entries done",
+            "seeds done",
+            "hours run",
+            "hours left (est.)",
+        ):
             t.add_column(col, no_wrap=True)
         for b in canonical_boards().values():
             try:
@@ -115,29 +136,54 @@ def register(app: typer.Typer) -> None:
                 states = [p.state for p in planned]
                 done = f"{states.count('done')}/{len(states)}"
                 seeds = f"{sum(p.seeds_done for p in planned)}/{len(planned) * len(b.seeds)}"
-                run = hours(sum(s for p in planned for s in p.seed_seconds) if any(p.seed_seconds for p in planned)
-                            else None)
+                run = hours(
+                    sum(s for p in planned for s in p.seed_seconds) if any(p.seed_seconds for p in planned) else None
+                )
                 left = hours(seconds_left(b, planned))
             except DrakeBenchError as exc:
                 done, seeds, run, left = f"? ({exc})", "?", "?", "?"
-            t.add_row(b.name, f"{b.benchmark} {b.benchmark_version}", b.scenario, b.allocation or "default",
-                      ",".join(map(str, b.seeds)), f"{b.rounds} x {b.local_steps}", done, seeds, run, left)
+            t.add_row(
+                b.name,
+                f"{b.benchmark} {b.benchmark_version}",
+                b.scenario,
+                b.allocation or "default",
+                ",".join(map(str, b.seeds)),
+                f"{b.rounds} x {b.local_steps}",
+                done,
+                seeds,
+                run,
+                left,
+            )
         print_table(_out, t)
-        _out.print("hours: the wall time the result files record for their seeds (one process a seed, on the machine "
-                   "that made them); what is left is estimated from them, entry by entry", highlight=False,
-                   soft_wrap=True)
+        _out.print(
+            "hours: the wall time the result files record for their seeds (one process a seed, on the machine "
+            "that made them); what is left is estimated from them, entry by entry",
+            highlight=False,
+            soft_wrap=True,
+        )
         _check_root(list(canonical_boards().values()), root, writes=False)  # last: the line a reader sees
 
     @lb.command("build")
     def build_cmd(
-        board: Annotated[str, typer.Argument(help="A canonical board name (`drake-bench leaderboard list`) or a board JSON file.")],
+        board: Annotated[
+            str, typer.Argument(help="A canonical board name (`drake-bench leaderboard list`) or a board JSON file.")
+        ],
         root: Annotated[Path, typer.Option(help=ROOT_HELP)] = Path("leaderboard"),
-        methods: Annotated[str | None, typer.Option(help="Only these entries (comma-separated method names); with "
-                                                         "--dry-run any method, an entry or not: the board's command "
-                                                         "for it.")] = None,
-        jobs: Annotated[int | None, typer.Option(help="Worker processes per `drake-bench run` (default: one per core, at most two).")] = None,
-        dry_run: Annotated[bool, typer.Option("--dry-run", "--print-commands",
-                                              help="Print the plan and the commands; run nothing.")] = False,
+        methods: Annotated[
+            str | None,
+            typer.Option(
+                help="Only these entries (comma-separated method names); with "
+                "--dry-run any method, an entry or not: the board's command "
+                "for it."
+            ),
+        ] = None,
+        jobs: Annotated[
+            int | None,
+            typer.Option(help="Worker processes per `drake-bench run` (default: one per core, at most two)."),
+        ] = None,
+        dry_run: Annotated[
+            bool, typer.Option("--dry-run", "--print-commands", help="Print the plan and the commands; run nothing.")
+        ] = False,
         render: Annotated[bool, typer.Option(help="Re-render the board after building.")] = True,
     ) -> None:
         """Build a board: run every entry that has no complete result file (resuming partial ones from the
@@ -165,23 +211,38 @@ def register(app: typer.Typer) -> None:
         todo = [p for p in selected if p.state not in ("done", "stale")]
         stale = [p for p in selected if p.state == "stale"]
         if stale:
-            _out.print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} ({', '.join(p.entry.key for p in stale)}): "
-                       "build refuses to replace committed results; each one's state says what to do",
-                       highlight=False, soft_wrap=True)
+            _out.print(
+                f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} ({', '.join(p.entry.key for p in stale)}): "
+                "build refuses to replace committed results; each one's state says what to do",
+                highlight=False,
+                soft_wrap=True,
+            )
         if only:  # the board's command for each method asked for, whatever its state: how a submitter gets it
             for p in selected:
                 if p.state == "done":
-                    _out.print(f"{p.entry.key} is complete ({p.result}); the board's command that made it:",
-                               highlight=False, soft_wrap=True)
+                    _out.print(
+                        f"{p.entry.key} is complete ({p.result}); the board's command that made it:",
+                        highlight=False,
+                        soft_wrap=True,
+                    )
                     _out.print("made by: " + b.reproduce_command(bd, p.entry, root), highlight=False, soft_wrap=True)
             for m in b.off_board(bd, only):
-                _out.print(f"{m} is not an entry of board {bd.name}; the board's command for it (run it, then "
-                           "`drake-bench leaderboard submit` its result file):", highlight=False, soft_wrap=True)
-                _out.print("to run: " + b.reproduce_command(bd, BoardEntry(method=m), root), highlight=False,
-                           soft_wrap=True)
+                _out.print(
+                    f"{m} is not an entry of board {bd.name}; the board's command for it (run it, then "
+                    "`drake-bench leaderboard submit` its result file):",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+                _out.print(
+                    "to run: " + b.reproduce_command(bd, BoardEntry(method=m), root), highlight=False, soft_wrap=True
+                )
         elif not todo and not stale:
-            _out.print("nothing to run: every entry has a complete result file (`--dry-run --methods NAME` prints the "
-                       "board's command for a method, an entry or your own)", highlight=False, soft_wrap=True)
+            _out.print(
+                "nothing to run: every entry has a complete result file (`--dry-run --methods NAME` prints the "
+                "board's command for a method, an entry or your own)",
+                highlight=False,
+                soft_wrap=True,
+            )
         for cmd in b.commands(bd, todo, jobs):
             _out.print(("would run: " if dry_run else "runs: ") + shlex.join(cmd), highlight=False, soft_wrap=True)
         if dry_run:
@@ -190,7 +251,9 @@ def register(app: typer.Typer) -> None:
             b.build(bd, root, jobs=jobs, methods=only, console=_err)
             if render:
                 page, refusals = render_board(bd, root)
-                _out.print(f"board: {page}   ({len(refusals)} refusal(s); `drake-bench leaderboard validate` lists them)")
+                _out.print(
+                    f"board: {page}   ({len(refusals)} refusal(s); `drake-bench leaderboard validate` lists them)"
+                )
         except DrakeBenchError as exc:
             raise fail(exc) from None
 
@@ -218,9 +281,18 @@ def register(app: typer.Typer) -> None:
         for col in ("entry", "steps run", "steps matched now", "relative compute now", "outcome"):
             t.add_column(col, overflow="fold")
         for d in done:
-            outcome = "kept (probe recorded)" if d.carried_over else f"rebuild: move {d.entry.result} and its checkpoints away"
-            t.add_row(d.entry.entry.key, str(d.recorded_steps), str(d.matched_steps),
-                      f"{d.measured_relative_compute:.3f}", outcome)
+            outcome = (
+                "kept (probe recorded)"
+                if d.carried_over
+                else f"rebuild: move {d.entry.result} and its checkpoints away"
+            )
+            t.add_row(
+                d.entry.entry.key,
+                str(d.recorded_steps),
+                str(d.matched_steps),
+                f"{d.measured_relative_compute:.3f}",
+                outcome,
+            )
         print_table(_out, t)
         if any(not d.carried_over for d in done):
             raise typer.Exit(code=1)
@@ -229,9 +301,16 @@ def register(app: typer.Typer) -> None:
     def render_cmd(
         board: Annotated[str, typer.Argument(help="A canonical board name or a board JSON file.")],
         root: Annotated[Path, typer.Option(help=ROOT_HELP)] = Path("leaderboard"),
-        results: Annotated[Path | None, typer.Option(help="Read result files from this folder instead of the board's.")] = None,
-        out: Annotated[Path | None, typer.Option(help="Write summary.md, the plot and board.html here (default: the board's folder).")] = None,
-        link_base: Annotated[str | None, typer.Option(help="Link result files under this URL instead of by relative path.")] = None,
+        results: Annotated[
+            Path | None, typer.Option(help="Read result files from this folder instead of the board's.")
+        ] = None,
+        out: Annotated[
+            Path | None,
+            typer.Option(help="Write summary.md, the plot and board.html here (default: the board's folder)."),
+        ] = None,
+        link_base: Annotated[
+            str | None, typer.Option(help="Link result files under this URL instead of by relative path.")
+        ] = None,
         verbose: Annotated[bool, typer.Option("--verbose", help=VERBOSE_HELP)] = False,
     ) -> None:
         """Re-render a board from its result files: summary.md, accuracy_over_rounds.png and board.html."""
@@ -249,15 +328,23 @@ def register(app: typer.Typer) -> None:
         _print_refusals(refusals, verbose)
         skipped = unreadable(refusals)
         if skipped:
-            _err.print(f"note: {len(skipped)} file(s) that do not read as result files (above) are left off the page",
-                       highlight=False, soft_wrap=True)
+            _err.print(
+                f"note: {len(skipped)} file(s) that do not read as result files (above) are left off the page",
+                highlight=False,
+                soft_wrap=True,
+            )
         _out.print(f"board: {page}")
 
     @lb.command("validate")
     def validate_cmd(
         paths: Annotated[list[Path], typer.Argument(help="Result files, folders of them, or submission folders.")],
-        board: Annotated[str | None, typer.Option(help="The board to check against (default: the submission's, or "
-                                                       "the canonical board of the files' benchmark, scenario and allocation).")] = None,
+        board: Annotated[
+            str | None,
+            typer.Option(
+                help="The board to check against (default: the submission's, or "
+                "the canonical board of the files' benchmark, scenario and allocation)."
+            ),
+        ] = None,
         verbose: Annotated[bool, typer.Option("--verbose", help=VERBOSE_HELP)] = False,
     ) -> None:
         """Check result files against a board's rules: one line per rule broken, naming it, its count and the first
@@ -274,8 +361,10 @@ def register(app: typer.Typer) -> None:
             chosen = load_board(board) if board else None
             for p in paths:
                 if not p.exists():
-                    raise DrakeBenchError(f"{p} does not exist ({p.absolute()}); {CLONE_HINT}: give a path "
-                                          "inside it (e.g. /path/to/drake_bench/leaderboard/drake-synth-dynamic)")
+                    raise DrakeBenchError(
+                        f"{p} does not exist ({p.absolute()}); {CLONE_HINT}: give a path "
+                        "inside it (e.g. /path/to/drake_bench/leaderboard/drake-synth-dynamic)"
+                    )
                 if p.is_dir() and is_submission(p):
                     sub, why = validate_submission(p, chosen)
                     refusals += why
@@ -294,8 +383,10 @@ def register(app: typer.Typer) -> None:
                         if res is not None:
                             target = board_for(res.benchmark.name, res.scenario.tag, res.model_allocation.name)
                             if target is None:
-                                raise DrakeBenchError(f"{f}: no canonical board matches its benchmark, scenario and "
-                                                      "allocation; name one with --board")
+                                raise DrakeBenchError(
+                                    f"{f}: no canonical board matches its benchmark, scenario and "
+                                    "allocation; name one with --board"
+                                )
                             break
                 if target is None:  # not one file reads: each is refused, no board is needed to say so
                     refusals += unread
@@ -305,15 +396,20 @@ def register(app: typer.Typer) -> None:
                     _out.print(f"board {target.name}: {len(files)} result file(s)")
                 checked += len(files)
             if not checked and not refusals:  # "ok: 0 result file(s)" would pass a folder that holds none
-                raise DrakeBenchError(f"no result file in {', '.join(map(str, paths))} (checkpoints are not results): "
-                                      f"nothing to check ({CLONE_HINT})")
+                raise DrakeBenchError(
+                    f"no result file in {', '.join(map(str, paths))} (checkpoints are not results): "
+                    f"nothing to check ({CLONE_HINT})"
+                )
         except DrakeBenchError as exc:
             raise fail(exc) from None
         _print_refusals(refusals, verbose)
         if refusals:
             broken = sorted({r.rule for r in refusals})
-            _err.print(f"{len(refusals)} refusal(s); rules broken: " + "; ".join(f"{r} ({RULES[r]})" for r in broken),
-                       highlight=False, soft_wrap=True)
+            _err.print(
+                f"{len(refusals)} refusal(s); rules broken: " + "; ".join(f"{r} ({RULES[r]})" for r in broken),
+                highlight=False,
+                soft_wrap=True,
+            )
             raise typer.Exit(code=1)
         _out.print(f"ok: {checked} result file(s) pass every rule")
 
@@ -325,7 +421,9 @@ def register(app: typer.Typer) -> None:
         package: Annotated[str, typer.Option(help="The distribution that provides the method (its pip name).")],
         command: Annotated[str, typer.Option(help="The command that produced the result files.")],
         source_url: Annotated[str | None, typer.Option(help="Where the package's source is.")] = None,
-        wheel: Annotated[Path | None, typer.Option(help="The wheel the results were made with (its sha256 is recorded).")] = None,
+        wheel: Annotated[
+            Path | None, typer.Option(help="The wheel the results were made with (its sha256 is recorded).")
+        ] = None,
     ) -> None:
         """Write a self-contained submission folder (result files, method, version, package, source URL or wheel
         hash, command); refused, with the rules named, when the results break the board's rules."""
@@ -337,8 +435,10 @@ def register(app: typer.Typer) -> None:
             folder = submit(bd, files, out, package=package, command=command, source_url=source_url, wheel=wheel)
         except DrakeBenchError as exc:
             raise fail(exc) from None
-        _out.print(f"submission: {folder} (open a pull request adding it under leaderboard/{bd.name}/submissions/; "
-                   "docs/leaderboard.md)")
+        _out.print(
+            f"submission: {folder} (open a pull request adding it under leaderboard/{bd.name}/submissions/; "
+            "docs/leaderboard.md)"
+        )
 
     @lb.command("verify")
     def verify_cmd(
@@ -361,22 +461,41 @@ def register(app: typer.Typer) -> None:
                 failed += 1
                 continue
             if record.reproduced:
-                _out.print(Text.assemble(("verified ", "green"), literal(f), " (rerun digit for digit, sandbox ",
-                                         literal(record.sandbox), ")"), soft_wrap=True)
+                _out.print(
+                    Text.assemble(
+                        ("verified ", "green"),
+                        literal(f),
+                        " (rerun digit for digit, sandbox ",
+                        literal(record.sandbox),
+                        ")",
+                    ),
+                    soft_wrap=True,
+                )
             else:
                 failed += 1
                 many = f"{len(record.differences)}{'+' if len(record.differences) == MAX_DIFFERENCES else ''}"
-                _err.print(Text.assemble(("not reproduced ", "bold red"), literal(f), f": {many} fields differ, first: ",
-                                         literal(record.differences[0])), soft_wrap=True)
+                _err.print(
+                    Text.assemble(
+                        ("not reproduced ", "bold red"),
+                        literal(f),
+                        f": {many} fields differ, first: ",
+                        literal(record.differences[0]),
+                    ),
+                    soft_wrap=True,
+                )
         if failed:
             raise typer.Exit(code=1)
 
     @lb.command("html")
     def html_cmd(
         out: Annotated[Path, typer.Option(help="Folder for <board>.html pages and index.html.")] = Path("site"),
-        boards: Annotated[str | None, typer.Option(help="Comma-separated boards (default: every canonical board).")] = None,
+        boards: Annotated[
+            str | None, typer.Option(help="Comma-separated boards (default: every canonical board).")
+        ] = None,
         root: Annotated[Path, typer.Option(help=ROOT_HELP)] = Path("leaderboard"),
-        link_base: Annotated[str | None, typer.Option(help="Link result files under this URL instead of by relative path.")] = None,
+        link_base: Annotated[
+            str | None, typer.Option(help="Link result files under this URL instead of by relative path.")
+        ] = None,
     ) -> None:
         """One self-contained HTML page per board (sortable table, drill-down, plots; no server, no CDN)."""
         from drake_bench.leaderboard.boards import canonical_boards

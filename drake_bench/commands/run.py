@@ -19,10 +19,10 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
+from drake_bench.commands import fail
 from drake_bench.core.console import DataTable, literal, print_table
 from drake_bench.errors import DrakeBenchError
-from drake_bench.commands import fail
-from drake_bench.evaluation.external import CODE_EXECUTION_ENV, code_execution_allowed, code_executing_tasks
+from drake_bench.evaluation.external import CODE_EXECUTION_ENV, code_executing_tasks, code_execution_allowed
 from drake_bench.evaluator.run_config import RunConfig
 from drake_bench.runner import SomeRunsFailed, default_jobs
 
@@ -35,15 +35,28 @@ def _help(field: str) -> str:
     return RunConfig.model_fields[field].description or ""
 
 
-OPTION_OF_FIELD = {"seeds": "--seeds", "rounds": "--rounds", "local_steps": "--local-steps",
-                   "eval_every_rounds": "--eval-every", "others_subsample": "--others-subsample",
-                   "call_timeout": "--call-timeout", "isolation": "--isolation", "participation": "--participation",
-                   "clients_per_round": "--clients-per-round", "backend": "--backend",
-                   "client_batching": "--client-batching", "client_cpus": "--client-cpus",
-                   "client_gpus": "--client-gpus", "flower_workers": "--flower-workers",
-                   "round_timeout": "--round-timeout", "superlink": "--superlink", "numerics": "--numerics",
-                   "judge": "--judge", "predict_per_client": "--predict-per-client",
-                   "scorer_version": "--scorer-version"}
+OPTION_OF_FIELD = {
+    "seeds": "--seeds",
+    "rounds": "--rounds",
+    "local_steps": "--local-steps",
+    "eval_every_rounds": "--eval-every",
+    "others_subsample": "--others-subsample",
+    "call_timeout": "--call-timeout",
+    "isolation": "--isolation",
+    "participation": "--participation",
+    "clients_per_round": "--clients-per-round",
+    "backend": "--backend",
+    "client_batching": "--client-batching",
+    "client_cpus": "--client-cpus",
+    "client_gpus": "--client-gpus",
+    "flower_workers": "--flower-workers",
+    "round_timeout": "--round-timeout",
+    "superlink": "--superlink",
+    "numerics": "--numerics",
+    "judge": "--judge",
+    "predict_per_client": "--predict-per-client",
+    "scorer_version": "--scorer-version",
+}
 """RunConfig field -> the ``run`` option that sets it, so a bad value is reported by the name the user typed."""
 
 
@@ -79,10 +92,13 @@ def method_settings(settings: list[str], names: list[str]) -> dict[str, dict[str
                 raise typer.BadParameter(f"--set {item!r}: method {target!r} is not among --methods {names}")
             out[target][field] = value
             continue
-        takers = [n for n in names
-                  if not hasattr(method_class(n), "Config") or field in method_class(n).Config.model_fields]
+        takers = [
+            n for n in names if not hasattr(method_class(n), "Config") or field in method_class(n).Config.model_fields
+        ]
         if not takers:
-            raise typer.BadParameter(f"--set {item!r}: no selected method has a config field {field!r} ({', '.join(names)})")
+            raise typer.BadParameter(
+                f"--set {item!r}: no selected method has a config field {field!r} ({', '.join(names)})"
+            )
         for n in takers:
             out[n][field] = value
     return out
@@ -103,7 +119,12 @@ def register(app: typer.Typer) -> None:
     def run_cmd(
         benchmark: Annotated[str, typer.Option(help=_help("benchmark"))] = "drake-synth",
         scenario: Annotated[str | None, typer.Option(help=_help("scenario"))] = None,
-        methods: Annotated[str, typer.Option(help="Comma-separated registered method names (`drake-bench list`; `drake-bench describe METHOD` shows a method's config). The default puts SFT and FedIT beside the untrained base (zero-shot), the reference every gain is measured from. Methods start in this order on the workers and the table lists them in it: the trained ones first, so the cheap zero-shot row fills a worker at the end instead of delaying one.")] = "sft,fedit,zero-shot",
+        methods: Annotated[
+            str,
+            typer.Option(
+                help="Comma-separated registered method names (`drake-bench list`; `drake-bench describe METHOD` shows a method's config). The default puts SFT and FedIT beside the untrained base (zero-shot), the reference every gain is measured from. Methods start in this order on the workers and the table lists them in it: the trained ones first, so the cheap zero-shot row fills a worker at the end instead of delaying one."
+            ),
+        ] = "sft,fedit,zero-shot",
         seeds: Annotated[str, typer.Option(help="Comma-separated seeds. " + _help("seeds"))] = "0",
         allocation: Annotated[str | None, typer.Option(help=_help("allocation"))] = None,
         out: Annotated[Path, typer.Option(help=_help("out"))] = Path("runs"),
@@ -114,10 +135,16 @@ def register(app: typer.Typer) -> None:
         compute_matched: Annotated[bool, typer.Option(help=_help("compute_matched"))] = False,
         measure_compute: Annotated[bool, typer.Option(help=_help("measure_compute"))] = False,
         fast_adaptation: Annotated[bool, typer.Option(help=_help("fast_adaptation"))] = True,
-        adaptation_tasks: Annotated[int | None, typer.Option(help="Use only the first N unseen tasks for fast adaptation.")] = 2,
+        adaptation_tasks: Annotated[
+            int | None, typer.Option(help="Use only the first N unseen tasks for fast adaptation.")
+        ] = 2,
         resume: Annotated[bool, typer.Option(help=_help("resume"))] = True,
-        threads: Annotated[int, typer.Option(help="torch intra-op threads per worker (1 is fastest for tiny models).")] = 1,
-        jobs: Annotated[int, typer.Option(help="Methods run in parallel worker processes (default: one per CPU core).")] = default_jobs(),
+        threads: Annotated[
+            int, typer.Option(help="torch intra-op threads per worker (1 is fastest for tiny models).")
+        ] = 1,
+        jobs: Annotated[
+            int, typer.Option(help="Methods run in parallel worker processes (default: one per CPU core).")
+        ] = default_jobs(),
         device: Annotated[str, typer.Option(help=_help("device"))] = "cpu",
         call_timeout: Annotated[float | None, typer.Option(help=_help("call_timeout"))] = None,
         isolation: Annotated[str, typer.Option(help=_help("isolation"))] = "process",
@@ -134,21 +161,36 @@ def register(app: typer.Typer) -> None:
         superlink: Annotated[str | None, typer.Option(help=_help("superlink"))] = None,
         judge: Annotated[str | None, typer.Option(help=_help("judge"))] = None,
         scorer_version: Annotated[str, typer.Option(help=_help("scorer_version"))] = RunConfig.model_fields[
-            "scorer_version"].default,
-        allow_code_execution: Annotated[bool, typer.Option(help="Let the evaluator run model-written code where a benchmark is scored that way (Fed-Scope's HumanEval: each completion runs its unit tests in a child process with a time limit; not a security sandbox). Sets DRAKE_BENCH_ALLOW_CODE_EXECUTION=1 for the run's processes. Scores do not depend on it: without it such a run is refused before it starts.")] = False,
+            "scorer_version"
+        ].default,
+        allow_code_execution: Annotated[
+            bool,
+            typer.Option(
+                help="Let the evaluator run model-written code where a benchmark is scored that way (Fed-Scope's HumanEval: each completion runs its unit tests in a child process with a time limit; not a security sandbox). Sets DRAKE_BENCH_ALLOW_CODE_EXECUTION=1 for the run's processes. Scores do not depend on it: without it such a run is refused before it starts."
+            ),
+        ] = False,
         data_dir: Annotated[Path | None, typer.Option(help=_help("data_dir"))] = None,
         revision: Annotated[str | None, typer.Option(help=_help("revision"))] = None,
-        set_: Annotated[list[str] | None, typer.Option(
-            "--set", help="Method config: KEY=VALUE for every method that has KEY, METHOD.KEY=VALUE for one "
-                          "(repeatable; VALUE read as JSON when it parses), e.g. --set learning_rate=1e-3.")] = None,
-        tuning_record: Annotated[Path | None, typer.Option(
-            help="A tuning record (`drake-bench tune`'s tuning.json) of one of --methods: its selected values join "
-                 "that method's config, and the result records their selection on the validation split.")] = None,
+        set_: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--set",
+                help="Method config: KEY=VALUE for every method that has KEY, METHOD.KEY=VALUE for one "
+                "(repeatable; VALUE read as JSON when it parses), e.g. --set learning_rate=1e-3.",
+            ),
+        ] = None,
+        tuning_record: Annotated[
+            Path | None,
+            typer.Option(
+                help="A tuning record (`drake-bench tune`'s tuning.json) of one of --methods: its selected values join "
+                "that method's config, and the result records their selection on the validation split."
+            ),
+        ] = None,
     ) -> None:
         """Run methods through the standard evaluator and print Self/Others A_last/A_AUC."""
+        from drake_bench.benchmarks.manifest import load_benchmark
         from drake_bench.evaluation.plots import plot_accuracy_over_rounds
         from drake_bench.evaluation.table import judge_note, summary_markdown, summary_table
-        from drake_bench.benchmarks.manifest import load_benchmark
         from drake_bench.plugins.registry import create_method
         from drake_bench.runner import run_methods
 
@@ -181,27 +223,50 @@ def register(app: typer.Typer) -> None:
                 os.environ[CODE_EXECUTION_ENV] = "1"
             executes = code_executing_tasks(spec)
             if executes and not code_execution_allowed():
-                raise typer.BadParameter(f"{spec.name}'s tasks {', '.join(executes)} are scored by running model-written "
-                                         "code (HumanEval's unit tests): pass --allow-code-execution to allow it (a child "
-                                         "process with a time limit, not a security sandbox)")
+                raise typer.BadParameter(
+                    f"{spec.name}'s tasks {', '.join(executes)} are scored by running model-written "
+                    "code (HumanEval's unit tests): pass --allow-code-execution to allow it (a child "
+                    "process with a time limit, not a security sandbox)"
+                )
             per_method = method_settings(set_ or [], names)
             for name in names:
                 create_method(name, per_method[name])
             configs = [
                 RunConfig(
-                    benchmark=benchmark, scenario=scenario, method=name, seeds=seed_list, allocation=allocation,
-                    out=str(out), rounds=rounds, local_steps=local_steps, eval_every_rounds=eval_every,
-                    others_subsample=others_subsample, compute_matched=compute_matched,
+                    benchmark=benchmark,
+                    scenario=scenario,
+                    method=name,
+                    seeds=seed_list,
+                    allocation=allocation,
+                    out=str(out),
+                    rounds=rounds,
+                    local_steps=local_steps,
+                    eval_every_rounds=eval_every,
+                    others_subsample=others_subsample,
+                    compute_matched=compute_matched,
                     measure_compute=measure_compute,
-                    fast_adaptation=fast_adaptation, fast_adaptation_tasks=unseen, resume=resume, device=device,
-                    data_dir=str(data_dir) if data_dir else None, revision=revision, method_config=per_method[name],
-                    call_timeout=call_timeout, isolation=isolation, participation=participation,
-                    clients_per_round=clients_per_round, client_batching=client_batching, numerics=numerics,
+                    fast_adaptation=fast_adaptation,
+                    fast_adaptation_tasks=unseen,
+                    resume=resume,
+                    device=device,
+                    data_dir=str(data_dir) if data_dir else None,
+                    revision=revision,
+                    method_config=per_method[name],
+                    call_timeout=call_timeout,
+                    isolation=isolation,
+                    participation=participation,
+                    clients_per_round=clients_per_round,
+                    client_batching=client_batching,
+                    numerics=numerics,
                     predict_per_client=predict_per_client,
                     backend=backend,
                     client_cpus=client_cpus,
-                    client_gpus=client_gpus, flower_workers=flower_workers, round_timeout=round_timeout,
-                    superlink=superlink, judge=judge, scorer_version=scorer_version,
+                    client_gpus=client_gpus,
+                    flower_workers=flower_workers,
+                    round_timeout=round_timeout,
+                    superlink=superlink,
+                    judge=judge,
+                    scorer_version=scorer_version,
                 )
                 for name in names
             ]
@@ -210,8 +275,9 @@ def register(app: typer.Typer) -> None:
 
                 tuned = read_record(tuning_record)[0].method
                 if tuned not in names:
-                    raise typer.BadParameter(f"--tuning-record: {tuning_record} tuned {tuned!r}, which is not among "
-                                             f"--methods {names}")
+                    raise typer.BadParameter(
+                        f"--tuning-record: {tuning_record} tuned {tuned!r}, which is not among --methods {names}"
+                    )
                 configs = [apply_record(c, tuning_record) if c.method == tuned else c for c in configs]
         except DrakeBenchError as exc:
             raise fail(exc) from None
@@ -231,7 +297,9 @@ def register(app: typer.Typer) -> None:
             raise fail(exc) from None
         if not results:
             raise fail(failed) from None
-        print_table(_out, summary_table(results, title=f"{spec.name} / {results[0].scenario.tag} ({len(seed_list)} seed(s))"))
+        print_table(
+            _out, summary_table(results, title=f"{spec.name} / {results[0].scenario.tag} ({len(seed_list)} seed(s))")
+        )
         if judge_note(results):  # judged free text is on another scale than Rouge-L: say so under the table too
             _out.print(judge_note(results).strip(), highlight=False, soft_wrap=True)
         scen_dir = Path(out) / spec.name / results[0].scenario.tag
@@ -256,11 +324,20 @@ def register(app: typer.Typer) -> None:
         for name in available_benchmarks() + archived_benchmarks():
             s = load_benchmark(name)
             kind = f"embedded mirror of {s.mirrors}" if s.embedded else "real"
-            t.add_row(name, s.version + (" (archived)" if "@" in name else ""), str(len(s.clients)),
-                      str(len(s.tasks) - len(s.unseen_tasks)), str(len(s.unseen_tasks)), s.modality, kind,
-                      f"{s.fl.rounds} x {s.fl.local_steps}")
+            t.add_row(
+                name,
+                s.version + (" (archived)" if "@" in name else ""),
+                str(len(s.clients)),
+                str(len(s.tasks) - len(s.unseen_tasks)),
+                str(len(s.unseen_tasks)),
+                s.modality,
+                kind,
+                f"{s.fl.rounds} x {s.fl.local_steps}",
+            )
         print_table(_out, t)
-        m = DataTable(title="methods (entry point group drake_bench.methods; `drake-bench describe NAME` for its config)")
+        m = DataTable(
+            title="methods (entry point group drake_bench.methods; `drake-bench describe NAME` for its config)"
+        )
         for col in ("name", "version", "summary"):
             m.add_column(col, no_wrap=col != "summary")
         for name in available_methods():
@@ -273,7 +350,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("describe")
     def describe_cmd(
-        name: Annotated[str, typer.Argument(help="A method name (see `drake-bench list`), or `run` for the run settings.")],
+        name: Annotated[
+            str, typer.Argument(help="A method name (see `drake-bench list`), or `run` for the run settings.")
+        ],
     ) -> None:
         """Every config field of a method (or of a run) with its type, default and what it does."""
         from drake_bench.plugins.protocol import OPTIONAL_CALLS
@@ -288,14 +367,23 @@ def register(app: typer.Typer) -> None:
         except DrakeBenchError as exc:
             raise fail(exc) from None
         meta = cls.meta
-        _out.print(Text.assemble(literal(meta.name, style="bold"), " ", literal(f"{meta.version}: {meta.summary}")),
-                   highlight=False)
+        _out.print(
+            Text.assemble(literal(meta.name, style="bold"), " ", literal(f"{meta.version}: {meta.summary}")),
+            highlight=False,
+        )
         if meta.reference:
             _out.print(literal(f"reference: {meta.reference}"), highlight=False)
-        optional = sorted({proto.__name__ for call, proto in OPTIONAL_CALLS.items() if callable(getattr(cls, call, None))})
-        _out.print(literal(f"class: {cls.__module__}.{cls.__qualname__}; declared relative compute "
-                           f"{meta.relative_compute:g} (measured by --measure-compute); "
-                           f"optional protocols: {', '.join(optional) or 'none'}"), highlight=False)
+        optional = sorted(
+            {proto.__name__ for call, proto in OPTIONAL_CALLS.items() if callable(getattr(cls, call, None))}
+        )
+        _out.print(
+            literal(
+                f"class: {cls.__module__}.{cls.__qualname__}; declared relative compute "
+                f"{meta.relative_compute:g} (measured by --measure-compute); "
+                f"optional protocols: {', '.join(optional) or 'none'}"
+            ),
+            highlight=False,
+        )
         print_table(_out, config_table(cls.Config, f"{meta.name} config (set with --set {meta.name}.KEY=VALUE)"))
 
 
@@ -339,7 +427,11 @@ def _register_check(app: typer.Typer) -> None:
                 bad += 1
                 shown = "".join(f"\n  - {escape(x)}" for x in problems[:10])
                 more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
-                _err.print(f"[red]{escape(str(p))}[/]: {len(problems)} problem(s){shown}{more}", highlight=False, soft_wrap=True)
+                _err.print(
+                    f"[red]{escape(str(p))}[/]: {len(problems)} problem(s){shown}{more}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
             else:
                 _out.print(f"{p}: ok")
         for note in unpinned_notes(unpinned_weights(readable)):
@@ -352,8 +444,9 @@ def _register_check(app: typer.Typer) -> None:
 
 def _register_upgrade(app: typer.Typer) -> None:
     @app.command("upgrade")
-    def upgrade_cmd(paths: Annotated[list[Path], typer.Argument(
-            help="Result files, or folders searched for result.json files.")]) -> None:
+    def upgrade_cmd(
+        paths: Annotated[list[Path], typer.Argument(help="Result files, or folders searched for result.json files.")],
+    ) -> None:
         """Rewrite result files of an older schema version (1.0: one JSON object per raw record) in the current
         one (2.0: raw tables column-wise, about a third of the size). Lossless: each new file must read back to the
         same result before it replaces the old one; files already current are left alone."""
@@ -384,18 +477,27 @@ def _register_upgrade(app: typer.Typer) -> None:
 
 def unpinned_notes(unpinned: dict[str, list[str]]) -> list[str]:
     """One line per tiny model whose weights some result files identify by pretraining recipe only."""
-    return [f"{model}: weights identified by pretraining recipe only, no sha256, in {', '.join(files)} (made before "
-            "the zoo shipped pinned weights, or pretrained locally: the weights were those of the machine that ran it)"
-            for model, files in sorted(unpinned.items())]
+    return [
+        f"{model}: weights identified by pretraining recipe only, no sha256, in {', '.join(files)} (made before "
+        "the zoo shipped pinned weights, or pretrained locally: the weights were those of the machine that ran it)"
+        for model, files in sorted(unpinned.items())
+    ]
 
 
 def _register_report(app: typer.Typer) -> None:
     @app.command("report")
     def report_cmd(
-        paths: Annotated[list[Path], typer.Argument(help="Result files of one benchmark and scenario (any methods, any runs).")],
-        out: Annotated[Path | None, typer.Option(help="Folder for summary.md and accuracy_over_rounds.png, plus "
-                                                        "diagnostics_over_rounds.png when a method reported "
-                                                        "diagnostics (default: print only).")] = None,
+        paths: Annotated[
+            list[Path], typer.Argument(help="Result files of one benchmark and scenario (any methods, any runs).")
+        ],
+        out: Annotated[
+            Path | None,
+            typer.Option(
+                help="Folder for summary.md and accuracy_over_rounds.png, plus "
+                "diagnostics_over_rounds.png when a method reported "
+                "diagnostics (default: print only)."
+            ),
+        ] = None,
     ) -> None:
         """One board from result files written by separate runs: checked, then tabled and plotted together.
 
@@ -411,10 +513,19 @@ def _register_report(app: typer.Typer) -> None:
         """
         import hashlib
 
-        from drake_bench.evaluation.plots import (numeric_diagnostic_values, plot_accuracy_over_rounds,
-                                        plot_diagnostics_over_rounds)
+        from drake_bench.evaluation.plots import (
+            numeric_diagnostic_values,
+            plot_accuracy_over_rounds,
+            plot_diagnostics_over_rounds,
+        )
         from drake_bench.evaluation.table import judge_note, summary_markdown, summary_table
-        from drake_bench.results.result_file import benchmark_differences, check_result, read_result, unpinned_weights, weights_conflicts
+        from drake_bench.results.result_file import (
+            benchmark_differences,
+            check_result,
+            read_result,
+            unpinned_weights,
+            weights_conflicts,
+        )
 
         results = []
         seen: dict[str, tuple[str, Path]] = {}  # identity key -> (what it is, first file with it)
@@ -439,14 +550,19 @@ def _register_report(app: typer.Typer) -> None:
                 if first.scenario.tag != res.scenario.tag:
                     differs.append(f"scenario {res.scenario.tag!r} (not {first.scenario.tag!r})")
                 if first.evaluation.judge != res.evaluation.judge:  # ratings and Rouge-L are different scales
-                    differs.append(f"free text scored by {res.evaluation.judge or 'Rouge-L'!r} (not "
-                                   f"{first.evaluation.judge or 'Rouge-L'!r})")
+                    differs.append(
+                        f"free text scored by {res.evaluation.judge or 'Rouge-L'!r} (not "
+                        f"{first.evaluation.judge or 'Rouge-L'!r})"
+                    )
                 if first.evaluation.scorer_version != res.evaluation.scorer_version:  # F1 and recall: other scales
-                    differs.append(f"scored by rules {res.evaluation.scorer_version} (not "
-                                   f"{first.evaluation.scorer_version}; drake_bench/evaluation/scoring.py)")
+                    differs.append(
+                        f"scored by rules {res.evaluation.scorer_version} (not "
+                        f"{first.evaluation.scorer_version}; drake_bench/evaluation/scoring.py)"
+                    )
                 if differs:
-                    raise fail(DrakeBenchError(f"{p} is not comparable with {first_path} on one board: "
-                                                + "; ".join(differs)))
+                    raise fail(
+                        DrakeBenchError(f"{p} is not comparable with {first_path} on one board: " + "; ".join(differs))
+                    )
             once(f"path:{p.resolve()}", "the same file", p)
             once(f"content:{hashlib.sha256(p.read_bytes()).hexdigest()}", "the same content", p)
             once(f"method:{res.label}", f"the same method, version and settings ({res.label})", p)

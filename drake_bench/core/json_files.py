@@ -40,8 +40,15 @@ from typing import Any
 
 from drake_bench.errors import JSONFileError
 
-__all__ = ["DEFAULT_MAX_BYTES", "MANIFEST_MAX_BYTES", "MAX_DEPTH", "MAX_INT_DIGITS", "SMALL_FILE_MAX_BYTES",
-           "parse_json", "read_json"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "MANIFEST_MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "SMALL_FILE_MAX_BYTES",
+    "parse_json",
+    "read_json",
+]
 
 MiB = 1 << 20
 DEFAULT_MAX_BYTES = 64 * MiB
@@ -122,8 +129,9 @@ def parse_json(data: bytes | str, *, where: str, what: str, max_depth: int = MAX
         try:
             text = bytes(data).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise refuse(f"is not UTF-8 text (byte {exc.start}: {exc.reason}); a {what} is JSON, which is "
-                         "UTF-8") from None
+            raise refuse(
+                f"is not UTF-8 text (byte {exc.start}: {exc.reason}); a {what} is JSON, which is UTF-8"
+            ) from None
     else:
         text = data
     hooks: dict[str, Any] = {"parse_int": _int, "parse_float": _float}
@@ -136,16 +144,23 @@ def parse_json(data: bytes | str, *, where: str, what: str, max_depth: int = MAX
     except json.JSONDecodeError as exc:
         raise refuse(f"is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
     except RecursionError:
-        raise refuse(f"nests arrays and objects more than {max_depth} levels deep (deeper than Python's JSON "
-                     "decoder goes)") from None
+        raise refuse(
+            f"nests arrays and objects more than {max_depth} levels deep (deeper than Python's JSON decoder goes)"
+        ) from None
     why = _depth_and_surrogates(value, max_depth, strings=_SURROGATE_ESCAPE.search(text) is not None)
     if why:
         raise refuse(why)
     return value
 
 
-def read_json(path: str | Path, *, what: str, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = MAX_DEPTH,
-              allow_nan: bool = False) -> Any:
+def read_json(
+    path: str | Path,
+    *,
+    what: str,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
+    allow_nan: bool = False,
+) -> Any:
     """The JSON value of the file ``path``, a ``what`` (``"result file"``, ``"board definition"``: said in messages).
 
     Refuses, with one :class:`~drake_bench.errors.JSONFileError` naming the file: a file that does not exist
@@ -165,8 +180,9 @@ def read_json(path: str | Path, *, what: str, max_bytes: int = DEFAULT_MAX_BYTES
     except OSError as exc:
         raise JSONFileError(f"cannot read {what} {path}: {exc.strerror or exc}", path=str(path)) from None
     if len(raw) > max_bytes:
-        raise JSONFileError(f"{path} is larger than {_size(max_bytes)}, more than any {what} is; not read further",
-                            path=str(path))
+        raise JSONFileError(
+            f"{path} is larger than {_size(max_bytes)}, more than any {what} is; not read further", path=str(path)
+        )
     return parse_json(raw, where=str(path), what=what, max_depth=max_depth, allow_nan=allow_nan)
 
 

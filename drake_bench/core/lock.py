@@ -25,8 +25,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from drake_bench.errors import DrakeBenchError, JSONFileError
 from drake_bench.core.json_files import SMALL_FILE_MAX_BYTES, read_json
+from drake_bench.errors import DrakeBenchError, JSONFileError
 
 LOCK_FILE = ".drake-bench.lock"
 TOKEN_ENV = "DRAKE_BENCH_RUN_LOCK"
@@ -80,7 +80,8 @@ class RunLock:
         return RunLockedError(
             f"{self.out} may be in use by another run: its lock file cannot be read ({why}), so which run holds the "
             f"folder, if any, is unknown. If no run is writing into {self.out}, delete {self.path} and run again; "
-            "else wait for that run to finish, or write to another --out")
+            "else wait for that run to finish, or write to another --out"
+        )
 
     def acquire(self) -> "RunLock":
         self.out.mkdir(parents=True, exist_ok=True)
@@ -97,13 +98,23 @@ class RunLock:
                     raise RunLockedError(
                         f"{self.out} is in use by another run: pid {pid} on {holder.get('host', '?')}, started "
                         f"{holder.get('started', '?')}, command: {holder.get('command', '?')}. Wait for it to finish, "
-                        f"stop it, or write to another --out (lock file: {self.path})")
-                warnings.warn(f"{self.path}: taking over the lock of run pid {pid} ({holder.get('command', '?')}), "
-                              "which is no longer running", RuntimeWarning, stacklevel=2)
+                        f"stop it, or write to another --out (lock file: {self.path})"
+                    )
+                warnings.warn(
+                    f"{self.path}: taking over the lock of run pid {pid} ({holder.get('command', '?')}), "
+                    "which is no longer running",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
                 self.path.unlink(missing_ok=True)
             token = uuid.uuid4().hex
-            record = {"pid": os.getpid(), "host": socket.gethostname(), "command": _command(),
-                      "started": time.strftime("%Y-%m-%d %H:%M:%S"), "token": token}
+            record = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "command": _command(),
+                "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "token": token,
+            }
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:  # another run took it between our read and our create: look again
@@ -140,4 +151,4 @@ def _command() -> str:
     Unicode text (an argument that is no UTF-8, which Python keeps as lone surrogates, is written as its escapes), so
     the record always reads back."""
     text = (" ".join(sys.argv) or sys.executable).encode("utf-8", "backslashreplace").decode("utf-8")
-    return text if len(text) <= COMMAND_MAX_CHARS else text[:COMMAND_MAX_CHARS - 3] + "..."
+    return text if len(text) <= COMMAND_MAX_CHARS else text[: COMMAND_MAX_CHARS - 3] + "..."

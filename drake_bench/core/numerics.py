@@ -105,6 +105,8 @@ def shortfall(numerics: str, capability: str | None) -> str | None:
     the setting held, or when it cannot hold on this host."""
     if numerics != "portable" or capability in (None, "AVX2") or not host_has_avx2():
         return None
-    return (f"numerics 'portable' was asked for, but the method computed with {capability} kernels (it ran inline in a "
-            "process whose kernels had already started, so the AVX2 cap came too late): these digits are this host's "
-            "own, as under 'native'; run with process isolation (the default) to get the portable ones")
+    return (
+        f"numerics 'portable' was asked for, but the method computed with {capability} kernels (it ran inline in a "
+        "process whose kernels had already started, so the AVX2 cap came too late): these digits are this host's "
+        "own, as under 'native'; run with process isolation (the default) to get the portable ones"
+    )

@@ -56,8 +56,8 @@ def direct_url_revision(distribution: str) -> str | None:
     have put anything: one that is not such a record (not UTF-8, not JSON, nested or sized past one, a revision that
     is no short line of text) records no revision, with a warning naming the file; the run goes on."""
     # imported here: the build hook loads this module by path, outside the package, and never calls this function
-    from drake_bench.errors import JSONFileError
     from drake_bench.core.json_files import parse_json, read_json
+    from drake_bench.errors import JSONFileError
 
     try:
         dist = metadata.distribution(distribution)
@@ -73,8 +73,10 @@ def direct_url_revision(distribution: str) -> str | None:
             if not text:
                 return None
             if len(text) > DIRECT_URL_MAX_BYTES:
-                return _no_record(f"{where} is larger than {DIRECT_URL_MAX_BYTES} characters, more than a PEP 610 "
-                                  "record is", distribution)
+                return _no_record(
+                    f"{where} is larger than {DIRECT_URL_MAX_BYTES} characters, more than a PEP 610 record is",
+                    distribution,
+                )
             info = parse_json(text, where=where, what="PEP 610 record")
     except JSONFileError as exc:
         if exc.missing:

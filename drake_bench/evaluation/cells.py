@@ -50,16 +50,22 @@ class EvalCell:
     samples: tuple[Sample, ...]
 
 
-def evaluation_limits(spec: "BenchmarkSpec", self_subsample: int | None = None,
-                      others_subsample: int | None = None) -> tuple[int | None, int | None]:
+def evaluation_limits(
+    spec: "BenchmarkSpec", self_subsample: int | None = None, others_subsample: int | None = None
+) -> tuple[int | None, int | None]:
     """``(self_limit, others_limit)``: the run's caps where given, else the manifest's (``None``: the full split)."""
     self_limit = self_subsample if self_subsample is not None else spec.fl.self_subsample
     others_limit = others_subsample if others_subsample is not None else spec.fl.others_subsample
     return self_limit, others_limit
 
 
-def plan_cells(fed: "FederatedData", round_idx: int, self_limit: int | None, others_limit: int | None,
-               clients: Sequence[int] | None = None) -> list[EvalCell]:
+def plan_cells(
+    fed: "FederatedData",
+    round_idx: int,
+    self_limit: int | None,
+    others_limit: int | None,
+    clients: Sequence[int] | None = None,
+) -> list[EvalCell]:
     """The cells of the evaluation point after round ``round_idx`` (0-based) for ``clients`` (default: all), in the
     evaluator's order. A cap of 0 leaves that role out. Test items are decoded once per (task, owner, cap) and
     shared by the cells that score them."""
@@ -93,6 +99,16 @@ def cell_records(cells: Sequence[EvalCell], scores: Iterable[float], seed: int, 
     records = []
     for cell in cells:
         got = [next(it) for _ in cell.samples]
-        records.append(ScoreRecord(seed=seed, eval_round=eval_round, client=cell.client, task=cell.task,
-                                   owner=cell.owner, role=cell.role, n=len(cell.samples), score=float(np.mean(got))))
+        records.append(
+            ScoreRecord(
+                seed=seed,
+                eval_round=eval_round,
+                client=cell.client,
+                task=cell.task,
+                owner=cell.owner,
+                role=cell.role,
+                n=len(cell.samples),
+                score=float(np.mean(got)),
+            )
+        )
     return records

@@ -66,6 +66,7 @@ class ProbeHost(Protocol):
     def setup_seed(self, seed: int) -> int: ...
     def init_client_seed(self, seed: int, client: int) -> int: ...
 
+
 REFERENCE_METHOD = "sft"
 PROBE_VERSION = 3
 """3: a post-federation stage is priced as well (2: a second, steady-state round is priced as well; 1 priced every
@@ -103,21 +104,29 @@ class ComputeProbe(BaseModel):
     probe_clients: dict[str, int] = Field(description="The client whose two probe rounds priced each model.")
     setup_flops: int = Field(description="The method's one-off setup FLOPs (e.g. weight alignment).")
     first_round_flops: dict[str, int] | None = Field(
-        None, description="The method's FLOPs for a client's first round, per model (None in a version-1 probe, "
-                          "which priced every round as the first).")
+        None,
+        description="The method's FLOPs for a client's first round, per model (None in a version-1 probe, "
+        "which priced every round as the first).",
+    )
     round_flops: dict[str, int] = Field(
         description="The method's FLOPs for a client round after the first (its second, after the server's "
-                    "aggregate), per model: the price of every round but the first.")
+        "aggregate), per model: the price of every round but the first."
+    )
     reference_setup_flops: int = Field(description="The reference's one-off setup FLOPs.")
     reference_first_round_flops: dict[str, int] | None = Field(
-        None, description="The reference's FLOPs for a client's first round, per model (None in a version-1 probe).")
+        None, description="The reference's FLOPs for a client's first round, per model (None in a version-1 probe)."
+    )
     reference_round_flops: dict[str, int] = Field(
-        description="The reference's FLOPs for a client round after the first, per model.")
+        description="The reference's FLOPs for a client round after the first, per model."
+    )
     post_federation_flops: dict[str, int] = Field(
-        default_factory=dict, description="The method's FLOPs for one client's post-federation stage, per model "
-                                          "(empty: no such stage, or a probe before version 3).")
+        default_factory=dict,
+        description="The method's FLOPs for one client's post-federation stage, per model "
+        "(empty: no such stage, or a probe before version 3).",
+    )
     reference_post_federation_flops: dict[str, int] = Field(
-        default_factory=dict, description="The reference's post-federation FLOPs per model (SFT has no such stage).")
+        default_factory=dict, description="The reference's post-federation FLOPs per model (SFT has no such stage)."
+    )
     declared_relative_compute: float = Field(description="What the method's meta.relative_compute declares.")
 
     @classmethod
@@ -154,8 +163,11 @@ class ComputeProbe(BaseModel):
 
     @property
     def reference_total_flops(self) -> float:
-        return (self.reference_setup_flops + self._all_rounds(self.reference_first_round_flops, self.reference_round_flops)
-                + self._post_federation(self.reference_post_federation_flops))
+        return (
+            self.reference_setup_flops
+            + self._all_rounds(self.reference_first_round_flops, self.reference_round_flops)
+            + self._post_federation(self.reference_post_federation_flops)
+        )
 
     @property
     def measured_relative_compute(self) -> float:
@@ -206,17 +218,24 @@ class ComputeProbe(BaseModel):
         if not self.over_budget:
             return ""
         fixed = self.fixed_flops / self.reference_total_flops
-        return (f"method {self.method!r}: its setup and post-federation stage alone cost {fixed:.2f}x "
-                f"{self.reference}'s federation FLOPs, so compute matching leaves it the minimum of 1 local step a "
-                f"round and it still spends {self.matched_relative_compute:.2f}x {self.reference}'s FLOPs "
-                "(fl.extra.compute.matched_relative_compute): this run is not at equal compute")
+        return (
+            f"method {self.method!r}: its setup and post-federation stage alone cost {fixed:.2f}x "
+            f"{self.reference}'s federation FLOPs, so compute matching leaves it the minimum of 1 local step a "
+            f"round and it still spends {self.matched_relative_compute:.2f}x {self.reference}'s FLOPs "
+            "(fl.extra.compute.matched_relative_compute): this run is not at equal compute"
+        )
 
     def summary(self) -> dict[str, Any]:
         """The probe plus its derived numbers, as written into the result file."""
-        return {**self.model_dump(mode="json"), "measured_relative_compute": self.measured_relative_compute,
-                "matched_local_steps": self.matched_local_steps, "method_total_flops": self.method_total_flops,
-                "reference_total_flops": self.reference_total_flops,
-                "matched_relative_compute": self.matched_relative_compute, "over_budget": self.over_budget}
+        return {
+            **self.model_dump(mode="json"),
+            "measured_relative_compute": self.measured_relative_compute,
+            "matched_local_steps": self.matched_local_steps,
+            "method_total_flops": self.method_total_flops,
+            "reference_total_flops": self.reference_total_flops,
+            "matched_relative_compute": self.matched_relative_compute,
+            "over_budget": self.over_budget,
+        }
 
 
 class _Measured(BaseModel):
@@ -228,8 +247,16 @@ class _Measured(BaseModel):
     post: dict[str, int]
 
 
-def _probe_one(ev: ProbeHost, name: str, config: dict[str, Any], fed: FederatedData, seed: int, steps: int,
-               clients: dict[str, int], rounds: int) -> _Measured:
+def _probe_one(
+    ev: ProbeHost,
+    name: str,
+    config: dict[str, Any],
+    fed: FederatedData,
+    seed: int,
+    steps: int,
+    clients: dict[str, int],
+    rounds: int,
+) -> _Measured:
     """The FLOPs of ``name`` run fresh under this run's settings: each model's probe client trains its first round,
     the server aggregates those uploads, and the same clients train their second round from the server's messages,
     on the same batches as the first (a one-round run has no second round: it is priced as the first). A method with
@@ -249,8 +276,7 @@ def _probe_one(ev: ProbeHost, name: str, config: dict[str, Any], fed: FederatedD
             ctx = ev.ctx(client, 0, seed)
             state = method.init_client(ctx, rng_seed=ev.init_client_seed(seed, client))
             method.count_flops(True)
-            uploads[client], states[client] = method.client_update(ctx, state, None, batches[client],
-                                                                   rng_seed=ctx.seed)
+            uploads[client], states[client] = method.client_update(ctx, state, None, batches[client], rng_seed=ctx.seed)
             first[model] = method.counted_flops().get("client_update", 0)
         later = dict(first)
         server = method.init_server()
@@ -259,8 +285,9 @@ def _probe_one(ev: ProbeHost, name: str, config: dict[str, Any], fed: FederatedD
             for model, client in clients.items():
                 ctx = ev.ctx(client, 1, seed)
                 method.count_flops(True)
-                uploads[client], states[client] = method.client_update(ctx, states[client], messages[client],
-                                                                       batches[client], rng_seed=ctx.seed)
+                uploads[client], states[client] = method.client_update(
+                    ctx, states[client], messages[client], batches[client], rng_seed=ctx.seed
+                )
                 later[model] = method.counted_flops().get("client_update", 0)
         post: dict[str, int] = {}
         if method.has_post_federation:
@@ -270,8 +297,9 @@ def _probe_one(ev: ProbeHost, name: str, config: dict[str, Any], fed: FederatedD
                 messages, server = method.aggregate(last - 1, server, uploads, rng_seed=seed)
                 for client in clients.values():
                     ctx = ev.ctx(client, last, seed)
-                    uploads[client], states[client] = method.client_update(ctx, states[client], messages[client],
-                                                                           batches[client], rng_seed=ctx.seed)
+                    uploads[client], states[client] = method.client_update(
+                        ctx, states[client], messages[client], batches[client], rng_seed=ctx.seed
+                    )
             _, server = method.aggregate(max(last, 0), server, uploads, rng_seed=seed)
             for model, client in clients.items():
                 method.count_flops(True)
@@ -282,8 +310,14 @@ def _probe_one(ev: ProbeHost, name: str, config: dict[str, Any], fed: FederatedD
         method.close()
 
 
-def probe_compute(ev: ProbeHost, fed: FederatedData, seed: int, method_config_dump: dict[str, Any],
-                  declared: float, cache_dir: Path | None = None) -> ComputeProbe:
+def probe_compute(
+    ev: ProbeHost,
+    fed: FederatedData,
+    seed: int,
+    method_config_dump: dict[str, Any],
+    declared: float,
+    cache_dir: Path | None = None,
+) -> ComputeProbe:
     """Measure the configured method against SFT on this run's data (see the module docstring).
 
     Cached as ``compute-probe.json`` in ``cache_dir`` (keyed by what shapes it), so a resumed run does not probe
@@ -303,11 +337,21 @@ def probe_compute(ev: ProbeHost, fed: FederatedData, seed: int, method_config_du
         clients_per_model[model] = clients_per_model.get(model, 0) + 1
         probe_clients.setdefault(model, c)
     # what shapes a client round's FLOPs besides the method: the data and its batches, the models and their weights
-    shared = {"v": PROBE_VERSION, "drake_bench": __version__, "seed": seed, "steps": steps, "clients": probe_clients,
-              "manifest": ev.spec.content_hash, "data": fed.store.data_hash, "batch_size": fed.config.batch_size,
-              "allocation": dict(ev.allocation), "weights": ev.checkpoints}
-    key = _key({**shared, "method": cfg.method, "config": method_config_dump, "rounds": rounds,
-                "counts": clients_per_model})
+    shared = {
+        "v": PROBE_VERSION,
+        "drake_bench": __version__,
+        "seed": seed,
+        "steps": steps,
+        "clients": probe_clients,
+        "manifest": ev.spec.content_hash,
+        "data": fed.store.data_hash,
+        "batch_size": fed.config.batch_size,
+        "allocation": dict(ev.allocation),
+        "weights": ev.checkpoints,
+    }
+    key = _key(
+        {**shared, "method": cfg.method, "config": method_config_dump, "rounds": rounds, "counts": clients_per_model}
+    )
     cache = cache_dir / "compute-probe.json" if cache_dir is not None else None
     stored = _read(cache, key, ComputeProbe)
     if stored is not None:
@@ -316,21 +360,34 @@ def probe_compute(ev: ProbeHost, fed: FederatedData, seed: int, method_config_du
     ref_config = {k: method_config_dump[k] for k in ("model_loader",) if k in method_config_dump}
     m = _probe_one(ev, cfg.method, cfg.method_config, fed, seed, steps, probe_clients, rounds)
     ref_key = _key({**shared, "method": REFERENCE_METHOD, "config": ref_config, "two_rounds": rounds >= 2})
-    ref_cache = (cache_dir.parent / "compute-reference" / f"{hashlib.sha256(ref_key.encode()).hexdigest()[:16]}.json"
-                 if cache_dir is not None else None)
+    ref_cache = (
+        cache_dir.parent / "compute-reference" / f"{hashlib.sha256(ref_key.encode()).hexdigest()[:16]}.json"
+        if cache_dir is not None
+        else None
+    )
     ref = _read(ref_cache, ref_key, _ReferenceProbe)
     if ref is None:
         r = _probe_one(ev, REFERENCE_METHOD, ref_config, fed, seed, steps, probe_clients, rounds)
-        ref = _ReferenceProbe(setup_flops=r.setup, first_round_flops=r.first, round_flops=r.later,
-                              post_federation_flops=r.post)
+        ref = _ReferenceProbe(
+            setup_flops=r.setup, first_round_flops=r.first, round_flops=r.later, post_federation_flops=r.post
+        )
         _write(ref_cache, ref_key, ref.model_dump())
-    probe = ComputeProbe(method=cfg.method, local_steps=steps, rounds=rounds, clients_per_model=clients_per_model,
-                         probe_clients=probe_clients, setup_flops=m.setup, first_round_flops=m.first,
-                         round_flops=m.later, post_federation_flops=m.post,
-                         reference_setup_flops=ref.setup_flops, reference_first_round_flops=ref.first_round_flops,
-                         reference_round_flops=ref.round_flops,
-                         reference_post_federation_flops=ref.post_federation_flops,
-                         declared_relative_compute=declared)
+    probe = ComputeProbe(
+        method=cfg.method,
+        local_steps=steps,
+        rounds=rounds,
+        clients_per_model=clients_per_model,
+        probe_clients=probe_clients,
+        setup_flops=m.setup,
+        first_round_flops=m.first,
+        round_flops=m.later,
+        post_federation_flops=m.post,
+        reference_setup_flops=ref.setup_flops,
+        reference_first_round_flops=ref.first_round_flops,
+        reference_round_flops=ref.round_flops,
+        reference_post_federation_flops=ref.post_federation_flops,
+        declared_relative_compute=declared,
+    )
     _write(cache, key, probe.model_dump(mode="json"))
     return probe
 
@@ -362,29 +419,37 @@ def _read(path: Path | None, key: str, kind: type[_Cached]) -> _Cached | None:
     the file replaced. The file lies in a run's output folder, which may have been copied from elsewhere or edited:
     one that does not read as a probe record (not JSON, larger or deeper than one, not the probe its key says) is no
     cache, and a warning says so (a measurement costs minutes on a real board)."""
-    from drake_bench.errors import JSONFileError
     from drake_bench.core.json_files import read_json
+    from drake_bench.errors import JSONFileError
 
     if path is None or not path.is_file():
         return None
     try:  # drake_bench wrote it with json.dumps, which writes NaN for a NaN it was given: NaN reads back
         stored = read_json(path, what="compute probe cache", max_bytes=PROBE_CACHE_MAX_BYTES, allow_nan=True)
     except JSONFileError as exc:
-        warnings.warn(f"{exc}; not a cached compute probe, so the probe is measured again", RuntimeWarning,
-                      stacklevel=3)
+        warnings.warn(
+            f"{exc}; not a cached compute probe, so the probe is measured again", RuntimeWarning, stacklevel=3
+        )
         return None
     if not isinstance(stored, dict):
-        warnings.warn(f"{path} is not a cached compute probe (a JSON object); the probe is measured again",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"{path} is not a cached compute probe (a JSON object); the probe is measured again",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return None
     if stored.get("key") != key:
         return None  # another run's settings: measured for this one
     try:
         return kind.model_validate(stored.get("probe"))
     except ValidationError as exc:
-        warnings.warn(f"{path} is not a cached compute probe ({exc.error_count()} field(s) wrong, first: "
-                      f"{'.'.join(map(str, exc.errors()[0]['loc'])) or 'the probe'}: {exc.errors()[0]['msg']}); "
-                      "the probe is measured again", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"{path} is not a cached compute probe ({exc.error_count()} field(s) wrong, first: "
+            f"{'.'.join(map(str, exc.errors()[0]['loc'])) or 'the probe'}: {exc.errors()[0]['msg']}); "
+            "the probe is measured again",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return None
 
 

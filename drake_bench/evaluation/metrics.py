@@ -63,7 +63,10 @@ class ScoreRecord(_Strict):
     n: int = Field(ge=0, description="Number of items scored.")
     score: float = Field(ge=0.0, le=1.0, description="Mean item score, in [0, 1].")
     exact_match: float | None = Field(
-        default=None, ge=0.0, le=1.0, description="Mean exact match over items (logged for OPEN answers beside the main score); not summarised."
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Mean exact match over items (logged for OPEN answers beside the main score); not summarised.",
     )
 
     @model_validator(mode="after")
@@ -99,11 +102,14 @@ class CostRecord(_Strict):
     train_seconds: float = Field(ge=0.0)
     peak_memory_bytes: int = Field(ge=0)
     uplink_elements: dict[str, int] | None = Field(
-        default=None, description="Tensor elements of the upload per dtype (e.g. {'bfloat16': 66032}); bytes alone do "
-                                  "not compare methods that send at different precisions. None in result files from "
-                                  "before it was recorded.")
+        default=None,
+        description="Tensor elements of the upload per dtype (e.g. {'bfloat16': 66032}); bytes alone do "
+        "not compare methods that send at different precisions. None in result files from "
+        "before it was recorded.",
+    )
     downlink_elements: dict[str, int] | None = Field(
-        default=None, description="Tensor elements of the server's message to this client per dtype.")
+        default=None, description="Tensor elements of the server's message to this client per dtype."
+    )
 
 
 class ServerCostRecord(_Strict):
@@ -159,23 +165,30 @@ class RawTables(_Strict):
     adaptation: list[AdaptationRecord] = Field(default_factory=list)
     costs: list[CostRecord] = Field(default_factory=list)
     server_costs: list[ServerCostRecord] = Field(
-        default_factory=list, description="One record per (seed, round): the server's aggregation time.")
+        default_factory=list, description="One record per (seed, round): the server's aggregation time."
+    )
     diagnostics: list[DiagnosticRecord] = Field(
-        default_factory=list, description="The method's own rows about its server steps (ReportsDiagnostics) and its "
-                                          "clients' steps (ReportsClientDiagnostics).")
+        default_factory=list,
+        description="The method's own rows about its server steps (ReportsDiagnostics) and its "
+        "clients' steps (ReportsClientDiagnostics).",
+    )
     post_federation_costs: list[PostFederationCostRecord] = Field(
-        default_factory=list, description="One record per seed of a method with post_federation: its seconds.")
+        default_factory=list, description="One record per seed of a method with post_federation: its seconds."
+    )
     absences: list[AbsenceRecord] = Field(
-        default_factory=list, description="One record per (seed, round, client) that took no part in the round "
-                                          "(partial participation, or a lost node); empty when every client trained "
-                                          "every round.")
+        default_factory=list,
+        description="One record per (seed, round, client) that took no part in the round "
+        "(partial participation, or a lost node); empty when every client trained "
+        "every round.",
+    )
     scores_before_post_federation: list[ScoreRecord] = Field(
         default_factory=list,
         description="The last evaluation point as the clients held it after their last local training, before the "
-                    "method's post_federation stage replaced their models (TAP's post-training, a method's final "
-                    "global model): the rows of ``scores`` at that round are the replacement's. Empty for a method "
-                    "without post_federation. Summarised apart (``self_last_before_post_federation``), never in the "
-                    "headline metrics.")
+        "method's post_federation stage replaced their models (TAP's post-training, a method's final "
+        "global model): the rows of ``scores`` at that round are the replacement's. Empty for a method "
+        "without post_federation. Summarised apart (``self_last_before_post_federation``), never in the "
+        "headline metrics.",
+    )
 
 
 # --------------------------------------------------------------------------- summary records
@@ -233,26 +246,34 @@ class SeedSummary(_Strict):
     train_seconds_per_round: float | None
     peak_memory_bytes: int
     aggregate_seconds_total: float | None = Field(
-        default=None, description="Seconds of the server's aggregate calls over all rounds; None without server cost "
-                                  "records (result files from before they were measured).")
+        default=None,
+        description="Seconds of the server's aggregate calls over all rounds; None without server cost "
+        "records (result files from before they were measured).",
+    )
     aggregate_seconds_per_round: float | None = Field(
-        default=None, description="aggregate_seconds_total / rounds with a server cost record.")
+        default=None, description="aggregate_seconds_total / rounds with a server cost record."
+    )
     uplink_elements_per_round: float | None = Field(
-        default=None, description="Tensor elements uploaded per round, summed over clients and dtypes (total / rounds); "
-                                  "None unless every cost record has its element counts.")
-    downlink_elements_per_round: float | None = Field(
-        default=None, description="The same for the server's messages.")
+        default=None,
+        description="Tensor elements uploaded per round, summed over clients and dtypes (total / rounds); "
+        "None unless every cost record has its element counts.",
+    )
+    downlink_elements_per_round: float | None = Field(default=None, description="The same for the server's messages.")
     wire_dtypes: list[str] | None = Field(
-        default=None, description="Every tensor dtype sent either way, sorted; None without element counts.")
+        default=None, description="Every tensor dtype sent either way, sorted; None without element counts."
+    )
     post_federation_seconds: float | None = Field(
-        default=None, description="Seconds of the method's post_federation call (all clients); None for a method "
-                                  "without one (and for result files from before it was measured).")
+        default=None,
+        description="Seconds of the method's post_federation call (all clients); None for a method "
+        "without one (and for result files from before it was measured).",
+    )
     self_last_before_post_federation: float | None = Field(
-        default=None, description="Self at the last evaluation point before post_federation replaced the models "
-                                  "(from raw.scores_before_post_federation); None for a method without the stage and "
-                                  "for result files from before it was recorded.")
-    others_last_before_post_federation: float | None = Field(
-        default=None, description="Others at the same point.")
+        default=None,
+        description="Self at the last evaluation point before post_federation replaced the models "
+        "(from raw.scores_before_post_federation); None for a method without the stage and "
+        "for result files from before it was recorded.",
+    )
+    others_last_before_post_federation: float | None = Field(default=None, description="Others at the same point.")
 
 
 _NO_VALUE = MeanStd(mean=None, std=None, n=0)
@@ -332,8 +353,10 @@ def _check_unique(records: Sequence[ScoreRecord]) -> None:
         # the owner is part of the key: under Dirichlet several clients own shares of one task
         key = (r.seed, r.eval_round, r.client, r.task, r.owner)
         if key in seen:
-            raise MetricError(f"duplicate score record for seed {r.seed}, round {r.eval_round}, client {r.client}, "
-                              f"task {r.task!r}, owner {r.owner}")
+            raise MetricError(
+                f"duplicate score record for seed {r.seed}, round {r.eval_round}, client {r.client}, "
+                f"task {r.task!r}, owner {r.owner}"
+            )
         seen.add(key)
 
 
@@ -412,8 +435,11 @@ def _element_summary(costs: Sequence[CostRecord], rounds: int) -> dict[str, Any]
     up = sum(sum(c.uplink_elements.values()) for c in costs)  # type: ignore[union-attr]
     down = sum(sum(c.downlink_elements.values()) for c in costs)  # type: ignore[union-attr]
     dtypes = {d for c in costs for d in (*c.uplink_elements, *c.downlink_elements)}  # type: ignore[misc]
-    return {"uplink_elements_per_round": up / rounds, "downlink_elements_per_round": down / rounds,
-            "wire_dtypes": sorted(dtypes)}
+    return {
+        "uplink_elements_per_round": up / rounds,
+        "downlink_elements_per_round": down / rounds,
+        "wire_dtypes": sorted(dtypes),
+    }
 
 
 def server_cost_summary(server_costs: Sequence[ServerCostRecord]) -> dict[str, float | None]:
@@ -429,8 +455,11 @@ def server_cost_summary(server_costs: Sequence[ServerCostRecord]) -> dict[str, f
 
 
 def seed_summary(
-    seed: int, scores: Sequence[ScoreRecord], costs: Sequence[CostRecord] = (),
-    server_costs: Sequence[ServerCostRecord] = (), post_federation_costs: Sequence[PostFederationCostRecord] = (),
+    seed: int,
+    scores: Sequence[ScoreRecord],
+    costs: Sequence[CostRecord] = (),
+    server_costs: Sequence[ServerCostRecord] = (),
+    post_federation_costs: Sequence[PostFederationCostRecord] = (),
     scores_before_post_federation: Sequence[ScoreRecord] = (),
 ) -> SeedSummary:
     """All metrics of one seed from its score and cost records (records of other seeds are ignored)."""
@@ -488,7 +517,9 @@ def seed_summary(
         worst_client=worst,
         worst_client_self=final_self[worst] if worst is not None else None,
         p10_client_self=(
-            float(np.percentile(list(final_self.values()), PERCENTILE, method=PERCENTILE_METHOD)) if final_self else None
+            float(np.percentile(list(final_self.values()), PERCENTILE, method=PERCENTILE_METHOD))
+            if final_self
+            else None
         ),
         forgetting=forget_mean,
         per_client=per_client,
@@ -552,8 +583,12 @@ def summarize(raw: RawTables, seeds: Sequence[int] | None = None) -> Summary:
     """
     if seeds is None:
         seeds = sorted({r.seed for r in raw.scores} | {c.seed for c in raw.costs})
-    per_seed = [seed_summary(s, raw.scores, raw.costs, raw.server_costs, raw.post_federation_costs,
-                             raw.scores_before_post_federation) for s in seeds]
+    per_seed = [
+        seed_summary(
+            s, raw.scores, raw.costs, raw.server_costs, raw.post_federation_costs, raw.scores_before_post_federation
+        )
+        for s in seeds
+    ]
     aggregate = Aggregate(**{f: mean_std([getattr(s, f) for s in per_seed]) for f in _AGG_FIELDS})
     return Summary(
         conventions=dict(CONVENTIONS),

@@ -72,8 +72,14 @@ def legend_below(fig: Figure, n: int) -> None:
                 handles.append(h)
                 labels.append(lab)
     if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(max(n, 1), LEGEND_COLUMNS), fontsize="small",
-                   frameon=False)
+        fig.legend(
+            handles,
+            labels,
+            loc="outside lower center",
+            ncol=min(max(n, 1), LEGEND_COLUMNS),
+            fontsize="small",
+            frameon=False,
+        )
 
 
 def legend_height(n: int) -> float:
@@ -81,8 +87,15 @@ def legend_height(n: int) -> float:
     return 0.22 * -(-n // LEGEND_COLUMNS)
 
 
-def _draw_curve(ax, curve: Sequence[CurvePoint], label: str, linestyle: str = "-", scale: float = SCALE,
-                style: dict[str, object] | None = None, band_alpha: float = 0.2) -> bool:
+def _draw_curve(
+    ax,
+    curve: Sequence[CurvePoint],
+    label: str,
+    linestyle: str = "-",
+    scale: float = SCALE,
+    style: dict[str, object] | None = None,
+    band_alpha: float = 0.2,
+) -> bool:
     """Mean line with a ± std band, values times ``scale``; False when the curve is empty (nothing drawn)."""
     if not curve:
         return False
@@ -136,7 +149,10 @@ def plot_adaptation(results: Sequence["RunResult"], path: str | Path) -> Figure:
 
 
 def plot_relevance_heatmap(
-    matrix: Sequence[Sequence[float]] | np.ndarray, labels: Sequence[str], path: str | Path, title: str = "Client relevance"
+    matrix: Sequence[Sequence[float]] | np.ndarray,
+    labels: Sequence[str],
+    path: str | Path,
+    title: str = "Client relevance",
 ) -> Figure:
     """Square client-by-client relevance matrix (e.g. FedMosaic's gradient similarity) as a heatmap;
     cells are annotated when there are at most 12 clients."""
@@ -157,8 +173,15 @@ def plot_relevance_heatmap(
         threshold = (np.nanmin(m) + np.nanmax(m)) / 2
         for i in range(m.shape[0]):
             for j in range(m.shape[1]):
-                ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                        color="black" if m[i, j] > threshold else "white")
+                ax.text(
+                    j,
+                    i,
+                    f"{m[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="black" if m[i, j] > threshold else "white",
+                )
     return _save(fig, path)
 
 
@@ -192,8 +215,9 @@ def diagnostic_curve(result: "RunResult", value: str) -> list[CurvePoint]:
     return out
 
 
-def plot_diagnostics_over_rounds(results: Sequence["RunResult"], path: str | Path,
-                                 values: Sequence[str] = ("beta", "energy_ratio")) -> Figure:
+def plot_diagnostics_over_rounds(
+    results: Sequence["RunResult"], path: str | Path, values: Sequence[str] = ("beta", "energy_ratio")
+) -> Figure:
     """Method diagnostics (``raw.diagnostics``) against round, one panel per value (three to a row) and one line
     per result: the mean over the rows of a round (e.g. FedRPCA's weight matrices), mean ± std band over seeds.
     Values are drawn as reported (no x100)."""
@@ -205,7 +229,7 @@ def plot_diagnostics_over_rounds(results: Sequence["RunResult"], path: str | Pat
     rows = -(-len(values) // cols)
     fig = Figure(figsize=(5 * cols, 4 * rows), layout="constrained")
     axes = fig.subplots(rows, cols, sharex=True, squeeze=False).ravel()
-    for ax in axes[len(values):]:
+    for ax in axes[len(values) :]:
         ax.set_visible(False)
     for ax, value in zip(axes, values):
         for r in results:

@@ -54,8 +54,18 @@ _NUMBER_WORDS = {
         "fifteen sixteen seventeen eighteen nineteen twenty".split()
     )
 }
-_NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
-                      "eighty": "80", "ninety": "90", "hundred": "100"})
+_NUMBER_WORDS.update(
+    {
+        "thirty": "30",
+        "forty": "40",
+        "fifty": "50",
+        "sixty": "60",
+        "seventy": "70",
+        "eighty": "80",
+        "ninety": "90",
+        "hundred": "100",
+    }
+)
 
 _DIGIT_SEP = re.compile(r"(?<=\d)[.,](?=\d)")
 
@@ -99,9 +109,7 @@ _BARE = re.compile(r"^\s*[\(\[]?\s*([A-Za-z])\s*[\)\]]?\s*[.:)]?\s*$")
 # letter, an upper-case letter, or a lower-case letter that ends the response -- so that
 # "the answer is a red car" (article) is not read as option A.
 _KW = r"\b(?i:answer|option|choice)\b\s*(?i:is\b)?\s*[:：]?\s*"
-_KEYWORD = re.compile(
-    _KW + r"(?:[\(\[]\s*([A-Za-z])\s*[\)\]]|([A-Z])(?![A-Za-z0-9])|([a-z])\s*[.:)]?\s*$)"
-)
+_KEYWORD = re.compile(_KW + r"(?:[\(\[]\s*([A-Za-z])\s*[\)\]]|([A-Z])(?![A-Za-z0-9])|([a-z])\s*[.:)]?\s*$)")
 # "B. red", "(B) red", "B) red", "B: red" -- an upper-case letter with a delimiter, so that
 # a response such as "A red car" (article) is not read as option A.
 _LEADING = re.compile(r"^\s*(?:\(([A-Z])\)|\[([A-Z])\]|([A-Z])[.:)])(?=\s|$)")
@@ -179,8 +187,9 @@ def answer_index(sample: Sample) -> int:
 def check_scorer_version(version: str) -> str:
     """``version`` when it is one of :data:`SCORER_VERSIONS`, else a ValueError naming them."""
     if version not in SCORER_VERSIONS:
-        raise ValueError(f"scorer version {version!r} is not one this drake_bench applies "
-                         f"({', '.join(SCORER_VERSIONS)})")
+        raise ValueError(
+            f"scorer version {version!r} is not one this drake_bench applies ({', '.join(SCORER_VERSIONS)})"
+        )
     return version
 
 
@@ -306,8 +315,9 @@ def score_details(prediction: str, sample: Sample, scorer_version: str = SCORER_
         hit = float(parsed is not None and parsed == answer_index(sample))
         return Scored(hit, hit, parsed)
     if kind == AnswerType.OPEN:
-        return Scored(open_score(prediction, sample.answer, scorer_version), exact_match(prediction, sample.answer),
-                      None)
+        return Scored(
+            open_score(prediction, sample.answer, scorer_version), exact_match(prediction, sample.answer), None
+        )
     if kind == AnswerType.FREE_TEXT:
         return Scored(rouge_l_f1(prediction, sample.answer), exact_match(prediction, sample.answer), None)
     raise ValueError(f"sample {sample.id!r}: no scorer for answer type {kind!r}")  # pragma: no cover

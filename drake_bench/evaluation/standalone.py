@@ -19,16 +19,16 @@ from typing import Any
 import numpy as np
 from pydantic import ConfigDict, Field
 
-from drake_bench.core.strict_model import StrictModel
-from drake_bench.errors import ScenarioError
 from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.benchmarks.sample import MethodSample
-from drake_bench.streams.scenarios import Scenario
 from drake_bench.benchmarks.spec import BenchmarkSpec
-from drake_bench.streams.stream import FederatedData, _check_schedule, _client_id, load_federated_data
+from drake_bench.core.strict_model import StrictModel
+from drake_bench.errors import ScenarioError
 from drake_bench.evaluation.cells import cell_records, evaluation_limits, plan_cells
 from drake_bench.evaluation.metrics import ScoreRecord, seed_summary
 from drake_bench.evaluation.scoring import SCORER_VERSION, check_scorer_version, score_batch
+from drake_bench.streams.scenarios import Scenario
+from drake_bench.streams.stream import FederatedData, _check_schedule, _client_id, load_federated_data
 
 __all__ = ["ClientEvaluation", "ClientEvaluationSettings", "PredictFn", "evaluate_client"]
 
@@ -50,15 +50,20 @@ class ClientEvaluationSettings(_Frozen):
     scenario: str = Field(description="Scenario tag, as in result file paths (dynamic, static, dirichlet-0.5, ...).")
     seed: int
     rounds: int
-    local_steps: int = Field(description="Local steps of the schedule whose seen tasks count (the run's, not a "
-                                         "compute-matched method's own).")
+    local_steps: int = Field(
+        description="Local steps of the schedule whose seen tasks count (the run's, not a "
+        "compute-matched method's own)."
+    )
     round_idx: int = Field(description="0-based round after which the model is scored (as ClientStream.round).")
     eval_round: int = Field(description="The same point 1-based, as a result file's eval_round.")
     self_subsample: int | None = Field(description="Self items per task (a seeded subsample); None: the full split.")
-    others_subsample: int | None = Field(description="Others items per task (a seeded subsample); None: the full "
-                                                     "split; 0: Others not scored.")
-    scorer_version: str = Field(description="Version of the scoring rules applied (a result file's "
-                                            "evaluation.scorer_version; drake_bench/evaluation/scoring.py).")
+    others_subsample: int | None = Field(
+        description="Others items per task (a seeded subsample); None: the full split; 0: Others not scored."
+    )
+    scorer_version: str = Field(
+        description="Version of the scoring rules applied (a result file's "
+        "evaluation.scorer_version; drake_bench/evaluation/scoring.py)."
+    )
 
 
 class ClientEvaluation(_Frozen):
@@ -68,10 +73,12 @@ class ClientEvaluation(_Frozen):
     self_score: float | None = Field(description="Self: macro-mean over the client's own seen tasks (in [0, 1]).")
     others_score: float | None = Field(
         description="Others: mean over the other clients of the macro-mean over their seen tasks; None when "
-                    "Others is not scored.")
+        "Others is not scored."
+    )
     cells: list[ScoreRecord] = Field(
         description="One row per (owner, task), in the evaluator's order: what a result file's raw.scores holds for "
-                    "this client, seed and eval_round.")
+        "this client, seed and eval_round."
+    )
     settings: ClientEvaluationSettings
 
     @property
@@ -148,15 +155,25 @@ def evaluate_client(
         raise TypeError(f"predict_fn must be callable (queries -> list of answers), got {type(predict_fn).__name__}")
     self_limit, others_limit = evaluation_limits(spec, self_subsample, others_subsample if others else 0)
     opened = benchmark if isinstance(benchmark, FederatedData) else spec
-    fed = _federated_data(opened, seed, scenario=scenario, rounds=rounds, local_steps=local_steps,
-                          data_dir=data_dir, revision=revision, repo_id=repo_id,
-                          clients=[client] if others_limit == 0 else None)  # what a Hub revision must fetch
+    fed = _federated_data(
+        opened,
+        seed,
+        scenario=scenario,
+        rounds=rounds,
+        local_steps=local_steps,
+        data_dir=data_dir,
+        revision=revision,
+        repo_id=repo_id,
+        clients=[client] if others_limit == 0 else None,
+    )  # what a Hub revision must fetch
     last = fed.config.rounds - 1
     if round_idx is None:
         round_idx = last
     elif isinstance(round_idx, bool) or not isinstance(round_idx, (int, np.integer)) or not 0 <= round_idx <= last:
-        raise ScenarioError(f"round_idx must be an int in 0..{last} (0-based, the {fed.config.rounds} rounds of "
-                            f"{fed.spec.name!r} here) or None for the last round, got {round_idx!r}")
+        raise ScenarioError(
+            f"round_idx must be an int in 0..{last} (0-based, the {fed.config.rounds} rounds of "
+            f"{fed.spec.name!r} here) or None for the last round, got {round_idx!r}"
+        )
     round_idx = int(round_idx)
     cells = plan_cells(fed, round_idx, self_limit, others_limit, clients=[client])
     uid_key = secrets.token_bytes(16)  # opaque uids: they cannot be hashed back into task names and rows
@@ -169,24 +186,44 @@ def evaluate_client(
         elif len(got) != len(queries):
             shown = f"{len(got)} items"
         else:
-            shown = next((f"a {type(p).__name__} at position {i}" for i, p in enumerate(got)
-                          if not isinstance(p, str)), "")
+            shown = next(
+                (f"a {type(p).__name__} at position {i}" for i, p in enumerate(got) if not isinstance(p, str)), ""
+            )
         if shown:
-            raise TypeError(f"predict_fn must return a list of {len(queries)} strings (one per query, in order), got "
-                            f"{shown} (client {client}, {cell.role} task {cell.task!r} of client {cell.owner})")
+            raise TypeError(
+                f"predict_fn must return a list of {len(queries)} strings (one per query, in order), got "
+                f"{shown} (client {client}, {cell.role} task {cell.task!r} of client {cell.owner})"
+            )
         preds.extend(got)
     eval_round = round_idx + 1
-    records = cell_records(cells, score_batch(preds, [s for cell in cells for s in cell.samples], scorer_version),
-                           seed=fed.seed, eval_round=eval_round)
+    records = cell_records(
+        cells,
+        score_batch(preds, [s for cell in cells for s in cell.samples], scorer_version),
+        seed=fed.seed,
+        eval_round=eval_round,
+    )
     per_client = {c.client: c for c in seed_summary(fed.seed, records).per_client}.get(client)
     settings = ClientEvaluationSettings(
-        benchmark=fed.spec.name, manifest_hash=fed.spec.content_hash or "", data_hash=fed.store.info.get("data_hash"),
-        scenario=fed.scenario.tag(), seed=fed.seed, rounds=fed.config.rounds, local_steps=fed.config.local_steps,
-        round_idx=round_idx, eval_round=eval_round, self_subsample=self_limit, others_subsample=others_limit,
-        scorer_version=scorer_version)
-    return ClientEvaluation(client=client, self_score=per_client.self_last if per_client else None,
-                            others_score=per_client.others_last if per_client else None, cells=records,
-                            settings=settings)
+        benchmark=fed.spec.name,
+        manifest_hash=fed.spec.content_hash or "",
+        data_hash=fed.store.info.get("data_hash"),
+        scenario=fed.scenario.tag(),
+        seed=fed.seed,
+        rounds=fed.config.rounds,
+        local_steps=fed.config.local_steps,
+        round_idx=round_idx,
+        eval_round=eval_round,
+        self_subsample=self_limit,
+        others_subsample=others_limit,
+        scorer_version=scorer_version,
+    )
+    return ClientEvaluation(
+        client=client,
+        self_score=per_client.self_last if per_client else None,
+        others_score=per_client.others_last if per_client else None,
+        cells=records,
+        settings=settings,
+    )
 
 
 def _federated_data(benchmark: Any, seed: int | None, **stream: Any) -> FederatedData:
@@ -197,13 +234,23 @@ def _federated_data(benchmark: Any, seed: int | None, **stream: Any) -> Federate
         if seed is not None and seed != benchmark.seed:
             given.insert(0, "seed")
         if given:
-            raise ScenarioError(f"evaluate_client got a FederatedData (seed {benchmark.seed}, scenario "
-                                f"{benchmark.scenario.tag()!r}, {benchmark.config.rounds} rounds) and also "
-                                f"{', '.join(given)}: those are the FederatedData's own; open another with "
-                                "load_federated_data(...) to score under other settings")
+            raise ScenarioError(
+                f"evaluate_client got a FederatedData (seed {benchmark.seed}, scenario "
+                f"{benchmark.scenario.tag()!r}, {benchmark.config.rounds} rounds) and also "
+                f"{', '.join(given)}: those are the FederatedData's own; open another with "
+                "load_federated_data(...) to score under other settings"
+            )
         return benchmark
     seed = 0 if seed is None else seed
     _check_schedule(seed=seed, rounds=stream["rounds"], local_steps=stream["local_steps"])
-    return load_federated_data(benchmark, stream["scenario"], seed, data_dir=stream["data_dir"],
-                               revision=stream["revision"], repo_id=stream["repo_id"], clients=clients,
-                               rounds=stream["rounds"], local_steps=stream["local_steps"])
+    return load_federated_data(
+        benchmark,
+        stream["scenario"],
+        seed,
+        data_dir=stream["data_dir"],
+        revision=stream["revision"],
+        repo_id=stream["repo_id"],
+        clients=clients,
+        rounds=stream["rounds"],
+        local_steps=stream["local_steps"],
+    )

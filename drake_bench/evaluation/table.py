@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from drake_bench.evaluation.compute import ComputeProbe
 from drake_bench.core.console import DataTable
+from drake_bench.evaluation.compute import ComputeProbe
 from drake_bench.evaluation.metrics import MeanStd, mean_std
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,15 +39,17 @@ def rows(results: Sequence["RunResult"]) -> list[list[str]]:
     out = []
     for r in results:
         a = r.summary.aggregate
-        out.append([
-            score_label(r),
-            fmt(a.self_last),
-            fmt(a.self_auc),
-            fmt(a.others_last),
-            fmt(a.others_auc),
-            fmt(a.worst_client_self),
-            fmt(a.uplink_bytes_per_round, scale=1e-6),
-        ])
+        out.append(
+            [
+                score_label(r),
+                fmt(a.self_last),
+                fmt(a.self_auc),
+                fmt(a.others_last),
+                fmt(a.others_auc),
+                fmt(a.worst_client_self),
+                fmt(a.uplink_bytes_per_round, scale=1e-6),
+            ]
+        )
     return out
 
 
@@ -82,7 +84,9 @@ def model_groups(results: Sequence["RunResult"]) -> dict[str, list[int]]:
     return {m: sorted(c) for m, c in sorted(groups.items())} if len(groups) > 1 else {}
 
 
-MODEL_NOTE = "Self A_last by model: per seed, the mean over the clients that hold each model, then mean ± std over seeds."
+MODEL_NOTE = (
+    "Self A_last by model: per seed, the mean over the clients that hold each model, then mean ± std over seeds."
+)
 
 
 def model_headers(groups: dict[str, list[int]]) -> list[str]:
@@ -107,8 +111,14 @@ def model_rows(results: Sequence["RunResult"], groups: dict[str, list[int]]) -> 
     return out
 
 
-WIRE_HEADERS = ["Method", "On the wire", "Uplink k elements/round", "Downlink k elements/round", "Uplink MB/round",
-                "Uplink MB/round at fp32"]
+WIRE_HEADERS = [
+    "Method",
+    "On the wire",
+    "Uplink k elements/round",
+    "Downlink k elements/round",
+    "Uplink MB/round",
+    "Uplink MB/round at fp32",
+]
 
 
 def wire_rows(results: Sequence["RunResult"]) -> list[list[str]]:
@@ -120,19 +130,35 @@ def wire_rows(results: Sequence["RunResult"]) -> list[list[str]]:
         a, dtypes = r.summary.aggregate, sorted({d for s in r.summary.per_seed for d in (s.wire_dtypes or [])})
         if a.uplink_elements_per_round.mean is None:
             continue
-        out.append([r.label, ", ".join(dtypes) or "nothing", fmt(a.uplink_elements_per_round, scale=1e-3, digits=1),
-                    fmt(a.downlink_elements_per_round, scale=1e-3, digits=1), fmt(a.uplink_bytes_per_round, scale=1e-6),
-                    fmt(a.uplink_elements_per_round, scale=4e-6)])
+        out.append(
+            [
+                r.label,
+                ", ".join(dtypes) or "nothing",
+                fmt(a.uplink_elements_per_round, scale=1e-3, digits=1),
+                fmt(a.downlink_elements_per_round, scale=1e-3, digits=1),
+                fmt(a.uplink_bytes_per_round, scale=1e-6),
+                fmt(a.uplink_elements_per_round, scale=4e-6),
+            ]
+        )
     return out
 
 
-COMPUTE_HEADERS = ["Method", "Local steps", "Relative compute (measured)", "Declared", "Relative compute as run",
-                   "Training TFLOPs", "Setup TFLOPs"]
+COMPUTE_HEADERS = [
+    "Method",
+    "Local steps",
+    "Relative compute (measured)",
+    "Declared",
+    "Relative compute as run",
+    "Training TFLOPs",
+    "Setup TFLOPs",
+]
 
 
-OVER_BUDGET_NOTE = (" Over budget: the method's setup and post-federation stage alone leave it less than half a local "
-                    "step a round, so compute matching gives it the minimum of one and it still spends more than "
-                    "SFT: that row is not at equal compute.")
+OVER_BUDGET_NOTE = (
+    " Over budget: the method's setup and post-federation stage alone leave it less than half a local "
+    "step a round, so compute matching gives it the minimum of one and it still spends more than "
+    "SFT: that row is not at equal compute."
+)
 
 
 def compute_rows(results: Sequence["RunResult"]) -> list[list[str]]:
@@ -149,14 +175,28 @@ def compute_rows(results: Sequence["RunResult"]) -> list[list[str]]:
         as_run = f"{probe.relative_compute_at(steps):.3f}"
         if probe.over_budget_at(steps):
             as_run += " (over budget)"
-        out.append([r.label, str(steps), f"{record['measured_relative_compute']:.3f}",
-                    f"{record['declared_relative_compute']:g}", as_run,
-                    f"{probe.flops_at_steps(steps) / 1e12:.3g}", f"{record['setup_flops'] / 1e12:.3g}"])
+        out.append(
+            [
+                r.label,
+                str(steps),
+                f"{record['measured_relative_compute']:.3f}",
+                f"{record['declared_relative_compute']:g}",
+                as_run,
+                f"{probe.flops_at_steps(steps) / 1e12:.3g}",
+                f"{record['setup_flops'] / 1e12:.3g}",
+            ]
+        )
     return out
 
 
-POST_FEDERATION_HEADERS = ["Method", "Self A_last before", "Self A_last after", "Others A_last before",
-                           "Others A_last after", "Stage seconds"]
+POST_FEDERATION_HEADERS = [
+    "Method",
+    "Self A_last before",
+    "Self A_last after",
+    "Others A_last before",
+    "Others A_last after",
+    "Stage seconds",
+]
 
 
 def post_federation_rows(results: Sequence["RunResult"]) -> list[list[str]]:
@@ -169,9 +209,16 @@ def post_federation_rows(results: Sequence["RunResult"]) -> list[list[str]]:
         a = r.summary.aggregate
         if a.self_last_before_post_federation.mean is None:
             continue
-        out.append([score_label(r), fmt(a.self_last_before_post_federation), fmt(a.self_last),
-                    fmt(a.others_last_before_post_federation), fmt(a.others_last),
-                    fmt(a.post_federation_seconds, scale=1.0, digits=1)])
+        out.append(
+            [
+                score_label(r),
+                fmt(a.self_last_before_post_federation),
+                fmt(a.self_last),
+                fmt(a.others_last_before_post_federation),
+                fmt(a.others_last),
+                fmt(a.post_federation_seconds, scale=1.0, digits=1),
+            ]
+        )
     return out
 
 
@@ -187,20 +234,27 @@ def summary_markdown(results: Sequence["RunResult"]) -> str:
         text += f"\n{MODEL_NOTE}\n\n" + _markdown(model_headers(groups), model_rows(results, groups))
     wire = wire_rows(results)
     if wire:
-        text += ("\nCommunication at equal precision: elements sent per round (summed over clients) beside the bytes "
-                 "each method's chosen dtype made of them.\n\n" + _markdown(WIRE_HEADERS, wire))
+        text += (
+            "\nCommunication at equal precision: elements sent per round (summed over clients) beside the bytes "
+            "each method's chosen dtype made of them.\n\n" + _markdown(WIRE_HEADERS, wire)
+        )
     compute = compute_rows(results)
     if compute:
-        text += ("\nTraining compute as the evaluator's probe counted it (FLOPs of matrix products and attention, "
-                 "forward and backward), relative to SFT at the benchmark's local steps and at the steps the method "
-                 "ran; training TFLOPs at the steps the method ran, setup and any post-federation stage included."
-                 + (OVER_BUDGET_NOTE if any("over budget" in row[4] for row in compute) else "")
-                 + "\n\n" + _markdown(COMPUTE_HEADERS, compute))
+        text += (
+            "\nTraining compute as the evaluator's probe counted it (FLOPs of matrix products and attention, "
+            "forward and backward), relative to SFT at the benchmark's local steps and at the steps the method "
+            "ran; training TFLOPs at the steps the method ran, setup and any post-federation stage included."
+            + (OVER_BUDGET_NOTE if any("over budget" in row[4] for row in compute) else "")
+            + "\n\n"
+            + _markdown(COMPUTE_HEADERS, compute)
+        )
     post = post_federation_rows(results)
     if post:
-        text += ("\nThe last evaluation point before and after each method's post-federation stage (its A_last is the "
-                 "after): before scores what every client held after its last local training, after what the stage "
-                 "gave it.\n\n" + _markdown(POST_FEDERATION_HEADERS, post))
+        text += (
+            "\nThe last evaluation point before and after each method's post-federation stage (its A_last is the "
+            "after): before scores what every client held after its last local training, after what the stage "
+            "gave it.\n\n" + _markdown(POST_FEDERATION_HEADERS, post)
+        )
     return text + numerics_note(results) + judge_note(results)
 
 
@@ -211,8 +265,10 @@ def judge_note(results: Sequence["RunResult"]) -> str:
     if not judged:
         return ""
     body = "; ".join(f"{label}: {judge}" for label, judge in judged)
-    return (f"\nFree text rated by an LLM judge ({body}): a rating r in 1-10 scores r/10, so these columns show the "
-            "1-10 scale x10 (docs/concepts.md, 'Scoring').\n")
+    return (
+        f"\nFree text rated by an LLM judge ({body}): a rating r in 1-10 scores r/10, so these columns show the "
+        "1-10 scale x10 (docs/concepts.md, 'Scoring').\n"
+    )
 
 
 def numerics_note(results: Sequence["RunResult"]) -> str:
@@ -233,5 +289,7 @@ def numerics_note(results: Sequence["RunResult"]) -> str:
         body = f"every row {kinds.pop()}"
     else:
         body = "; ".join(f"{label}: {say(*v)}" for label, v in recorded)
-    return (f"\nNumerics ({body}): portable rows rebuild digit for digit on any x86-64 host with AVX2, native ones "
-            "only on a host of the same capability (docs/concepts.md, 'Same seed, same numbers, on any host').\n")
+    return (
+        f"\nNumerics ({body}): portable rows rebuild digit for digit on any x86-64 host with AVX2, native ones "
+        "only on a host of the same capability (docs/concepts.md, 'Same seed, same numbers, on any host').\n"
+    )

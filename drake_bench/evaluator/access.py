@@ -42,8 +42,12 @@ class AccessLedger:
 
     def state(self) -> dict[str, Any]:
         """JSON-able form kept in the checkpoint (sorted, so a checkpoint is deterministic)."""
-        return {"with_answers": sorted(self.with_answers), "queries": sorted(self.queries),
-                "with_answers_count": self.with_answers_count, "queries_count": self.queries_count}
+        return {
+            "with_answers": sorted(self.with_answers),
+            "queries": sorted(self.queries),
+            "with_answers_count": self.with_answers_count,
+            "queries_count": self.queries_count,
+        }
 
     def gave_with_answers(self, batches: Sequence[Sequence[Any]]) -> None:
         """Training items (``MethodSample``, answer included) handed to ``client_update``."""

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from drake_bench.errors import CheckpointError, DrakeBenchError, JSONFileError
 from drake_bench.core.json_files import read_json
-from drake_bench.plugins.protocol import Message, State
 from drake_bench.core.write_failure import once_there_is_space, write_failure
+from drake_bench.errors import CheckpointError, DrakeBenchError, JSONFileError
+from drake_bench.plugins.protocol import Message, State
 
 PROGRESS = "progress.json"
 PROGRESS_MAX_BYTES = 1 << 30
@@ -88,7 +88,8 @@ def save(run_dir: Path, progress: RunProgress) -> None:
         raise CheckpointError(
             f"cannot write the checkpoint of round {progress.completed_rounds} in {run_dir}: {writing}: {why}; the "
             "checkpoint before it and the result files written so far stay, and running the same command again "
-            f"resumes from them{once_there_is_space(exc)}") from None
+            f"resumes from them{once_there_is_space(exc)}"
+        ) from None
     for old in run_dir.glob("round-*"):
         if old.name != name:
             shutil.rmtree(old, ignore_errors=True)
@@ -109,7 +110,9 @@ def _state(run_dir: Path, path: Path, what: str) -> State:
     except DrakeBenchError:
         raise
     except Exception as exc:  # safetensors' own errors, truncated headers, bad JSON metadata
-        raise _broken(run_dir, f"{what} {path} cannot be read ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+        raise _broken(
+            run_dir, f"{what} {path} cannot be read ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+        ) from None
 
 
 def load(run_dir: Path) -> RunProgress | None:

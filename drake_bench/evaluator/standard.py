@@ -33,33 +33,46 @@ from typing import Any
 
 import numpy as np
 
-from drake_bench.evaluator import checkpoint
-from drake_bench.core import numerics
-from drake_bench.evaluator.access import DATA_ACCESS_KEY, AccessLedger
 from drake_bench.backends.client_calls import ClientCalls, PredictJob, TrainJob, TrainReply
-from drake_bench.evaluation.compute import ComputeProbe, probe_compute
 from drake_bench.backends.confine import SANDBOX_KEY, Confinement, dataset_caches
+from drake_bench.backends.worker_process import MethodProcess, warm_forkserver
+from drake_bench.benchmarks.manifest import load_benchmark
+from drake_bench.benchmarks.sample import Sample
+from drake_bench.benchmarks.store import data_home, shard_path
+from drake_bench.benchmarks.synth.public import sampler as public_sampler
+from drake_bench.core import numerics
+from drake_bench.core.lock import RunLock
+from drake_bench.core.provenance import drake_bench_source
 from drake_bench.errors import DrakeBenchError
 from drake_bench.evaluation.cells import EvalCell, cell_records, evaluation_limits, plan_cells
-from drake_bench.evaluation.metrics import (AbsenceRecord, AdaptationRecord, CostRecord, DiagnosticRecord, PostFederationCostRecord,
-                                 RawTables, ScoreRecord, ServerCostRecord)
+from drake_bench.evaluation.compute import ComputeProbe, probe_compute
 from drake_bench.evaluation.external import code_executing_tasks, require_code_execution
 from drake_bench.evaluation.judge import Judge, judged_scores, load_judge, require_judged_tasks
+from drake_bench.evaluation.metrics import (
+    AbsenceRecord,
+    AdaptationRecord,
+    CostRecord,
+    DiagnosticRecord,
+    PostFederationCostRecord,
+    RawTables,
+    ScoreRecord,
+    ServerCostRecord,
+)
 from drake_bench.evaluation.scoring import score_batch
+from drake_bench.evaluator import checkpoint
+from drake_bench.evaluator.access import DATA_ACCESS_KEY, AccessLedger
+from drake_bench.evaluator.run_config import RunConfig
 from drake_bench.plugins.guard import GuardedMethod
-from drake_bench.backends.worker_process import MethodProcess, warm_forkserver
-from drake_bench.core.lock import RunLock
-from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, State, mixed_seed
 from drake_bench.plugins.registry import create_method, method_package
 from drake_bench.results.result_file import (
+    PREDICT_CALLS_KEY,
+    RESULT_FILE,
     BenchmarkRef,
     EvaluationSettings,
     FLSettings,
     MethodRef,
     ModelAllocationRef,
-    PREDICT_CALLS_KEY,
-    RESULT_FILE,
     RunResult,
     ScenarioRef,
     capture_environment,
@@ -67,16 +80,23 @@ from drake_bench.results.result_file import (
     read_result,
     write_result,
 )
-from drake_bench.evaluator.run_config import RunConfig
-from drake_bench.benchmarks.sample import Sample
 from drake_bench.streams.scenarios import parse_scenario
-from drake_bench.core.provenance import drake_bench_source
-from drake_bench.benchmarks.store import data_home, shard_path
-from drake_bench.benchmarks.synth.public import sampler as public_sampler
 from drake_bench.streams.stream import FederatedData, load_federated_data
 
-__all__ = ["ClientCalls", "Evaluator", "LocalClients", "PredictJob", "RunCallbacks", "RunConfig", "SeedRun", "TrainJob",
-           "TrainReply", "run", "run_on_flower", "sample_participants"]
+__all__ = [
+    "ClientCalls",
+    "Evaluator",
+    "LocalClients",
+    "PredictJob",
+    "RunCallbacks",
+    "RunConfig",
+    "SeedRun",
+    "TrainJob",
+    "TrainReply",
+    "run",
+    "run_on_flower",
+    "sample_participants",
+]
 
 # Salts mixed into the run seed before each kind of call, so each draws from its own random stream.
 SALT_SETUP = 0xC0FFEE
@@ -169,8 +189,9 @@ class SeedRun:
         return bytes.fromhex(self.extra["uid_key"])
 
 
-def sample_participants(clients: list[int], seed: int, round_idx: int, fraction: float | None = None,
-                        count: int | None = None) -> list[int]:
+def sample_participants(
+    clients: list[int], seed: int, round_idx: int, fraction: float | None = None, count: int | None = None
+) -> list[int]:
     """The clients that train in round ``round_idx`` (0-based), sorted: all of them without a rule, else a draw
     without replacement seeded by (seed, round) alone, so every backend, a resumed run and a rerun draw the same
     clients. ``fraction`` gives ceil(fraction x clients) of them (at least one), ``count`` exactly that many."""
@@ -202,7 +223,9 @@ class LocalClients(ClientCalls):
         for job in jobs:
             self.cb.on_client(run.seed, round_idx, job.client)
             t0 = time.perf_counter()
-            upload, state = run.method.client_update(job.ctx, job.state, job.message, job.batches, rng_seed=job.ctx.seed)
+            upload, state = run.method.client_update(
+                job.ctx, job.state, job.message, job.batches, rng_seed=job.ctx.seed
+            )
             seconds = time.perf_counter() - t0
             out[job.client] = TrainReply(upload, state, seconds, diagnostics=run.method.client_diagnostics(job.ctx))
         return out
@@ -216,9 +239,13 @@ class LocalClients(ClientCalls):
             for job in group:
                 self.cb.on_client(run.seed, round_idx, job.client)
             t0 = time.perf_counter()
-            replies = run.method.client_update_group([j.ctx for j in group], [j.state for j in group],
-                                                     [j.message for j in group], [j.batches for j in group],
-                                                     rng_seed=group[0].ctx.seed)
+            replies = run.method.client_update_group(
+                [j.ctx for j in group],
+                [j.state for j in group],
+                [j.message for j in group],
+                [j.batches for j in group],
+                rng_seed=group[0].ctx.seed,
+            )
             seconds = (time.perf_counter() - t0) / len(group)
             for job, (upload, state) in zip(group, replies):
                 out[job.client] = TrainReply(upload, state, seconds, diagnostics=run.method.client_diagnostics(job.ctx))
@@ -293,20 +320,27 @@ class Evaluator:
         except Exception as exc:
             raise method.error("evaluation_settings", f"not valid EvaluationSettings: {exc}") from None
         if self.evaluation.judge is not None:  # only a judge that rates here may be named in the result
-            raise method.error("evaluation_settings", f"names a judge ({self.evaluation.judge!r}): the judge is the "
-                                                      "evaluator's, chosen with RunConfig.judge (--judge)")
+            raise method.error(
+                "evaluation_settings",
+                f"names a judge ({self.evaluation.judge!r}): the judge is the "
+                "evaluator's, chosen with RunConfig.judge (--judge)",
+            )
         claimed = settings.get("scorer_version")
         if claimed is not None and claimed != self.config.scorer_version:  # the file records the rules applied here
-            raise method.error("evaluation_settings", f"names scorer version {claimed!r}, but this run scores by "
-                                                      f"{self.config.scorer_version!r}: the scoring rules are the "
-                                                      "evaluator's, chosen with RunConfig.scorer_version "
-                                                      "(--scorer-version)")
+            raise method.error(
+                "evaluation_settings",
+                f"names scorer version {claimed!r}, but this run scores by "
+                f"{self.config.scorer_version!r}: the scoring rules are the "
+                "evaluator's, chosen with RunConfig.scorer_version "
+                "(--scorer-version)",
+            )
         self.evaluation = self.evaluation.model_copy(update={"scorer_version": self.config.scorer_version})
         if self.config.judge is not None:
             self.evaluation = self.evaluation.model_copy(update={"judge": self.judge().identity})
         if self.config.predict_per_client:  # other padding, so possibly other answers: a different evaluation
             self.evaluation = self.evaluation.model_copy(
-                update={"extra": {**self.evaluation.extra, PREDICT_CALLS_KEY: "one per client"}})
+                update={"extra": {**self.evaluation.extra, PREDICT_CALLS_KEY: "one per client"}}
+            )
 
     def method_local_steps(self, method: GuardedMethod | MethodProcess, run_fed: FederatedData | None = None) -> int:
         """The run's local steps, or with ``compute_matched`` the steps the compute probe matched to SFT's FLOPs."""
@@ -320,26 +354,48 @@ class Evaluator:
             return self.compute.matched_local_steps
         return cfg.local_steps or self.spec.fl.local_steps
 
-    def measure_compute(self, method: GuardedMethod | MethodProcess,
-                        run_fed: FederatedData | None = None) -> ComputeProbe:
+    def measure_compute(
+        self, method: GuardedMethod | MethodProcess, run_fed: FederatedData | None = None
+    ) -> ComputeProbe:
         """The compute probe of this run (once per run, on the first seed's data; cached with the checkpoints).
         ``run_fed``: the data a seed already opened, reused when it is the first seed's."""
         if self.compute is None:
             seed = self.config.seeds[0]
             fed = run_fed if run_fed is not None and run_fed.seed == seed else self.federated_data(seed)
-            self.compute = probe_compute(self, fed, seed, method.config_dump, float(method.meta.relative_compute),
-                                         cache_dir=self.run_dir(seed).parent)
+            self.compute = probe_compute(
+                self,
+                fed,
+                seed,
+                method.config_dump,
+                float(method.meta.relative_compute),
+                cache_dir=self.run_dir(seed).parent,
+            )
         return self.compute
 
     def federated_data(self, seed: int) -> FederatedData:
         """One seed's federation data under this run's settings."""
         cfg = self.config
-        return load_federated_data(self.spec, self.scenario, seed, data_dir=cfg.data_dir, revision=cfg.revision,
-                                   rounds=cfg.rounds, local_steps=cfg.local_steps, batch_size=cfg.batch_size,
-                                   scored_split=cfg.scored_split)
+        return load_federated_data(
+            self.spec,
+            self.scenario,
+            seed,
+            data_dir=cfg.data_dir,
+            revision=cfg.revision,
+            rounds=cfg.rounds,
+            local_steps=cfg.local_steps,
+            batch_size=cfg.batch_size,
+            scored_split=cfg.scored_split,
+        )
 
     def run_dir(self, seed: int) -> Path:
-        return Path(self.config.out) / "checkpoints" / self.spec.name / self.scenario.tag() / self.config.method / f"seed-{seed}"
+        return (
+            Path(self.config.out)
+            / "checkpoints"
+            / self.spec.name
+            / self.scenario.tag()
+            / self.config.method
+            / f"seed-{seed}"
+        )
 
     def ctx(self, client: int, round_idx: int, seed: int) -> ClientContext:
         return ClientContext(
@@ -354,22 +410,39 @@ class Evaluator:
     def federation_context(self, fed: FederatedData, seed: int, steps: int) -> FederationContext:
         """What a method's ``setup`` sees for this run and seed (also used to re-open a finished run's states)."""
         return FederationContext(
-            benchmark=self.spec.name, modality=self.spec.modality, clients=fed.clients, allocation=dict(self.allocation),
-            architectures=dict(self._arch), rounds=fed.config.rounds, local_steps=steps, batch_size=fed.config.batch_size,
-            seed=seed, device=self.config.device, public_data=public_sampler(self.spec.modality), workdir=self.run_dir(seed) / "work",
+            benchmark=self.spec.name,
+            modality=self.spec.modality,
+            clients=fed.clients,
+            allocation=dict(self.allocation),
+            architectures=dict(self._arch),
+            rounds=fed.config.rounds,
+            local_steps=steps,
+            batch_size=fed.config.batch_size,
+            seed=seed,
+            device=self.config.device,
+            public_data=public_sampler(self.spec.modality),
+            workdir=self.run_dir(seed) / "work",
         )
 
-    def fingerprint(self, method: GuardedMethod | MethodProcess, seed: int, steps: int, eval_every: int,
-                    fed: FederatedData) -> str:
+    def fingerprint(
+        self, method: GuardedMethod | MethodProcess, seed: int, steps: int, eval_every: int, fed: FederatedData
+    ) -> str:
         """Hash of everything that shapes a seed's trajectory: a checkpoint resumes only the same run."""
         cfg = self.config
         assert self.evaluation is not None
         key = {
-            "manifest": self.spec.content_hash, "data": fed.store.data_hash, "scenario": self.scenario.model_dump(mode="json"),
+            "manifest": self.spec.content_hash,
+            "data": fed.store.data_hash,
+            "scenario": self.scenario.model_dump(mode="json"),
             "method": [method.meta.name, method.meta.version, method.config_dump],
             "allocation": self.allocation,
-            "seed": seed, "rounds": fed.config.rounds, "local_steps": steps, "batch_size": fed.config.batch_size,
-            "eval_every": eval_every, "others": cfg.others_subsample, "self": cfg.self_subsample,
+            "seed": seed,
+            "rounds": fed.config.rounds,
+            "local_steps": steps,
+            "batch_size": fed.config.batch_size,
+            "eval_every": eval_every,
+            "others": cfg.others_subsample,
+            "self": cfg.self_subsample,
             "evaluation": self.evaluation.model_dump(mode="json"),
             "checkpoints": self.checkpoints,
         }
@@ -405,8 +478,14 @@ class Evaluator:
         """Any registered method under this run's isolation (the compute probe opens SFT beside the method)."""
         cfg = self.config
         if cfg.isolation == "process":
-            proc = MethodProcess(name, method_config, seed=seed, call_timeout=cfg.call_timeout, numerics=cfg.numerics,
-                                 confinement=self.confinement(seed))
+            proc = MethodProcess(
+                name,
+                method_config,
+                seed=seed,
+                call_timeout=cfg.call_timeout,
+                numerics=cfg.numerics,
+                confinement=self.confinement(seed),
+            )
             self.cpu_capability, self.sandbox = proc.cpu_capability, proc.sandbox
             return proc
         self.sandbox = "none (inline)"
@@ -457,8 +536,15 @@ class Evaluator:
         self.describe_models(method)
         steps = self.method_local_steps(method, fed)
         eval_every = self.eval_every
-        run = SeedRun(seed=seed, fed=fed, method=method, federation=self.federation_context(fed, seed, steps),
-                      local_steps=steps, eval_every=eval_every, run_dir=self.run_dir(seed))
+        run = SeedRun(
+            seed=seed,
+            fed=fed,
+            method=method,
+            federation=self.federation_context(fed, seed, steps),
+            local_steps=steps,
+            eval_every=eval_every,
+            run_dir=self.run_dir(seed),
+        )
         t0 = time.perf_counter()
         run.setup_seed = self.setup_seed(seed)
         method.setup(run.federation, rng_seed=run.setup_seed)
@@ -518,9 +604,17 @@ class Evaluator:
         Clients not drawn, and clients whose backend could not reach them, are recorded in ``run.absences`` and
         keep their state and pending message."""
         chosen = self.participants(run, r)
-        jobs = [TrainJob(c, ctx, run.states[c], run.messages[c],
-                         run.fed.round_batches(c, r, local_steps=run.local_steps, uid_key=run.uid_key))
-                for c in chosen for ctx in [self.ctx(c, r, run.seed)]]
+        jobs = [
+            TrainJob(
+                c,
+                ctx,
+                run.states[c],
+                run.messages[c],
+                run.fed.round_batches(c, r, local_steps=run.local_steps, uid_key=run.uid_key),
+            )
+            for c in chosen
+            for ctx in [self.ctx(c, r, run.seed)]
+        ]
         for job in jobs:
             run.access.gave_with_answers(job.batches)
         replies = self.clients.train(run, r, jobs) if jobs else {}
@@ -530,18 +624,24 @@ class Evaluator:
             if isinstance(reply, TrainReply):
                 run.states[c] = reply.state
                 uploads[c] = (reply.upload, reply.seconds)
-                run.diagnostics += [DiagnosticRecord(seed=run.seed, round=r + 1, key=f"client/{c}/{row['key']}",
-                                                     values=row["values"]) for row in reply.diagnostics]
+                run.diagnostics += [
+                    DiagnosticRecord(seed=run.seed, round=r + 1, key=f"client/{c}/{row['key']}", values=row["values"])
+                    for row in reply.diagnostics
+                ]
                 if reply.peak_memory_bytes:
                     run.client_peaks[c] = max(run.client_peaks.get(c, 0), reply.peak_memory_bytes)
             elif c in chosen:
-                run.absences.append(AbsenceRecord(seed=run.seed, round=r + 1, client=c, reason="no reply", detail=reply))
+                run.absences.append(
+                    AbsenceRecord(seed=run.seed, round=r + 1, client=c, reason="no reply", detail=reply)
+                )
             else:
                 run.absences.append(AbsenceRecord(seed=run.seed, round=r + 1, client=c, reason="not sampled"))
         if not uploads:
             lost = "; ".join(f"client {a.client}: {a.detail}" for a in run.absences if a.round == r + 1)
-            raise DrakeBenchError(f"seed {run.seed} round {r + 1}: no client answered ({lost}); the checkpoint after "
-                                  f"round {r} in {run.run_dir} resumes the run")
+            raise DrakeBenchError(
+                f"seed {run.seed} round {r + 1}: no client answered ({lost}); the checkpoint after "
+                f"round {r} in {run.run_dir} resumes the run"
+            )
         return uploads
 
     def aggregate_round(self, run: SeedRun, r: int, uploads: dict[int, tuple[Message, float]]) -> None:
@@ -549,21 +649,34 @@ class Evaluator:
         method's diagnostics of it (optional), then the round's cost records (bytes both ways, time, memory) of the
         clients that took part."""
         t0 = time.perf_counter()
-        messages, run.server = run.method.aggregate(r, run.server, {c: up for c, (up, _) in uploads.items()},
-                                                    rng_seed=mixed_seed(run.seed, r, SALT_AGGREGATE))
-        run.server_costs.append(ServerCostRecord(seed=run.seed, round=r + 1, aggregate_seconds=time.perf_counter() - t0))
-        run.diagnostics += [DiagnosticRecord(seed=run.seed, round=r + 1, **row) for row in run.method.round_diagnostics(r)]
+        messages, run.server = run.method.aggregate(
+            r, run.server, {c: up for c, (up, _) in uploads.items()}, rng_seed=mixed_seed(run.seed, r, SALT_AGGREGATE)
+        )
+        run.server_costs.append(
+            ServerCostRecord(seed=run.seed, round=r + 1, aggregate_seconds=time.perf_counter() - t0)
+        )
+        run.diagnostics += [
+            DiagnosticRecord(seed=run.seed, round=r + 1, **row) for row in run.method.round_diagnostics(r)
+        ]
         run.messages.update(messages)
         peak = run.method.peak_memory_bytes()
         for c in run.clients:
             if c not in uploads:
                 continue
             up, dt = uploads[c]
-            run.costs.append(CostRecord(seed=run.seed, round=r + 1, client=c, uplink_bytes=up.num_bytes(),
-                                        downlink_bytes=messages[c].num_bytes(), train_seconds=dt,
-                                        peak_memory_bytes=max(peak, run.client_peaks.get(c, 0)),
-                                        uplink_elements=up.elements_by_dtype(),
-                                        downlink_elements=messages[c].elements_by_dtype()))
+            run.costs.append(
+                CostRecord(
+                    seed=run.seed,
+                    round=r + 1,
+                    client=c,
+                    uplink_bytes=up.num_bytes(),
+                    downlink_bytes=messages[c].num_bytes(),
+                    train_seconds=dt,
+                    peak_memory_bytes=max(peak, run.client_peaks.get(c, 0)),
+                    uplink_elements=up.elements_by_dtype(),
+                    downlink_elements=messages[c].elements_by_dtype(),
+                )
+            )
 
     def is_eval_round(self, run: SeedRun, r: int) -> bool:
         return (r + 1) % run.eval_every == 0 or r + 1 == run.rounds
@@ -600,8 +713,10 @@ class Evaluator:
         for job, preds in zip(jobs, answers):  # (the guard checks each call; this, what came back)
             for queries, p in zip(job.groups, preds, strict=True):
                 if len(p) != len(queries):  # one short answer list must not shift every later cell's scores
-                    raise DrakeBenchError(f"{self.config.method}: predict returned {len(p)} answers for "
-                                          f"{len(queries)} queries (client {job.client})")
+                    raise DrakeBenchError(
+                        f"{self.config.method}: predict returned {len(p)} answers for "
+                        f"{len(queries)} queries (client {job.client})"
+                    )
         # every answer of the evaluation point scored in one call (a judge rates them in one batch), then cut back
         # into the (client, owner, task) cells in order
         flat_preds = [a for preds in answers for p in preds for a in p]
@@ -609,16 +724,28 @@ class Evaluator:
         return cell_records(plan, self.score(flat_preds, flat_samples), seed=run.seed, eval_round=round_idx + 1)
 
     def save_checkpoint(self, run: SeedRun, completed_rounds: int) -> None:
-        checkpoint.save(run.run_dir, checkpoint.RunProgress(
-            completed_rounds=completed_rounds, clients=run.states, server=run.server, messages=run.messages,
-            records={"scores": [s.model_dump() for s in run.scores], "costs": [c.model_dump() for c in run.costs],
-                     "server_costs": [c.model_dump() for c in run.server_costs],
-                     "diagnostics": [d.model_dump() for d in run.diagnostics],
-                     "absences": [a.model_dump() for a in run.absences]},
-            extra={**run.extra, DATA_ACCESS_KEY: run.access.state(),
-                   VERIFIED_KEY: {**run.verified, **run.fed.store.verified_files},
-                   PHASE_SECONDS_KEY: dict(run.phase_seconds)},
-        ))
+        checkpoint.save(
+            run.run_dir,
+            checkpoint.RunProgress(
+                completed_rounds=completed_rounds,
+                clients=run.states,
+                server=run.server,
+                messages=run.messages,
+                records={
+                    "scores": [s.model_dump() for s in run.scores],
+                    "costs": [c.model_dump() for c in run.costs],
+                    "server_costs": [c.model_dump() for c in run.server_costs],
+                    "diagnostics": [d.model_dump() for d in run.diagnostics],
+                    "absences": [a.model_dump() for a in run.absences],
+                },
+                extra={
+                    **run.extra,
+                    DATA_ACCESS_KEY: run.access.state(),
+                    VERIFIED_KEY: {**run.verified, **run.fed.store.verified_files},
+                    PHASE_SECONDS_KEY: dict(run.phase_seconds),
+                },
+            ),
+        )
 
     def post_federation(self, run: SeedRun) -> None:
         """The optional stage after the last round, timed around the call (as ``aggregate``); its models replace the
@@ -629,8 +756,9 @@ class Evaluator:
             return
         t0 = time.perf_counter()
         run.states = run.method.post_federation(run.federation, run.states, run.server)
-        run.post_federation_costs.append(PostFederationCostRecord(seed=run.seed,
-                                                                  post_federation_seconds=time.perf_counter() - t0))
+        run.post_federation_costs.append(
+            PostFederationCostRecord(seed=run.seed, post_federation_seconds=time.perf_counter() - t0)
+        )
         run.extra["post_federation_done"] = True
         last = run.rounds
         run.scores_before_post_federation = [s for s in run.scores if s.eval_round == last]
@@ -657,7 +785,9 @@ class Evaluator:
                 train = fed.train_samples(task)
                 test = fed.test_samples(task, limit=cfg.fast_adaptation_test_items)
                 inits = {
-                    "method": lambda: method.adaptation_state(arch, {c: run.states[c] for c in members}, run.server, rep),
+                    "method": lambda: method.adaptation_state(
+                        arch, {c: run.states[c] for c in members}, run.server, rep
+                    ),
                     "fresh": lambda: method.init_client(self.ctx(rep, 0, seed)),
                 }
                 for init_name, make in inits.items():
@@ -667,16 +797,25 @@ class Evaluator:
                     while True:
                         ctx = self.ctx(rep, ADAPTATION_ROUND_OFFSET + done, seed)
                         score = self._predict_score(run, ctx, state, test)
-                        records.append(AdaptationRecord(seed=seed, task=task, arch=arch, init=init_name, iteration=done, score=score))
+                        records.append(
+                            AdaptationRecord(
+                                seed=seed, task=task, arch=arch, init=init_name, iteration=done, score=score
+                            )
+                        )
                         if done >= iters:
                             break
                         steps = min(every, iters - done)
-                        batches = [[train[i].for_method(run.uid_key)
-                                    for i in rng.choice(len(train), size=min(batch_size, len(train)), replace=False)]
-                                   for _ in range(steps)]
+                        batches = [
+                            [
+                                train[i].for_method(run.uid_key)
+                                for i in rng.choice(len(train), size=min(batch_size, len(train)), replace=False)
+                            ]
+                            for _ in range(steps)
+                        ]
                         run.access.gave_with_answers(batches)
-                        _msg, state = method.client_update(ctx, state, None, batches, call="fast adaptation client_update",
-                                                           rng_seed=ctx.seed)
+                        _msg, state = method.client_update(
+                            ctx, state, None, batches, call="fast adaptation client_update", rng_seed=ctx.seed
+                        )
                         done += steps
         return records
 
@@ -714,13 +853,26 @@ class Evaluator:
             self.post_federation(run)
         with run.timed("fast_adaptation"):
             adaptation = self.fast_adaptation(run)
-        info = {"local_steps": run.local_steps, "rounds": run.rounds, "eval_every_rounds": run.eval_every,
-                "phase_seconds": dict(run.phase_seconds),
-                "method_version": run.method.meta.version, "method_config": run.method.config_dump,
-                **{k: v for k, v in run.extra.items() if k != "uid_key"}, DATA_ACCESS_KEY: run.access.record()}
-        return RawTables(scores=run.scores, adaptation=adaptation, costs=run.costs, server_costs=run.server_costs,
-                         diagnostics=run.diagnostics, post_federation_costs=run.post_federation_costs,
-                         absences=run.absences, scores_before_post_federation=run.scores_before_post_federation), info
+        info = {
+            "local_steps": run.local_steps,
+            "rounds": run.rounds,
+            "eval_every_rounds": run.eval_every,
+            "phase_seconds": dict(run.phase_seconds),
+            "method_version": run.method.meta.version,
+            "method_config": run.method.config_dump,
+            **{k: v for k, v in run.extra.items() if k != "uid_key"},
+            DATA_ACCESS_KEY: run.access.record(),
+        }
+        return RawTables(
+            scores=run.scores,
+            adaptation=adaptation,
+            costs=run.costs,
+            server_costs=run.server_costs,
+            diagnostics=run.diagnostics,
+            post_federation_costs=run.post_federation_costs,
+            absences=run.absences,
+            scores_before_post_federation=run.scores_before_post_federation,
+        ), info
 
 
 # --------------------------------------------------------------------------- whole run
@@ -740,13 +892,15 @@ class EarlierSeeds:
             try:
                 self.files.append((path, read_result(path)))
             except DrakeBenchError as exc:
-                raise DrakeBenchError(f"cannot resume from {path}: {exc}. Move it away, or start over with "
-                                      "`--no-resume`") from None
+                raise DrakeBenchError(
+                    f"cannot resume from {path}: {exc}. Move it away, or start over with `--no-resume`"
+                ) from None
 
     def take(self, seed: int) -> tuple[RawTables, dict[str, Any]] | None:
         """``seed``'s raw tables and run information from the file, or None when it must run."""
-        holding = [(path, res) for path, res in self.files
-                   if str(seed) in (res.fl.extra.get(SEED_FINGERPRINTS_KEY) or {})]
+        holding = [
+            (path, res) for path, res in self.files if str(seed) in (res.fl.extra.get(SEED_FINGERPRINTS_KEY) or {})
+        ]
         if not holding:
             return None
         fingerprint = self.ev.seed_fingerprint(seed)
@@ -758,17 +912,26 @@ class EarlierSeeds:
                 raise DrakeBenchError(
                     f"{path} holds seed {seed} from a different run configuration (benchmark, scenario, method config, "
                     "allocation, rounds, steps or evaluation settings differ); resume only continues the same run: "
-                    "use another --out, or --no-resume to start over")
+                    "use another --out, or --no-resume to start over"
+                )
         return None
 
     def _seed(self, res: RunResult, seed: int, fingerprint: str) -> tuple[RawTables, dict[str, Any]]:
-        raw = RawTables(**{name: [r for r in getattr(res.raw, name) if r.seed == seed] for name in RawTables.model_fields})
+        raw = RawTables(
+            **{name: [r for r in getattr(res.raw, name) if r.seed == seed] for name in RawTables.model_fields}
+        )
         self.ev.verified_files.update(res.benchmark.verified_files)
         extra = res.fl.extra
-        info = {"method_version": res.method.version, "method_config": res.method.config, "rounds": res.fl.rounds,
-                "local_steps": res.fl.local_steps, "eval_every_rounds": res.fl.eval_every_rounds,
-                "fingerprint": fingerprint, DATA_ACCESS_KEY: extra[DATA_ACCESS_KEY][str(seed)],
-                "phase_seconds": (extra.get(PHASE_SECONDS_KEY) or {}).get(str(seed), {})}
+        info = {
+            "method_version": res.method.version,
+            "method_config": res.method.config,
+            "rounds": res.fl.rounds,
+            "local_steps": res.fl.local_steps,
+            "eval_every_rounds": res.fl.eval_every_rounds,
+            "fingerprint": fingerprint,
+            DATA_ACCESS_KEY: extra[DATA_ACCESS_KEY][str(seed)],
+            "phase_seconds": (extra.get(PHASE_SECONDS_KEY) or {}).get(str(seed), {}),
+        }
         self.ev.cb.on_kept_seed(seed)
         return raw, info
 
@@ -810,8 +973,12 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
     info: dict[str, Any] = {}
     done: list[int] = []
     data_hash = content_hash = None
-    access: dict[str, Any] = {}  # seed -> the evaluator's record of what the method was handed (drake_bench.evaluator.access)
-    phases: dict[str, dict[str, float]] = {}  # seed -> wall seconds per phase (this invocation's share of a resumed run)
+    access: dict[
+        str, Any
+    ] = {}  # seed -> the evaluator's record of what the method was handed (drake_bench.evaluator.access)
+    phases: dict[
+        str, dict[str, float]
+    ] = {}  # seed -> wall seconds per phase (this invocation's share of a resumed run)
     fingerprints: dict[str, str] = {}  # seed -> the configuration hash it ran under (resume from the result file)
 
     def result(status: str, notes: list[str]) -> RunResult:
@@ -828,14 +995,24 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
         alloc_name = config.allocation or ev.spec.default_allocation or "none"
         assert ev.evaluation is not None
         return new_result(
-            benchmark=BenchmarkRef(name=ev.spec.name, version=ev.spec.version, manifest_hash=ev.spec.content_hash or "",
-                                   data_hash=data_hash, content_hash=content_hash, verified_files=dict(sorted(ev.verified_files.items()))),
+            benchmark=BenchmarkRef(
+                name=ev.spec.name,
+                version=ev.spec.version,
+                manifest_hash=ev.spec.content_hash or "",
+                data_hash=data_hash,
+                content_hash=content_hash,
+                verified_files=dict(sorted(ev.verified_files.items())),
+            ),
             scenario=ScenarioRef(tag=ev.scenario.tag(), config=ev.scenario.model_dump(mode="json")),
-            method=MethodRef(name=config.method, version=str(info.get("method_version", "unknown")),
-                             config=info.get("method_config", config.method_config),
-                             package=ev.method_package),
+            method=MethodRef(
+                name=config.method,
+                version=str(info.get("method_version", "unknown")),
+                config=info.get("method_config", config.method_config),
+                package=ev.method_package,
+            ),
             model_allocation=ModelAllocationRef(
-                name=alloc_name, clients={str(k): v for k, v in ev.allocation.items()}, checkpoints=ev.checkpoints),
+                name=alloc_name, clients={str(k): v for k, v in ev.allocation.items()}, checkpoints=ev.checkpoints
+            ),
             seeds=done or list(config.seeds),
             fl=FLSettings(
                 rounds=info.get("rounds", config.rounds or ev.spec.fl.rounds),
@@ -843,12 +1020,19 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
                 batch_size=config.batch_size or ev.spec.fl.batch_size,
                 eval_every_rounds=info.get("eval_every_rounds"),
                 eval_rounds=sorted({s.eval_round for s in merged.scores}),
-                others_subsample=config.others_subsample if config.others_subsample is not None else ev.spec.fl.others_subsample,
+                others_subsample=config.others_subsample
+                if config.others_subsample is not None
+                else ev.spec.fl.others_subsample,
                 num_clients=len(ev.spec.clients),
-                extra={"compute_matched": config.compute_matched, "run_config": config.model_dump(mode="json"),
-                       DATA_ACCESS_KEY: dict(access), PHASE_SECONDS_KEY: dict(phases),
-                       SEED_FINGERPRINTS_KEY: dict(fingerprints), SANDBOX_KEY: ev.sandbox,
-                       **({"compute": ev.compute.summary()} if ev.compute is not None else {})},
+                extra={
+                    "compute_matched": config.compute_matched,
+                    "run_config": config.model_dump(mode="json"),
+                    DATA_ACCESS_KEY: dict(access),
+                    PHASE_SECONDS_KEY: dict(phases),
+                    SEED_FINGERPRINTS_KEY: dict(fingerprints),
+                    SANDBOX_KEY: ev.sandbox,
+                    **({"compute": ev.compute.summary()} if ev.compute is not None else {}),
+                },
             ),
             evaluation=ev.evaluation,
             environment=capture_environment(config.device, ev.cpu_capability),
@@ -909,4 +1093,5 @@ def refuse_dropping_seeds(path: Path, seeds: Sequence[int]) -> None:
         raise DrakeBenchError(
             f"{path} holds seeds {held} of this method; this run (seeds {list(seeds)}) would replace it and lose seeds "
             f"{dropped}. Run --seeds {union} to add to it (finished seeds are not run again), use another --out, or "
-            "--no-resume to replace it")
+            "--no-resume to replace it"
+        )

@@ -42,7 +42,23 @@ def __getattr__(name: str):  # lazy: pool/adapters import peft
 
 
 __all__ = [
-    "REAL_MODELS", "ZooEntry", "architecture_key", "build_tiny", "load_base", "load_pretrained", "model_info",
-    "models_home", "tiny_names", "build_prompt", "train_step", "generate", "choose", "predict", "loss_on",
-    "ModelPool", "lora_config", "with_custom_layers", "LLM_LINEAR_TARGETS",
+    "REAL_MODELS",
+    "ZooEntry",
+    "architecture_key",
+    "build_tiny",
+    "load_base",
+    "load_pretrained",
+    "model_info",
+    "models_home",
+    "tiny_names",
+    "build_prompt",
+    "train_step",
+    "generate",
+    "choose",
+    "predict",
+    "loss_on",
+    "ModelPool",
+    "lora_config",
+    "with_custom_layers",
+    "LLM_LINEAR_TARGETS",
 ]

@@ -29,13 +29,19 @@ from typing import Any
 LLM_LINEAR_TARGETS = r"^(?!.*vision_tower).*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)$"
 
 
-def lora_config(r: int = 8, alpha: int = 16, dropout: float = 0.0,
-                target_modules: str | list[str] = LLM_LINEAR_TARGETS, **kwargs: Any):
+def lora_config(
+    r: int = 8,
+    alpha: int = 16,
+    dropout: float = 0.0,
+    target_modules: str | list[str] = LLM_LINEAR_TARGETS,
+    **kwargs: Any,
+):
     """A causal-LM ``LoraConfig`` on the language model's linear layers (see module docstring)."""
     from peft import LoraConfig
 
-    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules,
-                      task_type="CAUSAL_LM", **kwargs)
+    return LoraConfig(
+        r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules, task_type="CAUSAL_LM", **kwargs
+    )
 
 
 def with_custom_layers(config: Any, mapping: dict[type, type]) -> Any:

@@ -58,8 +58,8 @@ def _read_record(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """The record of the entry at ``path`` and, where there is a record file that holds none, why. The cache lies
     under :func:`models_home`, which may be shared or copied: a record that does not read (not UTF-8 or JSON, nested
     or sized past a record, not a JSON object) is no record, and the entry is built again."""
-    from drake_bench.errors import JSONFileError
     from drake_bench.core.json_files import read_json
+    from drake_bench.errors import JSONFileError
 
     f = path / RECIPE_FILE
     if not f.is_file():
@@ -105,8 +105,9 @@ def build_cached(path: Path, record: dict[str, Any], build: Callable[[Path], dic
         if old is not None and {k: old.get(k) for k in record} == record:
             return path
         if unreadable:
-            warnings.warn(f"{unreadable}; not the record of a cache entry, so {path} is built again", RuntimeWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"{unreadable}; not the record of a cache entry, so {path} is built again", RuntimeWarning, stacklevel=2
+            )
         tmp = path.parent / f"{path.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         extra = build(tmp)

@@ -33,8 +33,8 @@ from typing import Any
 
 import torch
 
-from drake_bench.errors import DrakeBenchError
 from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.errors import DrakeBenchError
 from drake_bench.models.kernels import SEGMENT_ATTENTION, packed_forward, transformers_model, use_segment_attention
 from drake_bench.models.prompting import build_prompt, candidate_targets, is_choice, options, target
 
@@ -86,8 +86,13 @@ def _target_ids(tok: Any, text: str) -> list[int]:
 
 
 def _collate(
-    seqs: Sequence[list[int]], labels: Sequence[list[int]] | None, pixels: Sequence[torch.Tensor | None],
-    pad_id: int, left: bool, device: torch.device, dtype: torch.dtype,
+    seqs: Sequence[list[int]],
+    labels: Sequence[list[int]] | None,
+    pixels: Sequence[torch.Tensor | None],
+    pad_id: int,
+    left: bool,
+    device: torch.device,
+    dtype: torch.dtype,
 ) -> dict[str, torch.Tensor]:
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
@@ -139,8 +144,9 @@ def packs(model: Any) -> bool:
         return False
     config = getattr(model, "config", None)
     text = getattr(config, "text_config", None) or config
-    return getattr(text, "model_type", None) in PACKABLE_MODEL_TYPES and getattr(text, "_attn_implementation", "sdpa") in (
-        "sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention", SEGMENT_ATTENTION)
+    return getattr(text, "model_type", None) in PACKABLE_MODEL_TYPES and getattr(
+        text, "_attn_implementation", "sdpa"
+    ) in ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention", SEGMENT_ATTENTION)
 
 
 def encode_packed(model: Any, processor: Any, batch: Sequence[Any]) -> dict[str, torch.Tensor]:
@@ -167,8 +173,11 @@ def _encode_packed(model: Any, processor: Any, batch: Sequence[Any]) -> tuple[di
         if pv is not None:
             pixels.append(pv)
     dev = model.device
-    out = {"input_ids": torch.tensor([ids], device=dev), "position_ids": torch.tensor([positions], device=dev),
-           "labels": torch.tensor([labels], device=dev)}
+    out = {
+        "input_ids": torch.tensor([ids], device=dev),
+        "position_ids": torch.tensor([positions], device=dev),
+        "labels": torch.tensor([labels], device=dev),
+    }
     if pixels:
         out["pixel_values"] = torch.cat(pixels).to(device=dev, dtype=_float_dtype(model))
     return out, counts
@@ -193,14 +202,17 @@ def _use_packing(model: Any, packed: bool | None) -> bool:
     if packs(model):
         return True
     if packed:
-        raise DrakeBenchError(f"packed training is not supported for model type "
-                              f"{getattr(getattr(model, 'config', None), 'model_type', '?')!r} (see "
-                              "PACKABLE_MODEL_TYPES); packed=None trains it padded")
+        raise DrakeBenchError(
+            f"packed training is not supported for model type "
+            f"{getattr(getattr(model, 'config', None), 'model_type', '?')!r} (see "
+            "PACKABLE_MODEL_TYPES); packed=None trains it padded"
+        )
     return False
 
 
-def answer_logits(model: Any, processor: Any, items: Sequence[Any], packed: bool | None = None
-                  ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+def answer_logits(
+    model: Any, processor: Any, items: Sequence[Any], packed: bool | None = None
+) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """The logits predicting every answer token (+ eos) of ``items`` (tokens x vocabulary, float32, item after item),
     those tokens, and how many each item has: the positions :func:`loss_on` scores, with gradients when enabled. For
     methods whose loss reads the logits themselves (distillation). ``packed``: as in :func:`loss_on`."""
@@ -264,8 +276,14 @@ def _token_nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return nll.view(targets.shape)
 
 
-def train_step(model: Any, processor: Any, batch: Sequence[Any], optimizer: torch.optim.Optimizer,
-               max_grad_norm: float | None = None, packed: bool | None = None) -> float:
+def train_step(
+    model: Any,
+    processor: Any,
+    batch: Sequence[Any],
+    optimizer: torch.optim.Optimizer,
+    max_grad_norm: float | None = None,
+    packed: bool | None = None,
+) -> float:
     """One optimiser step on ``batch``; returns the loss. Leaves the model in train mode. ``packed``: see
     :func:`loss_on`."""
     model.train()
@@ -325,23 +343,31 @@ def _chunks(seq: Sequence[Any], n: int) -> Iterator[Sequence[Any]]:
         yield seq[i : i + n]
 
 
-def generate(model: Any, processor: Any, samples: Sequence[Any], max_new_tokens: int = OPEN_MAX_NEW_TOKENS,
-             batch_size: int = 16) -> list[str]:
+def generate(
+    model: Any, processor: Any, samples: Sequence[Any], max_new_tokens: int = OPEN_MAX_NEW_TOKENS, batch_size: int = 16
+) -> list[str]:
     """Greedy answers (fixed settings: no sampling, 1 beam, left padding), one per item."""
     tok = tokenizer_of(processor)
     out: list[str] = []
     with _eval_mode(model):
         for chunk in _chunks(list(samples), batch_size):
             enc = [_encode_prompt(processor, s) for s in chunk]
-            inputs = _collate([e[0] for e in enc], None, [e[1] for e in enc], _pad_id(tok), True,
-                              model.device, _float_dtype(model))
+            inputs = _collate(
+                [e[0] for e in enc], None, [e[1] for e in enc], _pad_id(tok), True, model.device, _float_dtype(model)
+            )
             with autocast(model):
                 gen = model.generate(
-                    **inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
-                    temperature=None, top_p=None, top_k=None,
-                    pad_token_id=_pad_id(tok), eos_token_id=tok.eos_token_id,
+                    **inputs,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    num_beams=1,
+                    temperature=None,
+                    top_p=None,
+                    top_k=None,
+                    pad_token_id=_pad_id(tok),
+                    eos_token_id=tok.eos_token_id,
                 )
-            new = gen[:, inputs["input_ids"].shape[1]:]
+            new = gen[:, inputs["input_ids"].shape[1] :]
             out += [t.strip() for t in tok.batch_decode(new, skip_special_tokens=True)]
     return out
 
@@ -410,12 +436,15 @@ def choice_scores(model: Any, processor: Any, samples: Sequence[Any], batch_size
     return out
 
 
-def _score_chunk(model: Any, processor: Any, chunk: Sequence[Any], cand_ids: Sequence[list[list[int]]]) -> list[list[float]]:
+def _score_chunk(
+    model: Any, processor: Any, chunk: Sequence[Any], cand_ids: Sequence[list[list[int]]]
+) -> list[list[float]]:
     tok = tokenizer_of(processor)
     enc = [_encode_prompt(processor, s) for s in chunk]
     lengths = torch.tensor([len(e[0]) for e in enc])
-    inputs = _collate([e[0] for e in enc], None, [e[1] for e in enc], _pad_id(tok), False,
-                      model.device, _float_dtype(model))
+    inputs = _collate(
+        [e[0] for e in enc], None, [e[1] for e in enc], _pad_id(tok), False, model.device, _float_dtype(model)
+    )
     single = [all(len(c) == 1 for c in cands) for cands in cand_ids]
     need_rest = not all(single)
     with autocast(model):
@@ -430,8 +459,9 @@ def _score_chunk(model: Any, processor: Any, chunk: Sequence[Any], cand_ids: Seq
             scores.append([float(logp_first[i, c[0]]) if c else 0.0 for c in cands])
             rows += [(i, c + [tok.eos_token_id]) for c in cands]
     if rows:
-        rest = _continue_from_prefix(model, _returned_cache(first), inputs["attention_mask"], lengths, rows,
-                                     _pad_id(tok))
+        rest = _continue_from_prefix(
+            model, _returned_cache(first), inputs["attention_mask"], lengths, rows, _pad_id(tok)
+        )
         k = 0
         for i, cands in enumerate(cand_ids):
             if not single[i]:
@@ -460,8 +490,14 @@ def _returned_cache(output: Any) -> Any:
     return cache if cache is not None else output.past_key_values
 
 
-def _continue_from_prefix(model: Any, cache: Any, prompt_mask: torch.Tensor, lengths: torch.Tensor,
-                          rows: Sequence[tuple[int, list[int]]], pad_id: int) -> list[float]:
+def _continue_from_prefix(
+    model: Any,
+    cache: Any,
+    prompt_mask: torch.Tensor,
+    lengths: torch.Tensor,
+    rows: Sequence[tuple[int, list[int]]],
+    pad_id: int,
+) -> list[float]:
     """Summed log-likelihood of tokens 2.. of each row's target, its item's prompt read from ``cache``.
 
     Row r feeds target tokens 1..n-1 after a copy of item i's cached prompt: position L_i + k (the item's own
@@ -481,9 +517,13 @@ def _continue_from_prefix(model: Any, cache: Any, prompt_mask: torch.Tensor, len
     cache.reorder_cache(item)  # one copy of the item's prompt cache per row
     positions = lengths.to(dev)[item].unsqueeze(-1) + torch.arange(width, device=dev)
     with autocast(model):
-        logits = model(input_ids=ids.to(dev), attention_mask=torch.cat([prompt_mask[item], mask.to(dev)], dim=1),
-                       position_ids=positions, use_cache=False,
-                       **{_cache_keyword(type(transformers_model(model))): cache}).logits
+        logits = model(
+            input_ids=ids.to(dev),
+            attention_mask=torch.cat([prompt_mask[item], mask.to(dev)], dim=1),
+            position_ids=positions,
+            use_cache=False,
+            **{_cache_keyword(type(transformers_model(model))): cache},
+        ).logits
     return (-_token_nll(logits, targets.to(dev)).sum(-1)).tolist()
 
 
@@ -497,8 +537,14 @@ def choose(model: Any, processor: Any, samples: Sequence[Any], batch_size: int =
     return out
 
 
-def predict(model: Any, processor: Any, samples: Sequence[Any], max_new_tokens: int = OPEN_MAX_NEW_TOKENS,
-            free_text_max_new_tokens: int = FREE_TEXT_MAX_NEW_TOKENS, batch_size: int = EVAL_BATCH_SIZE) -> list[str]:
+def predict(
+    model: Any,
+    processor: Any,
+    samples: Sequence[Any],
+    max_new_tokens: int = OPEN_MAX_NEW_TOKENS,
+    free_text_max_new_tokens: int = FREE_TEXT_MAX_NEW_TOKENS,
+    batch_size: int = EVAL_BATCH_SIZE,
+) -> list[str]:
     """Answers in input order: choice items scored, open/free-text items generated."""
     samples = list(samples)
     out: list[str | None] = [None] * len(samples)

@@ -49,8 +49,10 @@ def routed(model: Any, row_adapters: Sequence[str]) -> Iterator[None]:
         for name, module in model.named_modules():
             if isinstance(module, LoraLayer):
                 if type(module) is not LoraLinear:
-                    raise DrakeBenchError(f"client batching routes peft's plain LoRA Linear layers; {name} is a "
-                                          f"{type(module).__name__}, whose forward it cannot route")
+                    raise DrakeBenchError(
+                        f"client batching routes peft's plain LoRA Linear layers; {name} is a "
+                        f"{type(module).__name__}, whose forward it cannot route"
+                    )
                 handles.append(module.register_forward_pre_hook(inject, with_kwargs=True))
         yield
     finally:
@@ -82,28 +84,39 @@ def encode_rows(model: Any, processor: Any, batches: Sequence[Sequence[Any]]) ->
     return out
 
 
-def group_losses(model: Any, processor: Any, batches: Sequence[Sequence[Any]], adapters: Sequence[str]) -> list[torch.Tensor]:
+def group_losses(
+    model: Any, processor: Any, batches: Sequence[Sequence[Any]], adapters: Sequence[str]
+) -> list[torch.Tensor]:
     """Each batch's mean token loss over its answer tokens (+ eos), batch i through adapter ``adapters[i]``, in one
     forward pass (with grad): what :func:`~drake_bench.models.engine.loss_on` gives each batch on its own adapter."""
     if len(batches) != len(adapters):
         raise DrakeBenchError(f"client batching: {len(batches)} batches for {len(adapters)} adapters")
     if not packs(model):
-        raise DrakeBenchError("client batching packs each client's batch into one row, which needs an architecture "
-                              "whose attention reads packed positions (drake_bench.models.engine.PACKABLE_MODEL_TYPES)")
+        raise DrakeBenchError(
+            "client batching packs each client's batch into one row, which needs an architecture "
+            "whose attention reads packed positions (drake_bench.models.engine.PACKABLE_MODEL_TYPES)"
+        )
     inputs = encode_rows(model, processor, batches)
     labels = inputs.pop("labels")[:, 1:]
     scored = (labels != IGNORE_INDEX).any(0).nonzero()[:, 0]  # positions predicting an answer token in some row
     with routed(model, adapters), autocast(model), packed_forward():
         logits = model(**inputs, use_cache=False, logits_to_keep=scored).logits  # no cache: packing reads positions
     targets = labels[:, scored]
-    nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), targets, ignore_index=IGNORE_INDEX,
-                                            reduction="none")
+    nll = torch.nn.functional.cross_entropy(
+        logits.float().transpose(1, 2), targets, ignore_index=IGNORE_INDEX, reduction="none"
+    )
     counts = (targets != IGNORE_INDEX).sum(1).clamp(min=1)
     return list(nll.sum(1) / counts)
 
 
-def train_group_step(model: Any, processor: Any, batches: Sequence[Sequence[Any]], adapters: Sequence[str],
-                     optimizers: Sequence[torch.optim.Optimizer], max_grad_norm: float | None = None) -> list[float]:
+def train_group_step(
+    model: Any,
+    processor: Any,
+    batches: Sequence[Sequence[Any]],
+    adapters: Sequence[str],
+    optimizers: Sequence[torch.optim.Optimizer],
+    max_grad_norm: float | None = None,
+) -> list[float]:
     """One optimiser step for each of several clients, in one pass: batch i trains adapter ``adapters[i]`` with
     ``optimizers[i]`` (over that adapter's parameters only); returns each batch's loss. Per client as
     :func:`~drake_bench.models.engine.train_step` (clipping included, on the client's own parameters)."""

@@ -54,9 +54,13 @@ def evaluation_settings() -> dict[str, Any]:
     from drake_bench.models import engine, prompting
 
     return {
-        "decoding": {"do_sample": False, "num_beams": 1, "max_new_tokens": engine.OPEN_MAX_NEW_TOKENS,
-                     "free_text_max_new_tokens": engine.FREE_TEXT_MAX_NEW_TOKENS,
-                     "choice_scoring": "option text log-likelihood (cloze)"},
+        "decoding": {
+            "do_sample": False,
+            "num_beams": 1,
+            "max_new_tokens": engine.OPEN_MAX_NEW_TOKENS,
+            "free_text_max_new_tokens": engine.FREE_TEXT_MAX_NEW_TOKENS,
+            "choice_scoring": "option text log-likelihood (cloze)",
+        },
         "batch_size": engine.EVAL_BATCH_SIZE,
         "prompt_template_version": prompting.TEMPLATE_VERSION,
         "padding_side": "left",

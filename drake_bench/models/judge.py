@@ -33,17 +33,30 @@ class ModelJudge:
         if commit:
             weights = {**weights, "commit": commit}
         if Path(model).is_dir():  # a local folder's name pins nothing: its weight files do
-            weights = {**weights, "safetensors_sha256": {
-                f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(Path(model).glob("*.safetensors"))}}
-        self.identity = json.dumps({"model": model, "weights": weights, "prompt_sha256": JUDGE_PROMPT_SHA,
-                                    "decoding": {"do_sample": False, "max_new_tokens": max_new_tokens}},
-                                   sort_keys=True, separators=(",", ":"))
+            weights = {
+                **weights,
+                "safetensors_sha256": {
+                    f.name: hashlib.sha256(f.read_bytes()).hexdigest()
+                    for f in sorted(Path(model).glob("*.safetensors"))
+                },
+            }
+        self.identity = json.dumps(
+            {
+                "model": model,
+                "weights": weights,
+                "prompt_sha256": JUDGE_PROMPT_SHA,
+                "decoding": {"do_sample": False, "max_new_tokens": max_new_tokens},
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
 
     def prompt(self, query: JudgeQuery) -> str:
         text = JUDGE_PROMPT.format(question=query.question, answer=query.answer, reference=query.reference)
         if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                                      add_generation_prompt=True)
+            return self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+            )
         return text
 
     def judgements(self, queries: Sequence[JudgeQuery]) -> list[str]:
@@ -54,15 +67,24 @@ class ModelJudge:
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         out: list[str] = []
         for start in range(0, len(queries), self.batch_size):
-            chunk = [self.prompt(q) for q in queries[start:start + self.batch_size]]
+            chunk = [self.prompt(q) for q in queries[start : start + self.batch_size]]
             ids = [tok(p, add_special_tokens=not getattr(tok, "chat_template", None))["input_ids"] for p in chunk]
             width = max(len(i) for i in ids)  # left padding: every reply starts at the same position
             input_ids = torch.tensor([[pad] * (width - len(i)) + i for i in ids], device=self.model.device)
             mask = torch.tensor([[0] * (width - len(i)) + [1] * len(i) for i in ids], device=self.model.device)
             with torch.no_grad():
-                gen = self.model.generate(input_ids=input_ids, attention_mask=mask, do_sample=False, num_beams=1,
-                                          max_new_tokens=self.max_new_tokens, temperature=None, top_p=None,
-                                          top_k=None, pad_token_id=pad, eos_token_id=tok.eos_token_id)
+                gen = self.model.generate(
+                    input_ids=input_ids,
+                    attention_mask=mask,
+                    do_sample=False,
+                    num_beams=1,
+                    max_new_tokens=self.max_new_tokens,
+                    temperature=None,
+                    top_p=None,
+                    top_k=None,
+                    pad_token_id=pad,
+                    eos_token_id=tok.eos_token_id,
+                )
             out += tok.batch_decode(gen[:, width:], skip_special_tokens=True)
         return out
 

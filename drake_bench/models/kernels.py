@@ -51,23 +51,45 @@ def _segments(positions: torch.Tensor) -> list[tuple[int, int]]:
     return list(zip(starts, starts[1:] + [int(positions.shape[0])]))
 
 
-def segment_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                      attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
-                      **kwargs: Any) -> tuple[torch.Tensor, None]:
+def segment_attention(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
     """Causal SDPA per packed segment in a :func:`packed_forward`; transformers' SDPA attention otherwise."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     positions = kwargs.get("position_ids")
-    if (not _PACKED.get() or positions is None or query.shape[2] != key.shape[2]
-            or positions.shape[-1] != query.shape[2]):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
+    if (
+        not _PACKED.get()
+        or positions is None
+        or query.shape[2] != key.shape[2]
+        or positions.shape[-1] != query.shape[2]
+    ):
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     positions = positions.expand(query.shape[0], -1)
     rows = []
     for r in range(query.shape[0]):
-        parts = [sdpa_attention_forward(module, query[r:r + 1, :, s:e], key[r:r + 1, :, s:e], value[r:r + 1, :, s:e],
-                                        None, dropout=dropout, scaling=scaling, is_causal=True)[0]
-                 for s, e in _segments(positions[r])]
+        parts = [
+            sdpa_attention_forward(
+                module,
+                query[r : r + 1, :, s:e],
+                key[r : r + 1, :, s:e],
+                value[r : r + 1, :, s:e],
+                None,
+                dropout=dropout,
+                scaling=scaling,
+                is_causal=True,
+            )[0]
+            for s, e in _segments(positions[r])
+        ]
         rows.append(torch.cat(parts, dim=1))
     return torch.cat(rows, dim=0), None
 
@@ -105,8 +127,9 @@ def use_segment_attention(model: Any, on: bool = True) -> None:
 
 
 def _native_rms_norm_forward(self: Any, hidden_states: torch.Tensor) -> torch.Tensor:
-    out = torch.nn.functional.rms_norm(hidden_states.to(torch.float32), (hidden_states.shape[-1],),
-                                       eps=self.variance_epsilon)
+    out = torch.nn.functional.rms_norm(
+        hidden_states.to(torch.float32), (hidden_states.shape[-1],), eps=self.variance_epsilon
+    )
     return self.weight * out.to(hidden_states.dtype)
 
 

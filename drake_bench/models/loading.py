@@ -40,8 +40,10 @@ def load_base(name: str, device: str = "cpu", dtype: Any = None, *, seed: int = 
 
             path = ensure_pretrained(name, seed=seed)
         elif seed != 0:
-            raise DrakeBenchError(f"load_base({name!r}, seed={seed}): the shipped zoo holds seed 0 only; pretrain "
-                                  f"seed {seed} locally with source='pretrain' (or {ENV_SOURCE}=pretrain)")
+            raise DrakeBenchError(
+                f"load_base({name!r}, seed={seed}): the shipped zoo holds seed 0 only; pretrain "
+                f"seed {seed} locally with source='pretrain' (or {ENV_SOURCE}=pretrain)"
+            )
         else:
             path = verify_shipped(name)
         return load_pretrained(str(path), device=device, dtype=dtype)
@@ -59,6 +61,8 @@ def _not_available(name: str, source: str, exc: OSError) -> str:
     if source.startswith((".", "/", "~")):
         return f"load_base({name!r}): the folder {source!r} holds no loadable checkpoint: {first}"
     offline = " (offline: HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else ""
-    return (f"load_base({name!r}): checkpoint {source!r} is not in the Hugging Face cache {constants.HF_HUB_CACHE}"
-            f"{offline} and could not be downloaded: {first} Download it on a machine with network "
-            f"(`hf download {source}`) and copy the cache over, or pass a local folder's path")
+    return (
+        f"load_base({name!r}): checkpoint {source!r} is not in the Hugging Face cache {constants.HF_HUB_CACHE}"
+        f"{offline} and could not be downloaded: {first} Download it on a machine with network "
+        f"(`hf download {source}`) and copy the cache over, or pass a local folder's path"
+    )

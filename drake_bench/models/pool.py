@@ -84,8 +84,9 @@ def _weight_name(key: str, rank_axes: Mapping[str, tuple[int, ...]]) -> str | No
     return None
 
 
-def resize_state(state: Mapping[str, torch.Tensor], rank: int,
-                 rank_axes: Mapping[str, tuple[int, ...]] = DEFAULT_RANK_AXES) -> dict[str, torch.Tensor]:
+def resize_state(
+    state: Mapping[str, torch.Tensor], rank: int, rank_axes: Mapping[str, tuple[int, ...]] = DEFAULT_RANK_AXES
+) -> dict[str, torch.Tensor]:
     """An adapter state at another rank: the leading block (truncation) or zero padding along the rank axes.
 
     Tensors of weights not named in ``rank_axes`` are copied unchanged (e.g. FedMosaic's gates)."""
@@ -99,8 +100,9 @@ def resize_state(state: Mapping[str, torch.Tensor], rank: int,
         for ax in rank_axes[name]:
             shape[ax] = rank
         t = v.new_zeros(shape)
-        t[tuple(slice(0, min(v.shape[d], rank)) if d in rank_axes[name] else slice(None) for d in range(v.dim()))] = \
-            v[tuple(slice(0, min(v.shape[d], rank)) if d in rank_axes[name] else slice(None) for d in range(v.dim()))]
+        t[tuple(slice(0, min(v.shape[d], rank)) if d in rank_axes[name] else slice(None) for d in range(v.dim()))] = v[
+            tuple(slice(0, min(v.shape[d], rank)) if d in rank_axes[name] else slice(None) for d in range(v.dim()))
+        ]
         out[k] = t
     return out
 
@@ -148,8 +150,10 @@ class ModelPool:
         self._arch_of = {cid: architecture_key(name) for cid, name in self.allocation.items()}
         unknown = sorted(set(int(c) for c in (client_ranks or {})) - set(self.allocation))
         if unknown:
-            raise DrakeBenchError(f"client_ranks names clients {unknown} that the allocation does not have "
-                                  f"(its clients: {sorted(self.allocation)})")
+            raise DrakeBenchError(
+                f"client_ranks names clients {unknown} that the allocation does not have "
+                f"(its clients: {sorted(self.allocation)})"
+            )
         bad = {int(c): r for c, r in (client_ranks or {}).items() if int(r) < 1}
         if bad:
             raise DrakeBenchError(f"client_ranks: ranks must be >= 1, got {bad}")
@@ -241,17 +245,18 @@ class ModelPool:
             if self._post_attach is not None:  # e.g. FedMosaic's tie_layer_gates
                 self._post_attach(model)
         model.set_adapter(self.adapter_names[0])
-        live = {s_: get_peft_model_state_dict(model, adapter_name=s_, save_embedding_layers=False)
-                for s_, _ in configs}
+        live = {s_: get_peft_model_state_dict(model, adapter_name=s_, save_embedding_layers=False) for s_, _ in configs}
         if len(ranks) > 1:  # nested initialisation: a smaller slot starts at the leading block of the largest
             with torch.no_grad():
                 for (a, r), s_ in slots.items():
                     if s_ != a:
                         for k, v in resize_state(live[a], int(r), self.rank_axes).items():
                             if tuple(v.shape) != tuple(live[s_][k].shape):
-                                raise DrakeBenchError(f"{key}: slot {s_!r} tensor {k} has shape "
-                                                      f"{tuple(live[s_][k].shape)}, its rank axes give {tuple(v.shape)}"
-                                                      " (name the weight's rank axes in rank_axes)")
+                                raise DrakeBenchError(
+                                    f"{key}: slot {s_!r} tensor {k} has shape "
+                                    f"{tuple(live[s_][k].shape)}, its rank axes give {tuple(v.shape)}"
+                                    " (name the weight's rank axes in rank_axes)"
+                                )
                             live[s_][k].copy_(v)
         init = {s_: {k: v.detach().to("cpu", copy=True) for k, v in live[s_].items()} for s_, _ in configs}
         arch = _Arch(key, name, model, processor, live, init, None, clients, slots)
@@ -342,12 +347,15 @@ class ModelPool:
         self._check_adapter(adapter, clients[0])
         keys = {self.architecture(c) for c in clients}
         if len(keys) != 1:
-            raise DrakeBenchError(f"use_group: clients {clients} span architectures {sorted(keys)}; a group shares "
-                                  "one base")
+            raise DrakeBenchError(
+                f"use_group: clients {clients} span architectures {sorted(keys)}; a group shares one base"
+            )
         arch = self._arch(keys.pop())
         if arch.multi_rank:
-            raise DrakeBenchError(f"use_group: {arch.key} has clients of several LoRA ranks; client batching needs "
-                                  "one rank per architecture")
+            raise DrakeBenchError(
+                f"use_group: {arch.key} has clients of several LoRA ranks; client batching needs "
+                "one rank per architecture"
+            )
         self._swap_out(arch)
         own = arch.slots[(adapter, self._rank[clients[0]])]
         slots = [f"{own}__group{i}" for i in range(len(clients))]
@@ -400,15 +408,18 @@ class ModelPool:
             )
         for k, v in state.items():
             if tuple(v.shape) != tuple(ref[k].shape):
-                raise DrakeBenchError(f"set_state for client {client_id} adapter {adapter!r}: {k} has shape "
-                                      f"{tuple(v.shape)}, expected {tuple(ref[k].shape)}")
+                raise DrakeBenchError(
+                    f"set_state for client {client_id} adapter {adapter!r}: {k} has shape "
+                    f"{tuple(v.shape)}, expected {tuple(ref[k].shape)}"
+                )
         if arch.active == client_id:
             with torch.no_grad():
                 for k, t in arch.live[slot].items():
                     t.copy_(state[k])
         else:
-            self._put(client_id, adapter, {k: v.detach().to("cpu", dtype=ref[k].dtype, copy=True)
-                                           for k, v in state.items()})
+            self._put(
+                client_id, adapter, {k: v.detach().to("cpu", dtype=ref[k].dtype, copy=True) for k, v in state.items()}
+            )
 
     def initial_state(self, client_id: int, adapter: str = "default") -> dict[str, torch.Tensor]:
         """The adapter initialisation shared by the client's architecture and rank (a copy)."""
@@ -437,7 +448,10 @@ class ModelPool:
             live += [t for a in arch.live.values() for t in a.values()]
             live += [t for a in arch.init.values() for t in a.values()]
         clients = [t for st in self._states.values() for t in st.values()]
-        out = {"base_bytes": _tensor_bytes(base), "live_adapter_bytes": _tensor_bytes(live),
-               "client_adapter_bytes": _tensor_bytes(clients)}
+        out = {
+            "base_bytes": _tensor_bytes(base),
+            "live_adapter_bytes": _tensor_bytes(live),
+            "client_adapter_bytes": _tensor_bytes(clients),
+        }
         out["total_bytes"] = sum(out.values())
         return out

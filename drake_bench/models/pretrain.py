@@ -120,7 +120,8 @@ def training_data(multimodal: bool, recipe: Recipe) -> list[Any]:
 
     if multimodal:
         return public_mix(recipe.n_multimodal, recipe.data_seed, recipe.mix) + public_text_mix(
-            recipe.n_multimodal // 4, recipe.data_seed)
+            recipe.n_multimodal // 4, recipe.data_seed
+        )
     return public_text_mix(recipe.n_text, recipe.data_seed)
 
 
@@ -135,8 +136,9 @@ def ensure_tokenizer(recipe: Recipe | None = None) -> Path:
         train_tokenizer(tokenizer_corpus(recipe), recipe.vocab_size - RESERVED_IDS).save_pretrained(tmp)
         return {}
 
-    return build_cached(models_home() / TOKENIZER_DIR, {"vocab_size": recipe.vocab_size, "version": recipe.version},
-                        build)
+    return build_cached(
+        models_home() / TOKENIZER_DIR, {"vocab_size": recipe.vocab_size, "version": recipe.version}, build
+    )
 
 
 def checkpoint_dir(name: str, seed: int = 0) -> Path:
@@ -153,8 +155,9 @@ def is_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None) -> boo
     return record_matches(checkpoint_dir(name, seed), _checkpoint_record(name, seed, recipe or DEFAULT_RECIPE))
 
 
-def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None,
-                      progress: Callable[[str], None] | None = None) -> Path:
+def ensure_pretrained(
+    name: str, seed: int = 0, recipe: Recipe | None = None, progress: Callable[[str], None] | None = None
+) -> Path:
     """Path of the pretrained checkpoint of a tiny zoo model, building it once if needed.
 
     The build resumes: the shared tower and the language-model stage keep snapshots next to the cache
@@ -172,17 +175,26 @@ def ensure_pretrained(name: str, seed: int = 0, recipe: Recipe | None = None,
         processor = make_processor(tok) if entry.multimodal else tok
         model = build_tiny(name, seed=seed)
         if model.get_input_embeddings().num_embeddings < len(tok):
-            raise DrakeBenchError(f"tokenizer has {len(tok)} ids but {name} has only "
-                                  f"{model.get_input_embeddings().num_embeddings} embeddings")
+            raise DrakeBenchError(
+                f"tokenizer has {len(tok)} ids but {name} has only "
+                f"{model.get_input_embeddings().num_embeddings} embeddings"
+            )
         t0 = time.perf_counter()
         if entry.multimodal:
             from drake_bench.models.vision import ensure_vision_tower, install_tower
 
             install_tower(model, ensure_vision_tower(recipe, progress=progress))
         vision_losses = align_vision(model, processor, recipe, seed=seed) if entry.multimodal else []
-        losses = pretrain(model, processor, training_data(bool(entry.multimodal), recipe), recipe,
-                          multimodal=bool(entry.multimodal), seed=seed, resume_dir=progress_dir(final, record),
-                          progress=(lambda line: progress(f"{name}: {line}")) if progress else None)
+        losses = pretrain(
+            model,
+            processor,
+            training_data(bool(entry.multimodal), recipe),
+            recipe,
+            multimodal=bool(entry.multimodal),
+            seed=seed,
+            resume_dir=progress_dir(final, record),
+            progress=(lambda line: progress(f"{name}: {line}")) if progress else None,
+        )
         seconds = round(time.perf_counter() - t0, 2)
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
@@ -216,9 +228,18 @@ def batches(samples: Sequence[Any], batch_size: int, steps: int, seed: int) -> I
             made += 1
 
 
-def pretrain(model: Any, processor: Any, samples: Sequence[Any], recipe: Recipe, *, multimodal: bool,
-             seed: int = 0, steps: int | None = None, resume_dir: Path | None = None,
-             progress: Callable[[str], None] | None = None) -> list[float]:
+def pretrain(
+    model: Any,
+    processor: Any,
+    samples: Sequence[Any],
+    recipe: Recipe,
+    *,
+    multimodal: bool,
+    seed: int = 0,
+    steps: int | None = None,
+    resume_dir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[float]:
     """Train every parameter of ``model`` on ``samples`` (see module docstring); returns the loss curve.
 
     With ``resume_dir`` a snapshot is kept every 200 steps; an interrupted run continues from it to
@@ -251,8 +272,11 @@ def pretrain(model: Any, processor: Any, samples: Sequence[Any], recipe: Recipe,
                 for group in opt.param_groups:
                     group["lr"] = recipe.lr * warmup_cosine(step, steps, warm)
                 # padded, as when the shipped weights were built: their recipe reproduces them byte for byte
-                losses.append(round(engine.train_step(model, processor, b, opt, max_grad_norm=recipe.max_grad_norm,
-                                                      packed=False), 5))
+                losses.append(
+                    round(
+                        engine.train_step(model, processor, b, opt, max_grad_norm=recipe.max_grad_norm, packed=False), 5
+                    )
+                )
                 done = step + 1
                 if resume_dir and done % 200 == 0 and done < steps:
                     save_progress(resume_dir, done, {"model": model}, opt, {"losses": losses})
@@ -293,8 +317,9 @@ def align_vision(model: Any, processor: Any, recipe: Recipe, seed: int = 0) -> l
             torch.manual_seed(seed + 104729)
             heads = PerceptionHeads(model.config.text_config.hidden_size)
             projector.requires_grad_(True)
-            opt = torch.optim.AdamW([*projector.parameters(), *heads.parameters()], lr=recipe.vision_lr,
-                                    weight_decay=0.0)
+            opt = torch.optim.AdamW(
+                [*projector.parameters(), *heads.parameters()], lr=recipe.vision_lr, weight_decay=0.0
+            )
             gen = torch.Generator().manual_seed(seed + 7919 * recipe.data_seed)
             for _ in range(recipe.vision_steps):
                 idx = torch.randint(0, len(pictures), (recipe.vision_batch,), generator=gen)
@@ -311,7 +336,10 @@ def align_vision(model: Any, processor: Any, recipe: Recipe, seed: int = 0) -> l
 # ---------------------------------------------------------------------- knowledge check
 def token_f1(pred: str, ref: str) -> float:
     """Bag-of-words F1 (SQuAD style), the knowledge metric reported for the public mix."""
-    p, r = pred.lower().replace(";", " ").replace(",", " ").split(), ref.lower().replace(";", " ").replace(",", " ").split()
+    p, r = (
+        pred.lower().replace(";", " ").replace(",", " ").split(),
+        ref.lower().replace(";", " ").replace(",", " ").split(),
+    )
     if not p or not r:
         return float(p == r)
     common = sum(min(p.count(w), r.count(w)) for w in set(p))

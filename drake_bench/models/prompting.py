@@ -27,8 +27,8 @@ from __future__ import annotations
 import string
 from typing import Any
 
-from drake_bench.errors import DrakeBenchError
 from drake_bench.benchmarks.sample import AnswerType
+from drake_bench.errors import DrakeBenchError
 from drake_bench.models.tokenizer import IMAGE
 
 TEMPLATE_VERSION = "llava-1.5/v2-cloze"  # recorded in every result file; bump when a prompt or target changes
@@ -51,7 +51,9 @@ def options(sample: Any) -> list[str]:
     """The item's options (yes/no items without choices get ``["yes", "no"]``)."""
     if sample.choices:
         if len(sample.choices) > len(LETTERS):
-            raise DrakeBenchError(f"sample {_sid(sample)!r} has {len(sample.choices)} choices; at most 26 are supported")
+            raise DrakeBenchError(
+                f"sample {_sid(sample)!r} has {len(sample.choices)} choices; at most 26 are supported"
+            )
         return list(sample.choices)
     if AnswerType(sample.answer_type) == AnswerType.YES_NO:
         return list(YES_NO)

@@ -20,8 +20,13 @@ STATE_FILE = "progress.json"
 TENSORS_FILE = "progress.safetensors"
 
 
-def save_progress(folder: Path, step: int, modules: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer,
-                  extra: dict[str, Any] | None = None) -> None:
+def save_progress(
+    folder: Path,
+    step: int,
+    modules: dict[str, torch.nn.Module],
+    optimizer: torch.optim.Optimizer,
+    extra: dict[str, Any] | None = None,
+) -> None:
     """Snapshot after ``step`` finished steps: every module's state dict and the optimiser's per-parameter state."""
     from safetensors.torch import save_file
 
@@ -43,7 +48,9 @@ def save_progress(folder: Path, step: int, modules: dict[str, torch.nn.Module], 
     os.replace(tmp, folder)
 
 
-def load_progress(folder: Path, modules: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer) -> tuple[int, dict]:
+def load_progress(
+    folder: Path, modules: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer
+) -> tuple[int, dict]:
     """Restore a snapshot into ``modules`` and ``optimizer``; returns (finished steps, extra). (0, {}) if none."""
     from safetensors.torch import load_file
 
@@ -52,7 +59,7 @@ def load_progress(folder: Path, modules: dict[str, torch.nn.Module], optimizer: 
     tensors = load_file(str(folder / TENSORS_FILE))
     for name, module in modules.items():
         prefix = f"module/{name}/"
-        module.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
+        module.load_state_dict({k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)})
     params = [p for group in optimizer.param_groups for p in group["params"]]
     for key, value in tensors.items():
         if key.startswith("optim/"):

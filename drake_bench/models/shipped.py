@@ -44,10 +44,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from drake_bench.errors import CheckpointError, DrakeBenchError, HubError, JSONFileError
-from drake_bench.benchmarks.hub import _json_bytes  # stable bytes: sorted keys, fixed indent (a rebuild gives identical bytes)
-from drake_bench.core.json_files import read_json
+from drake_bench.benchmarks.hub import (
+    _json_bytes,
+)  # stable bytes: sorted keys, fixed indent (a rebuild gives identical bytes)
 from drake_bench.benchmarks.store import file_sha256
+from drake_bench.core.json_files import read_json
+from drake_bench.errors import CheckpointError, DrakeBenchError, HubError, JSONFileError
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -77,8 +79,10 @@ def zoo_source(source: str | None = None) -> str:
     chosen = source if source is not None else (os.environ.get(ENV_SOURCE) or "shipped")
     if chosen not in SOURCES:
         where = "source=" if source is not None else f"${ENV_SOURCE}="
-        raise DrakeBenchError(f"{where}{chosen!r}: the tiny zoo's source is one of {', '.join(SOURCES)} "
-                              "(shipped: the pinned checkpoints installed with drake_bench; pretrain: pretrain locally)")
+        raise DrakeBenchError(
+            f"{where}{chosen!r}: the tiny zoo's source is one of {', '.join(SOURCES)} "
+            "(shipped: the pinned checkpoints installed with drake_bench; pretrain: pretrain locally)"
+        )
     return chosen
 
 
@@ -102,7 +106,9 @@ def _hash_folder(folder: Path) -> dict[str, str]:
 
 def _check_name(name: str) -> None:
     if not name or name.startswith(".") or "/" in name or "\\" in name or name == MANIFEST:
-        raise DrakeBenchError(f"{name!r} is not a shipped model name (a plain folder name such as 'tiny-llava-llama-s')")
+        raise DrakeBenchError(
+            f"{name!r} is not a shipped model name (a plain folder name such as 'tiny-llava-llama-s')"
+        )
 
 
 def _missing(what: str) -> CheckpointError:
@@ -115,8 +121,9 @@ def _missing(what: str) -> CheckpointError:
 
 
 # ---------------------------------------------------------------------- building
-def export_checkpoint(model: Any, processor: Any, name: str, root: str | Path | None = None,
-                      dtype: Any = "bfloat16") -> dict[str, str]:
+def export_checkpoint(
+    model: Any, processor: Any, name: str, root: str | Path | None = None, dtype: Any = "bfloat16"
+) -> dict[str, str]:
     """Save ``model`` (in ``dtype``, safetensors) and ``processor`` as the shipped checkpoint ``root/name``.
 
     The folder is written next to its final place and swapped in with ``os.replace``, so a reader
@@ -136,8 +143,10 @@ def export_checkpoint(model: Any, processor: Any, name: str, root: str | Path | 
         processor.save_pretrained(tmp)
         _drop_loader_state(tmp)
         if not (tmp / WEIGHTS_FILE).is_file():
-            raise CheckpointError(f"{name}: save_pretrained wrote no single {WEIGHTS_FILE} in {tmp} "
-                                  f"(files: {_files(tmp)}); the shipped zoo holds one unsharded safetensors file per model")
+            raise CheckpointError(
+                f"{name}: save_pretrained wrote no single {WEIGHTS_FILE} in {tmp} "
+                f"(files: {_files(tmp)}); the shipped zoo holds one unsharded safetensors file per model"
+            )
         hashes = _hash_folder(tmp)
         final = root / name
         old = root / f".{name}.old-{os.getpid()}"
@@ -168,8 +177,13 @@ def build_environment() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    return {"cpu": cpu, "torch": torch.__version__, "transformers": transformers.__version__,
-            "tokenizers": tokenizers.__version__, "python": platform.python_version()}
+    return {
+        "cpu": cpu,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "tokenizers": tokenizers.__version__,
+        "python": platform.python_version(),
+    }
 
 
 LOADER_STATE_KEYS = ("is_local", "local_files_only")
@@ -187,8 +201,9 @@ def _drop_loader_state(folder: Path) -> None:
             path.write_bytes(_json_bytes(data))
 
 
-def write_manifest(root: str | Path | None, recipe: Mapping[str, Any],
-                   built_on: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def write_manifest(
+    root: str | Path | None, recipe: Mapping[str, Any], built_on: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Hash every model folder under ``root`` and write ``root/manifest.json``; returns the manifest.
 
     ``recipe`` is what the checkpoints were built from (free form; the build script gives the
@@ -200,8 +215,10 @@ def write_manifest(root: str | Path | None, recipe: Mapping[str, Any],
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         files = _hash_folder(folder)
         if WEIGHTS_FILE not in files:
-            raise CheckpointError(f"{folder}: no {WEIGHTS_FILE}, so not a checkpoint folder; remove it or export the "
-                                  f"model into it (drake_bench.models.shipped.export_checkpoint, `{REBUILD}`)")
+            raise CheckpointError(
+                f"{folder}: no {WEIGHTS_FILE}, so not a checkpoint folder; remove it or export the "
+                f"model into it (drake_bench.models.shipped.export_checkpoint, `{REBUILD}`)"
+            )
         models[folder.name] = {
             "files": files,
             "weights_sha256": files[WEIGHTS_FILE],
@@ -227,10 +244,16 @@ def read_manifest(root: str | Path | None = None) -> dict[str, Any]:
         manifest = read_json(path, what="shipped-weights manifest", max_bytes=MANIFEST_MAX_BYTES)
     except JSONFileError as exc:
         raise CheckpointError(f"{exc}; reinstall drake_bench or rebuild with `{REBUILD}`") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("models"), dict):
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("format") != FORMAT
+        or not isinstance(manifest.get("models"), dict)
+    ):
         got = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
-        raise CheckpointError(f"{path}: not a format-{FORMAT} shipped-weights manifest (format {got!r}); "
-                              f"reinstall drake_bench or rebuild with `{REBUILD}`")
+        raise CheckpointError(
+            f"{path}: not a format-{FORMAT} shipped-weights manifest (format {got!r}); "
+            f"reinstall drake_bench or rebuild with `{REBUILD}`"
+        )
     return manifest
 
 
@@ -251,8 +274,9 @@ def _entry(name: str, root: Path) -> dict[str, Any]:
     entry = models[name]
     problem = _entry_problem(entry)
     if problem:
-        raise CheckpointError(f"{root / MANIFEST}: the entry of {name} {problem}; reinstall drake_bench or rebuild "
-                              f"with `{REBUILD}`")
+        raise CheckpointError(
+            f"{root / MANIFEST}: the entry of {name} {problem}; reinstall drake_bench or rebuild with `{REBUILD}`"
+        )
     return entry
 
 
@@ -289,43 +313,71 @@ def verify_shipped(name: str, root: str | Path | None = None) -> Path:
     recorded: dict[str, str] = entry.get("files", {})
     fix = f"reinstall drake_bench, or rebuild the shipped zoo with `{REBUILD}`"
     if entry.get("weights_sha256") != recorded.get(WEIGHTS_FILE):
-        raise CheckpointError(f"{root / MANIFEST}: {name}'s weights_sha256 {entry.get('weights_sha256')} is not the "
-                              f"sha256 it records for {WEIGHTS_FILE} ({recorded.get(WEIGHTS_FILE)}); {fix}")
+        raise CheckpointError(
+            f"{root / MANIFEST}: {name}'s weights_sha256 {entry.get('weights_sha256')} is not the "
+            f"sha256 it records for {WEIGHTS_FILE} ({recorded.get(WEIGHTS_FILE)}); {fix}"
+        )
     for rel, expected in sorted(recorded.items()):
         path = folder / rel
         if not path.is_file():
-            raise CheckpointError(f"{path}: missing; {root / MANIFEST} records sha256 {expected} for it ({name}); {fix}")
+            raise CheckpointError(
+                f"{path}: missing; {root / MANIFEST} records sha256 {expected} for it ({name}); {fix}"
+            )
         actual = file_sha256(path)
         if actual != expected:
-            raise CheckpointError(f"{path}: sha256 {actual}, but {root / MANIFEST} records {expected}: the shipped "
-                                  f"checkpoint of {name} was modified or corrupted; {fix}")
+            raise CheckpointError(
+                f"{path}: sha256 {actual}, but {root / MANIFEST} records {expected}: the shipped "
+                f"checkpoint of {name} was modified or corrupted; {fix}"
+            )
     extra = sorted(set(_files(folder)) - set(recorded))
     if extra:
-        raise CheckpointError(f"{folder}: files not recorded in {root / MANIFEST}: {extra} (they could change what "
-                              f"from_pretrained loads); remove them, or {fix}")
+        raise CheckpointError(
+            f"{folder}: files not recorded in {root / MANIFEST}: {extra} (they could change what "
+            f"from_pretrained loads); remove them, or {fix}"
+        )
     return folder
 
 
 def shipped_identity(name: str, root: str | Path | None = None) -> dict[str, Any]:
     """What fixes a shipped model's weights, as a result file records it (the sha256 of its safetensors)."""
     entry = _entry(name, _root(root))
-    return {"source": IDENTITY_SOURCE, "name": name, "weights_sha256": entry["weights_sha256"],
-            "hub_repo": entry["hub_repo"]}
+    return {
+        "source": IDENTITY_SOURCE,
+        "name": name,
+        "weights_sha256": entry["weights_sha256"],
+        "hub_repo": entry["hub_repo"],
+    }
 
 
 # ---------------------------------------------------------------------- the Hub
 def _plan_item(name: str, root: Path, repo_prefix: str) -> dict[str, Any]:
     folder = verify_shipped(name, root)  # never publish bytes the manifest does not vouch for
     entry = _entry(name, root)
-    files = [{"path": rel, "sha256": sha, "bytes": (folder / rel).stat().st_size}
-             for rel, sha in sorted(entry["files"].items())]
-    return {"name": name, "repo_id": f"{repo_prefix}/{name}", "repo_type": REPO_TYPE, "folder": str(folder),
-            "files": files, "weights_sha256": entry["weights_sha256"], "bytes": sum(f["bytes"] for f in files)}
+    files = [
+        {"path": rel, "sha256": sha, "bytes": (folder / rel).stat().st_size}
+        for rel, sha in sorted(entry["files"].items())
+    ]
+    return {
+        "name": name,
+        "repo_id": f"{repo_prefix}/{name}",
+        "repo_type": REPO_TYPE,
+        "folder": str(folder),
+        "files": files,
+        "weights_sha256": entry["weights_sha256"],
+        "bytes": sum(f["bytes"] for f in files),
+    }
 
 
-def publish_models(names: Iterable[str] | None = None, repo_prefix: str = HUB_PREFIX, dry_run: bool = True,
-                   token: str | None = None, *, root: str | Path | None = None, private: bool | None = None,
-                   api: Any = None) -> list[dict[str, Any]]:
+def publish_models(
+    names: Iterable[str] | None = None,
+    repo_prefix: str = HUB_PREFIX,
+    dry_run: bool = True,
+    token: str | None = None,
+    *,
+    root: str | Path | None = None,
+    private: bool | None = None,
+    api: Any = None,
+) -> list[dict[str, Any]]:
     """Upload shipped model folders as Hub model repos ``<repo_prefix>/<name>``; returns the plan.
 
     ``names`` defaults to every model of the manifest. Each folder is verified first. With
@@ -350,7 +402,9 @@ def publish_models(names: Iterable[str] | None = None, repo_prefix: str = HUB_PR
         try:
             api.create_repo(item["repo_id"], repo_type=REPO_TYPE, exist_ok=True, private=private)
             commit = api.upload_folder(
-                repo_id=item["repo_id"], folder_path=item["folder"], repo_type=REPO_TYPE,
+                repo_id=item["repo_id"],
+                folder_path=item["folder"],
+                repo_type=REPO_TYPE,
                 allow_patterns=[f["path"] for f in item["files"]],
                 commit_message=f"drake_bench shipped zoo: {item['name']} (weights sha256 {item['weights_sha256'][:12]})",
             )
@@ -358,17 +412,25 @@ def publish_models(names: Iterable[str] | None = None, repo_prefix: str = HUB_PR
             raise
         except _network_errors() as exc:
             uploaded = f"uploaded so far: {', '.join(done)}" if done else "nothing was uploaded"
-            raise HubError(f"publishing {item['name']} to Hub model repo {item['repo_id']} failed ({uploaded}): "
-                           f"{_one_line(exc)}. Check the network and your token (`hf auth login`, write access "
-                           "to the organisation), then run again") from None
+            raise HubError(
+                f"publishing {item['name']} to Hub model repo {item['repo_id']} failed ({uploaded}): "
+                f"{_one_line(exc)}. Check the network and your token (`hf auth login`, write access "
+                "to the organisation), then run again"
+            ) from None
         item["commit"] = getattr(commit, "oid", None)
         done.append(item["repo_id"])
     return plan
 
 
-def add_shipped_to_hf_cache(name: str, repo_id: str | None = None, *, root: str | Path | None = None,
-                            cache_dir: str | Path | None = None, commit: str | None = None,
-                            refs: tuple[str, ...] = ("main",)) -> str:
+def add_shipped_to_hf_cache(
+    name: str,
+    repo_id: str | None = None,
+    *,
+    root: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    commit: str | None = None,
+    refs: tuple[str, ...] = ("main",),
+) -> str:
     """Place shipped model ``name`` in the Hub cache as if its Hub repo had been downloaded; returns the commit.
 
     For machines without network (and tests): afterwards ``load_base("drake-bench/<name>")`` loads it

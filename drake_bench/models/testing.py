@@ -52,8 +52,18 @@ def toy_samples(n: int = 8, seed: int = 0, with_images: bool = True) -> list[Sam
             choices, q, a = [], "Describe the picture.", f"a {col} square on a grey background"
         if not with_images:  # text-only items carry the fact in the question
             q = f"The square is {col}. {q}"
-        out.append(Sample(id=f"toy/{seed}/{i}", images=imgs, question=q, choices=choices, answer=a,
-                          answer_type=kind, task_id="toy", source="toy"))
+        out.append(
+            Sample(
+                id=f"toy/{seed}/{i}",
+                images=imgs,
+                question=q,
+                choices=choices,
+                answer=a,
+                answer_type=kind,
+                task_id="toy",
+                source="toy",
+            )
+        )
     return out
 
 

@@ -62,8 +62,12 @@ def image_vocabularies() -> list[list[str]]:
     from drake_bench.benchmarks.synth.public import PERCEPTION_DOMAINS, PERCEPTION_TEXTS
     from drake_bench.benchmarks.synth.world import DISTORTIONS
 
-    return [[str(k) for k in range(MAX_COUNT + 1)], list(PERCEPTION_DOMAINS), ["none", *DISTORTIONS],
-            ["none", *PERCEPTION_TEXTS]]
+    return [
+        [str(k) for k in range(MAX_COUNT + 1)],
+        list(PERCEPTION_DOMAINS),
+        ["none", *DISTORTIONS],
+        ["none", *PERCEPTION_TEXTS],
+    ]
 
 
 def cell_of(obj: Any) -> int:
@@ -141,18 +145,26 @@ class PerceptionHeads(torch.nn.Module):
         self.images = torch.nn.Linear(width, sum(self.image_sizes))
         self.presence = torch.nn.Linear(width, _presence_size())
 
-    def loss(self, tokens: torch.Tensor, token_y: torch.Tensor, image_y: torch.Tensor,
-             presence_y: torch.Tensor) -> torch.Tensor:
+    def loss(
+        self, tokens: torch.Tensor, token_y: torch.Tensor, image_y: torch.Tensor, presence_y: torch.Tensor
+    ) -> torch.Tensor:
         ce = torch.nn.functional.cross_entropy
         from drake_bench.benchmarks.synth.world import SHAPES
 
         weight = torch.ones(presence_y.shape[1])
         weight[: len(SHAPES)] = self.shape_weight
-        total = torch.nn.functional.binary_cross_entropy_with_logits(
-            self.presence(tokens).max(1).values, presence_y, weight=weight) * presence_y.shape[1] / 4
+        total = (
+            torch.nn.functional.binary_cross_entropy_with_logits(
+                self.presence(tokens).max(1).values, presence_y, weight=weight
+            )
+            * presence_y.shape[1]
+            / 4
+        )
         for j, logits in enumerate(self.tokens(tokens).split(self.token_sizes, -1)):
             w = self.shape_weight if TOKEN_HEADS[j] == "shape" else 1.0
-            total = total + w * ce(logits.reshape(-1, logits.shape[-1]), token_y[..., j].reshape(-1), ignore_index=IGNORE)
+            total = total + w * ce(
+                logits.reshape(-1, logits.shape[-1]), token_y[..., j].reshape(-1), ignore_index=IGNORE
+            )
         for j, logits in enumerate(self.images(tokens.mean(1)).split(self.image_sizes, -1)):
             total = total + ce(logits, image_y[:, j])
         return total
@@ -173,14 +185,21 @@ def frozen_tokens(tower: Any, image_processor: Any, images: Sequence[Any], chunk
     """:func:`tower_tokens` of many images with the tower in eval mode, ``chunk`` images at a time."""
     tower.eval()
     device = next(tower.parameters()).device
-    return torch.cat([tower_tokens(tower, pixels_of(image_processor, images[i:i + chunk]).to(device))
-                      for i in range(0, len(images), chunk)])
+    return torch.cat(
+        [
+            tower_tokens(tower, pixels_of(image_processor, images[i : i + chunk]).to(device))
+            for i in range(0, len(images), chunk)
+        ]
+    )
 
 
 def targets(pictures: Sequence[Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Token, image and presence targets of a batch of pictures (what :meth:`PerceptionHeads.loss` takes)."""
-    return (torch.stack([token_targets(p) for p in pictures]), torch.tensor([image_targets(p) for p in pictures]),
-            torch.stack([presence_targets(p) for p in pictures]))
+    return (
+        torch.stack([token_targets(p) for p in pictures]),
+        torch.tensor([image_targets(p) for p in pictures]),
+        torch.stack([presence_targets(p) for p in pictures]),
+    )
 
 
 def warmup_cosine(step: int, steps: int, warmup: int) -> float:
@@ -191,8 +210,16 @@ def warmup_cosine(step: int, steps: int, warmup: int) -> float:
     return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t))
 
 
-def train_tower(tower: Any, image_processor: Any, recipe: Any, seed: int = 0, *, resume_dir: Path | None = None,
-                snapshot_every: int = 250, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def train_tower(
+    tower: Any,
+    image_processor: Any,
+    recipe: Any,
+    seed: int = 0,
+    *,
+    resume_dir: Path | None = None,
+    snapshot_every: int = 250,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Train ``tower`` in place on perception pictures (module docstring); returns the loss curve.
 
     Single-threaded, data drawn by step index: same recipe, same weights. With ``resume_dir`` a snapshot
@@ -235,8 +262,10 @@ def train_tower(tower: Any, image_processor: Any, recipe: Any, seed: int = 0, *,
             if resume_dir and done % snapshot_every == 0 and done < recipe.tower_steps:
                 save_progress(resume_dir, done, modules, opt, {"losses": losses})
             if progress and (done % 100 == 0 or done == recipe.tower_steps):
-                progress(f"vision tower: step {done}/{recipe.tower_steps}, loss {losses[-1]:.3f}, "
-                         f"{time.perf_counter() - t0:.0f} s")
+                progress(
+                    f"vision tower: step {done}/{recipe.tower_steps}, loss {losses[-1]:.3f}, "
+                    f"{time.perf_counter() - t0:.0f} s"
+                )
     finally:
         torch.set_num_threads(threads)
         tower.requires_grad_(False)
@@ -291,7 +320,7 @@ def probe_tower(tower: Any, image_processor: Any, n: int = 2000, seed: int = 1) 
         names = ("shape", "color", "size", "style", "cracked", "state")
         for j, name in enumerate(names):
             acc[name] = _fit_probe(x, y[:, j], len(token_vocabularies()[j + 1]), int(0.75 * len(x)))
-            chance[name] = _majority(y[int(0.75 * len(x)):, j])
+            chance[name] = _majority(y[int(0.75 * len(x)) :, j])
             counts[name] = len(x)
         mean = feats.mean(1)
         image_y = torch.tensor([image_targets(p) for p in pictures])
@@ -302,10 +331,11 @@ def probe_tower(tower: Any, image_processor: Any, n: int = 2000, seed: int = 1) 
             chance[name] = _majority(image_y[rows_j[split:], j])
             counts[name] = len(rows_j)
         single = [k for k, p in enumerate(pictures) if len(p.scene.objects) == 1]
-        quad = torch.tensor([int(pictures[k].scene.objects[0].x >= 32) + 2 * int(pictures[k].scene.objects[0].y >= 32)
-                             for k in single])
+        quad = torch.tensor(
+            [int(pictures[k].scene.objects[0].x >= 32) + 2 * int(pictures[k].scene.objects[0].y >= 32) for k in single]
+        )
         acc["position"] = _fit_probe(feats[single].flatten(1), quad, 4, int(0.75 * len(single)))
-        chance["position"] = _majority(quad[int(0.75 * len(single)):])
+        chance["position"] = _majority(quad[int(0.75 * len(single)) :])
         counts["position"] = len(single)
     finally:
         torch.set_num_threads(threads)
@@ -323,8 +353,16 @@ def _record(recipe: Any) -> dict[str, Any]:
     from drake_bench.models.zoo import VISION_TOWER
 
     fields = recipe.as_dict()  # leaves out optional fields at their defaults, so older records still match
-    keys = ("tower_steps", "tower_batch", "tower_lr", "data_seed", "probe_pictures", "version",
-            "tower_single_fraction", "tower_shape_weight")
+    keys = (
+        "tower_steps",
+        "tower_batch",
+        "tower_lr",
+        "data_seed",
+        "probe_pictures",
+        "version",
+        "tower_single_fraction",
+        "tower_shape_weight",
+    )
     return {"tower": dict(VISION_TOWER), **{k: fields[k] for k in keys if k in fields}}
 
 
@@ -341,8 +379,9 @@ def ensure_vision_tower(recipe: Any, progress: Callable[[str], None] | None = No
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(recipe.data_seed + 86028121)
             tower = AutoModel.from_config(vision_config())
-        report = train_tower(tower, make_image_processor(), recipe, resume_dir=progress_dir(path, record),
-                             progress=progress)
+        report = train_tower(
+            tower, make_image_processor(), recipe, resume_dir=progress_dir(path, record), progress=progress
+        )
         report["probe"] = probe_tower(tower, make_image_processor(), n=recipe.probe_pictures)
         tower.save_pretrained(tmp)
         return report

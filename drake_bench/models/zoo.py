@@ -44,8 +44,15 @@ _TINY_SHAPES: dict[str, dict[str, tuple[int, int, int, int, int]]] = {
     "qwen2": {"s": (48, 4, 3, 1, 144), "m": (80, 6, 5, 1, 240), "l": (112, 8, 7, 1, 336)},
 }
 VISION_TOWER = dict(
-    image_size=IMAGE_SIZE, patch_size=4, num_channels=3, embed_dim=32, depths=[2, 2, 2], num_heads=[2, 4, 8],
-    window_size=4, mlp_ratio=2.0, drop_path_rate=0.0,
+    image_size=IMAGE_SIZE,
+    patch_size=4,
+    num_channels=3,
+    embed_dim=32,
+    depths=[2, 2, 2],
+    num_heads=[2, 4, 8],
+    window_size=4,
+    mlp_ratio=2.0,
+    drop_path_rate=0.0,
 )
 """``SwinConfig`` of the shared tower: 64 px / 4 px patches -> 16 x 16, merged twice -> 4 x 4 tokens of
 width 128. No drop-path, so training draws no random numbers after initialisation (resumable, reproducible)."""
@@ -148,9 +155,17 @@ def tiny_config(name: str, vocab_size: int = DEFAULT_VOCAB_SIZE):
         raise UnknownNameError("model", name, tiny_names(), where="drake_bench.models.zoo (tiny models)")
     hidden, layers, heads, kv, inter = _TINY_SHAPES[entry.family][entry.size]
     common: dict[str, Any] = dict(
-        vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-        num_key_value_heads=kv, intermediate_size=inter, max_position_embeddings=MAX_POSITIONS,
-        pad_token_id=0, bos_token_id=1, eos_token_id=2, rms_norm_eps=1e-6,
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        intermediate_size=inter,
+        max_position_embeddings=MAX_POSITIONS,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        rms_norm_eps=1e-6,
     )
     if entry.family == "llama":
         text = LlamaConfig(**common, tie_word_embeddings=False)
@@ -197,8 +212,13 @@ def load_pretrained(path: str, device: str = "cpu", dtype: Any = None):
     LLaVA-type configs load as ``LlavaForConditionalGeneration`` + ``AutoProcessor``;
     everything else as ``AutoModelForCausalLM`` + ``AutoTokenizer``. Weights are frozen.
     """
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoProcessor, AutoTokenizer
-    from transformers import LlavaForConditionalGeneration
+    from transformers import (
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoProcessor,
+        AutoTokenizer,
+        LlavaForConditionalGeneration,
+    )
 
     config = AutoConfig.from_pretrained(path)
     import torch
@@ -218,4 +238,3 @@ def load_pretrained(path: str, device: str = "cpu", dtype: Any = None):
     model.eval()
     model.requires_grad_(False)
     return model, processor
-

@@ -15,15 +15,16 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
+from drake_bench.benchmarks.sample import MethodSample
 from drake_bench.errors import DrakeBenchError, PluginError
 from drake_bench.plugins.protocol import (
     AdaptationInit,
-    MethodMeta,
     ClientContext,
     Diagnostic,
     FederationContext,
     Message,
     Method,
+    MethodMeta,
     ModelIdentity,
     PostFederation,
     ReportsClientDiagnostics,
@@ -33,13 +34,18 @@ from drake_bench.plugins.protocol import (
     TrainsClientsTogether,
     seed_everything,
 )
-from drake_bench.benchmarks.sample import MethodSample
 
 T = TypeVar("T")
 
 
-def plugin_error(method: str, call: str, problem: str, seed: int | None = None, client: int | None = None,
-                 round_idx: int | None = None) -> PluginError:
+def plugin_error(
+    method: str,
+    call: str,
+    problem: str,
+    seed: int | None = None,
+    client: int | None = None,
+    round_idx: int | None = None,
+) -> PluginError:
     """A PluginError saying which method, seed, client, round (1-based) and call failed, and how."""
     where = [f"seed {seed}"] if seed is not None else []
     if client is not None:
@@ -109,8 +115,15 @@ class GuardedMethod:
         """FLOPs per call name since :meth:`count_flops` was switched on (empty when it is off)."""
         return dict(self._flops or {})
 
-    def call(self, call: str, fn: Callable[..., T], *args: Any, client: int | None = None,
-             round_idx: int | None = None, rng_seed: int | None = None) -> T:
+    def call(
+        self,
+        call: str,
+        fn: Callable[..., T],
+        *args: Any,
+        client: int | None = None,
+        round_idx: int | None = None,
+        rng_seed: int | None = None,
+    ) -> T:
         """Run ``fn(*args)`` (global generators seeded with ``rng_seed`` first, when given); any exception
         that is not drake_bench's own becomes a located PluginError."""
         if rng_seed is not None:
@@ -154,13 +167,19 @@ class GuardedMethod:
             return ModelIdentity(architecture=model_name, weights={"source": model_name})
         value = self.call(f"model_identity({model_name!r})", self.method.model_identity, model_name)
         if not isinstance(value, ModelIdentity):
-            raise self.error(f"model_identity({model_name!r})", f"returned {type(value).__name__}, expected a ModelIdentity")
+            raise self.error(
+                f"model_identity({model_name!r})", f"returned {type(value).__name__}, expected a ModelIdentity"
+            )
         return value
 
     def evaluation_settings(self) -> dict[str, Any]:
         if not isinstance(self.method, ReportsModels):
-            return {"decoding": {"method_defined": True}, "batch_size": 1, "prompt_template_version": "method-defined",
-                    "extra": {"reported_by_method": False}}
+            return {
+                "decoding": {"method_defined": True},
+                "batch_size": 1,
+                "prompt_template_version": "method-defined",
+                "extra": {"reported_by_method": False},
+            }
         value = self.call("evaluation_settings", self.method.evaluation_settings)
         if not isinstance(value, dict):
             raise self.error("evaluation_settings", f"returned {type(value).__name__}, expected a dict")
@@ -174,16 +193,35 @@ class GuardedMethod:
         return self._state(value, "init_client", ctx.client_id, None)
 
     def init_server(self, rng_seed: int | None = None) -> State:
-        return self._state(self.call("init_server", self.method.init_server, rng_seed=rng_seed), "init_server", None, None)
+        return self._state(
+            self.call("init_server", self.method.init_server, rng_seed=rng_seed), "init_server", None, None
+        )
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]], call: str = "client_update",
-                      rng_seed: int | None = None) -> tuple[Message, State]:
+    def client_update(
+        self,
+        ctx: ClientContext,
+        state: State,
+        message: Message | None,
+        batches: Iterable[Sequence[MethodSample]],
+        call: str = "client_update",
+        rng_seed: int | None = None,
+    ) -> tuple[Message, State]:
         r = ctx.round_idx if call == "client_update" else None
-        out = self.call(call, self.method.client_update, ctx, state, message, batches, client=ctx.client_id, round_idx=r,
-                        rng_seed=rng_seed)
+        out = self.call(
+            call,
+            self.method.client_update,
+            ctx,
+            state,
+            message,
+            batches,
+            client=ctx.client_id,
+            round_idx=r,
+            rng_seed=rng_seed,
+        )
         if not (isinstance(out, tuple) and len(out) == 2):
-            raise self.error(call, f"returned {type(out).__name__}, expected (upload Message, new State)", ctx.client_id, r)
+            raise self.error(
+                call, f"returned {type(out).__name__}, expected (upload Message, new State)", ctx.client_id, r
+            )
         upload = self._message(out[0], call, ctx.client_id, r, "the upload")
         return upload, self._state(out[1], call, ctx.client_id, r, "the new state")
 
@@ -191,33 +229,51 @@ class GuardedMethod:
     def trains_clients_together(self) -> bool:
         return isinstance(self.method, TrainsClientsTogether)
 
-    def client_update_group(self, ctxs: Sequence[ClientContext], states: Sequence[State],
-                            messages: Sequence[Message | None], batches: Sequence[Iterable[Sequence[MethodSample]]],
-                            rng_seed: int | None = None) -> list[tuple[Message, State]]:
+    def client_update_group(
+        self,
+        ctxs: Sequence[ClientContext],
+        states: Sequence[State],
+        messages: Sequence[Message | None],
+        batches: Sequence[Iterable[Sequence[MethodSample]]],
+        rng_seed: int | None = None,
+    ) -> list[tuple[Message, State]]:
         """One ``client_update_group`` over clients of one round: an (upload, state) per client, each checked as
         :meth:`client_update` checks its own and named by its client."""
         clients = [c.client_id for c in ctxs]
         r = ctxs[0].round_idx
         call = f"client_update_group(clients {clients})"
-        out = self.call(call, self.method.client_update_group, list(ctxs), list(states), list(messages),  # type: ignore[attr-defined]
-                        list(batches), round_idx=r, rng_seed=rng_seed)
+        out = self.call(
+            call,
+            self.method.client_update_group,
+            list(ctxs),
+            list(states),
+            list(messages),  # type: ignore[attr-defined]
+            list(batches),
+            round_idx=r,
+            rng_seed=rng_seed,
+        )
         if not isinstance(out, (list, tuple)) or len(out) != len(ctxs):
             got = f"{len(out)} items" if isinstance(out, (list, tuple)) else type(out).__name__
-            raise self.error(call, f"must return a list of {len(ctxs)} (upload Message, new State) pairs, got {got}",
-                             None, r)
+            raise self.error(
+                call, f"must return a list of {len(ctxs)} (upload Message, new State) pairs, got {got}", None, r
+            )
         replies = []
         for c, pair in zip(clients, out):
             if not (isinstance(pair, tuple) and len(pair) == 2):
-                raise self.error(call, f"returned {type(pair).__name__} for client {c}, expected (upload Message, "
-                                       "new State)", c, r)
-            replies.append((self._message(pair[0], call, c, r, "the upload"), self._state(pair[1], call, c, r,
-                                                                                          "the new state")))
+                raise self.error(
+                    call, f"returned {type(pair).__name__} for client {c}, expected (upload Message, new State)", c, r
+                )
+            replies.append(
+                (self._message(pair[0], call, c, r, "the upload"), self._state(pair[1], call, c, r, "the new state"))
+            )
         return replies
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message],
-                  rng_seed: int | None = None) -> tuple[dict[int, Message], State]:
-        out = self.call("aggregate", self.method.aggregate, round_idx, server_state, uploads, round_idx=round_idx,
-                        rng_seed=rng_seed)
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message], rng_seed: int | None = None
+    ) -> tuple[dict[int, Message], State]:
+        out = self.call(
+            "aggregate", self.method.aggregate, round_idx, server_state, uploads, round_idx=round_idx, rng_seed=rng_seed
+        )
         if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], dict)):
             raise self.error("aggregate", "must return (dict client id -> Message, server State)", None, round_idx)
         messages, server = out
@@ -226,16 +282,25 @@ class GuardedMethod:
             raise self.error("aggregate", f"no message for clients {missing}", None, round_idx)
         extra = [c for c in messages if c not in uploads]
         if extra:  # a message for a client that does not exist (a typo, a str id) would be silently dropped
-            raise self.error("aggregate", f"messages for clients that are not in this federation: {extra!r} "
-                                          f"(client ids are the ints {sorted(uploads)})", None, round_idx)
-        checked = {c: self._message(messages[c], "aggregate", c, round_idx, f"the message to client {c}") for c in uploads}
+            raise self.error(
+                "aggregate",
+                f"messages for clients that are not in this federation: {extra!r} "
+                f"(client ids are the ints {sorted(uploads)})",
+                None,
+                round_idx,
+            )
+        checked = {
+            c: self._message(messages[c], "aggregate", c, round_idx, f"the message to client {c}") for c in uploads
+        }
         return checked, self._state(server, "aggregate", None, round_idx, "the server state")
 
-    def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample],
-                rng_seed: int | None = None) -> list[str]:
+    def predict(
+        self, ctx: ClientContext, state: State, queries: Sequence[MethodSample], rng_seed: int | None = None
+    ) -> list[str]:
         r = ctx.round_idx
-        preds = self.call("predict", self.method.predict, ctx, state, queries, client=ctx.client_id, round_idx=r,
-                          rng_seed=rng_seed)
+        preds = self.call(
+            "predict", self.method.predict, ctx, state, queries, client=ctx.client_id, round_idx=r, rng_seed=rng_seed
+        )
         if not isinstance(preds, list) or len(preds) != len(queries) or not all(isinstance(p, str) for p in preds):
             got = f"{len(preds)} items" if isinstance(preds, list) else type(preds).__name__
             raise self.error("predict", f"must return a list of {len(queries)} strings, got {got}", ctx.client_id, r)
@@ -245,24 +310,41 @@ class GuardedMethod:
     def has_post_federation(self) -> bool:
         return isinstance(self.method, PostFederation)
 
-    def post_federation(self, federation: FederationContext, states: dict[int, State], server: State,
-                        rng_seed: int | None = None) -> dict[int, State]:
-        after = self.call("post_federation", self.method.post_federation, federation, states, server,  # type: ignore[attr-defined]
-                          rng_seed=rng_seed)
+    def post_federation(
+        self, federation: FederationContext, states: dict[int, State], server: State, rng_seed: int | None = None
+    ) -> dict[int, State]:
+        after = self.call(
+            "post_federation",
+            self.method.post_federation,
+            federation,
+            states,
+            server,  # type: ignore[attr-defined]
+            rng_seed=rng_seed,
+        )
         if not isinstance(after, dict) or sorted(after) != sorted(states):
             got = sorted(after) if isinstance(after, dict) else type(after).__name__
-            raise self.error("post_federation", f"must return a dict with a State for every client {sorted(states)}, got {got}")
+            raise self.error(
+                "post_federation", f"must return a dict with a State for every client {sorted(states)}, got {got}"
+            )
         return {c: self._state(after[c], "post_federation", c, None) for c in sorted(states)}
 
     @property
     def has_adaptation(self) -> bool:
         return isinstance(self.method, AdaptationInit)
 
-    def adaptation_state(self, architecture: str, states: dict[int, State], server: State, client: int,
-                         rng_seed: int | None = None) -> State:
+    def adaptation_state(
+        self, architecture: str, states: dict[int, State], server: State, client: int, rng_seed: int | None = None
+    ) -> State:
         call = "fast adaptation init (adaptation_state)"
-        value = self.call(call, self.method.adaptation_state, architecture, states, server,  # type: ignore[attr-defined]
-                          client=client, rng_seed=rng_seed)
+        value = self.call(
+            call,
+            self.method.adaptation_state,
+            architecture,
+            states,
+            server,  # type: ignore[attr-defined]
+            client=client,
+            rng_seed=rng_seed,
+        )
         return self._state(value, call, client, None)
 
     @property
@@ -288,8 +370,13 @@ class GuardedMethod:
         if not self.has_client_diagnostics:
             return []
         call = "client_diagnostics"
-        rows = self.call(call, self.method.client_diagnostics, ctx, client=ctx.client_id,  # type: ignore[attr-defined]
-                         round_idx=ctx.round_idx)
+        rows = self.call(
+            call,
+            self.method.client_diagnostics,
+            ctx,
+            client=ctx.client_id,  # type: ignore[attr-defined]
+            round_idx=ctx.round_idx,
+        )
         return self._diagnostic_rows(call, rows, ctx.client_id, ctx.round_idx)
 
     def _diagnostic_rows(self, call: str, rows: Any, client: int | None, round_idx: int) -> list[dict[str, Any]]:
@@ -303,7 +390,11 @@ class GuardedMethod:
                 raise self.error(call, f"row {i} is not a Diagnostic: {exc}", client, round_idx) from None
             bad = [k for k, v in d.values.items() if isinstance(v, float) and not math.isfinite(v)]
             if bad:
-                raise self.error(call, f"row {i} ({d.key!r}): values {bad} are NaN or infinite (report None for an "
-                                       "undefined value)", client, round_idx)
+                raise self.error(
+                    call,
+                    f"row {i} ({d.key!r}): values {bad} are NaN or infinite (report None for an undefined value)",
+                    client,
+                    round_idx,
+                )
             out.append(d.model_dump(mode="json"))
         return out

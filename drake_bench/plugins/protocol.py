@@ -96,10 +96,12 @@ class Message:
             raise ValueError("metadata contains NaN or Infinity (not valid JSON)") from None
         if where is not None:
             path, key = where
-            raise ValueError(f"{path} has the key {key!r} ({type(key).__name__}): metadata crosses as JSON, which "
-                             f"turns every key into a string, so what comes back from a checkpoint or a worker "
-                             f"process would differ from what was returned (a run would not resume the same); use "
-                             f"str keys")
+            raise ValueError(
+                f"{path} has the key {key!r} ({type(key).__name__}): metadata crosses as JSON, which "
+                f"turns every key into a string, so what comes back from a checkpoint or a worker "
+                f"process would differ from what was returned (a run would not resume the same); use "
+                f"str keys"
+            )
 
 
 def _first_non_str_key(value: Any, path: str) -> tuple[str, Any] | None:
@@ -185,16 +187,22 @@ class MethodMeta(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$",
-                      description="Registry name: lower case, digits, '-', '_' or '.'; the entry point's name.")
-    version: str = Field(min_length=1, description="Bump it whenever a change can move a score: boards key on name + version.")
+    name: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9._-]*$",
+        description="Registry name: lower case, digits, '-', '_' or '.'; the entry point's name.",
+    )
+    version: str = Field(
+        min_length=1, description="Bump it whenever a change can move a score: boards key on name + version."
+    )
     summary: str = Field(default="", description="One line for `drake-bench list` and the docs.")
     reference: str | None = Field(default=None, description="The paper (title, venue or arXiv id) the method follows.")
     relative_compute: float = Field(
-        default=1.0, gt=0,
+        default=1.0,
+        gt=0,
         description="The author's estimate of one local step's compute relative to plain LoRA fine-tuning of the "
-                    "same base (1.0), shown by `drake-bench describe`. Informational: `--compute-matched` uses the "
-                    "evaluator's own measurement (the compute probe, drake_bench/evaluation/compute.py), never this number.")
+        "same base (1.0), shown by `drake-bench describe`. Informational: `--compute-matched` uses the "
+        "evaluator's own measurement (the compute probe, drake_bench/evaluation/compute.py), never this number.",
+    )
 
 
 class ModelIdentity(BaseModel):
@@ -204,11 +212,13 @@ class ModelIdentity(BaseModel):
 
     architecture: str = Field(
         description="Clients whose models share an architecture can exchange parameters directly; "
-                    "fast adaptation runs once per architecture.")
+        "fast adaptation runs once per architecture."
+    )
     weights: dict[str, Any] = Field(
         default_factory=dict,
         description="What fixes the weights (a source id, a revision, a recipe, a sha256). Recorded in the "
-                    "result file and the checkpoint fingerprint: a run never resumes onto other weights.")
+        "result file and the checkpoint fingerprint: a run never resumes onto other weights.",
+    )
 
 
 @runtime_checkable
@@ -260,7 +270,9 @@ class Method(Protocol):
             the state is checkpointed. The evaluator times the call (training seconds per client).
         """
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         """The server's step after every client's ``client_update`` of round ``round_idx`` (0-based).
 
         Returns:
@@ -305,10 +317,14 @@ class Diagnostic(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    key: str = Field(min_length=1, max_length=300,
-                     description="What the row is about, e.g. one weight matrix: 'llava-llama-s/layers.0.self_attn.q_proj.lora_A'.")
+    key: str = Field(
+        min_length=1,
+        max_length=300,
+        description="What the row is about, e.g. one weight matrix: 'llava-llama-s/layers.0.self_attn.q_proj.lora_A'.",
+    )
     values: dict[str, float | int | bool | str | None] = Field(
-        description="Named JSON scalars (finite numbers; None for a value that is undefined this round).")
+        description="Named JSON scalars (finite numbers; None for a value that is undefined this round)."
+    )
 
 
 @runtime_checkable
@@ -362,9 +378,13 @@ class TrainsClientsTogether(Protocol):
     ``client_diagnostics(ctx)`` is asked for each client of the group after the call.
     """
 
-    def client_update_group(self, ctxs: Sequence[ClientContext], states: Sequence[State],
-                            messages: Sequence[Message | None], batches: Sequence[Iterable[Sequence[MethodSample]]]
-                            ) -> list[tuple[Message, State]]:
+    def client_update_group(
+        self,
+        ctxs: Sequence[ClientContext],
+        states: Sequence[State],
+        messages: Sequence[Message | None],
+        batches: Sequence[Iterable[Sequence[MethodSample]]],
+    ) -> list[tuple[Message, State]]:
         """``[client_update(ctxs[i], states[i], messages[i], batches[i]) for i ...]`` computed together: the same
         uploads and states within float tolerance, in the order of ``ctxs``."""
 
@@ -373,7 +393,9 @@ class TrainsClientsTogether(Protocol):
 class PostFederation(Protocol):
     """Optional: a stage after the last round whose states replace the final evaluation (TAP's distillation)."""
 
-    def post_federation(self, federation: FederationContext, client_states: dict[int, State], server_state: State) -> dict[int, State]:
+    def post_federation(
+        self, federation: FederationContext, client_states: dict[int, State], server_state: State
+    ) -> dict[int, State]:
         """Returns a new :class:`State` for every client."""
 
 
@@ -392,10 +414,15 @@ class AdaptationInit(Protocol):
 PROTOCOL_CALLS = ("setup", "init_client", "init_server", "client_update", "aggregate", "predict")
 """The required calls, in the order the evaluator first makes them."""
 
-OPTIONAL_CALLS = {"model_identity": ReportsModels, "evaluation_settings": ReportsModels,
-                  "post_federation": PostFederation, "adaptation_state": AdaptationInit,
-                  "round_diagnostics": ReportsDiagnostics, "client_diagnostics": ReportsClientDiagnostics,
-                  "client_update_group": TrainsClientsTogether}
+OPTIONAL_CALLS = {
+    "model_identity": ReportsModels,
+    "evaluation_settings": ReportsModels,
+    "post_federation": PostFederation,
+    "adaptation_state": AdaptationInit,
+    "round_diagnostics": ReportsDiagnostics,
+    "client_diagnostics": ReportsClientDiagnostics,
+    "client_update_group": TrainsClientsTogether,
+}
 """Optional calls and the protocol each belongs to."""
 
 
@@ -411,10 +438,16 @@ def protocol_problems(obj: Any) -> list[str]:
     for call in PROTOCOL_CALLS:
         if not callable(getattr(obj, call, None)):
             problems.append(f"missing call `{call}`")
-    partial = [p.__name__ for p in (ReportsModels,) if any(hasattr(obj, c) for c, q in OPTIONAL_CALLS.items() if q is p)
-               and not all(callable(getattr(obj, c, None)) for c, q in OPTIONAL_CALLS.items() if q is p)]
-    problems += [f"implements part of the optional {name} protocol: give both model_identity and evaluation_settings"
-                 for name in partial]
+    partial = [
+        p.__name__
+        for p in (ReportsModels,)
+        if any(hasattr(obj, c) for c, q in OPTIONAL_CALLS.items() if q is p)
+        and not all(callable(getattr(obj, c, None)) for c, q in OPTIONAL_CALLS.items() if q is p)
+    ]
+    problems += [
+        f"implements part of the optional {name} protocol: give both model_identity and evaluation_settings"
+        for name in partial
+    ]
     if not isinstance(obj, type) and not isinstance(getattr(obj, "config", None), BaseModel):
         problems.append("instance has no `config` (a Config instance); set self.config in __init__")
     return problems
@@ -431,4 +464,6 @@ def seed_everything(seed: int) -> None:
 
 def mixed_seed(*parts: int) -> int:
     """A 63-bit seed from several integers (run seed, client, round): same inputs, same seed."""
-    return int(np.random.SeedSequence([abs(int(p)) for p in parts]).generate_state(2, dtype=np.uint32).view(np.uint64)[0] >> 1)
+    return int(
+        np.random.SeedSequence([abs(int(p)) for p in parts]).generate_state(2, dtype=np.uint32).view(np.uint64)[0] >> 1
+    )

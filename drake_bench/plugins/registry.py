@@ -44,8 +44,10 @@ def _clash(name: str) -> PluginError | None:
     if len(eps) < 2:
         return None
     claims = " and ".join(f"{ep.value!r} ({_dist(ep)})" for ep in eps)
-    return PluginError(f"method name clash: {name!r} is registered by {claims}; uninstall one of them (results are "
-                       "filed under the method's name, so two methods cannot share one)")
+    return PluginError(
+        f"method name clash: {name!r} is registered by {claims}; uninstall one of them (results are "
+        "filed under the method's name, so two methods cannot share one)"
+    )
 
 
 def _dist(ep: EntryPoint) -> str:
@@ -90,10 +92,14 @@ def method_class(name: str) -> Any:
         raise PluginError(f"method plugin {name!r} ({eps[name].value}) failed to import: {exc!r}") from exc
     problems = protocol_problems(cls)
     if problems:
-        raise PluginError(f"method plugin {name!r} ({eps[name].value}) is not a drake_bench Method: " + "; ".join(problems))
+        raise PluginError(
+            f"method plugin {name!r} ({eps[name].value}) is not a drake_bench Method: " + "; ".join(problems)
+        )
     if cls.meta.name != name:
-        raise PluginError(f"method plugin {name!r} ({eps[name].value}) calls itself {cls.meta.name!r} in its meta; "
-                          "the entry point's name and meta.name must agree (results are filed under it)")
+        raise PluginError(
+            f"method plugin {name!r} ({eps[name].value}) calls itself {cls.meta.name!r} in its meta; "
+            "the entry point's name and meta.name must agree (results are filed under it)"
+        )
     return cls
 
 
@@ -124,8 +130,10 @@ def create_method(name: str, config: dict[str, Any] | None = None) -> Method:
     cls = method_class(name)
     unknown = sorted(set(config or {}) - set(cls.Config.model_fields))
     if unknown:  # refused even when the plugin's Config would ignore extras: a typo must never be silently dropped
-        raise PluginError(f"method {name!r}: invalid config {config!r}: unknown field(s) {unknown}; "
-                          f"its fields are {sorted(cls.Config.model_fields)} (`drake-bench describe {name}`)")
+        raise PluginError(
+            f"method {name!r}: invalid config {config!r}: unknown field(s) {unknown}; "
+            f"its fields are {sorted(cls.Config.model_fields)} (`drake-bench describe {name}`)"
+        )
     try:
         parsed = cls.Config(**(config or {}))
     except Exception as exc:
@@ -135,7 +143,9 @@ def create_method(name: str, config: dict[str, Any] | None = None) -> Method:
     except Exception as exc:
         raise PluginError(f"method {name!r} failed in __init__: {type(exc).__name__}: {exc}") from exc
     if not isinstance(method, Method):
-        raise PluginError(f"method {name!r} does not implement the Method protocol: " + "; ".join(protocol_problems(method)))
+        raise PluginError(
+            f"method {name!r} does not implement the Method protocol: " + "; ".join(protocol_problems(method))
+        )
     problems = protocol_problems(method)
     if problems:
         raise PluginError(f"method {name!r} does not implement the Method protocol: " + "; ".join(problems))

@@ -31,9 +31,10 @@ from typing import Any, Iterable, Literal, Sequence
 import jsonschema
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from drake_bench.results import encoding as result_encoding
-from drake_bench.core.strict_model import StrictModel
 from drake_bench._version import __version__
+from drake_bench.core.json_files import read_json
+from drake_bench.core.strict_model import StrictModel
+from drake_bench.core.write_failure import once_there_is_space, write_failure
 from drake_bench.errors import DrakeBenchError, JSONFileError
 from drake_bench.evaluation.metrics import (
     AbsenceRecord,
@@ -48,8 +49,7 @@ from drake_bench.evaluation.metrics import (
     summarize,
 )
 from drake_bench.evaluation.scoring import LEGACY_SCORER_VERSION
-from drake_bench.core.json_files import read_json
-from drake_bench.core.write_failure import once_there_is_space, write_failure
+from drake_bench.results import encoding as result_encoding
 
 RESULT_SCHEMA_VERSION = "2.0"
 READABLE_SCHEMA_VERSIONS = ("1.0", RESULT_SCHEMA_VERSION)
@@ -104,17 +104,21 @@ class BenchmarkRef(StrictModel):
     name: str
     version: str
     manifest_hash: str = Field(description="content_hash of the benchmark manifest.")
-    data_hash: str | None = Field(default=None, description="Hash of the built data (splits) evaluated on: over the "
-                                                            "shard files' bytes (build_info.json).")
+    data_hash: str | None = Field(
+        default=None,
+        description="Hash of the built data (splits) evaluated on: over the shard files' bytes (build_info.json).",
+    )
     content_hash: str | None = Field(
         default=None,
         description="Hash of the same data as read back (every column, images as decoded pixels): equal for two "
-                    "builds of the same data with other pyarrow or Pillow versions, whose file bytes (data_hash) "
-                    "differ. None in files written before drake_bench recorded it.")
+        "builds of the same data with other pyarrow or Pillow versions, whose file bytes (data_hash) "
+        "differ. None in files written before drake_bench recorded it.",
+    )
     verified_files: dict[str, str] = Field(
         default_factory=dict,
         description="Shard path (relative to the built folder) -> sha256, checked against build_info.json when the "
-                    "run read it: the exact data the numbers come from.")
+        "run read it: the exact data the numbers come from.",
+    )
 
 
 def benchmark_differences(a: BenchmarkRef, b: BenchmarkRef) -> list[str]:
@@ -133,8 +137,9 @@ def benchmark_differences(a: BenchmarkRef, b: BenchmarkRef) -> list[str]:
     if both_content and a.content_hash != b.content_hash:
         out.append(f"content_hash {b.content_hash!r} (not {a.content_hash!r})")
     if a.data_hash == b.data_hash:
-        clash = sorted(k for k in set(a.verified_files) & set(b.verified_files)
-                       if a.verified_files[k] != b.verified_files[k])
+        clash = sorted(
+            k for k in set(a.verified_files) & set(b.verified_files) if a.verified_files[k] != b.verified_files[k]
+        )
         if clash:
             out.append(f"{len(clash)} shard(s) with another sha256, e.g. {clash[0]}")
     return out
@@ -152,8 +157,9 @@ class MethodRef(StrictModel):
     package: str | None = Field(
         default=None,
         description="The distribution that registered the method, its version and, where one can be known, the "
-                    "source revision its code ran from (drake_bench/core/provenance.py): a method version alone does "
-                    "not say which code made the numbers. None for a method registered in-process.")
+        "source revision its code ran from (drake_bench/core/provenance.py): a method version alone does "
+        "not say which code made the numbers. None for a method registered in-process.",
+    )
 
 
 class ModelAllocationRef(StrictModel):
@@ -162,15 +168,18 @@ class ModelAllocationRef(StrictModel):
     checkpoints: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="model id -> what fixes its weights: for tiny zoo models the shipped checkpoint's weights_sha256 "
-                    "(older results, and locally pretrained ones, record only the pretraining recipe), the source "
-                    "otherwise.",
+        "(older results, and locally pretrained ones, record only the pretraining recipe), the source "
+        "otherwise.",
     )
 
 
 def _legacy_learning_rate_schema(schema: dict[str, Any]) -> None:
     """Older result files hold ``fl.learning_rate: null``; the schema keeps accepting exactly that."""
     schema["properties"]["learning_rate"] = {
-        "type": "null", "default": None, "deprecated": True, "title": "Learning Rate",
+        "type": "null",
+        "default": None,
+        "deprecated": True,
+        "title": "Learning Rate",
         "description": "Never set; read from older result files and no longer written (see method.config).",
     }
 
@@ -182,7 +191,8 @@ class FLSettings(StrictModel):
     eval_every_rounds: int | None = Field(default=None, ge=1)
     eval_rounds: list[int] = Field(default_factory=list, description="1-based rounds after which evaluation ran.")
     others_subsample: int | None = Field(
-        default=None, description="Items per task for Others (a seeded subsample, as the manifest's fl.others_subsample); None = full test set; 0 = Others not scored."
+        default=None,
+        description="Items per task for Others (a seeded subsample, as the manifest's fl.others_subsample); None = full test set; 0 = Others not scored.",
     )
     num_clients: int | None = Field(default=None, ge=1)
     extra: dict[str, Any] = Field(default_factory=dict)
@@ -214,8 +224,9 @@ class EvaluationSettings(StrictModel):
     scorer_version: str = Field(
         default=LEGACY_SCORER_VERSION,
         description="Version of the scoring rules applied (drake_bench/evaluation/scoring.py; RunConfig.scorer_version "
-                    "chooses it): '2.0' scores open answers by token F1 of a length-capped response, '1.0' by token "
-                    "recall. The evaluator always writes it; a file that records none was scored by '1.0'.")
+        "chooses it): '2.0' scores open answers by token F1 of a length-capped response, '1.0' by token "
+        "recall. The evaluator always writes it; a file that records none was scored by '1.0'.",
+    )
     judge: str | None = Field(default=None, description="LLM judge model and version when used; None = offline scorer.")
     extra: dict[str, Any] = Field(default_factory=dict)
 
@@ -226,10 +237,12 @@ class Environment(StrictModel):
     transformers: str | None = None
     peft: str | None = None
     datasets: str | None = None
-    pyarrow: str | None = Field(default=None, description="Wrote and read the Parquet shards (it moves data_hash, "
-                                                          "not content_hash).")
-    pillow: str | None = Field(default=None, description="Encoded and decoded the images (it moves data_hash, not "
-                                                         "content_hash).")
+    pyarrow: str | None = Field(
+        default=None, description="Wrote and read the Parquet shards (it moves data_hash, not content_hash)."
+    )
+    pillow: str | None = Field(
+        default=None, description="Encoded and decoded the images (it moves data_hash, not content_hash)."
+    )
     platform: str
     cpu_count: int | None = None
     device: str
@@ -237,13 +250,15 @@ class Environment(StrictModel):
     cpu_capability: str | None = Field(
         default=None,
         description="The instruction set torch's CPU kernels used where the method trained (AVX2, AVX512, ...): "
-                    "trained digits reproduce bit for bit only on the same one (run_config.numerics; "
-                    "drake_bench/core/numerics.py).")
+        "trained digits reproduce bit for bit only on the same one (run_config.numerics; "
+        "drake_bench/core/numerics.py).",
+    )
     drake_bench_source: str | None = Field(
         default=None,
         description="The source revision of the drake_bench that ran the evaluator: 'git:<commit>' from a checkout "
-                    "('+modified' when its tracked code differed from the commit), pip's record of a VCS or archive "
-                    "install, None for a release (drake_bench_version names it).")
+        "('+modified' when its tracked code differed from the commit), pip's record of a VCS or archive "
+        "install, None for a release (drake_bench_version names it).",
+    )
 
 
 class RunResult(StrictModel):
@@ -285,7 +300,12 @@ class RunResult(StrictModel):
         given = self.method_settings
         if not given:
             return base
-        return base + " (" + ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(given.items())) + ")"
+        return (
+            base
+            + " ("
+            + ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(given.items()))
+            + ")"
+        )
 
     def path(self, out: str | Path) -> Path:
         """Where this result lives under ``out`` (see :func:`result_path`)."""
@@ -305,7 +325,8 @@ def _version(dist: str) -> str | None:
 def capture_environment(device: str = "cpu", cpu_capability: str | None = None) -> Environment:
     """Versions of the libraries that move scores, the platform, the CPU and the device used. ``cpu_capability``: the
     instruction set of the process that trained (a method worker's), when it is not this one."""
-    from drake_bench.core.numerics import cpu_capability as this_process_capability, cpu_model
+    from drake_bench.core.numerics import cpu_capability as this_process_capability
+    from drake_bench.core.numerics import cpu_model
     from drake_bench.core.provenance import drake_bench_source
 
     return Environment(
@@ -396,8 +417,11 @@ def result_schema(version: str = RESULT_SCHEMA_VERSION) -> dict[str, Any]:
     if version == RESULT_SCHEMA_VERSION:
         schema = result_encoding.file_schema(schema)
     else:
-        schema["properties"]["schema_version"] = {**schema["properties"]["schema_version"], "const": version,
-                                                  "default": version}
+        schema["properties"]["schema_version"] = {
+            **schema["properties"]["schema_version"],
+            "const": version,
+            "default": version,
+        }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"https://drake-bench/schemas/result-{version}.json",
@@ -465,12 +489,17 @@ def _unknown_fields_note(data: Any) -> str:
     data = data if isinstance(data, dict) else {}
     env = data.get("environment")
     written = data.get("drake_bench_version")
-    by = describe(written, env.get("drake_bench_source") if isinstance(env, dict) else None) if written else \
-        "an unrecorded drake_bench"
+    by = (
+        describe(written, env.get("drake_bench_source") if isinstance(env, dict) else None)
+        if written
+        else "an unrecorded drake_bench"
+    )
     here = describe(__version__, drake_bench_source())
-    return (f"It has fields this drake_bench does not know: it was written by {by} and is read by {here}. A newer "
-            "drake_bench adds optional fields, so upgrading drake_bench may read it; a field added by hand is refused "
-            "by every version.")
+    return (
+        f"It has fields this drake_bench does not know: it was written by {by} and is read by {here}. A newer "
+        "drake_bench adds optional fields, so upgrading drake_bench may read it; a field added by hand is refused "
+        "by every version."
+    )
 
 
 def _error_line(error: jsonschema.ValidationError) -> str:
@@ -479,8 +508,10 @@ def _error_line(error: jsonschema.ValidationError) -> str:
     path = list(error.absolute_path)
     where = _field_path(result_encoding.error_path(path))
     if len(path) == 2 and path[0] == "raw" and isinstance(error.instance, list):
-        return (f"{where}: a list of records, as schema 1.0 files store a table; this file says schema_version "
-                f"{RESULT_SCHEMA_VERSION}, which stores each table as {{\"columns\": [...], \"rows\": [[...]]}}")
+        return (
+            f"{where}: a list of records, as schema 1.0 files store a table; this file says schema_version "
+            f'{RESULT_SCHEMA_VERSION}, which stores each table as {{"columns": [...], "rows": [[...]]}}'
+        )
     message = error.message if len(error.message) <= 300 else error.message[:300] + " ..."
     return f"{where}: {message}"
 
@@ -508,7 +539,9 @@ def write_result(result: RunResult, path: str | Path, *, check: bool = True) -> 
     if check:
         problems = check_result(result)
         if problems:
-            raise _fail(str(path), "fails check_result (provenance, complete raw tables, a summary that recomputes)", problems)
+            raise _fail(
+                str(path), "fails check_result (provenance, complete raw tables, a summary that recomputes)", problems
+            )
     text = result_encoding.dumps(data)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -531,8 +564,10 @@ def write_result(result: RunResult, path: str | Path, *, check: bool = True) -> 
 def _unwritable(what: str, exc: OSError) -> str:
     """One line for a result file that could not be written (a full disk, above all): which, why, and that what was
     written before it stays (a partial result, the seeds' checkpoints) and the same command resumes from it."""
-    return (f"cannot write {what}: {write_failure(exc)}; the result files and checkpoints written before it stay, "
-            f"and running the same command again resumes from them{once_there_is_space(exc)}")
+    return (
+        f"cannot write {what}: {write_failure(exc)}; the result files and checkpoints written before it stay, "
+        f"and running the same command again resumes from them{once_there_is_space(exc)}"
+    )
 
 
 def _load(path: str | Path) -> Any:
@@ -544,14 +579,34 @@ def _load(path: str | Path) -> Any:
         raise ResultFileError(str(exc)) from None
 
 
-EXECUTION_FIELDS = ("created_at", "environment", "train_seconds", "aggregate_seconds", "post_federation_seconds",
-                    "phase_seconds", "seed_fingerprints", "sandbox",
-                    "peak_memory_bytes", "train_seconds_total", "train_seconds_per_round", "aggregate_seconds_total",
-                    "aggregate_seconds_per_round")
+EXECUTION_FIELDS = (
+    "created_at",
+    "environment",
+    "train_seconds",
+    "aggregate_seconds",
+    "post_federation_seconds",
+    "phase_seconds",
+    "seed_fingerprints",
+    "sandbox",
+    "peak_memory_bytes",
+    "train_seconds_total",
+    "train_seconds_per_round",
+    "aggregate_seconds_total",
+    "aggregate_seconds_per_round",
+)
 """Result fields that say how and where a run executed (clock times, memory of the processes, when, on what),
 never what it computed: :func:`comparable` drops them."""
-EXECUTION_SETTINGS = ("backend", "client_cpus", "client_gpus", "flower_workers", "round_timeout", "superlink", "out",
-                      "isolation", "call_timeout")
+EXECUTION_SETTINGS = (
+    "backend",
+    "client_cpus",
+    "client_gpus",
+    "flower_workers",
+    "round_timeout",
+    "superlink",
+    "out",
+    "isolation",
+    "call_timeout",
+)
 """RunConfig fields that choose where a run executes, not what it computes (fl.extra.run_config keeps them)."""
 RECORDED_ELSEWHERE = ("scorer_version",)
 """RunConfig fields the result records in a field of its own, where :func:`comparable` compares them: the scoring
@@ -575,8 +630,9 @@ def comparable(result: RunResult) -> dict[str, Any]:
     data = strip(result.model_dump(mode="json"))
     run_config = data["fl"]["extra"].get("run_config")
     if isinstance(run_config, dict):
-        data["fl"]["extra"]["run_config"] = {k: v for k, v in run_config.items()
-                                             if k not in EXECUTION_SETTINGS and k not in RECORDED_ELSEWHERE}
+        data["fl"]["extra"]["run_config"] = {
+            k: v for k, v in run_config.items() if k not in EXECUTION_SETTINGS and k not in RECORDED_ELSEWHERE
+        }
     return data
 
 
@@ -643,7 +699,9 @@ def _result_from(data: Any, path: str | Path) -> RunResult:
     try:
         return RunResult.model_validate(data)
     except ValidationError as exc:
-        raise _fail(str(path), "is inconsistent", [f"{_field_path(e['loc'])}: {e['msg']}" for e in exc.errors()]) from None
+        raise _fail(
+            str(path), "is inconsistent", [f"{_field_path(e['loc'])}: {e['msg']}" for e in exc.errors()]
+        ) from None
 
 
 def upgrade_result_file(path: str | Path) -> bool:
@@ -708,10 +766,16 @@ def check_result(result: RunResult | str | Path) -> list[str]:
     problems: list[str] = []
     declared = set(result.seeds)
     raw = result.raw
-    for table, recs in (("scores", raw.scores), ("adaptation", raw.adaptation), ("costs", raw.costs),
-                        ("server_costs", raw.server_costs), ("diagnostics", raw.diagnostics),
-                        ("post_federation_costs", raw.post_federation_costs), ("absences", raw.absences),
-                        ("scores_before_post_federation", raw.scores_before_post_federation)):
+    for table, recs in (
+        ("scores", raw.scores),
+        ("adaptation", raw.adaptation),
+        ("costs", raw.costs),
+        ("server_costs", raw.server_costs),
+        ("diagnostics", raw.diagnostics),
+        ("post_federation_costs", raw.post_federation_costs),
+        ("absences", raw.absences),
+        ("scores_before_post_federation", raw.scores_before_post_federation),
+    ):
         stray = sorted({r.seed for r in recs} - declared)
         if stray:
             problems.append(f"raw.{table}: records for seeds {stray} not listed in seeds {sorted(declared)}")
@@ -760,7 +824,9 @@ def provenance_problems(result: RunResult) -> list[str]:
         out.append("model_allocation.clients: empty")
     undescribed = sorted(set(alloc.clients.values()) - set(alloc.checkpoints))
     if undescribed:
-        out.append(f"model_allocation.checkpoints: no entry for models {undescribed}; what fixes their weights must be recorded")
+        out.append(
+            f"model_allocation.checkpoints: no entry for models {undescribed}; what fixes their weights must be recorded"
+        )
     for model, identity in sorted(alloc.checkpoints.items()):
         sha = identity.get(WEIGHTS_SHA256)
         if sha is not None and not (isinstance(sha, str) and _SHA256.fullmatch(sha)):
@@ -797,18 +863,24 @@ def weights_conflicts(results: Sequence[tuple[str | Path, RunResult]]) -> list[s
             a, b = fident.get(WEIGHTS_SHA256), ident.get(WEIGHTS_SHA256)
             if a and b:
                 if a != b:
-                    out.append(f"model {model!r}: {fpath} was made with weights sha256 {a}, {path} with sha256 {b}; "
-                               "results of different weights cannot share a board")
+                    out.append(
+                        f"model {model!r}: {fpath} was made with weights sha256 {a}, {path} with sha256 {b}; "
+                        "results of different weights cannot share a board"
+                    )
             elif a or b:
                 pinned, unpinned = (fpath, path) if a else (path, fpath)
-                out.append(f"model {model!r}: {pinned} records weights sha256 {a or b}, {unpinned} records no sha256 "
-                           f"(weights identified by {_describe_identity(ident if a else fident)} only: pretrained on "
-                           "the machine that ran it, before the zoo shipped pinned weights, or locally), so nothing "
-                           "shows they are the same weights; rerun it with the shipped weights, or report them on "
-                           "separate boards")
+                out.append(
+                    f"model {model!r}: {pinned} records weights sha256 {a or b}, {unpinned} records no sha256 "
+                    f"(weights identified by {_describe_identity(ident if a else fident)} only: pretrained on "
+                    "the machine that ran it, before the zoo shipped pinned weights, or locally), so nothing "
+                    "shows they are the same weights; rerun it with the shipped weights, or report them on "
+                    "separate boards"
+                )
             elif ident != fident:
-                out.append(f"model {model!r}: {fpath} records weights {_describe_identity(fident)}, {path} records "
-                           f"{_describe_identity(ident)}; results of different weights cannot share a board")
+                out.append(
+                    f"model {model!r}: {fpath} records weights {_describe_identity(fident)}, {path} records "
+                    f"{_describe_identity(ident)}; results of different weights cannot share a board"
+                )
     return out
 
 
@@ -885,8 +957,10 @@ def completeness_problems(result: RunResult) -> list[str]:
         return [f"model_allocation.clients: client ids must be integers, got {sorted(result.model_allocation.clients)}"]
     clients = list(spec.client_ids) if spec is not None else alloc_clients
     if spec is not None and alloc_clients != sorted(clients):
-        out.append(f"model_allocation.clients: {alloc_clients} are not the clients {sorted(clients)} of "
-                   f"{result.benchmark.name}@{result.benchmark.version}")
+        out.append(
+            f"model_allocation.clients: {alloc_clients} are not the clients {sorted(clients)} of "
+            f"{result.benchmark.name}@{result.benchmark.version}"
+        )
     if fl.num_clients is not None and fl.num_clients != len(clients):
         out.append(f"fl.num_clients: {fl.num_clients}, but the benchmark has {len(clients)} clients")
 
@@ -894,8 +968,10 @@ def completeness_problems(result: RunResult) -> list[str]:
     if fl.eval_every_rounds:
         derived = [r for r in range(1, fl.rounds + 1) if r % fl.eval_every_rounds == 0 or r == fl.rounds]
         if eval_rounds and eval_rounds != derived:
-            out.append(f"fl.eval_rounds: {eval_rounds}, but rounds={fl.rounds} and eval_every_rounds="
-                       f"{fl.eval_every_rounds} evaluate after rounds {derived}")
+            out.append(
+                f"fl.eval_rounds: {eval_rounds}, but rounds={fl.rounds} and eval_every_rounds="
+                f"{fl.eval_every_rounds} evaluate after rounds {derived}"
+            )
         eval_rounds = eval_rounds or derived
     if not eval_rounds:
         return out  # reported by provenance_problems; nothing to check rows against
@@ -957,7 +1033,9 @@ def completeness_problems(result: RunResult) -> list[str]:
         for er in sorted(set(eval_rounds) & set(present)):
             rows = by_point[(seed, er)]
             at = f"{where} round {er}"
-            strangers = sorted({r.client for r in rows} - known) + sorted({r.owner for r in rows if r.owner is not None} - known)
+            strangers = sorted({r.client for r in rows} - known) + sorted(
+                {r.owner for r in rows if r.owner is not None} - known
+            )
             if strangers:
                 out.append(f"{at}: rows for clients {sorted(set(strangers))} that the benchmark does not have")
             empty = [(r.client, r.task) for r in rows if r.n < 1]
@@ -975,40 +1053,57 @@ def completeness_problems(result: RunResult) -> list[str]:
                     if lacking:
                         out.append(f"{at}: client {c} has no Self rows for tasks it has seen: {_examples(lacking)}")
                     if surplus:
-                        out.append(f"{at}: client {c} has Self rows for tasks it has not seen yet: {_examples(surplus)}")
+                        out.append(
+                            f"{at}: client {c} has Self rows for tasks it has not seen yet: {_examples(surplus)}"
+                        )
                 elif tasks is not None:
                     foreign = seen[c] - set(tasks)
                     if foreign:
-                        out.append(f"{at}: client {c} has Self rows for tasks that are not its own: {_examples(foreign)}")
+                        out.append(
+                            f"{at}: client {c} has Self rows for tasks that are not its own: {_examples(foreign)}"
+                        )
                     if isinstance(scenario, Static) and er == fl.rounds and set(tasks) - seen[c]:
-                        out.append(f"{at}: client {c} has no Self rows for tasks it has seen (all of them by the last "
-                                   f"round): {_examples(set(tasks) - seen[c])}")
+                        out.append(
+                            f"{at}: client {c} has no Self rows for tasks it has seen (all of them by the last "
+                            f"round): {_examples(set(tasks) - seen[c])}"
+                        )
                 if not seen[c] and not isinstance(scenario, Dirichlet) and first is None:
                     out.append(f"{at}: client {c} has no Self rows")
                 forgotten = before[c] - seen[c]
                 if forgotten:
                     out.append(f"{at}: client {c} lost Self rows it had at an earlier round: {_examples(forgotten)}")
                 before[c] |= seen[c]
-            expected_others = set() if fl.others_subsample == 0 else {  # 0: the run did not score Others
-                (c, t, j) for c in clients for j in clients if j != c for t in seen[j]}
+            expected_others = (
+                set()
+                if fl.others_subsample == 0
+                else {  # 0: the run did not score Others
+                    (c, t, j) for c in clients for j in clients if j != c for t in seen[j]
+                }
+            )
             actual_others = {(r.client, r.task, r.owner) for r in rows if r.role == "others"}
             lacking_o, surplus_o = expected_others - actual_others, actual_others - expected_others
             if lacking_o:
                 out.append(f"{at}: missing Others rows (client, task, owner): {_examples(lacking_o)}")
             if surplus_o:
-                out.append(f"{at}: Others rows (client, task, owner) for tasks their owner has no Self row for: "
-                           f"{_examples(surplus_o)}")
+                out.append(
+                    f"{at}: Others rows (client, task, owner) for tasks their owner has no Self row for: "
+                    f"{_examples(surplus_o)}"
+                )
         costs = {(c.round, c.client) for c in raw.costs if c.seed == seed}
         absent = {(a.round, a.client) for a in raw.absences if a.seed == seed}  # not drawn, or its node lost
         lacking_c = {(r, c) for r in range(1, fl.rounds + 1) for c in clients} - costs - absent
         if lacking_c:
             out.append(f"raw.costs seed {seed}: no cost record for (round, client) {_examples(lacking_c)}")
         if costs & absent:
-            out.append(f"raw.absences seed {seed}: (round, client) both absent and with a cost record: "
-                       f"{_examples(costs & absent)}")
+            out.append(
+                f"raw.absences seed {seed}: (round, client) both absent and with a cost record: "
+                f"{_examples(costs & absent)}"
+            )
         stray_a = absent - {(r, c) for r in range(1, fl.rounds + 1) for c in clients}
         if stray_a:
-            out.append(f"raw.absences seed {seed}: (round, client) outside the run's rounds and clients: {_examples(stray_a)}")
+            out.append(
+                f"raw.absences seed {seed}: (round, client) outside the run's rounds and clients: {_examples(stray_a)}"
+            )
         # server cost records came later: a file without any is an older one; one with some has every round once
         server_rounds = [c.round for c in raw.server_costs if c.seed == seed]
         if server_rounds:
@@ -1020,7 +1115,9 @@ def completeness_problems(result: RunResult) -> list[str]:
                 out.append(f"raw.server_costs seed {seed}: more than one record for rounds {_examples(doubled)}")
             beyond = sorted(set(server_rounds) - set(range(1, fl.rounds + 1)))
             if beyond:
-                out.append(f"raw.server_costs seed {seed}: records for rounds {_examples(beyond)} past fl.rounds {fl.rounds}")
+                out.append(
+                    f"raw.server_costs seed {seed}: records for rounds {_examples(beyond)} past fl.rounds {fl.rounds}"
+                )
         post = [c for c in raw.post_federation_costs if c.seed == seed]
         if len(post) > 1:
             out.append(f"raw.post_federation_costs seed {seed}: {len(post)} records, at most one per seed")
@@ -1037,8 +1134,10 @@ def completeness_problems(result: RunResult) -> list[str]:
             final = _cells(r for r in raw.scores if r.seed == seed and r.eval_round == fl.rounds)
             mine = _cells(replaced)
             if mine != final:
-                out.append(f"{where_r}: its cells differ from the final point's in raw.scores (only there: "
-                           f"{_examples(mine - final)}; only in raw.scores: {_examples(final - mine)})")
+                out.append(
+                    f"{where_r}: its cells differ from the final point's in raw.scores (only there: "
+                    f"{_examples(mine - final)}; only in raw.scores: {_examples(final - mine)})"
+                )
     return out
 
 

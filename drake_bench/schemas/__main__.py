@@ -18,7 +18,9 @@ def main() -> int:
     from drake_bench.results.result_file import SCHEMA_FILE as RESULT_SCHEMA
     from drake_bench.results.result_file import schema_text
 
-    (HERE / MANIFEST_SCHEMA).write_text(json.dumps(BenchmarkSpec.model_json_schema(), indent=1) + "\n", encoding="utf-8")
+    (HERE / MANIFEST_SCHEMA).write_text(
+        json.dumps(BenchmarkSpec.model_json_schema(), indent=1) + "\n", encoding="utf-8"
+    )
     (HERE / RESULT_SCHEMA).write_text(schema_text(), encoding="utf-8")
     print(f"wrote {HERE / MANIFEST_SCHEMA} and {HERE / RESULT_SCHEMA}")
     return 0

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Annotated, Literal, Union
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from drake_bench.benchmarks.spec import BenchmarkSpec
 from drake_bench.errors import ScenarioError, UnknownNameError
 from drake_bench.streams.partition import DirichletPartitioner
 from drake_bench.streams.schedule import Segment, split_rounds
-from drake_bench.benchmarks.spec import BenchmarkSpec
 
 if TYPE_CHECKING:
     from drake_bench.streams.stream import FederatedData
@@ -186,7 +186,9 @@ class DirichletSplit:
     @cached_property
     def _partitioner(self) -> tuple[DirichletPartitioner, np.ndarray]:
         fed = self._fed
-        part = DirichletPartitioner(len(fed.clients), self.alpha, seed=fed.seed, min_partition_size=fed.config.batch_size)
+        part = DirichletPartitioner(
+            len(fed.clients), self.alpha, seed=fed.seed, min_partition_size=fed.config.batch_size
+        )
         return part, part.proportions([fed.store.size(t, "train") for t in self.tasks])
 
     def _cut(self, split: str) -> list[list[np.ndarray]]:

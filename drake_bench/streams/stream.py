@@ -26,14 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from drake_bench.errors import DataNotBuiltError, LeakageError, ScenarioError
 from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.benchmarks.sample import MethodSample, Sample
-from drake_bench.streams.scenarios import Scenario, parse_scenario
-from drake_bench.streams.schedule import IngestionSchedule
 from drake_bench.benchmarks.spec import BenchmarkSpec
 from drake_bench.benchmarks.store import SCORED_SPLITS, BuiltBenchmark, built_root, shard_path
-
+from drake_bench.errors import DataNotBuiltError, LeakageError, ScenarioError
+from drake_bench.streams.scenarios import Scenario, parse_scenario
+from drake_bench.streams.schedule import IngestionSchedule
 
 # RNG salts: the last entry of each np.random.default_rng([...]) seed, so that streams drawn from
 # the same seed stay independent. The values are frozen: changing one changes every published
@@ -63,7 +62,9 @@ def open_built(
     elif revision is not None:
         from drake_bench.benchmarks.hub import fetch_benchmark
 
-        store = BuiltBenchmark.open(fetch_benchmark(spec, revision=revision, tasks=list(tasks) if tasks else None, repo_id=repo_id), spec.name)
+        store = BuiltBenchmark.open(
+            fetch_benchmark(spec, revision=revision, tasks=list(tasks) if tasks else None, repo_id=repo_id), spec.name
+        )
     else:
         root = built_root(spec.name)
         if spec.embedded:
@@ -130,8 +131,13 @@ class ClientTrainView:
         self._tables: list[tuple[dict[int, int], Any, Path]] = []
         for i, task in enumerate(self._tasks):
             rows = np.unique(per_task[i][:, 1]) if len(per_task[i]) else np.zeros(0, dtype=np.int64)
-            self._tables.append(({int(r): k for k, r in enumerate(rows)}, _copy_rows(fed.store.table(task, "train"), rows),
-                                 shard_path(fed.store.root, task, "train")))
+            self._tables.append(
+                (
+                    {int(r): k for k, r in enumerate(rows)},
+                    _copy_rows(fed.store.table(task, "train"), rows),
+                    shard_path(fed.store.root, task, "train"),
+                )
+            )
 
     def schedule(self, local_steps: int) -> IngestionSchedule:
         return IngestionSchedule.from_segments(self._segments, self.rounds, local_steps)
@@ -141,8 +147,10 @@ class ClientTrainView:
         :meth:`FederatedData.round_samples` draws them (nothing decoded yet)."""
         sched = self.schedule(local_steps)
         rng = np.random.default_rng([self.seed, self.client, round_idx, SALT_ROUND_BATCHES])
-        return [[(int(t), int(r)) for t, r in sched.arrivals[positions]]
-                for positions in sched.batch_indices(round_idx, batch_size, rng)]
+        return [
+            [(int(t), int(r)) for t, r in sched.arrivals[positions]]
+            for positions in sched.batch_indices(round_idx, batch_size, rng)
+        ]
 
     def decode(self, refs: list[tuple[int, int]]) -> list[Sample]:
         """The samples of one batch's references, in order."""
@@ -161,7 +169,9 @@ def _copy_rows(dataset: Any, rows: np.ndarray) -> Any:
     from datasets.table import InMemoryTable
 
     taken = dataset.data.table.take(pa.array(rows, type=pa.int64()))
-    return Dataset(InMemoryTable(pa.Table.from_batches(taken.to_batches(), schema=taken.schema)), info=dataset.info.copy())
+    return Dataset(
+        InMemoryTable(pa.Table.from_batches(taken.to_batches(), schema=taken.schema)), info=dataset.info.copy()
+    )
 
 
 def _decode_subset(table: tuple[dict[int, int], Any, Path], rows: list[int]) -> list[Sample]:
@@ -214,8 +224,10 @@ class RoundBatches(Sequence[list[MethodSample]]):
             raise TypeError(f"RoundBatches indices must be ints or slices, got {type(index).__name__}")
         k = int(index) + self._steps if index < 0 else int(index)
         if not 0 <= k < self._steps:
-            raise IndexError(f"batch {int(index)} outside a round of {self._steps} local steps "
-                             f"(client {self._view.client}, round {self.round_idx})")
+            raise IndexError(
+                f"batch {int(index)} outside a round of {self._steps} local steps "
+                f"(client {self._view.client}, round {self.round_idx})"
+            )
         return self._batch(k)
 
     def __iter__(self) -> Iterator[list[MethodSample]]:
@@ -261,7 +273,9 @@ class ClientStream:
             raise IndexError(f"round {round_idx} outside 0..{self.num_rounds - 1} for client {self.client}")
         return RoundBatches(self._view, int(round_idx), local_steps or self.local_steps, batch_size or self.batch_size)
 
-    def rounds(self, local_steps: int | None = None, batch_size: int | None = None, start: int = 0) -> Iterator[tuple[int, RoundBatches]]:
+    def rounds(
+        self, local_steps: int | None = None, batch_size: int | None = None, start: int = 0
+    ) -> Iterator[tuple[int, RoundBatches]]:
         """Yield ``(round_idx, batches)`` for every round from ``start``."""
         for r in range(start, self.num_rounds):
             yield r, self.round(r, local_steps, batch_size)
@@ -285,7 +299,8 @@ def check_scored_split(spec: BenchmarkSpec, split: str) -> None:
         raise ScenarioError(
             f"{spec.name} {spec.version} has no validation split (its manifest's subsampling.validation_ratio is 0); "
             "select hyperparameters on a version that holds one (docs/data.md#the-validation-split), never on its "
-            "test split")
+            "test split"
+        )
 
 
 class FederatedData:
@@ -308,7 +323,9 @@ class FederatedData:
         check_scored_split(spec, scored_split)
         self.spec, self.scenario, self.seed, self.store = spec, scenario, seed, store
         self.scored_split = scored_split
-        self.config = StreamConfig(rounds or spec.fl.rounds, local_steps or spec.fl.local_steps, batch_size or spec.fl.batch_size)
+        self.config = StreamConfig(
+            rounds or spec.fl.rounds, local_steps or spec.fl.local_steps, batch_size or spec.fl.batch_size
+        )
         self._schedules: dict[tuple[int, int], IngestionSchedule] = {}
         self.scenario.check(self)  # a misfitting scenario fails here, before any stream is built
         self.scenario_state = self.scenario.prepare(self)  # e.g. Dirichlet's partition, shared by all clients
@@ -360,8 +377,9 @@ class FederatedData:
         self.schedule(client)  # fail early on a scenario that does not fit
         return ClientStream(ClientTrainView(self, client), self.config)
 
-    def round_samples(self, client: int, round_idx: int, local_steps: int | None = None,
-                      batch_size: int | None = None) -> Iterator[list[Sample]]:
+    def round_samples(
+        self, client: int, round_idx: int, local_steps: int | None = None, batch_size: int | None = None
+    ) -> Iterator[list[Sample]]:
         """The batches of one client and round as full samples (the evaluator's side of a stream)."""
         sched = self.schedule(client, local_steps or self.config.local_steps)
         tasks = self.client_tasks(client)
@@ -370,8 +388,9 @@ class FederatedData:
             refs = [(tasks[int(t)], int(r)) for t, r in sched.arrivals[positions]]
             yield _fetch_rows(refs, lambda t, rows: self.store.samples(t, "train", rows))
 
-    def round_batches(self, client: int, round_idx: int, local_steps: int | None = None,
-                      uid_key: bytes | None = None) -> list[list[MethodSample]]:
+    def round_batches(
+        self, client: int, round_idx: int, local_steps: int | None = None, uid_key: bytes | None = None
+    ) -> list[list[MethodSample]]:
         """What a method receives for one client and round: decoded here, ids keyed with the run's secret."""
         return [[s.for_method(uid_key) for s in batch] for batch in self.round_samples(client, round_idx, local_steps)]
 
@@ -429,8 +448,9 @@ def load_federated_data(
     if revision is not None and clients is not None:
         needed = sc.needed_tasks(spec, clients)
     store = open_built(spec, data_dir=data_dir, revision=revision, tasks=needed, repo_id=repo_id)
-    return FederatedData(spec, sc, seed, store, rounds=rounds, local_steps=local_steps, batch_size=batch_size,
-                         scored_split=scored_split)
+    return FederatedData(
+        spec, sc, seed, store, rounds=rounds, local_steps=local_steps, batch_size=batch_size, scored_split=scored_split
+    )
 
 
 def load_client_stream(
@@ -454,8 +474,16 @@ def load_client_stream(
     spec = load_benchmark(benchmark)
     client = _client_id(spec, client)
     fed = load_federated_data(
-        spec, scenario, seed, data_dir=data_dir, revision=revision, repo_id=repo_id, clients=[client],
-        rounds=rounds, local_steps=local_steps, batch_size=batch_size,
+        spec,
+        scenario,
+        seed,
+        data_dir=data_dir,
+        revision=revision,
+        repo_id=repo_id,
+        clients=[client],
+        rounds=rounds,
+        local_steps=local_steps,
+        batch_size=batch_size,
     )
     stream = fed.client_stream(client)
     del fed  # the stream keeps only its own view; nothing else of the benchmark stays reachable

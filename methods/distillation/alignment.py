@@ -161,7 +161,9 @@ class TokenAligner:
         for i, js in enumerate(matched):
             out_indices[i] = r_ids[i]
             entries: list[tuple[int, float]] = []
-            if len(js) == 1 and (self.translate(s_tokens[js[0]]) == r_tokens[i] or self.map_id(s_ids[js[0]]) == r_ids[i]):
+            if len(js) == 1 and (
+                self.translate(s_tokens[js[0]]) == r_tokens[i] or self.map_id(s_ids[js[0]]) == r_ids[i]
+            ):
                 seen: set[int] = set()
                 for logit, sid in zip(logits[js[0]].tolist(), indices[js[0]].tolist()):
                     rid = self.map_id(int(sid))
@@ -172,5 +174,5 @@ class TokenAligner:
                 entries = [(r_ids[i], 0.0)]
             for e, (rid, logit) in enumerate(entries[:k]):
                 out_indices[i, e], out_logits[i, e] = rid, logit
-            out_indices[i, len(entries):] = entries[0][0]
+            out_indices[i, len(entries) :] = entries[0][0]
         return out_logits, out_indices

@@ -38,9 +38,9 @@ import torch
 import torch.nn.functional as F
 from pydantic import ConfigDict, Field
 
+from drake_bench.benchmarks.sample import MethodSample
 from drake_bench.errors import DrakeBenchError
 from drake_bench.plugins.protocol import Diagnostic, FederationContext, Message, State
-from drake_bench.benchmarks.sample import MethodSample
 
 from ..dual_adapters.base import PAPER_LLM, PAPER_MLLM
 from ..lora_clients import LoraClients, LoraMethod, LoraSettings, average
@@ -64,20 +64,24 @@ class DistillSettings(LoraSettings):
     PAPER_OWN: ClassVar[dict[str, Any]] = {}
 
     public_size: int = Field(
-        default=64, ge=1,
+        default=64,
+        ge=1,
         description="Public items drawn once from the federation's public-data hook (disjoint from every benchmark "
-                    "task). Toy 64; the FedMosaic paper's public set has 5,000.")
+        "task). Toy 64; the FedMosaic paper's public set has 5,000.",
+    )
     public_per_round: int = Field(
-        default=8, ge=1,
+        default=8,
+        ge=1,
         description="Public items whose logits each round computes and exchanges: a window of the public set that "
-                    "moves by its length every round. Traffic grows with it.")
-    distill_batch: int = Field(
-        default=4, ge=1, description="Public items per distillation step.")
+        "moves by its length every round. Traffic grows with it.",
+    )
+    distill_batch: int = Field(default=4, ge=1, description="Public items per distillation step.")
     report_diagnostics: bool = Field(
         default=True,
         description="Report the server's distillation loss on the round's window before and after each distillation "
-                    "(two extra forward passes over the window per distillation) and its choices in the result file "
-                    "(raw.diagnostics). Off: only the choices.")
+        "(two extra forward passes over the window per distillation) and its choices in the result file "
+        "(raw.diagnostics). Off: only the choices.",
+    )
 
     @classmethod
     def toy(cls, **overrides: Any) -> "DistillSettings":
@@ -121,15 +125,16 @@ class Rows:
             self.starts.append(self.starts[-1] + n)
 
     def item(self, i: int) -> torch.Tensor:
-        return self.values[self.starts[i]:self.starts[i + 1]]
+        return self.values[self.starts[i] : self.starts[i + 1]]
 
     def of(self, items: Sequence[int]) -> torch.Tensor:
         """The rows of ``items`` (indices into the item list), concatenated in that order."""
         return torch.cat([self.item(i) for i in items])
 
 
-def answer_logits(model: Any, processor: Any, items: Sequence[MethodSample], packed: bool = True
-                  ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+def answer_logits(
+    model: Any, processor: Any, items: Sequence[MethodSample], packed: bool = True
+) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """The logits predicting every answer token of ``items`` (positions x vocabulary, float32, item after item), those
     tokens, and how many each item has: the positions drake_bench.models.loss_on scores (with gradients when enabled).
     ``packed``: the settings' ``packed_training`` (drake_bench.models.engine.answer_logits)."""
@@ -143,13 +148,14 @@ EXTRACT_BATCH = 16
 """Public items per forward pass when extracting logits (the evaluator's generation batch)."""
 
 
-def public_logits(model: Any, processor: Any, items: Sequence[MethodSample], packed: bool = True
-                  ) -> tuple[Rows, torch.Tensor]:
+def public_logits(
+    model: Any, processor: Any, items: Sequence[MethodSample], packed: bool = True
+) -> tuple[Rows, torch.Tensor]:
     """The model's answer-token logits on public ``items`` (eval mode, no gradients) and the answer tokens."""
     values, targets, counts = [], [], []
     with eval_mode(model), torch.no_grad():
         for i in range(0, len(items), EXTRACT_BATCH):
-            v, t, c = answer_logits(model, processor, items[i:i + EXTRACT_BATCH], packed)
+            v, t, c = answer_logits(model, processor, items[i : i + EXTRACT_BATCH], packed)
             values.append(v)
             targets.append(t)
             counts += c
@@ -185,7 +191,7 @@ def answer_counts(processor: Any, items: Sequence[MethodSample]) -> list[int]:
 def item_cross_entropy(logits: Rows, targets: torch.Tensor) -> torch.Tensor:
     """Each item's mean cross-entropy over its answer tokens (FedMKT's per-sequence metric)."""
     nll = F.cross_entropy(logits.values, targets, reduction="none")
-    return torch.stack([nll[logits.starts[i]:logits.starts[i + 1]].mean() for i in range(len(logits.counts))])
+    return torch.stack([nll[logits.starts[i] : logits.starts[i + 1]].mean() for i in range(len(logits.counts))])
 
 
 # ---------------------------------------------------------------------------------------------- losses
@@ -194,11 +200,14 @@ def kl_rows(student: torch.Tensor, teacher: torch.Tensor, temperature: float = 1
     positions): PyTorch's ``kl_div(..., reduction="batchmean")`` as the original codes call it, without a T^2 factor
     (methods that scale by T^2 do so themselves). Exactly 0 when the rows agree."""
     t = float(temperature)
-    return F.kl_div(F.log_softmax(student / t, -1), F.log_softmax(teacher / t, -1), reduction="batchmean",
-                    log_target=True)
+    return F.kl_div(
+        F.log_softmax(student / t, -1), F.log_softmax(teacher / t, -1), reduction="batchmean", log_target=True
+    )
 
 
-def sparse_probabilities(logits: torch.Tensor, indices: torch.Tensor, vocab: int, temperature: float = 1.0) -> torch.Tensor:
+def sparse_probabilities(
+    logits: torch.Tensor, indices: torch.Tensor, vocab: int, temperature: float = 1.0
+) -> torch.Tensor:
     """Top-k rows (logits and vocabulary ids) as full distributions: the softmax over the k entries at temperature T
     placed at their ids, zero elsewhere (FedMKT's data collator). Padding entries (logit ~ -1e4) weigh 0."""
     probs = torch.softmax(logits.float() / float(temperature), -1)
@@ -211,8 +220,9 @@ def soft_cross_entropy(student: torch.Tensor, target: torch.Tensor) -> torch.Ten
 
 
 # ---------------------------------------------------------------------------------------------- parameters
-def mean_by_architecture(adapters: Mapping[int, Mapping[str, torch.Tensor]], architectures: Mapping[int, str]
-                         ) -> dict[str, dict[str, torch.Tensor]]:
+def mean_by_architecture(
+    adapters: Mapping[int, Mapping[str, torch.Tensor]], architectures: Mapping[int, str]
+) -> dict[str, dict[str, torch.Tensor]]:
     """The equal-weight mean of the adapters of each architecture; adapters of different architectures are never
     averaged together (they differ in shape and in meaning)."""
     groups: dict[str, list[int]] = {}
@@ -232,7 +242,7 @@ def prefixed(prefix: str, tensors: Mapping[str, torch.Tensor]) -> dict[str, torc
 
 def unprefixed(prefix: str, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     p = f"{prefix}/"
-    return {k[len(p):]: v for k, v in tensors.items() if k.startswith(p)}
+    return {k[len(p) :]: v for k, v in tensors.items() if k.startswith(p)}
 
 
 def base_parameters(model: Any) -> int:
@@ -282,15 +292,18 @@ class DistillationMethod(LoraMethod):
             self.members.setdefault(self.arch[c], []).append(c)
         #: the server's model of each architecture: a pseudo-client of the pool (negative id) on that frozen base
         self.slot = {a: -(i + 1) for i, a in enumerate(sorted(self.members))}
-        allocation = {**federation.allocation,
-                      **{self.slot[a]: federation.allocation[m[0]] for a, m in self.members.items()}}
+        allocation = {
+            **federation.allocation,
+            **{self.slot[a]: federation.allocation[m[0]] for a, m in self.members.items()},
+        }
         allocation.update(self.extra_server_models(federation))
         self.clients.setup(dataclasses.replace(federation, allocation=allocation))
         self.federation = federation
         self.public = [s.for_method() for s in federation.public_data(self.config.public_size)]
         if not self.public:
-            raise DrakeBenchError(f"{self.meta.name} distils on public data, but the federation's public-data hook "
-                                  "gave no items")
+            raise DrakeBenchError(
+                f"{self.meta.name} distils on public data, but the federation's public-data hook gave no items"
+            )
         pool = self.clients.pool
         self.size = {a: base_parameters(pool.model_for(s)) for a, s in self.slot.items()}
         pool.sync()
@@ -324,7 +337,8 @@ class DistillationMethod(LoraMethod):
                     f"{self.meta.name} compares logits of different architectures token by token, but {a} and "
                     f"{archs[0]} tokenise the public answers differently (or have different vocabularies: "
                     f"{vocab[a]} vs {vocab[archs[0]]}); use an allocation of one tokenizer, or fedmkt, which aligns "
-                    "tokens across tokenizers")
+                    "tokens across tokenizers"
+                )
 
     # -- public data -------------------------------------------------------------------------------------------
     def window(self, round_idx: int) -> list[MethodSample]:
@@ -346,9 +360,16 @@ class DistillationMethod(LoraMethod):
         with pool.use(slot) as model:
             yield model, pool.processor(slot)
 
-    def distill(self, model: Any, processor: Any, items: Sequence[MethodSample], steps: int,
-                loss_fn: Callable[[torch.Tensor, torch.Tensor, list[int]], torch.Tensor],
-                optimizer: torch.optim.Optimizer, scheduler: Any = None) -> list[float]:
+    def distill(
+        self,
+        model: Any,
+        processor: Any,
+        items: Sequence[MethodSample],
+        steps: int,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor, list[int]], torch.Tensor],
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any = None,
+    ) -> list[float]:
         """``steps`` optimizer steps on mini-batches of ``items`` (in order, wrapping around); ``loss_fn(student rows,
         answer tokens, item indices)`` is the step's loss. Returns the losses."""
         if not model.training:
@@ -364,16 +385,26 @@ class DistillationMethod(LoraMethod):
             losses.append(float(loss.detach()))
         return losses
 
-    def window_loss(self, model: Any, processor: Any, items: Sequence[MethodSample],
-                    loss_fn: Callable[[torch.Tensor, torch.Tensor, list[int]], torch.Tensor]) -> float:
+    def window_loss(
+        self,
+        model: Any,
+        processor: Any,
+        items: Sequence[MethodSample],
+        loss_fn: Callable[[torch.Tensor, torch.Tensor, list[int]], torch.Tensor],
+    ) -> float:
         """``loss_fn`` on all of ``items`` at once, without gradients (eval mode): the distillation loss of the model as
         it stands on a fixed batch."""
         with eval_mode(model), torch.no_grad():
             student, tokens, _ = answer_logits(model, processor, list(items), self.config.packed_training)
             return float(loss_fn(student, tokens, list(range(len(items)))))
 
-    def report_loss(self, model: Any, processor: Any, items: Sequence[MethodSample],
-                    loss_fn: Callable[[torch.Tensor, torch.Tensor, list[int]], torch.Tensor]) -> float | None:
+    def report_loss(
+        self,
+        model: Any,
+        processor: Any,
+        items: Sequence[MethodSample],
+        loss_fn: Callable[[torch.Tensor, torch.Tensor, list[int]], torch.Tensor],
+    ) -> float | None:
         """:meth:`window_loss` for the diagnostics when they are on, else None (no forward pass)."""
         return self.window_loss(model, processor, items, loss_fn) if self.config.report_diagnostics else None
 

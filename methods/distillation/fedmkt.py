@@ -10,13 +10,24 @@ import torch
 import torch.nn.functional as F
 from pydantic import ConfigDict, Field
 
-from drake_bench.plugins.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
 from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
 
 from ..lora_clients import average
 from .alignment import TokenAligner
-from .base import DistillationMethod, DistillSettings, Rows, answer_counts, item_cross_entropy, prefixed
-from .base import public_logits, soft_cross_entropy, sparse_probabilities, steps_for, unprefixed
+from .base import (
+    DistillationMethod,
+    DistillSettings,
+    Rows,
+    answer_counts,
+    item_cross_entropy,
+    prefixed,
+    public_logits,
+    soft_cross_entropy,
+    sparse_probabilities,
+    steps_for,
+    unprefixed,
+)
 
 LOGITS, INDICES, CE = "logits", "indices", "ce"
 OWN, SERVER = "own", "server"
@@ -45,8 +56,10 @@ def min_ce_targets(candidates: Sequence[TopK], vocab: int, temperature: float = 
     distributions (positions x vocab, item after item) and the chosen candidate of each item."""
     ce = torch.stack([c.ce.float() for c in candidates])  # candidates x items
     chosen = [int(i) for i in ce.argmin(0)]
-    rows = [sparse_probabilities(candidates[k].logits.item(i), candidates[k].indices.item(i), vocab, temperature)
-            for i, k in enumerate(chosen)]
+    rows = [
+        sparse_probabilities(candidates[k].logits.item(i), candidates[k].indices.item(i), vocab, temperature)
+        for i, k in enumerate(chosen)
+    ]
     return torch.cat(rows), chosen
 
 
@@ -98,11 +111,14 @@ class FedMKT(DistillationMethod):
     """
 
     meta = MethodMeta(
-        name="fedmkt", version="1.0", relative_compute=1.0,
+        name="fedmkt",
+        version="1.0",
+        relative_compute=1.0,
         summary="A server model and the clients exchange top-k public-data logits, each distilling toward the "
-                "lowest-cross-entropy ones (Min-CE), with token alignment across tokenizers; no parameter averaging.",
+        "lowest-cross-entropy ones (Min-CE), with token alignment across tokenizers; no parameter averaging.",
         reference="Fan et al., FedMKT: Federated Mutual Knowledge Transfer for Large and Small Language Models "
-                  "(COLING 2025)")
+        "(COLING 2025)",
+    )
 
     shared_vocabulary: ClassVar[bool] = False
 
@@ -110,21 +126,31 @@ class FedMKT(DistillationMethod):
         model_config = ConfigDict(extra="forbid")
         PAPER_OWN: ClassVar[dict[str, Any]] = {}
 
-        top_k: int = Field(default=128, ge=1, description="Logits kept per answer token (the code's top_k_logits_keep).")
+        top_k: int = Field(
+            default=128, ge=1, description="Logits kept per answer token (the code's top_k_logits_keep)."
+        )
         temperature: float = Field(
-            default=1.0, gt=0.0, description="Temperature of the softmax over a row's top-k logits (the code's 1).")
+            default=1.0, gt=0.0, description="Temperature of the softmax over a row's top-k logits (the code's 1)."
+        )
         kd_alpha: float = Field(
-            default=0.0, ge=0.0, le=1.0,
+            default=0.0,
+            ge=0.0,
+            le=1.0,
             description="Weight of the public items' own answer cross-entropy in the distillation loss (the code's "
-                        "kd_alpha: 0, pure distillation).")
+            "kd_alpha: 0, pure distillation).",
+        )
         server_epochs: int = Field(
-            default=1, ge=0, description="Passes of the server's distillation over the round's window (the code's 1).")
+            default=1, ge=0, description="Passes of the server's distillation over the round's window (the code's 1)."
+        )
         client_epochs: int = Field(
-            default=1, ge=0, description="Passes of a client's distillation over the window it uploaded logits for "
-                                         "(the code's 1).")
+            default=1,
+            ge=0,
+            description="Passes of a client's distillation over the window it uploaded logits for (the code's 1).",
+        )
         server_model: str | None = Field(
             default=None,
-            description="The server's model (a zoo name); None: the allocation's largest model by parameter count.")
+            description="The server's model (a zoo name); None: the allocation's largest model by parameter count.",
+        )
 
     # -- set-up ----------------------------------------------------------------------------------------------
     def extra_server_models(self, federation: FederationContext) -> dict[int, str]:
@@ -168,8 +194,11 @@ class FedMKT(DistillationMethod):
         logits, tokens = public_logits(model, processor, items, self.config.packed_training)
         k = min(self.config.top_k, logits.values.shape[-1])
         values, indices = torch.topk(logits.values, k, dim=-1)
-        return TopK(Rows(values.contiguous(), logits.counts), Rows(indices.to(torch.int32), logits.counts),
-                    item_cross_entropy(logits, tokens))
+        return TopK(
+            Rows(values.contiguous(), logits.counts),
+            Rows(indices.to(torch.int32), logits.counts),
+            item_cross_entropy(logits, tokens),
+        )
 
     def loss(self, target: torch.Tensor, counts: list[int]):
         """(1 - kd_alpha) soft cross-entropy toward the Min-CE targets + kd_alpha answer cross-entropy, per row."""
@@ -189,8 +218,9 @@ class FedMKT(DistillationMethod):
     def init_client(self, ctx: ClientContext) -> State:
         return State(tensors=self.clients.initial(ctx.client_id))
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+    def client_update(
+        self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
+    ) -> tuple[Message, State]:
         c, cfg, pool = ctx.client_id, self.config, self.clients.pool
         own = unprefixed(OWN, state.tensors)
         self.clients.load(c, State(tensors=adapter_part(state)))
@@ -201,23 +231,32 @@ class FedMKT(DistillationMethod):
                 processor = pool.processor(c)
                 counts = answer_counts(processor, items)
                 vocab = model.get_output_embeddings().weight.shape[0]
-                target, chosen = min_ce_targets([TopK.from_tensors(own, counts), TopK.from_tensors(message.tensors, counts)],
-                                                vocab, cfg.temperature)
+                target, chosen = min_ce_targets(
+                    [TopK.from_tensors(own, counts), TopK.from_tensors(message.tensors, counts)], vocab, cfg.temperature
+                )
                 steps = steps_for(cfg.client_epochs, len(items), cfg.distill_batch)
                 losses = self.distill(model, processor, items, steps, self.loss(target, counts), self.optimizer(model))
-            meta = {"kd_loss": float(sum(losses) / len(losses)) if losses else None,
-                    "kd_from_server": sum(chosen) / len(chosen)}
+            meta = {
+                "kd_loss": float(sum(losses) / len(losses)) if losses else None,
+                "kd_from_server": sum(chosen) / len(chosen),
+            }
         loss = self.clients.train(ctx, batches)
         tensors = self.clients.dump(c)
         if not self.exchanges(ctx):
-            return Message(), State(tensors={**tensors, **prefixed(OWN, own)}, metadata={**state.metadata, "loss": loss})
+            return Message(), State(
+                tensors={**tensors, **prefixed(OWN, own)}, metadata={**state.metadata, "loss": loss}
+            )
         with pool.use(c) as model:
             rows = self.topk(model, pool.processor(c), self.window(ctx.round_idx))
         upload = Message(tensors=rows.tensors())
-        return upload, State(tensors={**tensors, **prefixed(OWN, upload.tensors)},
-                             metadata={"loss": loss, "public_round": ctx.round_idx, **meta})
+        return upload, State(
+            tensors={**tensors, **prefixed(OWN, upload.tensors)},
+            metadata={"loss": loss, "public_round": ctx.round_idx, **meta},
+        )
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         cfg, pool, slot = self.config, self.clients.pool, self.server_slot
         items = self.window(round_idx)
         adapter = unprefixed(SERVER, server_state.tensors) or self.clients.initial(slot)
@@ -239,10 +278,17 @@ class FedMKT(DistillationMethod):
             rows = self.topk(model, processor, items)
             adapter = pool.get_state(slot)
         messages = {c: Message(tensors=self.align(rows, slot, c, items).tensors()) for c in clients}
-        self._rows.append(Diagnostic(key=SERVER, values={
-            "kd_loss_before": before, "kd_loss_after": after,
-            "share_own": chosen.count(0) / len(chosen),
-            **{f"share_client/{c}": chosen.count(i + 1) / len(chosen) for i, c in enumerate(clients)}}))
+        self._rows.append(
+            Diagnostic(
+                key=SERVER,
+                values={
+                    "kd_loss_before": before,
+                    "kd_loss_after": after,
+                    "share_own": chosen.count(0) / len(chosen),
+                    **{f"share_client/{c}": chosen.count(i + 1) / len(chosen) for i, c in enumerate(clients)},
+                },
+            )
+        )
         return messages, State(tensors=prefixed(SERVER, adapter), metadata={"round": round_idx + 1})
 
     def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample]) -> list[str]:

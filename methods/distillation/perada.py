@@ -8,12 +8,23 @@ from typing import Any, ClassVar
 import torch
 from pydantic import ConfigDict, Field
 
-from drake_bench.plugins.protocol import ClientContext, Diagnostic, Message, MethodMeta, State
 from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Diagnostic, Message, MethodMeta, State
 
 from ..dual_adapters.base import adapter_parameters, clone, combination, join, split, train_phase
-from .base import LOGITS, DistillationMethod, DistillSettings, adapter_of, kl_rows, mean_by_architecture, prefixed
-from .base import Rows, answer_counts, public_logits, unprefixed
+from .base import (
+    LOGITS,
+    DistillationMethod,
+    DistillSettings,
+    Rows,
+    adapter_of,
+    answer_counts,
+    kl_rows,
+    mean_by_architecture,
+    prefixed,
+    public_logits,
+    unprefixed,
+)
 
 LOCAL, PERSONAL = "local", "personal"
 
@@ -68,11 +79,14 @@ class PerAda(DistillationMethod):
     """
 
     meta = MethodMeta(
-        name="perada", version="1.0", relative_compute=2.0,
+        name="perada",
+        version="1.0",
+        relative_compute=2.0,
         summary="Personalised LoRA pulled to the global one; local LoRA averaged per architecture and distilled on the "
-                "server from all clients' public-data logits.",
+        "server from all clients' public-data logits.",
         reference="Xie et al., PerAda: Parameter-Efficient Federated Learning Personalization with Generalization "
-                  "Guarantees (CVPR 2024)")
+        "Guarantees (CVPR 2024)",
+    )
 
     adapters: ClassVar[tuple[str, ...]] = (LOCAL, PERSONAL)
 
@@ -81,28 +95,36 @@ class PerAda(DistillationMethod):
         PAPER_OWN: ClassVar[dict[str, Any]] = dict(kd_lr=1e-4, kd_steps=100, distill_batch=256)
 
         lam: float = Field(
-            default=0.1, ge=0.0,
+            default=0.1,
+            ge=0.0,
             description="PerAda's lambda: the personalised adapter minimises loss + lambda ||p - w||^2, w the global "
-                        "adapter as received (0.1: the code's Office-Home script).")
+            "adapter as received (0.1: the code's Office-Home script).",
+        )
         temperature: float = Field(default=1.0, gt=0.0, description="T of the server's KD (the code's 1).")
         kd_lr: float = Field(
-            default=3e-3, gt=0.0,
+            default=3e-3,
+            gt=0.0,
             description="Adam learning rate of the server's KD, cosine-annealed over kd_steps. Toy 3e-3 (the LoRA toy "
-                        "rate); the code's Office-Home script 1e-4 (paper profile).")
+            "rate); the code's Office-Home script 1e-4 (paper profile).",
+        )
         kd_steps: int = Field(
-            default=2, ge=0,
+            default=2,
+            ge=0,
             description="Server KD steps per architecture and round, each on distill_batch public items of the window "
-                        "(the code's total_n_server_pseudo_batches: 100 in its Office-Home script).")
+            "(the code's total_n_server_pseudo_batches: 100 in its Office-Home script).",
+        )
         kd_max_round: int = Field(
-            default=30, ge=0, description="KD only in rounds before this one (1-based: rounds 1..30; the code's 30).")
+            default=30, ge=0, description="KD only in rounds before this one (1-based: rounds 1..30; the code's 30)."
+        )
 
     # -- protocol --------------------------------------------------------------------------------------------
     def init_client(self, ctx: ClientContext) -> State:
         local = self.clients.initial(ctx.client_id, LOCAL)
         return State(tensors=join({LOCAL: local, PERSONAL: clone(local)}))
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+    def client_update(
+        self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
+    ) -> tuple[Message, State]:
         c, cfg = ctx.client_id, self.config
         parts = split(state.tensors)
         if message is not None and message.tensors:
@@ -125,10 +147,13 @@ class PerAda(DistillationMethod):
         adapters = split(self.clients.dump(c))
         mean = lambda xs: float(sum(xs) / len(xs)) if xs else 0.0  # noqa: E731
         upload = Message(tensors={**adapters[LOCAL], LOGITS: logits.values}) if logits is not None else Message()
-        return upload, State(tensors=join(adapters), metadata={"loss": mean(personal_losses),
-                                                               "local_loss": mean(local_losses)})
+        return upload, State(
+            tensors=join(adapters), metadata={"loss": mean(personal_losses), "local_loss": mean(local_losses)}
+        )
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         means = mean_by_architecture({c: adapter_of(u) for c, u in uploads.items()}, self.arch)
         teacher = self.teacher(uploads)
         server = dict(server_state.tensors)
@@ -174,8 +199,9 @@ class PerAda(DistillationMethod):
         t = float(self.config.temperature)
         return lambda student, _tokens, idx: kl_rows(student, rows.of(idx), t)
 
-    def distil(self, arch: str, mean: dict[str, torch.Tensor], round_idx: int, teacher: torch.Tensor
-               ) -> dict[str, torch.Tensor]:
+    def distil(
+        self, arch: str, mean: dict[str, torch.Tensor], round_idx: int, teacher: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         """The architecture's averaged adapter after ``kd_steps`` Adam steps of KD toward ``teacher`` on the window."""
         cfg, items, slot = self.config, self.window(round_idx), self.slot[arch]
         with self.server_model(slot, {LOCAL: mean}) as (model, processor):
@@ -189,6 +215,7 @@ class PerAda(DistillationMethod):
                     losses = self.distill(model, processor, items, cfg.kd_steps, loss_fn, opt, sched)
                 after = self.report_loss(model, processor, items, loss_fn)
             out = self.clients.pool.get_state(slot, LOCAL)
-        self._rows.append(Diagnostic(key=arch, values={"kd_loss_before": before, "kd_loss_after": after,
-                                                       "kd_steps": len(losses)}))
+        self._rows.append(
+            Diagnostic(key=arch, values={"kd_loss_before": before, "kd_loss_after": after, "kd_steps": len(losses)})
+        )
         return out

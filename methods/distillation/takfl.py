@@ -9,16 +9,29 @@ import numpy as np
 import torch
 from pydantic import ConfigDict, Field
 
-from drake_bench.plugins.protocol import ClientContext, Diagnostic, Message, MethodMeta, State
 from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Diagnostic, Message, MethodMeta, State
 
 from ..lora_clients import average
-from .base import LOGITS, DistillationMethod, DistillSettings, Rows, adapter_of, answer_counts, kl_rows
-from .base import mean_by_architecture, prefixed, public_logits, steps_for, unprefixed
+from .base import (
+    LOGITS,
+    DistillationMethod,
+    DistillSettings,
+    Rows,
+    adapter_of,
+    answer_counts,
+    kl_rows,
+    mean_by_architecture,
+    prefixed,
+    public_logits,
+    steps_for,
+    unprefixed,
+)
 
 
-def integrate(base: Mapping[str, torch.Tensor], task_vectors: Sequence[Mapping[str, torch.Tensor]],
-              weights: Sequence[float]) -> dict[str, torch.Tensor]:
+def integrate(
+    base: Mapping[str, torch.Tensor], task_vectors: Sequence[Mapping[str, torch.Tensor]], weights: Sequence[float]
+) -> dict[str, torch.Tensor]:
     """TAKFL's task-arithmetic integration: theta = theta_avg + sum_j lambda_j tau_j, per LoRA matrix."""
     if len(task_vectors) != len(weights):
         raise ValueError(f"{len(task_vectors)} task vectors for {len(weights)} weights")
@@ -92,50 +105,72 @@ class TAKFL(DistillationMethod):
     """
 
     meta = MethodMeta(
-        name="takfl", version="1.0", relative_compute=1.0,
+        name="takfl",
+        version="1.0",
+        relative_compute=1.0,
         summary="LoRA averaged per architecture; every architecture's clients' public-data logits distilled into each "
-                "architecture separately and merged by task arithmetic with adaptive weights.",
+        "architecture separately and merged by task arithmetic with adaptive weights.",
         reference="Morafah et al., Towards Diverse Device Heterogeneous Federated Learning via Task Arithmetic Knowledge "
-                  "Integration (NeurIPS 2024)")
+        "Integration (NeurIPS 2024)",
+    )
 
     class Config(DistillSettings):
         model_config = ConfigDict(extra="forbid")
         PAPER_OWN: ClassVar[dict[str, Any]] = dict(distill_lr=3e-5, distill_batch=32, n_candidates=10, val_size=250)
 
-        temperature: float = Field(default=3.0, gt=0.0, description="T of the distillation from the teachers (the code's 3).")
+        temperature: float = Field(
+            default=3.0, gt=0.0, description="T of the distillation from the teachers (the code's 3)."
+        )
         self_temperature: float = Field(
-            default=20.0, gt=0.0, description="T_s of the self-regulariser (hard-coded 20 in the code).")
+            default=20.0, gt=0.0, description="T_s of the self-regulariser (hard-coded 20 in the code)."
+        )
         self_reg: float = Field(
-            default=0.5, ge=0.0,
+            default=0.5,
+            ge=0.0,
             description="a_self: weight of the KD-based self-regulariser toward the student's own logits before "
-                        "distillation (the code's default 0.5).")
+            "distillation (the code's default 0.5).",
+        )
         distill_lr: float = Field(
-            default=3e-3, gt=0.0,
+            default=3e-3,
+            gt=0.0,
             description="Adam learning rate of each (student, teacher) distillation. Toy 3e-3 (the LoRA toy rate); the "
-                        "code's NLP script 3e-5 (paper profile).")
-        distill_wd: float = Field(default=0.0, ge=0.0, description="Adam weight decay of the distillation (NLP script: 0).")
+            "code's NLP script 3e-5 (paper profile).",
+        )
+        distill_wd: float = Field(
+            default=0.0, ge=0.0, description="Adam weight decay of the distillation (NLP script: 0)."
+        )
         distill_epochs: int = Field(
-            default=1, ge=0, description="Passes over the round's public window per (student, teacher) pair (distill_E).")
+            default=1,
+            ge=0,
+            description="Passes over the round's public window per (student, teacher) pair (distill_E).",
+        )
         tune_lambda: Literal["heuristic", "fixed"] = Field(
             default="heuristic",
             description="How the task-arithmetic weights are chosen: 'heuristic' (the code's search over candidates, "
-                        "scored on held-out public items) or 'fixed' (task_weights, the code's no_tuning).")
+            "scored on held-out public items) or 'fixed' (task_weights, the code's no_tuning).",
+        )
         task_weights: list[float] | None = Field(
             default=None,
             description="Fixed weights per teacher architecture, smallest architecture first (tune_lambda='fixed'); "
-                        "None: uniform.")
+            "None: uniform.",
+        )
         n_candidates: int = Field(
-            default=1, ge=0, description="Heuristic candidates per exponent (1 + 3 n in all); toy 1, the NLP script 10.")
+            default=1, ge=0, description="Heuristic candidates per exponent (1 + 3 n in all); toy 1, the NLP script 10."
+        )
         val_size: int = Field(
-            default=8, ge=1,
+            default=8,
+            ge=1,
             description="Held-out public items (after the public set, never in a window) that score the heuristic's "
-                        "candidates.")
+            "candidates.",
+        )
 
     # -- set-up ----------------------------------------------------------------------------------------------
     def setup(self, federation: Any) -> None:
         super().setup(federation)
         cfg = self.config
-        self.validation = [s.for_method() for s in federation.public_data(cfg.public_size + cfg.val_size)][cfg.public_size:]
+        self.validation = [s.for_method() for s in federation.public_data(cfg.public_size + cfg.val_size)][
+            cfg.public_size :
+        ]
         #: architectures smallest first: the heuristic's sorted candidates give the largest weight to the largest
         self.order = sorted(self.slot, key=lambda a: (self.size[a], a))
         if cfg.tune_lambda == "fixed" and cfg.task_weights is not None and len(cfg.task_weights) != len(self.order):
@@ -145,8 +180,9 @@ class TAKFL(DistillationMethod):
     def init_client(self, ctx: ClientContext) -> State:
         return State(tensors=self.clients.initial(ctx.client_id))
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+    def client_update(
+        self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
+    ) -> tuple[Message, State]:
         c = ctx.client_id
         start = State(tensors=message.tensors) if message is not None and message.tensors else state
         self.clients.load(c, start)
@@ -155,11 +191,14 @@ class TAKFL(DistillationMethod):
         if not self.exchanges(ctx):
             return Message(), State(tensors=tensors, metadata={"loss": loss})
         with self.clients.pool.use(c) as model:
-            logits, _ = public_logits(model, self.clients.pool.processor(c), self.window(ctx.round_idx),
-                                      self.config.packed_training)
+            logits, _ = public_logits(
+                model, self.clients.pool.processor(c), self.window(ctx.round_idx), self.config.packed_training
+            )
         return Message(tensors={**tensors, LOGITS: logits.values}), State(tensors=tensors, metadata={"loss": loss})
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         means = mean_by_architecture({c: adapter_of(u) for c, u in uploads.items()}, self.arch)
         teachers = {}
         for arch in means:
@@ -196,8 +235,9 @@ class TAKFL(DistillationMethod):
 
         return loss_fn
 
-    def distilled(self, student: str, start: Mapping[str, torch.Tensor], teacher: torch.Tensor, own: torch.Tensor,
-                  round_idx: int) -> tuple[dict[str, torch.Tensor], float | None, float | None]:
+    def distilled(
+        self, student: str, start: Mapping[str, torch.Tensor], teacher: torch.Tensor, own: torch.Tensor, round_idx: int
+    ) -> tuple[dict[str, torch.Tensor], float | None, float | None]:
         """theta_ij: ``start`` (theta_i) after distillation from ``teacher`` with the self-regulariser toward ``own``
         (theta_i's logits); returns it and the window loss before and after (None with the diagnostics off)."""
         cfg, items, slot = self.config, self.window(round_idx), self.slot[student]
@@ -218,8 +258,14 @@ class TAKFL(DistillationMethod):
             logits, tokens = public_logits(model, processor, self.validation, self.config.packed_training)
         return float(torch.nn.functional.cross_entropy(logits.values, tokens))
 
-    def integrated(self, arch: str, mean: dict[str, torch.Tensor], teachers: Mapping[str, torch.Tensor],
-                   round_idx: int, rng: np.random.Generator) -> dict[str, torch.Tensor]:
+    def integrated(
+        self,
+        arch: str,
+        mean: dict[str, torch.Tensor],
+        teachers: Mapping[str, torch.Tensor],
+        round_idx: int,
+        rng: np.random.Generator,
+    ) -> dict[str, torch.Tensor]:
         """Student ``arch``'s integrated adapter: one distilled copy per teacher architecture, merged by task arithmetic."""
         cfg = self.config
         with self.server_model(self.slot[arch], {"default": mean}) as (model, processor):
@@ -236,8 +282,10 @@ class TAKFL(DistillationMethod):
                 raise ValueError(f"task_weights has {len(weights)} entries for {len(order)} teacher architectures")
             val = None
         else:
-            scored = [(self.validation_loss(arch, integrate(mean, taus, w)), i, w)
-                      for i, w in enumerate(heuristic_candidates(len(order), cfg.n_candidates, rng))]
+            scored = [
+                (self.validation_loss(arch, integrate(mean, taus, w)), i, w)
+                for i, w in enumerate(heuristic_candidates(len(order), cfg.n_candidates, rng))
+            ]
             val, _, weights = min(scored)
         report.update({f"lambda/{j}": float(w) for j, w in zip(order, weights)})
         report["validation_ce"] = val

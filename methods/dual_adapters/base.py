@@ -36,8 +36,8 @@ from typing import Any, Callable, ClassVar, Literal
 import torch
 from pydantic import ConfigDict
 
-from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, State
 from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, State
 
 from ..lora_clients import LoraClients, LoraMethod, LoraSettings, average
 
@@ -117,8 +117,11 @@ def combination(model: Any, weights: Mapping[str, float], trainable: Collection[
 def detached(model: Any, adapter: str) -> Iterator[None]:
     """Stop gradients through one adapter's branch (its B A x term), as FedDPA's code detaches the other adapter's
     output; the base path still carries them."""
-    hooks = [layer.lora_B[adapter].register_forward_hook(lambda _m, _i, out: out.detach())
-             for layer in lora_layers(model) if adapter in layer.lora_B]
+    hooks = [
+        layer.lora_B[adapter].register_forward_hook(lambda _m, _i, out: out.detach())
+        for layer in lora_layers(model)
+        if adapter in layer.lora_B
+    ]
     try:
         yield
     finally:
@@ -128,8 +131,15 @@ def detached(model: Any, adapter: str) -> Iterator[None]:
 
 def adamw(model: Any, adapter: str, settings: LoraSettings) -> torch.optim.AdamW:
     """A fresh AdamW over one adapter's matrices at the settings' rate and decay (as LoraClients.param_groups)."""
-    return torch.optim.AdamW([{"params": adapter_parameters(model, adapter), "lr": settings.learning_rate,
-                               "weight_decay": settings.weight_decay}])
+    return torch.optim.AdamW(
+        [
+            {
+                "params": adapter_parameters(model, adapter),
+                "lr": settings.learning_rate,
+                "weight_decay": settings.weight_decay,
+            }
+        ]
+    )
 
 
 def optimizer_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
@@ -149,9 +159,15 @@ def task_loss(model: Any, processor: Any, batch: Sequence[MethodSample], packed:
     return loss_on(model, processor, list(batch), packed=packing(packed))
 
 
-def train_phase(model: Any, processor: Any, batches: Sequence[Sequence[MethodSample]], weights: Mapping[str, float],
-                adapter: str, settings: LoraSettings,
-                extra: Callable[[], torch.Tensor] | None = None) -> list[float]:
+def train_phase(
+    model: Any,
+    processor: Any,
+    batches: Sequence[Sequence[MethodSample]],
+    weights: Mapping[str, float],
+    adapter: str,
+    settings: LoraSettings,
+    extra: Callable[[], torch.Tensor] | None = None,
+) -> list[float]:
     """One pass over ``batches`` training ``adapter`` alone (fresh AdamW) with the adapters of ``weights`` active;
     ``extra()`` is added to every step's loss (e.g. a proximal term). Returns the task losses."""
     losses = []
@@ -186,8 +202,9 @@ def clone(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in tensors.items()}
 
 
-def average_by_architecture(uploads: Mapping[int, Message], architectures: Mapping[int, str]
-                            ) -> tuple[dict[int, Message], dict[str, dict[str, torch.Tensor]]]:
+def average_by_architecture(
+    uploads: Mapping[int, Message], architectures: Mapping[int, str]
+) -> tuple[dict[int, Message], dict[str, dict[str, torch.Tensor]]]:
     """Fed-ET's grouping with FedIT's rule: the equal-weight mean of the uploads of each architecture, sent to each
     of its clients. Returns the messages and each architecture's mean. Uploads of different architectures are never
     averaged together (they differ in shape, and Fed-ET aggregates "among homogeneous clients")."""
@@ -219,8 +236,15 @@ class DualAdapterMethod(LoraMethod):
         self.clients = LoraClients(self.config, adapter_names=self.adapters)
 
     # -- to implement ----------------------------------------------------------------------------------------
-    def train_round(self, ctx: ClientContext, model: Any, processor: Any, batches: list[list[MethodSample]],
-                    parts: dict[str, dict[str, torch.Tensor]], updates: int) -> dict[str, Any]:
+    def train_round(
+        self,
+        ctx: ClientContext,
+        model: Any,
+        processor: Any,
+        batches: list[list[MethodSample]],
+        parts: dict[str, dict[str, torch.Tensor]],
+        updates: int,
+    ) -> dict[str, Any]:
         """Train the client's adapters (already loaded into ``model``, the global one from the server's message)
         on this round's ``batches``; ``updates`` counts the client's earlier rounds. Returns metadata to record."""
         raise NotImplementedError
@@ -239,11 +263,15 @@ class DualAdapterMethod(LoraMethod):
         self.clients.setup(federation)
         self.arch = dict(federation.architectures)
 
-    def initial_parts(self, client: int, global_adapter: Mapping[str, torch.Tensor] | None = None
-                      ) -> dict[str, dict[str, torch.Tensor]]:
+    def initial_parts(
+        self, client: int, global_adapter: Mapping[str, torch.Tensor] | None = None
+    ) -> dict[str, dict[str, torch.Tensor]]:
         """Every adapter of a client before its first round (``global_adapter`` replaces the global init)."""
         glob = clone(global_adapter) if global_adapter is not None else self.clients.initial(client, GLOBAL)
-        parts = {GLOBAL: glob, LOCAL: clone(glob) if self.local_init == "global" else self.clients.initial(client, LOCAL)}
+        parts = {
+            GLOBAL: glob,
+            LOCAL: clone(glob) if self.local_init == "global" else self.clients.initial(client, LOCAL),
+        }
         for extra in self.adapters:
             parts.setdefault(extra, clone(glob))  # FedDAT's frozen copy of the global adapter
         return parts
@@ -254,8 +282,9 @@ class DualAdapterMethod(LoraMethod):
     def init_server(self) -> State:
         return State()
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+    def client_update(
+        self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
+    ) -> tuple[Message, State]:
         c = ctx.client_id
         parts = split(state.tensors)
         if message is not None and message.tensors:
@@ -269,10 +298,12 @@ class DualAdapterMethod(LoraMethod):
         adapters = self.clients.dump(c)
         own = {k: v for k, v in parts.get("", {}).items()}
         own.update(meta.pop("tensors", {}))
-        upload = Message(tensors={k[len(GLOBAL) + 1:]: v for k, v in adapters.items() if k.startswith(GLOBAL + "/")})
+        upload = Message(tensors={k[len(GLOBAL) + 1 :]: v for k, v in adapters.items() if k.startswith(GLOBAL + "/")})
         return upload, State(tensors={**adapters, **own}, metadata={"updates": updates + 1, **meta})
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         messages, means = average_by_architecture(uploads, self.arch)
         server = dict(server_state.tensors)
         server.update({f"{arch}/{k}": v for arch, mean in means.items() for k, v in mean.items()})
@@ -291,7 +322,7 @@ class DualAdapterMethod(LoraMethod):
         """The architecture's last averaged global adapter (the mean of its clients' final global adapters when the
         server has none yet); the local adapter starts as the method initialises it."""
         prefix = f"{architecture}/"
-        glob = {k[len(prefix):]: v for k, v in server_state.tensors.items() if k.startswith(prefix)}
+        glob = {k[len(prefix) :]: v for k, v in server_state.tensors.items() if k.startswith(prefix)}
         members = sorted(client_states) or sorted(c for c, a in self.arch.items() if a == architecture)
         if not glob:
             glob = average([split(s.tensors)[GLOBAL] for s in client_states.values()])

@@ -7,11 +7,20 @@ from typing import Any, ClassVar, Literal, Mapping
 import torch
 from pydantic import ConfigDict, Field
 
-from drake_bench.plugins.protocol import ClientContext, MethodMeta, State
 from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, MethodMeta, State
 
-from .base import GLOBAL, LOCAL, DualAdapterMethod, DualSettings, adamw, adapter_parameters, combination, optimizer_step
-from .base import task_loss
+from .base import (
+    GLOBAL,
+    LOCAL,
+    DualAdapterMethod,
+    DualSettings,
+    adamw,
+    adapter_parameters,
+    combination,
+    optimizer_step,
+    task_loss,
+)
 
 
 def proximal_term(local: list[torch.Tensor], anchor: list[torch.Tensor], lam: float) -> torch.Tensor:
@@ -50,22 +59,34 @@ class Ditto(DualAdapterMethod):
     """
 
     meta = MethodMeta(
-        name="ditto", version="1.0", relative_compute=2.0,
+        name="ditto",
+        version="1.0",
+        relative_compute=2.0,
         summary="Global LoRA by FedAvg per architecture; a local LoRA trained with a proximal pull toward it.",
-        reference="Li et al., Ditto: Fair and Robust Federated Learning Through Personalization (ICML 2021)")
+        reference="Li et al., Ditto: Fair and Robust Federated Learning Through Personalization (ICML 2021)",
+    )
 
     local_init: ClassVar[Literal["global", "own"]] = "global"
 
     class Config(DualSettings):
         model_config = ConfigDict(extra="forbid")
         lam: float = Field(
-            default=1.0, ge=0.0,
+            default=1.0,
+            ge=0.0,
             description="Ditto's lambda: the local adapter minimises loss + lambda/2 ||v - w||^2, w the global adapter "
-                        "the round started from. 0: plain local training (SFT's adapter). 1 is the value of Ditto's "
-                        "public run scripts.")
+            "the round started from. 0: plain local training (SFT's adapter). 1 is the value of Ditto's "
+            "public run scripts.",
+        )
 
-    def train_round(self, ctx: ClientContext, model: Any, processor: Any, batches: list[list[MethodSample]],
-                    parts: dict[str, dict[str, torch.Tensor]], updates: int) -> dict[str, Any]:
+    def train_round(
+        self,
+        ctx: ClientContext,
+        model: Any,
+        processor: Any,
+        batches: list[list[MethodSample]],
+        parts: dict[str, dict[str, torch.Tensor]],
+        updates: int,
+    ) -> dict[str, Any]:
         lam = float(self.config.lam)
         anchor = [p.detach().clone() for p in adapter_parameters(model, GLOBAL)]
         local_params = adapter_parameters(model, LOCAL)

@@ -9,14 +9,15 @@ import torch
 import torch.nn.functional as F
 from pydantic import ConfigDict, Field
 
-from drake_bench.plugins.protocol import ClientContext, MethodMeta, State
 from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, MethodMeta, State
 
 from .base import FROZEN, GLOBAL, LOCAL, DualAdapterMethod, DualSettings, adamw, clone, combination, optimizer_step
 
 
-def answer_logits(model: Any, processor: Any, batch: Sequence[MethodSample], packed: bool = True
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+def answer_logits(
+    model: Any, processor: Any, batch: Sequence[MethodSample], packed: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits predicting every answer token of the batch (tokens x vocabulary, float32) and those tokens: the
     positions drake_bench.models.loss_on scores, so their mean cross-entropy is its loss. ``packed``: the settings'
     ``packed_training``."""
@@ -69,27 +70,38 @@ class FedDAT(DualAdapterMethod):
     """
 
     meta = MethodMeta(
-        name="feddat", version="1.0", relative_compute=7 / 3,
+        name="feddat",
+        version="1.0",
+        relative_compute=7 / 3,
         summary="Dual-adapter teacher (local + frozen global LoRA) and mutual distillation with the global LoRA, "
-                "averaged per architecture.",
+        "averaged per architecture.",
         reference="Chen et al., FedDAT: An Approach for Foundation Model Finetuning in Multi-Modal Heterogeneous "
-                  "Federated Learning (AAAI 2024)")
+        "Federated Learning (AAAI 2024)",
+    )
 
     adapters: ClassVar[tuple[str, ...]] = (GLOBAL, LOCAL, FROZEN)
 
     class Config(DualSettings):
         model_config = ConfigDict(extra="forbid")
         teacher_local_weight: float = Field(
-            default=0.5, ge=0.0, le=1.0,
+            default=0.5,
+            ge=0.0,
+            le=1.0,
             description="w: the teacher is W0 x + w local + (1 - w) frozen global (the code's fixed gate, 0.5). The "
-                        "client predicts with the same teacher.")
+            "client predicts with the same teacher.",
+        )
         temperature: float = Field(
-            default=3.0, gt=0.0,
+            default=3.0,
+            gt=0.0,
             description="T of the distillation: KL between the two softened next-token distributions, times T^2 (the "
-                        "code's 3).")
+            "code's 3).",
+        )
         distill_weight: float = Field(
-            default=0.5, ge=0.0, le=1.0,
-            description="d: each adapter's loss is (1 - d) cross-entropy + d distillation (the code's (CE + KL) / 2).")
+            default=0.5,
+            ge=0.0,
+            le=1.0,
+            description="d: each adapter's loss is (1 - d) cross-entropy + d distillation (the code's (CE + KL) / 2).",
+        )
 
     def teacher_weights(self) -> dict[str, float]:
         w = float(self.config.teacher_local_weight)
@@ -99,8 +111,15 @@ class FedDAT(DualAdapterMethod):
         """A_s' <- A_s: the teacher's global half is the global adapter as the round receives it."""
         return {**parts, FROZEN: clone(parts[GLOBAL])}
 
-    def train_round(self, ctx: ClientContext, model: Any, processor: Any, batches: list[list[MethodSample]],
-                    parts: dict[str, dict[str, torch.Tensor]], updates: int) -> dict[str, Any]:
+    def train_round(
+        self,
+        ctx: ClientContext,
+        model: Any,
+        processor: Any,
+        batches: list[list[MethodSample]],
+        parts: dict[str, dict[str, torch.Tensor]],
+        updates: int,
+    ) -> dict[str, Any]:
         cfg = self.config
         d, t = float(cfg.distill_weight), float(cfg.temperature)
         teacher = self.teacher_weights()

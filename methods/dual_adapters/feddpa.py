@@ -9,8 +9,8 @@ from typing import Any, Mapping
 import torch
 from pydantic import ConfigDict, Field
 
-from drake_bench.plugins.protocol import ClientContext, MethodMeta, State
 from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, MethodMeta, State
 
 from .base import GLOBAL, LOCAL, DualAdapterMethod, DualSettings, combination, detached, train_phase
 
@@ -18,7 +18,9 @@ REFS = "refs"
 """The state tensor holding the embeddings of the client's reference training items (instance_num x hidden)."""
 
 
-def prompt_embeddings(model: Any, processor: Any, samples: Sequence[MethodSample], batch_size: int = 16) -> torch.Tensor:
+def prompt_embeddings(
+    model: Any, processor: Any, samples: Sequence[MethodSample], batch_size: int = 16
+) -> torch.Tensor:
     """The last layer's hidden state at each item's last prompt token (FedDPA's ``emb_type='last'``), float32 on CPU.
 
     Prompts are built by drake_bench's engine exactly as for training and scoring; the answer tokens that
@@ -27,15 +29,16 @@ def prompt_embeddings(model: Any, processor: Any, samples: Sequence[MethodSample
     from drake_bench.models.engine import IGNORE_INDEX, autocast, encode_for_training
     from drake_bench.models.prompting import is_choice, options
 
-    filled = [s if s.answer else s.model_copy(update={"answer": options(s)[0] if is_choice(s) else "?"})
-              for s in samples]
+    filled = [
+        s if s.answer else s.model_copy(update={"answer": options(s)[0] if is_choice(s) else "?"}) for s in samples
+    ]
     out = []
     was = model.training
     model.eval()
     try:
         with torch.inference_mode():
             for i in range(0, len(filled), batch_size):
-                inputs = encode_for_training(model, processor, filled[i:i + batch_size])
+                inputs = encode_for_training(model, processor, filled[i : i + batch_size])
                 labels = inputs.pop("labels")
                 last = (labels != IGNORE_INDEX).int().argmax(dim=1) - 1  # the prompt's last token
                 with autocast(model):
@@ -91,36 +94,58 @@ class FedDPA(DualAdapterMethod):
     """
 
     meta = MethodMeta(
-        name="feddpa", version="1.0", relative_compute=2.0,
+        name="feddpa",
+        version="1.0",
+        relative_compute=2.0,
         summary="A global LoRA (averaged per architecture) and a local LoRA trained in turn, mixed per test instance "
-                "by its similarity to the client's data.",
-        reference="Yang et al., Dual-Personalizing Adapter for Federated Foundation Models (NeurIPS 2024)")
+        "by its similarity to the client's data.",
+        reference="Yang et al., Dual-Personalizing Adapter for Federated Foundation Models (NeurIPS 2024)",
+    )
 
     class Config(DualSettings):
         model_config = ConfigDict(extra="forbid")
         local_weight: float = Field(
-            default=0.5, ge=0.0, le=1.0,
+            default=0.5,
+            ge=0.0,
+            le=1.0,
             description="a: while the local adapter trains, the forward pass is W0 x + (1 - a) global + a local "
-                        "(FedDPA-T's joint learning weight; the code's default 0.5).")
+            "(FedDPA-T's joint learning weight; the code's default 0.5).",
+        )
         dynamic_weighting: bool = Field(
             default=True,
             description="Mix the adapters per query by its similarity to the client's data (FedDPA's instance-wise "
-                        "dynamic weighting). Off: every query uses the training mix (global 1 - a, local a).")
+            "dynamic weighting). Off: every query uses the training mix (global 1 - a, local a).",
+        )
         max_weight: float = Field(
-            default=0.5, ge=0.0, le=1.0,
+            default=0.5,
+            ge=0.0,
+            le=1.0,
             description="The global adapter's weight for a query is max_weight x its mean cosine similarity to the "
-                        "reference items; the local adapter gets the rest (the code's default 0.5).")
+            "reference items; the local adapter gets the rest (the code's default 0.5).",
+        )
         instance_num: int = Field(
-            default=5, ge=1,
+            default=5,
+            ge=1,
             description="How many of the round's training items are kept (as embeddings) as references for the "
-                        "weighting (the code's instance_num, 5).")
+            "weighting (the code's instance_num, 5).",
+        )
         weight_step: float = Field(
-            default=0.01, ge=0.0, le=0.5,
+            default=0.01,
+            ge=0.0,
+            le=0.5,
             description="Query weights are rounded to this step so queries of equal weight are answered in one batch; "
-                        "0 answers every query alone with its exact weight.")
+            "0 answers every query alone with its exact weight.",
+        )
 
-    def train_round(self, ctx: ClientContext, model: Any, processor: Any, batches: list[list[MethodSample]],
-                    parts: dict[str, dict[str, torch.Tensor]], updates: int) -> dict[str, Any]:
+    def train_round(
+        self,
+        ctx: ClientContext,
+        model: Any,
+        processor: Any,
+        batches: list[list[MethodSample]],
+        parts: dict[str, dict[str, torch.Tensor]],
+        updates: int,
+    ) -> dict[str, Any]:
         a = float(self.config.local_weight)
         local_losses: list[float] = []
         if updates >= 1:
@@ -128,8 +153,10 @@ class FedDPA(DualAdapterMethod):
                 local_losses = train_phase(model, processor, batches, {GLOBAL: 1.0 - a, LOCAL: a}, LOCAL, self.config)
         global_losses = train_phase(model, processor, batches, {GLOBAL: 1.0}, GLOBAL, self.config)
         items = [s for b in batches for s in b]
-        meta: dict[str, Any] = {"global_loss": float(sum(global_losses) / len(global_losses)) if global_losses else 0.0,
-                                "loss": float(sum(local_losses) / len(local_losses)) if local_losses else None}
+        meta: dict[str, Any] = {
+            "global_loss": float(sum(global_losses) / len(global_losses)) if global_losses else 0.0,
+            "loss": float(sum(local_losses) / len(local_losses)) if local_losses else None,
+        }
         if items:
             chosen = random.Random(ctx.seed).sample(items, min(self.config.instance_num, len(items)))
             with combination(model, {LOCAL: 1.0}):

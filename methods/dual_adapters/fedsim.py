@@ -7,11 +7,20 @@ from typing import Any, Literal, Mapping
 import torch
 from pydantic import ConfigDict, Field
 
-from drake_bench.plugins.protocol import ClientContext, MethodMeta, State
 from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, MethodMeta, State
 
-from .base import GLOBAL, LOCAL, DualAdapterMethod, DualSettings, adapter_parameters, combination, optimizer_step
-from .base import task_loss, train_phase
+from .base import (
+    GLOBAL,
+    LOCAL,
+    DualAdapterMethod,
+    DualSettings,
+    adapter_parameters,
+    combination,
+    optimizer_step,
+    task_loss,
+    train_phase,
+)
 
 
 class FedSim(DualAdapterMethod):
@@ -46,20 +55,31 @@ class FedSim(DualAdapterMethod):
     """
 
     meta = MethodMeta(
-        name="fedsim", version="1.0", relative_compute=1.0,
+        name="fedsim",
+        version="1.0",
+        relative_compute=1.0,
         summary="Partial personalisation: a global LoRA (averaged per architecture) and a local LoRA trained together.",
-        reference="Pillutla et al., Federated Learning with Partial Model Personalization (ICML 2022)")
+        reference="Pillutla et al., Federated Learning with Partial Model Personalization (ICML 2022)",
+    )
 
     class Config(DualSettings):
         model_config = ConfigDict(extra="forbid")
         schedule: Literal["simultaneous", "alternating"] = Field(
             default="simultaneous",
             description="How the two adapters are trained each round: 'simultaneous' (FedSim) updates both with one "
-                        "forward and backward pass per step; 'alternating' (FedAlt) first trains the local adapter on "
-                        "every batch with the global one frozen, then the global adapter with the local one frozen.")
+            "forward and backward pass per step; 'alternating' (FedAlt) first trains the local adapter on "
+            "every batch with the global one frozen, then the global adapter with the local one frozen.",
+        )
 
-    def train_round(self, ctx: ClientContext, model: Any, processor: Any, batches: list[list[MethodSample]],
-                    parts: dict[str, dict[str, torch.Tensor]], updates: int) -> dict[str, Any]:
+    def train_round(
+        self,
+        ctx: ClientContext,
+        model: Any,
+        processor: Any,
+        batches: list[list[MethodSample]],
+        parts: dict[str, dict[str, torch.Tensor]],
+        updates: int,
+    ) -> dict[str, Any]:
         both = {GLOBAL: 1.0, LOCAL: 1.0}
         if self.config.schedule == "alternating":
             local = train_phase(model, processor, batches, both, LOCAL, self.config)
@@ -69,8 +89,9 @@ class FedSim(DualAdapterMethod):
             losses = []
             with combination(model, both, trainable=[GLOBAL, LOCAL]):
                 params = adapter_parameters(model, GLOBAL) + adapter_parameters(model, LOCAL)
-                opt = torch.optim.AdamW([{"params": params, "lr": self.config.learning_rate,
-                                          "weight_decay": self.config.weight_decay}])
+                opt = torch.optim.AdamW(
+                    [{"params": params, "lr": self.config.learning_rate, "weight_decay": self.config.weight_decay}]
+                )
                 for batch in batches:
                     loss = task_loss(model, processor, batch, self.config.packed_training)
                     optimizer_step(loss, opt)

@@ -22,22 +22,31 @@ from .blocks import pq_layer_indices
 LayerDims = Mapping[str, tuple[int, int]]
 
 
-def decoder_linear_dims(hidden: int, intermediate: int, n_heads: int, n_kv_heads: int,
-                        head_dim: int | None = None) -> dict[str, tuple[int, int]]:
+def decoder_linear_dims(
+    hidden: int, intermediate: int, n_heads: int, n_kv_heads: int, head_dim: int | None = None
+) -> dict[str, tuple[int, int]]:
     """(d_in, d_out) of q/k/v/o/gate/up/down for a Llama/Qwen2 decoder layer."""
     hd = head_dim or hidden // n_heads
     return {
-        "self_attn.q_proj": (hidden, n_heads * hd), "self_attn.k_proj": (hidden, n_kv_heads * hd),
-        "self_attn.v_proj": (hidden, n_kv_heads * hd), "self_attn.o_proj": (n_heads * hd, hidden),
-        "mlp.gate_proj": (hidden, intermediate), "mlp.up_proj": (hidden, intermediate),
+        "self_attn.q_proj": (hidden, n_heads * hd),
+        "self_attn.k_proj": (hidden, n_kv_heads * hd),
+        "self_attn.v_proj": (hidden, n_kv_heads * hd),
+        "self_attn.o_proj": (n_heads * hd, hidden),
+        "mlp.gate_proj": (hidden, intermediate),
+        "mlp.up_proj": (hidden, intermediate),
         "mlp.down_proj": (intermediate, hidden),
     }
 
 
 def dims_from_hf_config(config: Any) -> tuple[int, dict[str, tuple[int, int]]]:
     """(num_layers, per-layer dims) from a transformers Llama/Qwen2 config."""
-    dims = decoder_linear_dims(config.hidden_size, config.intermediate_size, config.num_attention_heads,
-                               config.num_key_value_heads, getattr(config, "head_dim", None))
+    dims = decoder_linear_dims(
+        config.hidden_size,
+        config.intermediate_size,
+        config.num_attention_heads,
+        config.num_key_value_heads,
+        getattr(config, "head_dim", None),
+    )
     return int(config.num_hidden_layers), dims
 
 
@@ -63,8 +72,16 @@ def full_lora_elements(num_layers: int, dims: LayerDims, rank: int) -> int:
     return num_layers * sum(rank * (di + do) for di, do in dims.values())
 
 
-def fedmosaic_payload(num_layers: int, dims: LayerDims, rank: int, n_blocks: int, grad_numel: int,
-                      n_s: float, pq_layers: Sequence[int] | None = None, send_conv: bool = True) -> Payload:
+def fedmosaic_payload(
+    num_layers: int,
+    dims: LayerDims,
+    rank: int,
+    n_blocks: int,
+    grad_numel: int,
+    n_s: float,
+    pq_layers: Sequence[int] | None = None,
+    send_conv: bool = True,
+) -> Payload:
     """The uplink/downlink element count above; ``send_conv=False`` for conv_agg='none' (only P/Q and g uploaded)."""
     pq_idx = set(pq_layers if pq_layers is not None else pq_layer_indices(num_layers, n_blocks))
     per_conv_layer = sum(rank * (di + do) for di, do in dims.values())
@@ -108,17 +125,26 @@ def ws_overhead_ratio(ws_flops: int, client_flops: int, m: int) -> float:
     return ws_flops / m / client_flops
 
 
-def alignment_overhead(n_types: int, public_size: int, batch_size: int, n_clients: int, rounds: int,
-                       local_steps: int) -> float:
+def alignment_overhead(
+    n_types: int, public_size: int, batch_size: int, n_clients: int, rounds: int, local_steps: int
+) -> float:
     """One-off alignment iterations amortised over all client iterations (App. A.8: 6.25% at the paper's scale)."""
     return (n_types - 1) * math.ceil(public_size / batch_size) / (n_clients * rounds * local_steps)
 
 
-def upload_tensors(local: Mapping[str, torch.Tensor], ghat_masked: torch.Tensor | None,
-                   dtype: torch.dtype = torch.bfloat16, send_conv: bool = True) -> dict[str, torch.Tensor]:
+def upload_tensors(
+    local: Mapping[str, torch.Tensor],
+    ghat_masked: torch.Tensor | None,
+    dtype: torch.dtype = torch.bfloat16,
+    send_conv: bool = True,
+) -> dict[str, torch.Tensor]:
     """What a client uploads: P/Q (+ conventional A/B unless conv_agg='none') and the masked
     gradient under ``rela.grad``, cast to the wire dtype (bf16 by default, [R])."""
-    out = {k: v.detach().to(dtype) for k, v in local.items() if k.startswith("pq.") or (send_conv and k.startswith("conv."))}
+    out = {
+        k: v.detach().to(dtype)
+        for k, v in local.items()
+        if k.startswith("pq.") or (send_conv and k.startswith("conv."))
+    }
     if ghat_masked is not None:
         out["rela.grad"] = ghat_masked.detach().reshape(-1).to(dtype)
     return out

@@ -44,6 +44,7 @@ Batch = Mapping[str, torch.Tensor]
 # Pure math
 # ----------------------------------------------------------------------------------------------
 
+
 def orth_penalty(a: torch.Tensor) -> torch.Tensor:
     """||A A^T - I_r||_F^2 (Eq. 20's penalty in the form defined for r < d)."""
     eye = torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
@@ -55,9 +56,18 @@ def l2_code_distance(codes_p: torch.Tensor, h_j: torch.Tensor, a_j: torch.Tensor
     return float(((codes_p - h_j @ a_j.T) ** 2).sum(dim=1).mean())
 
 
-def align_a_l2(codes_p: torch.Tensor, h_j: torch.Tensor, a_init: torch.Tensor, *, lam: float = 0.5,
-               lr: float = 5e-5, epochs: int = 1, batch_size: int = 4, seed: int = 0,
-               project: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
+def align_a_l2(
+    codes_p: torch.Tensor,
+    h_j: torch.Tensor,
+    a_init: torch.Tensor,
+    *,
+    lam: float = 0.5,
+    lr: float = 5e-5,
+    epochs: int = 1,
+    batch_size: int = 4,
+    seed: int = 0,
+    project: bool = True,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Step A + A': fit A_j so its codes match the pivot's, then project to orthonormal rows.
 
     codes_p: (n, r) pivot codes A_p h_p; h_j: (n, d_j) inputs of j's paired module; a_init: (r, d_j).
@@ -77,7 +87,7 @@ def align_a_l2(codes_p: torch.Tensor, h_j: torch.Tensor, a_init: torch.Tensor, *
     for _ in range(epochs):
         perm = torch.randperm(n, generator=gen)
         for start in range(0, n, batch_size):
-            idx = perm[start:start + batch_size]
+            idx = perm[start : start + batch_size]
             pred = h_j[idx] @ a.T
             loss = ((codes_p[idx] - pred) ** 2).sum(dim=1).mean() + lam * orth_penalty(a)
             opt.zero_grad()
@@ -88,8 +98,12 @@ def align_a_l2(codes_p: torch.Tensor, h_j: torch.Tensor, a_init: torch.Tensor, *
     fitted = l2_code_distance(codes_p, h_j, out)
     if project:
         out = nearest_orthonormal_rows(out)
-    return out, {"l2_before": before, "l2_fitted": fitted, "l2_after": l2_code_distance(codes_p, h_j, out),
-                 "orth_error": orthonormality_error_rows(out)}
+    return out, {
+        "l2_before": before,
+        "l2_fitted": fitted,
+        "l2_after": l2_code_distance(codes_p, h_j, out),
+        "orth_error": orthonormality_error_rows(out),
+    }
 
 
 def _inv_sqrt_psd(c: torch.Tensor) -> torch.Tensor:
@@ -128,6 +142,7 @@ def map_b_cca(b_p: torch.Tensor, pi_p: torch.Tensor, pi_j: torch.Tensor, orthono
 # Activation collection on public data
 # ----------------------------------------------------------------------------------------------
 
+
 def _pool(t: torch.Tensor, mask: torch.Tensor | None, mode: Literal["token", "mean"]) -> torch.Tensor:
     """(batch, seq, d) -> rows: valid tokens (token mode) or masked per-sample mean (mean mode)."""
     if t.dim() == 2:
@@ -142,8 +157,9 @@ def _pool(t: torch.Tensor, mask: torch.Tensor | None, mode: Literal["token", "me
 
 
 @torch.no_grad()
-def collect_pq_activations(model: nn.Module, batches: Iterable[Batch], mode: Literal["token", "mean"],
-                           adapter: str = "default") -> dict[str, dict[str, torch.Tensor]]:
+def collect_pq_activations(
+    model: nn.Module, batches: Iterable[Batch], mode: Literal["token", "mean"], adapter: str = "default"
+) -> dict[str, dict[str, torch.Tensor]]:
     """Inputs h_I and base outputs W h_I of every PQ module (frozen base, adapters disabled)."""
     mods = pq_modules(model, adapter)
     store: dict[str, dict[str, list[torch.Tensor]]] = {k: {"inp": [], "out": []} for k in mods}
@@ -153,6 +169,7 @@ def collect_pq_activations(model: nn.Module, batches: Iterable[Batch], mode: Lit
         def hook(_m: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
             store[key]["inp"].append(_pool(inputs[0].float(), current_mask[0], mode))
             store[key]["out"].append(_pool(output.float(), current_mask[0], mode))
+
         return hook
 
     was_training = model.training
@@ -175,15 +192,26 @@ def _pairing(cfg_mode: str, batches_p: list[Batch], batches_j: list[Batch]) -> L
     if cfg_mode in ("token", "mean"):
         return cfg_mode  # type: ignore[return-value]
     same = len(batches_p) == len(batches_j) and all(
-        bp["input_ids"].shape == bj["input_ids"].shape and torch.equal(bp["input_ids"], bj["input_ids"])
-        and torch.equal(bp.get("attention_mask", torch.ones_like(bp["input_ids"])),
-                        bj.get("attention_mask", torch.ones_like(bj["input_ids"])))
-        for bp, bj in zip(batches_p, batches_j))
+        bp["input_ids"].shape == bj["input_ids"].shape
+        and torch.equal(bp["input_ids"], bj["input_ids"])
+        and torch.equal(
+            bp.get("attention_mask", torch.ones_like(bp["input_ids"])),
+            bj.get("attention_mask", torch.ones_like(bj["input_ids"])),
+        )
+        for bp, bj in zip(batches_p, batches_j)
+    )
     return "token" if same else "mean"
 
 
-def align_to_pivot(pivot: nn.Module, model: nn.Module, batches_pivot: list[Batch], batches_model: list[Batch],
-                   cfg: FedMosaicConfig, adapter: str = "default", seed: int = 0) -> dict[str, dict[str, Any]]:
+def align_to_pivot(
+    pivot: nn.Module,
+    model: nn.Module,
+    batches_pivot: list[Batch],
+    batches_model: list[Batch],
+    cfg: FedMosaicConfig,
+    adapter: str = "default",
+    seed: int = 0,
+) -> dict[str, dict[str, Any]]:
     """Align every PQ module of ``model`` to the paired (block, module) of ``pivot``, in place.
 
     ``batches_*`` hold the same public samples tokenized for each model. Returns a per-module
@@ -205,8 +233,16 @@ def align_to_pivot(pivot: nn.Module, model: nn.Module, batches_pivot: list[Batch
         if h_p.shape[0] != h_j.shape[0]:
             raise ValueError(f"{key}: {h_p.shape[0]} pivot rows vs {h_j.shape[0]} rows; pairing failed")
         codes_p = h_p @ a_p[:r].T
-        a_j, info = align_a_l2(codes_p, h_j, a_j0[:r], lam=cfg.align_lambda, lr=cfg.align_lr,
-                               epochs=cfg.align_epochs, batch_size=cfg.align_batch_size, seed=seed)
+        a_j, info = align_a_l2(
+            codes_p,
+            h_j,
+            a_j0[:r],
+            lam=cfg.align_lambda,
+            lr=cfg.align_lr,
+            epochs=cfg.align_epochs,
+            batch_size=cfg.align_batch_size,
+            seed=seed,
+        )
         if a_j0.shape[0] > r:
             a_j = complete_orthonormal_rows(a_j, a_j0.shape[0], gen)
         if cfg.cca_features == "base_output":
@@ -218,9 +254,14 @@ def align_to_pivot(pivot: nn.Module, model: nn.Module, batches_pivot: list[Batch
         if b_j0.shape[1] > r:
             b_j = complete_orthonormal_rows(b_j.T, b_j0.shape[1], gen).T.contiguous()
         new_bases[key] = (a_j, b_j)
-        report[key] = {**info, "pairing": mode, "b_orth_error": orthonormality_error_cols(b_j),
-                       "cca_corr_top": float(corr[0]), "cca_corr_mean": float(corr.mean()),
-                       "cca_directions": (pi_p, pi_j)}  # not a number: kept for the held-out audit, not written
+        report[key] = {
+            **info,
+            "pairing": mode,
+            "b_orth_error": orthonormality_error_cols(b_j),
+            "cca_corr_top": float(corr[0]),
+            "cca_corr_mean": float(corr.mean()),
+            "cca_directions": (pi_p, pi_j),
+        }  # not a number: kept for the held-out audit, not written
     set_pq_bases(model, new_bases, adapter)
     return report
 
@@ -233,10 +274,16 @@ def _column_correlations(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return ((x * y).sum(0) / den).float()
 
 
-def audit_alignment(pivot: nn.Module, model: nn.Module, batches_pivot: list[Batch], batches_model: list[Batch],
-                    bases_before: Mapping[str, tuple[torch.Tensor, torch.Tensor]],
-                    report: Mapping[str, Mapping[str, Any]], cfg: FedMosaicConfig,
-                    adapter: str = "default") -> dict[str, dict[str, float]]:
+def audit_alignment(
+    pivot: nn.Module,
+    model: nn.Module,
+    batches_pivot: list[Batch],
+    batches_model: list[Batch],
+    bases_before: Mapping[str, tuple[torch.Tensor, torch.Tensor]],
+    report: Mapping[str, Mapping[str, Any]],
+    cfg: FedMosaicConfig,
+    adapter: str = "default",
+) -> dict[str, dict[str, float]]:
     """How well ``model``'s alignment to the pivot holds on public data the alignment did not see.
 
     Per PQ module: the A-code L2 distance ``mean ||A_p h_p - A_j h_j||^2`` with the bases from before alignment
@@ -260,11 +307,17 @@ def audit_alignment(pivot: nn.Module, model: nn.Module, batches_pivot: list[Batc
         before = l2_code_distance(codes_p, acts_j[key]["inp"], a0[:r])
         after = l2_code_distance(codes_p, acts_j[key]["inp"], a_j[:r])
         pi_p, pi_j = report[key]["cca_directions"]
-        corr = _column_correlations(acts_p[key]["out"] @ pi_p.to(acts_p[key]["out"].dtype),
-                                    acts_j[key]["out"] @ pi_j.to(acts_j[key]["out"].dtype))
-        out[key] = {"heldout_l2_before": before, "heldout_l2_after": after,
-                    "heldout_l2_ratio": after / before if before else 1.0,
-                    "heldout_cca_corr_top": float(corr[0]), "heldout_cca_corr_mean": float(corr.mean())}
+        corr = _column_correlations(
+            acts_p[key]["out"] @ pi_p.to(acts_p[key]["out"].dtype),
+            acts_j[key]["out"] @ pi_j.to(acts_j[key]["out"].dtype),
+        )
+        out[key] = {
+            "heldout_l2_before": before,
+            "heldout_l2_after": after,
+            "heldout_l2_ratio": after / before if before else 1.0,
+            "heldout_cca_corr_top": float(corr[0]),
+            "heldout_cca_corr_mean": float(corr.mean()),
+        }
     return out
 
 
@@ -279,10 +332,18 @@ def choose_pivot(models: Mapping[str, nn.Module], which: Literal["smallest", "la
     return ranked[0] if which == "smallest" else ranked[-1]
 
 
-def align_all(models: Mapping[str, nn.Module], batches: Mapping[str, list[Batch]], cfg: FedMosaicConfig,
-              adapter: str = "default", seed: int = 0) -> tuple[str, dict[str, dict[str, dict[str, Any]]]]:
+def align_all(
+    models: Mapping[str, nn.Module],
+    batches: Mapping[str, list[Batch]],
+    cfg: FedMosaicConfig,
+    adapter: str = "default",
+    seed: int = 0,
+) -> tuple[str, dict[str, dict[str, dict[str, Any]]]]:
     """Star alignment of every model type to the pivot; returns (pivot name, reports by type)."""
     pivot = choose_pivot(models, cfg.pivot)
-    reports = {name: align_to_pivot(models[pivot], m, batches[pivot], batches[name], cfg, adapter, seed)
-               for name, m in models.items() if name != pivot}
+    reports = {
+        name: align_to_pivot(models[pivot], m, batches[pivot], batches[name], cfg, adapter, seed)
+        for name, m in models.items()
+        if name != pivot
+    }
     return pivot, reports

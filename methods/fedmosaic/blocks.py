@@ -45,4 +45,4 @@ def layer_index_from_key(key: str) -> int | None:
 def layer_relative_name(key: str) -> str | None:
     """Path below the decoder layer (``self_attn.q_proj``); identical across Llama and Qwen2."""
     match = _LAYER_RE.search(key)
-    return key[match.end():] if match else None
+    return key[match.end() :] if match else None

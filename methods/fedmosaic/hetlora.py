@@ -58,8 +58,9 @@ def _module_prefixes(states: Sequence[State], prefix: str, suffixes: tuple[str, 
     return sorted(common or set())
 
 
-def aggregate_pq_hetero(states: Sequence[State], rela: torch.Tensor, ranks: Sequence[int],
-                        norm: Literal["P", "PQ"] = "P") -> list[dict[str, torch.Tensor]]:
+def aggregate_pq_hetero(
+    states: Sequence[State], rela: torch.Tensor, ranks: Sequence[int], norm: Literal["P", "PQ"] = "P"
+) -> list[dict[str, torch.Tensor]]:
     """Customised P/Q for clients of different ranks: pad, Eq. 25 weights, truncate (per module)."""
     n = len(states)
     r_max = max(ranks)
@@ -80,8 +81,9 @@ def aggregate_pq_hetero(states: Sequence[State], rela: torch.Tensor, ranks: Sequ
     return out
 
 
-def aggregate_conv_hetero(states: Sequence[State], rela: torch.Tensor, ranks: Sequence[int],
-                          model_types: Sequence[str]) -> list[dict[str, torch.Tensor]]:
+def aggregate_conv_hetero(
+    states: Sequence[State], rela: torch.Tensor, ranks: Sequence[int], model_types: Sequence[str]
+) -> list[dict[str, torch.Tensor]]:
     """Conventional LoRA of different ranks within each type: zero-pad, Eq. 25 weights, truncate."""
     n = len(states)
     out: list[dict[str, torch.Tensor]] = [{} for _ in range(n)]

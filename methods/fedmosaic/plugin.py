@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from drake_bench.benchmarks.sample import MethodSample
 from drake_bench.plugins.protocol import (
     ClientContext,
     Diagnostic,
@@ -22,7 +23,6 @@ from drake_bench.plugins.protocol import (
     ModelIdentity,
     State,
 )
-from drake_bench.benchmarks.sample import MethodSample
 
 from ..lora_clients import LoraClients, average
 from . import accounting, hetlora, rela
@@ -30,12 +30,12 @@ from .alignment import align_all, audit_alignment, choose_pivot
 from .config import TOY_PROFILE, FedMosaicPluginConfig, expand_client_ranks
 from .pqlora import (
     gate_values,
-    pq_bases,
     load_global_state,
     load_local_state,
     local_state,
     make_pq_lora_config,
     param_groups,
+    pq_bases,
     tie_layer_gates,
 )
 
@@ -66,8 +66,16 @@ class PQLoraClients(LoraClients):
 
     #: The rank axes of every FedMosaic weight (nesting a smaller rank's initial adapter in the largest one, and the
     #: zero padding / truncation of the rank-heterogeneous fast-adaptation average).
-    rank_axes = {"lora_A": (0,), "lora_B": (1,), "lora_P": (0, 1), "lora_Q": (0,), "lora_gA": (0,), "lora_gB": (1,),
-                 "lora_gP": (0, 1), "lora_gQ": (0,)}
+    rank_axes = {
+        "lora_A": (0,),
+        "lora_B": (1,),
+        "lora_P": (0, 1),
+        "lora_Q": (0,),
+        "lora_gA": (0,),
+        "lora_gB": (1,),
+        "lora_gP": (0, 1),
+        "lora_gQ": (0,),
+    }
 
     def client_ranks(self, federation: FederationContext) -> dict[int, int] | None:
         """The config's ``client_ranks`` for the federation's clients (None when it is not set)."""
@@ -150,14 +158,20 @@ class FedMosaic:
     # relative compute: W_s's gradient and the dual adapter cost about 9.8% more per step, plus the
     # one-off alignment (App. A.8: 1.161 in all)
     meta = MethodMeta(
-        name="fedmosaic", version="1.0", relative_compute=1.161,
+        name="fedmosaic",
+        version="1.0",
+        relative_compute=1.161,
         summary="RELA-weighted aggregation of aligned PQ-LoRA adapters across heterogeneous models.",
-        reference="Not All Clients Are Equal: Collaborative Model Personalization on Heterogeneous Multi-Modal Clients")
+        reference="Not All Clients Are Equal: Collaborative Model Personalization on Heterogeneous Multi-Modal Clients",
+    )
 
     Config = FedMosaicPluginConfig.with_defaults(
-        "Config", qualname="FedMosaic.Config", module=__name__,
+        "Config",
+        qualname="FedMosaic.Config",
+        module=__name__,
         doc="FedMosaic's settings; defaults are the toy profile (config.TOY_PROFILE) for the tiny zoo models.",
-        **TOY_PROFILE)
+        **TOY_PROFILE,
+    )
 
     def __init__(self, config: FedMosaicPluginConfig | None = None):
         self.config = config or self.Config()
@@ -181,8 +195,9 @@ class FedMosaic:
 
     # ------------------------------------------------------------------ set-up
     def setup(self, federation: FederationContext) -> None:
-        from drake_bench.models.engine import encode_for_training
         from peft.utils import get_peft_model_state_dict
+
+        from drake_bench.models.engine import encode_for_training
 
         cfg = self.config
         self.arch = dict(federation.architectures)
@@ -193,45 +208,63 @@ class FedMosaic:
         self.ranks = {c: pool.rank(c) for c in pool.clients()}
         self.max_rank = {a: max(self.ranks[c] for c in members) for a, members in groups.items()}
         # an architecture's widest client: its slot is the adapter "default" that alignment and E[k] are read from
-        models = {a: pool.model_for(next(c for c in members if self.ranks[c] == self.max_rank[a]))
-                  for a, members in groups.items()}
+        models = {
+            a: pool.model_for(next(c for c in members if self.ranks[c] == self.max_rank[a]))
+            for a, members in groups.items()
+        }
         # weight alignment (star, pivot = smallest) on public text
         self._alignment: dict[str, dict[str, dict[str, Any]]] = {}
         self._pivot: str | None = None
         if len(models) > 1:
             # the public draw is prefix-stable: items past public_size were never seen by the alignment
-            drawn = [s.for_method().model_copy(update={"images": []})
-                     for s in federation.public_data(cfg.public_size + cfg.alignment_audit_size)]
-            public, heldout = drawn[:cfg.public_size], drawn[cfg.public_size:]
+            drawn = [
+                s.for_method().model_copy(update={"images": []})
+                for s in federation.public_data(cfg.public_size + cfg.alignment_audit_size)
+            ]
+            public, heldout = drawn[: cfg.public_size], drawn[cfg.public_size :]
 
             def encode(a: str, items: list[MethodSample]) -> list[dict[str, torch.Tensor]]:
                 proc = pool.processor(groups[a][0])
-                encs = [encode_for_training(models[a], proc, items[i:i + 32]) for i in range(0, len(items), 32)]
+                encs = [encode_for_training(models[a], proc, items[i : i + 32]) for i in range(0, len(items), 32)]
                 return [{"input_ids": e["input_ids"], "attention_mask": e["attention_mask"]} for e in encs]
 
             batches = {a: encode(a, public) for a in models}
             tokens = sum(int(b["attention_mask"].sum()) for b in batches[next(iter(models))])
             per_sample = max(1, round(tokens / max(1, len(public))))
-            before = {a: {k: (pa.clone(), pb.clone()) for k, (pa, pb) in pq_bases(m).items()} for a, m in models.items()}
+            before = {
+                a: {k: (pa.clone(), pb.clone()) for k, (pa, pb) in pq_bases(m).items()} for a, m in models.items()
+            }
             self._pivot, self._alignment = align_all(
-                models, batches, cfg.model_copy(update={"align_batch_size": cfg.align_batch_size * per_sample}),
-                seed=cfg.pq_seed)
+                models,
+                batches,
+                cfg.model_copy(update={"align_batch_size": cfg.align_batch_size * per_sample}),
+                seed=cfg.pq_seed,
+            )
             if heldout:
                 held = {a: encode(a, heldout) for a in models}
                 for a in self._alignment:
-                    audit = audit_alignment(models[self._pivot], models[a], held[self._pivot], held[a], before[a],
-                                            self._alignment[a], cfg)
+                    audit = audit_alignment(
+                        models[self._pivot], models[a], held[self._pivot], held[a], before[a], self._alignment[a], cfg
+                    )
                     for module, values in audit.items():
                         self._alignment[a].setdefault(module, {}).update(values)
         # every client starts from its architecture's aligned adapter (Algorithm 1: L_i = G_i = E)
-        self._init = {a: {k: v.detach().to("cpu", copy=True)
-                          for k, v in get_peft_model_state_dict(model, save_embedding_layers=False).items()}
-                      for a, model in models.items()}
+        self._init = {
+            a: {
+                k: v.detach().to("cpu", copy=True)
+                for k, v in get_peft_model_state_dict(model, save_embedding_layers=False).items()
+            }
+            for a, model in models.items()
+        }
         # [R] a client of smaller rank r starts from the leading block of its architecture's aligned E[k] (A[:r],
         # B[:, :r]): its first min(r, r_pivot) coordinates are the aligned ones, so zero padding of P/Q lines up
         # coordinates that mean the same thing across clients and ranks (alignment across ranks, App. A.24)
-        self._init_ranked = {(a, r): pool.resize(self._init[a], r) for a, members in groups.items()
-                             for r in sorted({self.ranks[c] for c in members}) if r != self.max_rank[a]}
+        self._init_ranked = {
+            (a, r): pool.resize(self._init[a], r)
+            for a, members in groups.items()
+            for r in sorted({self.ranks[c] for c in members})
+            if r != self.max_rank[a]
+        }
         pool.sync()
         for a, members in groups.items():
             for c in members:
@@ -241,8 +274,9 @@ class FedMosaic:
         self.mask = None
         if self.uses_rela:
             ws_arch = choose_pivot(models, "smallest")
-            self.ws, self.ws_processor = self.clients.loader(federation.allocation[groups[ws_arch][0]],
-                                                             device=federation.device)
+            self.ws, self.ws_processor = self.clients.loader(
+                federation.allocation[groups[ws_arch][0]], device=federation.device
+            )
             self.ws.requires_grad_(False)
             from drake_bench.models.engine import use_segment_attention_if_packable
 
@@ -285,8 +319,9 @@ class FedMosaic:
         return grad.detach().reshape(-1).float().cpu()
 
     # ------------------------------------------------------------------ protocol
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+    def client_update(
+        self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
+    ) -> tuple[Message, State]:
         cfg = self.config
         c = ctx.client_id
         pool = self.clients.pool
@@ -321,12 +356,17 @@ class FedMosaic:
         tensors = self.clients.dump(c)
         if ghat is not None:
             tensors[_OWN + "ghat"] = ghat
-        meta = {"round": int(state.metadata.get("round", 0)) + 1,
-                "grad_computations": int(state.metadata.get("grad_computations", 0)) + n_grad,
-                "loss": loss, "gate_mean": float(sum(gates) / len(gates)) if gates else None}
+        meta = {
+            "round": int(state.metadata.get("round", 0)) + 1,
+            "grad_computations": int(state.metadata.get("grad_computations", 0)) + n_grad,
+            "loss": loss,
+            "gate_mean": float(sum(gates) / len(gates)) if gates else None,
+        }
         return Message(tensors=upload), State(tensors=tensors, metadata=meta)
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         cfg = self.config
         order = sorted(uploads)
         states = [{k: v.float() for k, v in uploads[c].tensors.items() if not k.startswith(_OWN)} for c in order]
@@ -368,14 +408,18 @@ class FedMosaic:
             r_max = max(ranks)
             avg = {}
             for k in (k for k in rela.pq_keys(states[0]) if k.endswith(".P")):
-                m = k[:-len(".P")]
+                m = k[: -len(".P")]
                 padded = [hetlora.pad_pq(s[m + ".P"], s[m + ".Q"], r_max) for s in states]
                 avg[f"avg.{m}.P"] = sum(p for p, _ in padded) / n
                 avg[f"avg.{m}.Q"] = sum(q for _, q in padded) / n
         else:
             avg = {f"avg.{k}": sum(s[k] for s in states) / n for k in rela.pq_keys(states[0])}
-        meta: dict[str, Any] = {"round": round_idx + 1, "clients": order, "weights": weights.tolist(),
-                                "weighting": cfg.weighting}
+        meta: dict[str, Any] = {
+            "round": round_idx + 1,
+            "clients": order,
+            "weights": weights.tolist(),
+            "weighting": cfg.weighting,
+        }
         if cfg.client_ranks is not None:
             meta["ranks"] = ranks
         if sim is not None:
@@ -423,7 +467,7 @@ class FedMosaic:
         pq_avg = {}
         for k, v in server_state.tensors.items():
             if k.startswith("avg."):  # the P/Q average, at the largest rank under hetlora: truncated to rep's rank
-                pq_avg[k[len("avg."):]] = v[:r, :r].clone() if k.endswith(".P") else v[:r].clone()
+                pq_avg[k[len("avg.") :]] = v[:r, :r].clone() if k.endswith(".P") else v[:r].clone()
         slot = pool.slot(rep)
         with pool.use(rep) as model:
             if pq_avg:
@@ -453,14 +497,22 @@ class FedITPQLoRA(FedMosaic):
     """
 
     meta = MethodMeta(
-        name="fedit-pqlora", version="1.0", relative_compute=1.0,
+        name="fedit-pqlora",
+        version="1.0",
+        relative_compute=1.0,
         summary="FedIT with FedMosaic's aligned PQ-LoRA adapters and equal weights (the (+)PQ-LoRA ablation).",
-        reference="Not All Clients Are Equal: Collaborative Model Personalization on Heterogeneous Multi-Modal Clients")
+        reference="Not All Clients Are Equal: Collaborative Model Personalization on Heterogeneous Multi-Modal Clients",
+    )
 
     Config = FedMosaic.Config.with_defaults(
-        "Config", qualname="FedITPQLoRA.Config", module=__name__,
+        "Config",
+        qualname="FedITPQLoRA.Config",
+        module=__name__,
         doc="FedMosaic's settings with FedIT's single adapter and equal weights within each architecture.",
-        dual_path=False, weighting="equal", conv_agg="equal_within_type")
+        dual_path=False,
+        weighting="equal",
+        conv_agg="equal_within_type",
+    )
 
 
 class FedMosaicEqual(FedMosaic):
@@ -475,12 +527,18 @@ class FedMosaicEqual(FedMosaic):
     """
 
     meta = MethodMeta(
-        name="fedmosaic-equal", version="1.0", relative_compute=1.0,
+        name="fedmosaic-equal",
+        version="1.0",
+        relative_compute=1.0,
         summary="FedMosaic's dual-path PQ-LoRA with equal client weights (RELA off): Table 7's middle step.",
-        reference="Not All Clients Are Equal: Collaborative Model Personalization on Heterogeneous Multi-Modal Clients")
+        reference="Not All Clients Are Equal: Collaborative Model Personalization on Heterogeneous Multi-Modal Clients",
+    )
 
     Config = FedMosaic.Config.with_defaults(
-        "Config", qualname="FedMosaicEqual.Config", module=__name__,
+        "Config",
+        qualname="FedMosaicEqual.Config",
+        module=__name__,
         doc="FedMosaic's settings with equal weights: the dual path and gate kept, no relevance gradient.",
-        weighting="equal", conv_agg="equal_within_type")
-
+        weighting="equal",
+        conv_agg="equal_within_type",
+    )

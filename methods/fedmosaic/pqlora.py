@@ -95,8 +95,11 @@ class FedMosaicVariant(LoraVariant):
         r = module.r[adapter_name]
         weight = module.lora_A[adapter_name].weight
         module._fm_meta[adapter_name] = {
-            "is_pq": is_pq, "layer": layer, "rel": rel,
-            "block": config.pq_layers.index(layer) if is_pq else None, "dual": config.dual_path,
+            "is_pq": is_pq,
+            "layer": layer,
+            "rel": rel,
+            "block": config.pq_layers.index(layer) if is_pq else None,
+            "dual": config.dual_path,
         }
         frozen: tuple[str, ...] = ()
         with torch.no_grad():
@@ -125,8 +128,9 @@ class FedMosaicVariant(LoraVariant):
             _freeze(module, adapter_name, frozen)
 
     @staticmethod
-    def forward(module: "FedMosaicLinear", active_adapter: str, x: torch.Tensor, result: torch.Tensor,
-                **kwargs: Any) -> torch.Tensor:
+    def forward(
+        module: "FedMosaicLinear", active_adapter: str, x: torch.Tensor, result: torch.Tensor, **kwargs: Any
+    ) -> torch.Tensor:
         a = active_adapter
         meta = module._fm_meta[a]
         xd = module.lora_dropout[a](x)
@@ -227,6 +231,7 @@ class FedMosaicLinear(LoraLinear):
 # Construction
 # ----------------------------------------------------------------------------------------------
 
+
 def num_decoder_layers(model: nn.Module) -> int:
     """Number of decoder layers of a transformers causal LM (``config.num_hidden_layers``)."""
     cfg = getattr(model, "config", None)
@@ -239,16 +244,27 @@ def num_decoder_layers(model: nn.Module) -> int:
 def make_pq_lora_config(num_layers: int, cfg: FedMosaicConfig, **overrides: Any) -> PQLoraConfig:
     """PQLoraConfig for a decoder of ``num_layers`` layers from the method config."""
     kwargs: dict[str, Any] = dict(
-        r=cfg.rank, lora_alpha=cfg.conv_alpha, lora_dropout=0.0, target_modules=list(cfg.target_modules),
-        bias="none", task_type="CAUSAL_LM", pq_layers=cfg.pq_layers(num_layers), dual_path=cfg.dual_path,
-        gate_init=cfg.gate_init, pq_seed=cfg.pq_seed,
+        r=cfg.rank,
+        lora_alpha=cfg.conv_alpha,
+        lora_dropout=0.0,
+        target_modules=list(cfg.target_modules),
+        bias="none",
+        task_type="CAUSAL_LM",
+        pq_layers=cfg.pq_layers(num_layers),
+        dual_path=cfg.dual_path,
+        gate_init=cfg.gate_init,
+        pq_seed=cfg.pq_seed,
     )
     kwargs.update(overrides)
     return PQLoraConfig(**kwargs)
 
 
-def attach_fedmosaic(model: nn.Module, config: FedMosaicConfig | PQLoraConfig,
-                     adapter_name: str = "default", gate_granularity: str | None = None) -> PeftModel:
+def attach_fedmosaic(
+    model: nn.Module,
+    config: FedMosaicConfig | PQLoraConfig,
+    adapter_name: str = "default",
+    gate_granularity: str | None = None,
+) -> PeftModel:
     """Wrap ``model`` with FedMosaic adapters and tie gates per layer (unless per-module is asked)."""
     if isinstance(config, FedMosaicConfig):
         granularity = gate_granularity or config.gate_granularity
@@ -293,6 +309,7 @@ def tie_layer_gates(model: nn.Module, adapter: str = "default") -> int:
 # ----------------------------------------------------------------------------------------------
 # State access (keys are architecture-independent for PQ modules: matched by block and module)
 # ----------------------------------------------------------------------------------------------
+
 
 def _pq_key(meta: dict[str, Any]) -> str:
     return f"pq.{meta['block']}.{meta['rel']}"
@@ -360,16 +377,18 @@ def _load(model: nn.Module, state: dict[str, torch.Tensor], adapter: str, target
     return used
 
 
-def load_global_state(model: nn.Module, state: dict[str, torch.Tensor], adapter: str = "default",
-                      strict: bool = False) -> set[str]:
+def load_global_state(
+    model: nn.Module, state: dict[str, torch.Tensor], adapter: str = "default", strict: bool = False
+) -> set[str]:
     """Write a customised global adapter G_i into the frozen global path; returns keys used.
 
     Non-strict by default because a server message may carry only PQ keys (conv_agg='none')."""
     return _load(model, state, adapter, "global", strict)
 
 
-def load_local_state(model: nn.Module, state: dict[str, torch.Tensor], adapter: str = "default",
-                     strict: bool = False) -> set[str]:
+def load_local_state(
+    model: nn.Module, state: dict[str, torch.Tensor], adapter: str = "default", strict: bool = False
+) -> set[str]:
     """Overwrite the local adapter (e.g. the fast-adaptation start from the aggregated local adapters)."""
     return _load(model, state, adapter, "local", strict)
 
@@ -390,12 +409,15 @@ def pq_bases(model: nn.Module, adapter: str = "default") -> dict[str, tuple[torc
         meta = m._fm_meta[adapter]
         if meta["is_pq"]:
             out[f"{meta['block']}.{meta['rel']}"] = (
-                m.lora_A[adapter].weight.detach().float().clone(), m.lora_B[adapter].weight.detach().float().clone())
+                m.lora_A[adapter].weight.detach().float().clone(),
+                m.lora_B[adapter].weight.detach().float().clone(),
+            )
     return out
 
 
-def set_pq_bases(model: nn.Module, bases: dict[str, tuple[torch.Tensor, torch.Tensor]],
-                 adapter: str = "default") -> None:
+def set_pq_bases(
+    model: nn.Module, bases: dict[str, tuple[torch.Tensor, torch.Tensor]], adapter: str = "default"
+) -> None:
     """Overwrite the frozen (A, B) of PQ modules (after alignment); shapes must match."""
     with torch.no_grad():
         for _, m in fedmosaic_layers(model, adapter):
@@ -409,8 +431,11 @@ def set_pq_bases(model: nn.Module, bases: dict[str, tuple[torch.Tensor, torch.Te
 
 def pq_modules(model: nn.Module, adapter: str = "default") -> dict[str, FedMosaicLinear]:
     """PQ layers keyed ``{block}.{module}``."""
-    return {f"{m._fm_meta[adapter]['block']}.{m._fm_meta[adapter]['rel']}": m
-            for _, m in fedmosaic_layers(model, adapter) if m._fm_meta[adapter]["is_pq"]}
+    return {
+        f"{m._fm_meta[adapter]['block']}.{m._fm_meta[adapter]['rel']}": m
+        for _, m in fedmosaic_layers(model, adapter)
+        if m._fm_meta[adapter]["is_pq"]
+    }
 
 
 def param_groups(model: nn.Module, cfg: FedMosaicConfig) -> list[dict[str, Any]]:

@@ -34,7 +34,9 @@ def shared_mask(d: int, n_s: float, seed: int) -> torch.Tensor:
     return torch.randperm(d, generator=gen)[:k].sort().values
 
 
-def sanitize(grad: torch.Tensor, mask: torch.Tensor, mu: float, generator: torch.Generator | None = None) -> torch.Tensor:
+def sanitize(
+    grad: torch.Tensor, mask: torch.Tensor, mu: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """M (.) (g + mu eps) restricted to the kept coordinates (Eq. 3 / Alg. 1)."""
     g = grad.reshape(-1)[mask].float()
     if mu > 0:
@@ -79,9 +81,13 @@ def last_layer_param(small_model: nn.Module, which: Literal["down_proj", "lm_hea
     return base.layers[-1].mlp.down_proj.weight
 
 
-def last_layer_gradient(small_model: nn.Module, input_ids: torch.Tensor, labels: torch.Tensor,
-                        attention_mask: torch.Tensor | None = None,
-                        which: Literal["down_proj", "lm_head"] = "down_proj") -> torch.Tensor:
+def last_layer_gradient(
+    small_model: nn.Module,
+    input_ids: torch.Tensor,
+    labels: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    which: Literal["down_proj", "lm_head"] = "down_proj",
+) -> torch.Tensor:
     """g = d CE(W_s(x), y) / d W_s^last, flattened; only that weight requires grad, so the
     backward pass stops there (W_s stays frozen: its requires_grad flags are restored)."""
     param = last_layer_param(small_model, which)
@@ -147,9 +153,12 @@ def aggregate_pq(states: Sequence[State], weights: torch.Tensor) -> list[dict[st
     return [weighted_sum(states, weights[i], keys) for i in range(len(states))]
 
 
-def aggregate_conv(states: Sequence[State], weights: torch.Tensor, model_types: Sequence[str],
-                   mode: Literal["rela_within_type", "equal_within_type", "none"] = "rela_within_type"
-                   ) -> list[dict[str, torch.Tensor]]:
+def aggregate_conv(
+    states: Sequence[State],
+    weights: torch.Tensor,
+    model_types: Sequence[str],
+    mode: Literal["rela_within_type", "equal_within_type", "none"] = "rela_within_type",
+) -> list[dict[str, torch.Tensor]]:
     """Conventional-LoRA globals within each model type (only one architecture can average them):
     renormalised RELA or equal weights; A and B are averaged separately."""
     n = len(states)

@@ -35,9 +35,9 @@ from typing import Any, Literal
 import torch
 from pydantic import ConfigDict, Field, field_validator
 
+from drake_bench.benchmarks.sample import MethodSample
 from drake_bench.errors import DrakeBenchError
 from drake_bench.plugins.protocol import ClientContext, Diagnostic, Message, MethodMeta, State
-from drake_bench.benchmarks.sample import MethodSample
 
 from ..fedit import FedIT
 from ..lora_clients import LoraClients, LoraSettings, average
@@ -60,10 +60,12 @@ class ClientSettings(LoraSettings):
     model_config = ConfigDict(extra="forbid")
 
     proximal_mu: float = Field(
-        default=0.0, ge=0.0,
+        default=0.0,
+        ge=0.0,
         description="FedProx's proximal weight mu: local training minimises loss + mu/2 ||w - w_global||^2 over the "
-                    "adapter weights w, with w_global the adapter the client started the round from. 0: plain "
-                    "FedAvg-style local training.")
+        "adapter weights w, with w_global the adapter the client started the round from. 0: plain "
+        "FedAvg-style local training.",
+    )
 
 
 def _proximal_gradient(param: torch.Tensor, anchor: torch.Tensor, mu: float, grad: torch.Tensor) -> torch.Tensor:
@@ -93,15 +95,21 @@ class ProximalLoraClients(LoraClients):
                     self._hooks.append(p.register_hook(partial(_proximal_gradient, p, p.detach().clone(), mu)))
         return groups
 
-    def train(self, ctx: ClientContext, batches: Iterable[Sequence[MethodSample]], adapter: str | None = None,
-              after_step: Callable[[int, Sequence[MethodSample]], None] | None = None) -> float:
+    def train(
+        self,
+        ctx: ClientContext,
+        batches: Iterable[Sequence[MethodSample]],
+        adapter: str | None = None,
+        after_step: Callable[[int, Sequence[MethodSample]], None] | None = None,
+    ) -> float:
         try:
             return super().train(ctx, batches, adapter=adapter, after_step=after_step)
         finally:
             self._remove_hooks()
 
-    def train_group(self, ctxs: Sequence[ClientContext], batches: Sequence[Iterable[Sequence[MethodSample]]]
-                    ) -> list[float]:
+    def train_group(
+        self, ctxs: Sequence[ClientContext], batches: Sequence[Iterable[Sequence[MethodSample]]]
+    ) -> list[float]:
         """Client batching: every client's optimiser is built on its own slot while it alone is trainable, so each
         slot gets the hook of its own starting weights."""
         try:
@@ -157,10 +165,18 @@ class DeltaAggregation(FedIT):
         tensors: dict[str, torch.Tensor] = {}
         for arch, members in self.architectures().items():
             tensors.update({f"{arch}/{k}": v.clone() for k, v in self.clients.initial(members[0]).items()})
-        return State(tensors=tensors, metadata={"round": 0, "version": {a: 0 for a in self.architectures()},
-                                                "holds": {str(c): 0 for c in sorted(self.arch)}})
+        return State(
+            tensors=tensors,
+            metadata={
+                "round": 0,
+                "version": {a: 0 for a in self.architectures()},
+                "holds": {str(c): 0 for c in sorted(self.arch)},
+            },
+        )
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         """Per architecture: each upload's update against the global that client started from, merged by the rule
         and added to the architecture's current global.
 
@@ -182,9 +198,11 @@ class DeltaAggregation(FedIT):
         server = dict(server_state.tensors)
         for arch, members in groups.items():
             current_v = version.get(arch, 0)
-            current = {k[len(arch) + 1:]: v for k, v in server_state.tensors.items() if k.startswith(f"{arch}/")}
-            starts = [self._started_from(server_state.tensors, arch, current, current_v,
-                                         holds.get(str(c), current_v), c) for c in members]
+            current = {k[len(arch) + 1 :]: v for k, v in server_state.tensors.items() if k.startswith(f"{arch}/")}
+            starts = [
+                self._started_from(server_state.tensors, arch, current, current_v, holds.get(str(c), current_v), c)
+                for c in members
+            ]
             new = self.merge_architecture(arch, current, [uploads[c].tensors for c in members], starts)
             others = [c for c, a in self.arch.items() if a == arch and c not in members]
             if any(holds.get(str(c), current_v) == current_v for c in others):  # still held: keep it as it was
@@ -196,27 +214,40 @@ class DeltaAggregation(FedIT):
                 holds[str(c)] = round_idx + 1
         in_use = {(self.arch[int(c)], v) for c, v in holds.items() if int(c) in self.arch}
         for k in [k for k in server if k.startswith(HELD)]:
-            v, arch, _ = k[len(HELD):].split("/", 2)
+            v, arch, _ = k[len(HELD) :].split("/", 2)
             if (arch, int(v)) not in in_use or int(v) == version.get(arch, 0):
                 del server[k]
         return out, State(tensors=server, metadata={"round": round_idx + 1, "version": version, "holds": holds})
 
     @staticmethod
-    def _started_from(tensors: dict[str, torch.Tensor], arch: str, current: dict[str, torch.Tensor], current_v: int,
-                      held_v: int, client: int) -> dict[str, torch.Tensor]:
+    def _started_from(
+        tensors: dict[str, torch.Tensor],
+        arch: str,
+        current: dict[str, torch.Tensor],
+        current_v: int,
+        held_v: int,
+        client: int,
+    ) -> dict[str, torch.Tensor]:
         """The global adapter ``client`` was last sent (version ``held_v`` of ``arch``'s global)."""
         if held_v == current_v:
             return current
         prefix = f"{HELD}{held_v}/{arch}/"
-        start = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+        start = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
         if not start:
-            raise DrakeBenchError(f"architecture {arch!r}: client {client} started from version {held_v} of the "
-                                  f"global adapter, which the server's state does not hold (current version "
-                                  f"{current_v}); its update cannot be formed")
+            raise DrakeBenchError(
+                f"architecture {arch!r}: client {client} started from version {held_v} of the "
+                f"global adapter, which the server's state does not hold (current version "
+                f"{current_v}); its update cannot be formed"
+            )
         return start
 
-    def merge_architecture(self, arch: str, glob: dict[str, torch.Tensor], uploads: list[dict[str, torch.Tensor]],
-                           starts: list[dict[str, torch.Tensor]] | None = None) -> dict[str, torch.Tensor]:
+    def merge_architecture(
+        self,
+        arch: str,
+        glob: dict[str, torch.Tensor],
+        uploads: list[dict[str, torch.Tensor]],
+        starts: list[dict[str, torch.Tensor]] | None = None,
+    ) -> dict[str, torch.Tensor]:
         """The new global adapter of one architecture: ``glob`` (its current global) plus the rule's merge of the
         clients' updates, upload minus ``starts[i]``, the global client i started from (``glob`` for every client
         when not given)."""
@@ -224,8 +255,10 @@ class DeltaAggregation(FedIT):
         keys = list(uploads[0])
         missing = sorted(set(keys) - set(glob))
         if missing or any(set(u) != set(keys) for u in uploads) or any(set(s) != set(glob) for s in starts):
-            raise ValueError(f"architecture {arch!r}: uploads and the server's global adapter hold different "
-                             f"tensors (e.g. {missing[:3]})")
+            raise ValueError(
+                f"architecture {arch!r}: uploads and the server's global adapter hold different "
+                f"tensors (e.g. {missing[:3]})"
+            )
         new: dict[str, torch.Tensor] = {}
         shapes: dict[tuple[int, ...], list[str]] = {}
         for k in keys:
@@ -237,9 +270,10 @@ class DeltaAggregation(FedIT):
             entries = max(1, glob[group[0]].numel() * len(uploads))
             chunk = max(1, MAX_STACK_ELEMENTS // entries)
             for i in range(0, len(group), chunk):
-                part = group[i:i + chunk]
-                stack = torch.stack([stack_columns([u[k].double() - g[k].double() for u, g in zip(uploads, starts)])
-                                     for k in part])
+                part = group[i : i + chunk]
+                stack = torch.stack(
+                    [stack_columns([u[k].double() - g[k].double() for u, g in zip(uploads, starts)]) for k in part]
+                )
                 for k, update in zip(part, self.merge_matrices(arch, part, stack)):
                     new[k] = (glob[k].double() + update.view(shape)).to(glob[k].dtype)
         return {k: new[k] for k in keys}
@@ -248,49 +282,68 @@ class DeltaAggregation(FedIT):
         """The architecture's global adapter after the last round: the method's own aggregate of the final local
         adapters (docs/design-notes.md#adaptation-init)."""
         prefix = f"{architecture}/"
-        tensors = {k[len(prefix):]: v for k, v in server_state.tensors.items() if k.startswith(prefix)}
-        return State(tensors=tensors) if tensors else super().adaptation_state(architecture, client_states, server_state)
+        tensors = {k[len(prefix) :]: v for k, v in server_state.tensors.items() if k.startswith(prefix)}
+        return (
+            State(tensors=tensors) if tensors else super().adaptation_state(architecture, client_states, server_state)
+        )
 
 
 # ---------------------------------------------------------------------------------------------- the methods
 UNSOLVED: dict[str, Any] = {
-    "aggregated_by": "mean", "beta": None, "energy_ratio": None, "admm_iterations": 0, "admm_residual": None,
-    "admm_converged": None, "sparse_fraction": None, "low_rank_rank": None,
+    "aggregated_by": "mean",
+    "beta": None,
+    "energy_ratio": None,
+    "admm_iterations": 0,
+    "admm_residual": None,
+    "admm_converged": None,
+    "sparse_fraction": None,
+    "low_rank_rank": None,
 }
 """The diagnostics row of a matrix that FedRPCA averaged instead (an architecture below ``min_clients``)."""
+
 
 class FedProx(DeltaAggregation):
     """FedIT plus FedProx's proximal term ``mu/2 ||w - w_global||^2`` on the adapter weights in local training;
     the server averages the updates (FedAvg), per architecture."""
 
     meta = MethodMeta(
-        name="fedprox", version="1.0", relative_compute=1.0,
+        name="fedprox",
+        version="1.0",
+        relative_compute=1.0,
         summary="FedIT with FedProx's proximal term in local training (a FedRPCA baseline).",
-        reference="Li et al., Federated Optimization in Heterogeneous Networks (MLSys 2020)")
+        reference="Li et al., Federated Optimization in Heterogeneous Networks (MLSys 2020)",
+    )
 
     class Config(ClientSettings):
         model_config = ConfigDict(extra="forbid")
         proximal_mu: float = Field(
-            default=0.01, ge=0.0,
+            default=0.01,
+            ge=0.0,
             description="FedProx's proximal weight mu: local training minimises loss + mu/2 ||w - w_global||^2 over "
-                        "the adapter weights. 0.01 was the FedRPCA paper's best value on five of its six datasets "
-                        "(its Tables 6-7; grid 0.001, 0.01, 0.1, 1).")
+            "the adapter weights. 0.01 was the FedRPCA paper's best value on five of its six datasets "
+            "(its Tables 6-7; grid 0.001, 0.01, 0.1, 1).",
+        )
 
 
 class TaskArithmetic(DeltaAggregation):
     """FedIT whose server adds ``scale`` times the averaged update (Task Arithmetic; a server learning rate)."""
 
     meta = MethodMeta(
-        name="task-arithmetic", version="1.0", relative_compute=1.0,
+        name="task-arithmetic",
+        version="1.0",
+        relative_compute=1.0,
         summary="FedIT with the averaged LoRA update scaled by a server factor (a FedRPCA baseline).",
-        reference="Ilharco et al., Editing Models with Task Arithmetic (ICLR 2023); as a FedRPCA baseline (Eq. 5)")
+        reference="Ilharco et al., Editing Models with Task Arithmetic (ICLR 2023); as a FedRPCA baseline (Eq. 5)",
+    )
 
     class Config(ClientSettings):
         model_config = ConfigDict(extra="forbid")
         scale: float = Field(
-            default=2.0, gt=0.0,
+            default=2.0,
+            gt=0.0,
             description="The factor beta on the mean of the client updates of every LoRA matrix (1 is FedAvg). 2 was "
-                        "the FedRPCA paper's best on every dataset (grid 2, 3, 4).")
+            "the FedRPCA paper's best on every dataset (grid 2, 3, 4).",
+        )
 
     def merge_matrices(self, arch: str, keys: list[str], stack: torch.Tensor) -> list[torch.Tensor]:
         return [task_arithmetic_update(m, self.config.scale) for m in stack]
@@ -301,17 +354,23 @@ class Ties(DeltaAggregation):
     mean; merge scale 1), separately for A and B and per layer, as FedRPCA splits them."""
 
     meta = MethodMeta(
-        name="ties", version="1.0", relative_compute=1.0,
+        name="ties",
+        version="1.0",
+        relative_compute=1.0,
         summary="FedIT with the client LoRA updates merged by TIES-merging (a FedRPCA baseline).",
-        reference="Yadav et al., TIES-Merging: Resolving Interference When Merging Models (NeurIPS 2023)")
+        reference="Yadav et al., TIES-Merging: Resolving Interference When Merging Models (NeurIPS 2023)",
+    )
 
     class Config(ClientSettings):
         model_config = ConfigDict(extra="forbid")
         trim_fraction: float = Field(
-            default=0.1, ge=0.0, lt=1.0,
+            default=0.1,
+            ge=0.0,
+            lt=1.0,
             description="s: the fraction of each client's update entries (per LoRA matrix, smallest magnitudes) "
-                        "set to zero before the sign election. 0.1 was the FedRPCA paper's best on four of its six "
-                        "datasets, both text ones among them (grid 0.1, 0.3, 0.5, 0.7, 0.9).")
+            "set to zero before the sign election. 0.1 was the FedRPCA paper's best on four of its six "
+            "datasets, both text ones among them (grid 0.1, 0.3, 0.5, 0.7, 0.9).",
+        )
 
     def merge_matrices(self, arch: str, keys: list[str], stack: torch.Tensor) -> list[torch.Tensor]:
         return [ties_update(m, self.config.trim_fraction) for m in stack]
@@ -341,43 +400,58 @@ class FedRPCA(DeltaAggregation):
     """
 
     meta = MethodMeta(
-        name="fedrpca", version="1.0", relative_compute=1.0,
+        name="fedrpca",
+        version="1.0",
+        relative_compute=1.0,
         summary="FedIT whose server splits each LoRA matrix's client updates by Robust PCA and amplifies the "
-                "sparse, client-specific part.",
-        reference="Jhunjhunwala et al., FedRPCA: Enhancing Federated LoRA Aggregation Using Robust PCA (2025)")
+        "sparse, client-specific part.",
+        reference="Jhunjhunwala et al., FedRPCA: Enhancing Federated LoRA Aggregation Using Robust PCA (2025)",
+    )
 
     class Config(ClientSettings):
         model_config = ConfigDict(extra="forbid")
         beta: Literal["adaptive"] | float = Field(
             default="adaptive",
             description="Scale of the sparse part's mean. 'adaptive' (the paper): ||M 1|| / ||S 1|| per LoRA matrix "
-                        "and round, which gives the scaled sparse term the norm of the FedAvg update. A positive "
-                        "number fixes it for every matrix (the paper also tries 2, 3, 4); 1 is FedAvg.")
+            "and round, which gives the scaled sparse term the norm of the FedAvg update. A positive "
+            "number fixes it for every matrix (the paper also tries 2, 3, 4); 1 is FedAvg.",
+        )
         rpca_lambda: float | None = Field(
-            default=None, gt=0.0,
+            default=None,
+            gt=0.0,
             description="Robust PCA's sparsity weight lambda in ||L||_* + lambda ||S||_1. None: 1/sqrt(max(d1, d2)) "
-                        "of each stacked matrix (d1 entries, d2 clients), the paper's and Candès et al.'s default.")
+            "of each stacked matrix (d1 entries, d2 clients), the paper's and Candès et al.'s default.",
+        )
         rpca_mu: float | None = Field(
-            default=None, gt=0.0,
+            default=None,
+            gt=0.0,
             description="The ADMM's constant penalty mu (thresholds are 1/mu and lambda/mu). None: d1 d2 / (4 "
-                        "||M||_1) of each stacked matrix, the paper's default, which also makes the split "
-                        "independent of the updates' scale.")
+            "||M||_1) of each stacked matrix, the paper's default, which also makes the split "
+            "independent of the updates' scale.",
+        )
         rpca_tol: float = Field(
-            default=1e-7, gt=0.0,
-            description="The ADMM stops once ||M - L - S||_F <= rpca_tol ||M||_F (the paper's 1e-7).")
+            default=1e-7,
+            gt=0.0,
+            description="The ADMM stops once ||M - L - S||_F <= rpca_tol ||M||_F (the paper's 1e-7).",
+        )
         rpca_max_iter: int = Field(
-            default=1000, ge=1,
+            default=1000,
+            ge=1,
             description="Iteration cap of the ADMM (the paper's 1000). A matrix that reaches it is used as it "
-                        "stands and reported with admm_converged false.")
+            "stands and reported with admm_converged false.",
+        )
         min_clients: int = Field(
-            default=2, ge=1,
+            default=2,
+            ge=1,
             description="Architectures with fewer clients than this are averaged as FedAvg does (a lone client keeps "
-                        "its own update): a single column has no shared part to separate from a client-specific one, "
-                        "and adaptive beta would only rescale that client's update. 1: Robust PCA for every group.")
+            "its own update): a single column has no shared part to separate from a client-specific one, "
+            "and adaptive beta would only rescale that client's update. 1: Robust PCA for every group.",
+        )
         report_diagnostics: bool = Field(
             default=True,
             description="Report beta, E, the ADMM's iterations and residual, the sparse fraction and rank per round "
-                        "and LoRA matrix into the result file (raw.diagnostics). Off: nothing is reported.")
+            "and LoRA matrix into the result file (raw.diagnostics). Off: nothing is reported.",
+        )
 
         @field_validator("beta")
         @classmethod
@@ -390,11 +464,14 @@ class FedRPCA(DeltaAggregation):
         cfg = self.config
         if stack.shape[2] < cfg.min_clients:
             if cfg.report_diagnostics:
-                self._rows += [Diagnostic(key=f"{arch}/{short_key(k)}", values={**UNSOLVED, "clients": stack.shape[2]})
-                               for k in keys]
+                self._rows += [
+                    Diagnostic(key=f"{arch}/{short_key(k)}", values={**UNSOLVED, "clients": stack.shape[2]})
+                    for k in keys
+                ]
             return [mean_update(m) for m in stack]
-        solved = fedrpca_updates(stack, beta=cfg.beta, lam=cfg.rpca_lambda, mu=cfg.rpca_mu, tol=cfg.rpca_tol,
-                                 max_iter=cfg.rpca_max_iter)
+        solved = fedrpca_updates(
+            stack, beta=cfg.beta, lam=cfg.rpca_lambda, mu=cfg.rpca_mu, tol=cfg.rpca_tol, max_iter=cfg.rpca_max_iter
+        )
         if cfg.report_diagnostics:
             self._rows += [Diagnostic(key=f"{arch}/{short_key(k)}", values=diag) for k, (_, diag) in zip(keys, solved)]
         return [update for update, _ in solved]

@@ -53,8 +53,9 @@ class PCPResult:
     rank: int  # singular values kept by the last L step (the rank of L)
 
 
-def pcp(matrix: torch.Tensor, *, lam: float | None = None, mu: float | None = None, tol: float = 1e-7,
-        max_iter: int = 1000) -> PCPResult:
+def pcp(
+    matrix: torch.Tensor, *, lam: float | None = None, mu: float | None = None, tol: float = 1e-7, max_iter: int = 1000
+) -> PCPResult:
     """Principal Component Pursuit of one matrix (d1 x d2); see the module docstring for the iteration.
 
     Args:
@@ -69,8 +70,14 @@ def pcp(matrix: torch.Tensor, *, lam: float | None = None, mu: float | None = No
     return pcp_batch(matrix.unsqueeze(0), lam=lam, mu=mu, tol=tol, max_iter=max_iter)[0]
 
 
-def pcp_batch(matrices: torch.Tensor, *, lam: float | None = None, mu: float | None = None, tol: float = 1e-7,
-              max_iter: int = 1000) -> list[PCPResult]:
+def pcp_batch(
+    matrices: torch.Tensor,
+    *,
+    lam: float | None = None,
+    mu: float | None = None,
+    tol: float = 1e-7,
+    max_iter: int = 1000,
+) -> list[PCPResult]:
     """:func:`pcp` of every matrix of a (n, d1, d2) stack, batched: one SVD call per iteration for the problems that
     have not yet converged. Defaults of ``lam`` and ``mu`` are computed per matrix."""
     if matrices.dim() != 3:
@@ -86,8 +93,11 @@ def pcp_batch(matrices: torch.Tensor, *, lam: float | None = None, mu: float | N
     l1 = m.abs().sum(dim=(1, 2))
     nonzero = norm_m > 0
     dev = m.device
-    mu_all = torch.full((n,), float(mu), dtype=torch.float64, device=dev) if mu is not None else \
-        torch.where(nonzero, d1 * d2 / (4.0 * l1.clamp(min=torch.finfo(torch.float64).tiny)), torch.inf)
+    mu_all = (
+        torch.full((n,), float(mu), dtype=torch.float64, device=dev)
+        if mu is not None
+        else torch.where(nonzero, d1 * d2 / (4.0 * l1.clamp(min=torch.finfo(torch.float64).tiny)), torch.inf)
+    )
 
     low, sparse, dual = torch.zeros_like(m), torch.zeros_like(m), torch.zeros_like(m)
     iterations = torch.zeros(n, dtype=torch.long, device=dev)
@@ -117,8 +127,15 @@ def pcp_batch(matrices: torch.Tensor, *, lam: float | None = None, mu: float | N
         converged[active[done]] = True
         active = active[~done]
     return [
-        PCPResult(low_rank=low[i], sparse=sparse[i], iterations=int(iterations[i]), residual=float(residual[i]),
-                  converged=bool(converged[i]), lam=lam_value,
-                  mu=float(mu_all[i]) if bool(nonzero[i]) or mu is not None else None, rank=int(rank[i]))
+        PCPResult(
+            low_rank=low[i],
+            sparse=sparse[i],
+            iterations=int(iterations[i]),
+            residual=float(residual[i]),
+            converged=bool(converged[i]),
+            lam=lam_value,
+            mu=float(mu_all[i]) if bool(nonzero[i]) or mu is not None else None,
+            rank=int(rank[i]),
+        )
         for i in range(n)
     ]

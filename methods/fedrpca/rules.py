@@ -64,9 +64,15 @@ def ties_update(m: torch.Tensor, trim_fraction: float) -> torch.Tensor:
     return torch.where(count > 0, total / count.clamp(min=1), torch.zeros_like(total))
 
 
-def fedrpca_updates(stack: torch.Tensor, *, beta: float | str = "adaptive", lam: float | None = None,
-                    mu: float | None = None, tol: float = 1e-7, max_iter: int = 1000
-                    ) -> list[tuple[torch.Tensor, dict[str, Any]]]:
+def fedrpca_updates(
+    stack: torch.Tensor,
+    *,
+    beta: float | str = "adaptive",
+    lam: float | None = None,
+    mu: float | None = None,
+    tol: float = 1e-7,
+    max_iter: int = 1000,
+) -> list[tuple[torch.Tensor, dict[str, Any]]]:
     """FedRPCA's update of every matrix of ``stack`` (n, entries, clients), each with its diagnostics.
 
     Per matrix: ``L, S = PCP(M)`` (:func:`~.rpca.pcp_batch`, constant-mu ADMM, float64), then
@@ -99,11 +105,22 @@ def fedrpca_updates(stack: torch.Tensor, *, beta: float | str = "adaptive", lam:
             update = torch.zeros(mat.shape[0], dtype=torch.float64, device=mat.device)
         else:
             update = res.low_rank.mean(dim=1) + b * res.sparse.mean(dim=1)
-        out.append((update, {
-            "aggregated_by": "rpca", "beta": b, "energy_ratio": energy, "admm_iterations": res.iterations, "admm_residual": res.residual,
-            "admm_converged": res.converged, "sparse_fraction": float((res.sparse != 0).double().mean()),
-            "low_rank_rank": res.rank, "clients": clients,
-        }))
+        out.append(
+            (
+                update,
+                {
+                    "aggregated_by": "rpca",
+                    "beta": b,
+                    "energy_ratio": energy,
+                    "admm_iterations": res.iterations,
+                    "admm_residual": res.residual,
+                    "admm_converged": res.converged,
+                    "sparse_fraction": float((res.sparse != 0).double().mean()),
+                    "low_rank_rank": res.rank,
+                    "clients": clients,
+                },
+            )
+        )
     return out
 
 

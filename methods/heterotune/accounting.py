@@ -42,8 +42,9 @@ def uplink_bytes(blocks: int, width: int, rank: int, types: int, samples: int, *
     return FLOAT_BYTES * uplink_floats(blocks, width, rank, types, share=share) + meta
 
 
-def downlink_floats(blocks: int, width: int, rank: int, types: int, read_entries: Mapping[int, list[int]] | None,
-                    *, share: bool = True) -> int:
+def downlink_floats(
+    blocks: int, width: int, rank: int, types: int, read_entries: Mapping[int, list[int]] | None, *, share: bool = True
+) -> int:
     """The type's local adapter (and alpha) plus 2 r^2 per share entry the client reads (``read_entries``: type ->
     distinct entries of its slot)."""
     if not share:

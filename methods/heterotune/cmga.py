@@ -133,8 +133,16 @@ def groups(grid: int, granularity: str) -> list[tuple[str, list[tuple[int, str]]
     raise ValueError(f"unknown granularity {granularity!r}")
 
 
-def align_columns(columns: list[Column], depths: tuple[int, ...], *, enabled: bool, granularity: str, eps: float,
-                  eps_mode: str, rescale: str) -> tuple[dict[int, dict[str, list[torch.Tensor]]], list[GroupReport]]:
+def align_columns(
+    columns: list[Column],
+    depths: tuple[int, ...],
+    *,
+    enabled: bool,
+    granularity: str,
+    eps: float,
+    eps_mode: str,
+    rescale: str,
+) -> tuple[dict[int, dict[str, list[torch.Tensor]]], list[GroupReport]]:
     """Align the columns on the canonical grid K = max(depths) and bring the result back to each type's entries.
 
     Position c of the grid holds entry phi(c; K -> L_i) of a type-i column; after alignment (``enabled``) each
@@ -148,7 +156,8 @@ def align_columns(columns: list[Column], depths: tuple[int, ...], *, enabled: bo
     grid = max(depths)
     entry_of = {i: grid_columns(grid, L) for i, L in enumerate(depths)}
     sums: list[dict[str, list[torch.Tensor | None]]] = [
-        {k: [None] * depths[col.type] for k in KINDS} for col in columns]
+        {k: [None] * depths[col.type] for k in KINDS} for col in columns
+    ]
     counts: list[dict[str, list[int]]] = [{k: [0] * depths[col.type] for k in KINDS} for col in columns]
     reports: list[GroupReport] = []
     for name, members in groups(grid, granularity):
@@ -172,7 +181,7 @@ def align_columns(columns: list[Column], depths: tuple[int, ...], *, enabled: bo
             flat, start = G_t[:, ci], 0
             for (c, kind), shape in zip(members, shapes):
                 n = int(torch.Size(shape).numel())
-                piece = flat[start:start + n].reshape(shape)
+                piece = flat[start : start + n].reshape(shape)
                 start += n
                 e = entry_of[col.type][c]
                 prev = sums[ci][kind][e]
@@ -181,15 +190,25 @@ def align_columns(columns: list[Column], depths: tuple[int, ...], *, enabled: bo
     out: dict[int, dict[str, list[torch.Tensor]]] = {}
     if not (enabled and len(columns) > 1):  # nothing aligned: the weighted sums of the native entries, exactly
         for col in columns:
-            mine = out.setdefault(col.type, {k: [torch.zeros_like(col.delta[k][e], dtype=torch.float64)
-                                                 for e in range(depths[col.type])] for k in KINDS})
+            mine = out.setdefault(
+                col.type,
+                {
+                    k: [torch.zeros_like(col.delta[k][e], dtype=torch.float64) for e in range(depths[col.type])]
+                    for k in KINDS
+                },
+            )
             for kind in KINDS:
                 for e in range(depths[col.type]):
                     mine[kind][e] = mine[kind][e] + col.weight * col.delta[kind][e].double()
         return out, reports
     for ci, col in enumerate(columns):
-        mine = out.setdefault(col.type, {k: [torch.zeros_like(col.delta[k][e], dtype=torch.float64)
-                                             for e in range(depths[col.type])] for k in KINDS})
+        mine = out.setdefault(
+            col.type,
+            {
+                k: [torch.zeros_like(col.delta[k][e], dtype=torch.float64) for e in range(depths[col.type])]
+                for k in KINDS
+            },
+        )
         for kind in KINDS:
             for e in range(depths[col.type]):
                 total = sums[ci][kind][e]

@@ -58,8 +58,15 @@ DECODER_BLOCKS = r"^(?!.*vision_tower).*\.layers\.\d+$"
 #: The norms a decoder block reads its width from (Llama/Qwen2 decoder layers).
 NORM_NAMES: tuple[str, ...] = ("input_layernorm", "post_attention_layernorm")
 #: Per-adapter containers of a DeMA block, in the order :func:`canonical_keys` names them.
-DEMA_WEIGHTS: tuple[str, ...] = ("lora_down", "lora_up", "lora_mix", "lora_own_down", "lora_own_up",
-                                 "lora_bank_down", "lora_bank_up")
+DEMA_WEIGHTS: tuple[str, ...] = (
+    "lora_down",
+    "lora_up",
+    "lora_mix",
+    "lora_own_down",
+    "lora_own_up",
+    "lora_bank_down",
+    "lora_bank_up",
+)
 FROZEN_WEIGHTS: tuple[str, ...] = ("lora_bank_down", "lora_bank_up")
 
 
@@ -106,8 +113,9 @@ class DeMABlock(nn.Module, LoraLayer):
     adapter_layer_names: tuple[str, ...] = DEMA_WEIGHTS
     other_param_names: tuple[str, ...] = ("r", "scaling", "_dema_meta")
 
-    def __init__(self, base_layer: nn.Module, adapter_name: str, config: DeMAConfig, r: int, target_name: str = "",
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, base_layer: nn.Module, adapter_name: str, config: DeMAConfig, r: int, target_name: str = "", **kwargs: Any
+    ) -> None:
         super().__init__()
         LoraLayer.__init__(self, base_layer)
         for name in DEMA_WEIGHTS:
@@ -132,9 +140,13 @@ class DeMABlock(nn.Module, LoraLayer):
         self.r[adapter_name] = r
         self.scaling[adapter_name] = 1.0
         self._dema_meta[adapter_name] = {
-            "block": block_index(target_name) if target_name else -1, "type": config.dema_type, "types": M,
-            "share": config.dema_use_share, "alpha_param": config.dema_alpha_param,
-            "activation": config.dema_activation}
+            "block": block_index(target_name) if target_name else -1,
+            "type": config.dema_type,
+            "types": M,
+            "share": config.dema_use_share,
+            "alpha_param": config.dema_alpha_param,
+            "activation": config.dema_activation,
+        }
         self.lora_down[adapter_name] = nn.Linear(m, r, bias=False, device=device, dtype=torch.float32)
         up = nn.Linear(r, m, bias=False, device=device, dtype=torch.float32)
         with torch.no_grad():
@@ -143,8 +155,11 @@ class DeMABlock(nn.Module, LoraLayer):
         frozen: tuple[str, ...] = ()
         if config.dema_use_share:
             eye = torch.eye(r, device=device, dtype=torch.float32)
-            mix = torch.zeros(M, device=device) if config.dema_alpha_param == "softmax" else \
-                torch.full((M,), 1.0 / M, device=device)
+            mix = (
+                torch.zeros(M, device=device)
+                if config.dema_alpha_param == "softmax"
+                else torch.full((M,), 1.0 / M, device=device)
+            )
             self.lora_mix[adapter_name] = nn.Parameter(mix)
             self.lora_own_down[adapter_name] = nn.Parameter(eye.clone())
             self.lora_own_up[adapter_name] = nn.Parameter(eye.clone())
@@ -210,8 +225,10 @@ class DeMABlock(nn.Module, LoraLayer):
         return x
 
     def merge(self, safe_merge: bool = False, adapter_names: list[str] | None = None) -> None:
-        raise NotImplementedError("a DeMA is a nonlinear branch after the block: it folds into a plain adapter "
-                                  "(fold_state), not into the block's weights")
+        raise NotImplementedError(
+            "a DeMA is a nonlinear branch after the block: it folds into a plain adapter "
+            "(fold_state), not into the block's weights"
+        )
 
     def unmerge(self) -> None:
         return None
@@ -220,14 +237,25 @@ class DeMABlock(nn.Module, LoraLayer):
         return "dema." + super().__repr__()
 
 
-def make_dema_config(*, rank: int, types: int, own_type: int, use_share: bool, learn_alpha: bool,
-                     alpha_param: str, activation: str) -> DeMAConfig:
+def make_dema_config(
+    *, rank: int, types: int, own_type: int, use_share: bool, learn_alpha: bool, alpha_param: str, activation: str
+) -> DeMAConfig:
     """The peft config placing one DeMA after every decoder block of the language model (the paper's Table 5 counts
     fit exactly one per block)."""
     return DeMAConfig(
-        r=rank, lora_alpha=1, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM", target_modules=DECODER_BLOCKS,
-        dema_types=types, dema_type=own_type, dema_use_share=use_share, dema_learn_alpha=learn_alpha,
-        dema_alpha_param=alpha_param, dema_activation=activation)
+        r=rank,
+        lora_alpha=1,
+        lora_dropout=0.0,
+        bias="none",
+        task_type="CAUSAL_LM",
+        target_modules=DECODER_BLOCKS,
+        dema_types=types,
+        dema_type=own_type,
+        dema_use_share=use_share,
+        dema_learn_alpha=learn_alpha,
+        dema_alpha_param=alpha_param,
+        dema_activation=activation,
+    )
 
 
 def dema_blocks(model: nn.Module, adapter: str = "default") -> Iterator[tuple[str, DeMABlock]]:
@@ -238,8 +266,15 @@ def dema_blocks(model: nn.Module, adapter: str = "default") -> Iterator[tuple[st
 
 
 #: container -> canonical role in a client's state (``<role>.<l>``).
-ROLES: dict[str, str] = {"lora_down": "down", "lora_up": "up", "lora_mix": "mix", "lora_own_down": "own_down",
-                         "lora_own_up": "own_up", "lora_bank_down": "bank_down", "lora_bank_up": "bank_up"}
+ROLES: dict[str, str] = {
+    "lora_down": "down",
+    "lora_up": "up",
+    "lora_mix": "mix",
+    "lora_own_down": "own_down",
+    "lora_own_up": "own_up",
+    "lora_bank_down": "bank_down",
+    "lora_bank_up": "bank_up",
+}
 
 
 def canonical_keys(model: nn.Module, adapter: str = "default") -> dict[str, str]:

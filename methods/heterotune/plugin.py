@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
+from drake_bench.benchmarks.sample import MethodSample
 from drake_bench.errors import DrakeBenchError
 from drake_bench.plugins.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
-from drake_bench.benchmarks.sample import MethodSample
 
 from ..lora_clients import CanonicalLoraClients, LoraMethod, average
 from .accounting import paper_floats, reduction, uplink_floats
@@ -67,17 +67,24 @@ class HeteroClients(CanonicalLoraClients):
         names = {federation.architectures[c]: federation.allocation[c] for c in federation.clients}
         shapes: dict[str, ModelShape] = {arch: model_shape(name) for arch, name in names.items()}
         self.layout = type_layout(federation.architectures, shapes)
-        self.type_of_model = {federation.allocation[c]: self.layout.index(federation.architectures[c])
-                              for c in federation.clients}
+        self.type_of_model = {
+            federation.allocation[c]: self.layout.index(federation.architectures[c]) for c in federation.clients
+        }
         super().setup(federation)
 
     # -- hooks ------------------------------------------------------------------------------------------------
     def adapter_config(self, model_name: str) -> Any:
         s = self.settings
         assert self.layout is not None, "setup() first"
-        return make_dema_config(rank=s.rank, types=self.layout.count, own_type=self.type_of_model[model_name],
-                                use_share=s.use_dema, learn_alpha=s.learn_alpha, alpha_param=s.alpha_param,
-                                activation=s.activation)
+        return make_dema_config(
+            rank=s.rank,
+            types=self.layout.count,
+            own_type=self.type_of_model[model_name],
+            use_share=s.use_dema,
+            learn_alpha=s.learn_alpha,
+            alpha_param=s.alpha_param,
+            activation=s.activation,
+        )
 
     def param_groups(self, model: Any) -> list[dict[str, Any]]:
         """Weight decay on the local adapters only; alpha and the own slot are held by the share regulariser."""
@@ -110,8 +117,13 @@ class HeteroClients(CanonicalLoraClients):
                 total = term if total is None else total + term
         return None if total is None else s.share_reg * total
 
-    def train(self, ctx: ClientContext, batches: Iterable[Sequence[MethodSample]], adapter: str | None = None,
-              after_step: Any = None) -> float:
+    def train(
+        self,
+        ctx: ClientContext,
+        batches: Iterable[Sequence[MethodSample]],
+        adapter: str | None = None,
+        after_step: Any = None,
+    ) -> float:
         """Local training as :meth:`LoraClients.train` (a fresh AdamW over :meth:`param_groups`, one step a batch),
         with the share regulariser added to the answer-token cross-entropy. Returns the mean cross-entropy."""
         from drake_bench.models.engine import loss_on, packing
@@ -124,8 +136,9 @@ class HeteroClients(CanonicalLoraClients):
                 if not len(batch):
                     continue
                 model.train()
-                loss = loss_on(model, pool.processor(ctx.client_id), list(batch),
-                               packed=packing(self.settings.packed_training))
+                loss = loss_on(
+                    model, pool.processor(ctx.client_id), list(batch), packed=packing(self.settings.packed_training)
+                )
                 penalty = self.share_penalty(model)
                 (loss if penalty is None else loss + penalty).backward()
                 opt.step()
@@ -140,7 +153,6 @@ class HeteroClients(CanonicalLoraClients):
             adapter = sum(t.numel() for t in self.pool.initial_state(client).values())
             self._full[arch] = sum(p.numel() for p in self.pool.model_for(client).parameters()) - adapter
         return self._full[arch]
-
 
 
 class HeteroTune(LoraMethod):
@@ -198,10 +210,13 @@ class HeteroTune(LoraMethod):
     """
 
     meta = MethodMeta(
-        name="heterotune", version="1.0", relative_compute=1.0,
+        name="heterotune",
+        version="1.0",
+        relative_compute=1.0,
         summary="Clients of different sizes share r x r adapter slots mixed by learnt weights (DeMA); the server "
-                "whitens the types' slot updates jointly (CMGA).",
-        reference="Jia et al., HeteroTune: Efficient Federated Learning for Large Heterogeneous Models")
+        "whitens the types' slot updates jointly (CMGA).",
+        reference="Jia et al., HeteroTune: Efficient Federated Learning for Large Heterogeneous Models",
+    )
 
     Config = HeteroTuneConfig
 
@@ -223,7 +238,7 @@ class HeteroTune(LoraMethod):
     def message_for(self, j: int, server: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """A type-j client's view of the server: its type's local state and the share entries it reads."""
         prefix = f"type{j}/"
-        out = {k[len(prefix):]: v for k, v in server.items() if k.startswith(prefix)}
+        out = {k[len(prefix) :]: v for k, v in server.items() if k.startswith(prefix)}
         if self.config.use_dema:
             for i, entries in self.layout.read_sets(j).items():
                 for e in entries:
@@ -267,12 +282,19 @@ class HeteroTune(LoraMethod):
                     tensors[f"type{j}/{k}"] = v.clone()
                 elif role(k) in OWN_ROLES:
                     tensors[share_key(j, block(k), role(k).removeprefix("own_"))] = v.clone()
-        return State(tensors=tensors, metadata={"round": 0, "types": list(self.layout.architectures),
-                                                "version": {str(j): 0 for j in range(self.layout.count)},
-                                                "holds": {str(c): 0 for c in sorted(self.type_of)}})
+        return State(
+            tensors=tensors,
+            metadata={
+                "round": 0,
+                "types": list(self.layout.architectures),
+                "version": {str(j): 0 for j in range(self.layout.count)},
+                "holds": {str(c): 0 for c in sorted(self.type_of)},
+            },
+        )
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+    def client_update(
+        self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
+    ) -> tuple[Message, State]:
         tensors = dict(state.tensors)
         if message is not None and message.tensors:
             self.apply_message(self.type_of[ctx.client_id], tensors, dict(message.tensors))
@@ -294,7 +316,9 @@ class HeteroTune(LoraMethod):
         lr = self.config.server_lr
         return lr / (round_idx + 1) ** 0.5 if self.config.server_lr_schedule == "inv_sqrt" else lr
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         """Local adapters and alphas: the n_k-weighted mean within each type. Share slots: each type's pseudo-gradient,
         aligned across types by CMGA (or not, ``use_cmga=false``), applied with the server step. Every client that
         took part gets its type's part.
@@ -329,8 +353,14 @@ class HeteroTune(LoraMethod):
         reports = []
         if columns:
             aligned, reports = align_columns(
-                columns, self.layout.depths, enabled=self.config.use_cmga, granularity=self.config.cmga_granularity,
-                eps=self.config.cmga_eps, eps_mode=self.config.cmga_eps_mode, rescale=self.config.cmga_rescale)
+                columns,
+                self.layout.depths,
+                enabled=self.config.use_cmga,
+                granularity=self.config.cmga_granularity,
+                eps=self.config.cmga_eps,
+                eps_mode=self.config.cmga_eps_mode,
+                rescale=self.config.cmga_rescale,
+            )
             eta = self.server_lr(round_idx)
             for j, update in aligned.items():
                 for kind in KINDS:
@@ -341,16 +371,23 @@ class HeteroTune(LoraMethod):
         if self.config.report_diagnostics:
             self._rows = self._diagnostics(server, uploads, by_type, reports)
         messages = {c: Message(tensors=self.message_for(self.type_of[c], server)) for c in uploads}
-        return messages, State(tensors=server, metadata={
-            **server_state.metadata, "round": round_idx + 1, "types": list(self.layout.architectures),
-            "version": {str(j): v for j, v in sorted(version.items())},
-            "holds": {str(c): v for c, v in sorted(holds.items())}})
+        return messages, State(
+            tensors=server,
+            metadata={
+                **server_state.metadata,
+                "round": round_idx + 1,
+                "types": list(self.layout.architectures),
+                "version": {str(j): v for j, v in sorted(version.items())},
+                "holds": {str(c): v for c, v in sorted(holds.items())},
+            },
+        )
 
     def _slot_keys(self, j: int) -> list[str]:
         return [share_key(j, e, kind) for e in range(self.layout.depths[j]) for kind in KINDS]
 
-    def _slot_sent(self, tensors: dict[str, torch.Tensor], j: int, current_v: int, held_v: int,
-                   client: int) -> dict[str, torch.Tensor] | None:
+    def _slot_sent(
+        self, tensors: dict[str, torch.Tensor], j: int, current_v: int, held_v: int, client: int
+    ) -> dict[str, torch.Tensor] | None:
         """Type ``j``'s own slot as ``client`` was sent it (version ``held_v``); None when that is the current one."""
         if held_v == current_v:
             return None
@@ -360,11 +397,19 @@ class HeteroTune(LoraMethod):
             raise DrakeBenchError(
                 f"type {self.layout.architectures[j]!r}: client {client} started from version {held_v} of the type's "
                 f"share slot, which the server's state does not hold (current version {current_v}; missing e.g. "
-                f"{held_key(held_v, missing[0])}); its pseudo-gradient cannot be formed")
+                f"{held_key(held_v, missing[0])}); its pseudo-gradient cannot be formed"
+            )
         return {k: tensors[held_key(held_v, k)] for k in keys}
 
-    def _hold(self, round_idx: int, before: dict[str, torch.Tensor], server: dict[str, torch.Tensor],
-              by_type: dict[int, list[int]], version: dict[int, int], holds: dict[int, int]) -> None:
+    def _hold(
+        self,
+        round_idx: int,
+        before: dict[str, torch.Tensor],
+        server: dict[str, torch.Tensor],
+        by_type: dict[int, list[int]],
+        version: dict[int, int],
+        holds: dict[int, int],
+    ) -> None:
         """The bookkeeping after a round (in place): the slot each type had before the round is kept while a client
         of the type that did not take part still holds it; the clients that took part now hold the new version
         (this round's); a kept version that no client holds any more is dropped."""
@@ -379,14 +424,20 @@ class HeteroTune(LoraMethod):
                 holds[c] = round_idx + 1
         in_use = {(self.type_of[c], v) for c, v in holds.items()}
         for k in [k for k in server if k.startswith(HELD)]:
-            v, key = k[len(HELD):].split("/", 1)
+            v, key = k[len(HELD) :].split("/", 1)
             j = int(key.split(".")[1])
             if (j, int(v)) not in in_use or int(v) == version.get(j, 0):
                 del server[k]
 
-    def _columns(self, j: int, members: list[int], w: list[float], server: dict[str, torch.Tensor],
-                 uploads: dict[int, Message], sent: dict[int, dict[str, torch.Tensor] | None] | None = None
-                 ) -> list[Column]:
+    def _columns(
+        self,
+        j: int,
+        members: list[int],
+        w: list[float],
+        server: dict[str, torch.Tensor],
+        uploads: dict[int, Message],
+        sent: dict[int, dict[str, torch.Tensor] | None] | None = None,
+    ) -> list[Column]:
         """CMGA's columns of type j: its group-mean pseudo-gradient (``cmga_over="types"``) or one per client.
 
         Client k's part is measured from the slot it was sent, ``sent[k]`` (None or absent: the current slot in
@@ -408,10 +459,18 @@ class HeteroTune(LoraMethod):
             return uploads[c].tensors[f"own_{kind}.{e}"].double()
 
         if self.config.cmga_over == "clients":
-            return [Column(j, wi / total, {kind: [started(c, kind, e) - after(c, kind, e) for e in range(L)]
-                                           for kind in KINDS}) for c, wi in zip(members, w)]
-        delta = {kind: [start(kind, e) - sum((wi / total) * after(c, kind, e) for c, wi in zip(members, w))
-                        for e in range(L)] for kind in KINDS}
+            return [
+                Column(
+                    j, wi / total, {kind: [started(c, kind, e) - after(c, kind, e) for e in range(L)] for kind in KINDS}
+                )
+                for c, wi in zip(members, w)
+            ]
+        delta = {
+            kind: [
+                start(kind, e) - sum((wi / total) * after(c, kind, e) for c, wi in zip(members, w)) for e in range(L)
+            ]
+            for kind in KINDS
+        }
         stale = [(c, wi) for c, wi in zip(members, w) if sent.get(c) is not None]
         for kind in KINDS:
             for e in range(L):
@@ -419,18 +478,23 @@ class HeteroTune(LoraMethod):
                     delta[kind][e] = delta[kind][e] + (wi / total) * (started(c, kind, e) - start(kind, e))
         return [Column(j, 1.0, delta)]
 
-    def _diagnostics(self, server: dict[str, torch.Tensor], uploads: dict[int, Message], by_type: dict[int, list[int]],
-                     reports: list) -> list[Diagnostic]:
+    def _diagnostics(
+        self, server: dict[str, torch.Tensor], uploads: dict[int, Message], by_type: dict[int, list[int]], reports: list
+    ) -> list[Diagnostic]:
         rows: list[Diagnostic] = []
         archs = self.layout.architectures
         per_type = self.config.cmga_over == "types"
         for rep in reports:
             values: dict[str, Any] = {
-                "columns": len(rep.types), "aligned": rep.after is not None, "eps": rep.eps,
-                "mean_abs_cos_before": rep.before.mean_abs_cos, "max_abs_cos_before": rep.before.max_abs_cos,
+                "columns": len(rep.types),
+                "aligned": rep.after is not None,
+                "eps": rep.eps,
+                "mean_abs_cos_before": rep.before.mean_abs_cos,
+                "max_abs_cos_before": rep.before.max_abs_cos,
                 "min_cos_before": rep.before.min_cos,
                 "mean_abs_cos_after": rep.after.mean_abs_cos if rep.after else None,
-                "max_abs_cos_after": rep.after.max_abs_cos if rep.after else None}
+                "max_abs_cos_after": rep.after.max_abs_cos if rep.after else None,
+            }
             if per_type:
                 for t, norm in zip(rep.types, rep.before.norms):
                     values[f"norm_before.{archs[t]}"] = norm
@@ -447,19 +511,35 @@ class HeteroTune(LoraMethod):
                 if self.config.alpha_param == "softmax":
                     stack = torch.softmax(stack, dim=1)
                 mean = stack.mean(0)
-                rows.append(Diagnostic(key=f"alpha.{archs[j]}", values={
-                    f"{archs[i]}": float(mean[i]) for i in range(self.layout.count)}))
+                rows.append(
+                    Diagnostic(
+                        key=f"alpha.{archs[j]}",
+                        values={f"{archs[i]}": float(mean[i]) for i in range(self.layout.count)},
+                    )
+                )
         r, M = self.config.rank, self.layout.count
         for j, members in sorted(by_type.items()):
             shape = self.layout.shapes[j]
             sent = [sum(t.numel() for t in uploads[c].tensors.values()) for c in members]
             formula = uplink_floats(shape.blocks, shape.width, r, M, share=self.config.use_dema)
             full = self.clients.full_model_params(members[0])
-            rows.append(Diagnostic(key=f"communication.{archs[j]}", values={
-                "clients": len(members), "blocks": shape.blocks, "width": shape.width, "rank": r, "types": M,
-                "uplink_floats_per_client": sum(sent) / len(sent), "uplink_floats_formula": formula,
-                "paper_formula": paper_floats(shape.blocks, shape.width, r) if self.config.use_dema else None,
-                "full_model_params": full, "reduction_vs_full_model": reduction(formula, full)}))
+            rows.append(
+                Diagnostic(
+                    key=f"communication.{archs[j]}",
+                    values={
+                        "clients": len(members),
+                        "blocks": shape.blocks,
+                        "width": shape.width,
+                        "rank": r,
+                        "types": M,
+                        "uplink_floats_per_client": sum(sent) / len(sent),
+                        "uplink_floats_formula": formula,
+                        "paper_formula": paper_floats(shape.blocks, shape.width, r) if self.config.use_dema else None,
+                        "full_model_params": full,
+                        "reduction_vs_full_model": reduction(formula, full),
+                    },
+                )
+            )
         return rows
 
     def round_diagnostics(self, round_idx: int) -> list[Diagnostic]:
@@ -470,8 +550,9 @@ class HeteroTune(LoraMethod):
         self.clients.load_canonical(ctx.client_id, dict(state.tensors))
         return self.clients.predict(ctx, queries)
 
-    def post_federation(self, federation: FederationContext, client_states: dict[int, State],
-                        server_state: State) -> dict[int, State]:
+    def post_federation(
+        self, federation: FederationContext, client_states: dict[int, State], server_state: State
+    ) -> dict[int, State]:
         """Each type's global model (``final_global``): the server's last message written into every client's
         state. Unchanged states when ``final_global`` is off."""
         if not self.config.final_global:
@@ -505,10 +586,13 @@ class HomoTraining(HeteroTune):
     """
 
     meta = MethodMeta(
-        name="homo-training", version="1.0", relative_compute=1.0,
+        name="homo-training",
+        version="1.0",
+        relative_compute=1.0,
         summary="A plain bottleneck adapter after every LM block, FedAvg within each model type (HeteroTune's "
-                "baseline).",
+        "baseline).",
         reference="Jia et al., HeteroTune: Efficient Federated Learning for Large Heterogeneous Models "
-                  "(the Homo-Training baseline)")
+        "(the Homo-Training baseline)",
+    )
 
     Config = HomoTrainingConfig

@@ -68,8 +68,10 @@ def pre_norm(block: nn.Module) -> nn.Module:
         norm = getattr(block, name, None)
         if isinstance(norm, nn.Module):
             return norm
-    raise ValueError(f"{type(block).__name__} has none of the pre-attention norms {PRE_NORM_NAMES}: pFedMMA cannot "
-                     "place an adapter on it")
+    raise ValueError(
+        f"{type(block).__name__} has none of the pre-attention norms {PRE_NORM_NAMES}: pFedMMA cannot "
+        "place an adapter on it"
+    )
 
 
 def _width(norm: nn.Module) -> int:
@@ -104,8 +106,9 @@ class MMAConfig(LoraConfig):
         self._register_custom_module({nn.Module: MMABlock})
 
     def layout(self) -> EncoderLayout:
-        return EncoderLayout(language_blocks=max(self.mma_language, default=-1) + 1,
-                             vision_stages=tuple(self.mma_vision_stages))
+        return EncoderLayout(
+            language_blocks=max(self.mma_language, default=-1) + 1, vision_stages=tuple(self.mma_vision_stages)
+        )
 
     def depth_of(self, target_name: str) -> tuple[str, int]:
         """(modality, depth k) of a targeted block's module path."""
@@ -127,8 +130,9 @@ class MMABlock(nn.Module, LoraLayer):
     adapter_layer_names: tuple[str, ...] = ("lora_down", "lora_shared", "lora_up")
     other_param_names: tuple[str, ...] = ("r", "scaling", "_mma_meta")
 
-    def __init__(self, base_layer: nn.Module, adapter_name: str, config: MMAConfig, r: int, target_name: str = "",
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, base_layer: nn.Module, adapter_name: str, config: MMAConfig, r: int, target_name: str = "", **kwargs: Any
+    ) -> None:
         super().__init__()
         LoraLayer.__init__(self, base_layer)
         self.lora_down = nn.ModuleDict({})
@@ -173,8 +177,12 @@ class MMABlock(nn.Module, LoraLayer):
 
         self.r[adapter_name] = r
         self.scaling[adapter_name] = float(config.mma_alpha)
-        self._mma_meta[adapter_name] = {"modality": modality, "depth": depth, "grad_scale": config.mma_grad_scale,
-                                        "activation": config.mma_activation}
+        self._mma_meta[adapter_name] = {
+            "modality": modality,
+            "depth": depth,
+            "grad_scale": config.mma_grad_scale,
+            "activation": config.mma_activation,
+        }
         self.lora_down[adapter_name] = linear(d, r, f"{modality}.{depth}.down")
         self.lora_up[adapter_name] = linear(r, d, f"{modality}.{depth}.up")
         self.lora_shared[adapter_name] = linear(r, r, f"shared.{depth}")
@@ -225,16 +233,34 @@ class MMABlock(nn.Module, LoraLayer):
         return "mma." + super().__repr__()
 
 
-def make_mma_config(layout: EncoderLayout, language: list[int], vision: list[int] | None, *, rank: int,
-                    alpha: float, grad_scale: bool, activation: str, seed: int) -> MMAConfig:
+def make_mma_config(
+    layout: EncoderLayout,
+    language: list[int],
+    vision: list[int] | None,
+    *,
+    rank: int,
+    alpha: float,
+    grad_scale: bool,
+    activation: str,
+    seed: int,
+) -> MMAConfig:
     """The peft config placing MMA adapters on the given blocks (0-based; vision blocks counted across stages)."""
     from .depths import DepthMap, target_pattern
 
     dmap = DepthMap(language=tuple(language), vision=tuple(vision) if vision is not None else None)
     return MMAConfig(
-        r=rank, lora_alpha=1, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
-        target_modules=target_pattern(layout, dmap), mma_alpha=alpha, mma_grad_scale=grad_scale,
-        mma_activation=activation, mma_seed=seed, mma_language=list(language), mma_vision=list(vision or []),
+        r=rank,
+        lora_alpha=1,
+        lora_dropout=0.0,
+        bias="none",
+        task_type="CAUSAL_LM",
+        target_modules=target_pattern(layout, dmap),
+        mma_alpha=alpha,
+        mma_grad_scale=grad_scale,
+        mma_activation=activation,
+        mma_seed=seed,
+        mma_language=list(language),
+        mma_vision=list(vision or []),
         mma_vision_stages=list(layout.vision_stages),
     )
 

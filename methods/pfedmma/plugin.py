@@ -13,11 +13,18 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from drake_bench.plugins.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
 from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
 
-from ..lora_clients import (CanonicalLoraClients, LoraMethod, average, model_loader_field, offload_dir_field,
-                            packed_training_field, segment_attention_field)
+from ..lora_clients import (
+    CanonicalLoraClients,
+    LoraMethod,
+    average,
+    model_loader_field,
+    offload_dir_field,
+    packed_training_field,
+    segment_attention_field,
+)
 from .accounting import communicated_floats, paper_floats
 from .depths import EncoderLayout, depth_map, layout_of
 from .mma import canonical_keys, make_mma_config, tie_shared
@@ -45,65 +52,86 @@ class PFedMMAConfig(BaseModel):
     control: Control = Field(
         default="pfedmma",
         description="Which adapter parts the server averages. 'pfedmma': only the shared r x r projections (the "
-                    "method). 'local-only': nothing (no communication; the paper's Table 21 arm). 'all-global': "
-                    "shared and down/up projections (Table 5's first arm). 'down-up-global': down/up averaged, "
-                    "each client keeps its own shared projections (Table 5's second arm). Down/up projections are "
-                    "averaged only among clients of one architecture (their shapes differ across architectures).")
+        "method). 'local-only': nothing (no communication; the paper's Table 21 arm). 'all-global': "
+        "shared and down/up projections (Table 5's first arm). 'down-up-global': down/up averaged, "
+        "each client keeps its own shared projections (Table 5's second arm). Down/up projections are "
+        "averaged only among clients of one architecture (their shapes differ across architectures).",
+    )
     rank: int = Field(
-        default=8, ge=1,
+        default=8,
+        ge=1,
         description="r, the adapters' bottleneck: down maps the block's width to r, shared is r x r, up maps r back. "
-                    "The paper's 32 is for CLIP widths 512/768; the zoo's widths are 48-128, so 8 keeps the same "
-                    "ratio of bottleneck to width as the zoo's rank-8 LoRA baselines.")
+        "The paper's 32 is for CLIP widths 512/768; the zoo's widths are 48-128, so 8 keeps the same "
+        "ratio of bottleneck to width as the zoo's rank-8 LoRA baselines.",
+    )
     depths: int = Field(
-        default=2, ge=1,
+        default=2,
+        ge=1,
         description="m, the number of instrumented depths in every encoder (vision and language alike). Equal for "
-                    "every model, so the shared projection of depth k is averaged across every client whatever its "
-                    "architecture. The paper's l = 10 of L = 12 is m = 3; the zoo's 4- to 8-block encoders hold 1-2 "
-                    "blocks in their top quarter, and 2 gives every zoo model two adapted blocks per encoder.")
+        "every model, so the shared projection of depth k is averaged across every client whatever its "
+        "architecture. The paper's l = 10 of L = 12 is m = 3; the zoo's 4- to 8-block encoders hold 1-2 "
+        "blocks in their top quarter, and 2 gives every zoo model two adapted blocks per encoder.",
+    )
     top_fraction: float = Field(
-        default=0.25, gt=0.0, le=1.0,
+        default=0.25,
+        gt=0.0,
+        le=1.0,
         description="The span of top blocks that holds the instrumented depths: the top top_fraction of each "
-                    "encoder's blocks, widened to `depths` blocks where it holds fewer; depth k sits at relative "
-                    "position (k + 1) / m of that span, so the vision and the language block of one depth are at "
-                    "the same relative depth. The paper's 3 of 12 blocks is 0.25 (its l = 5 runs: 8 of 12).")
+        "encoder's blocks, widened to `depths` blocks where it holds fewer; depth k sits at relative "
+        "position (k + 1) / m of that span, so the vision and the language block of one depth are at "
+        "the same relative depth. The paper's 3 of 12 blocks is 0.25 (its l = 5 runs: 8 of 12).",
+    )
     adapter_scale: float = Field(
-        default=0.005, gt=0.0,
+        default=0.005,
+        gt=0.0,
         description="α, the scale of the adapter branch added to each block's output (the paper's 0.005, its Tables "
-                    "5 and 15). Kept from the paper so that the gradient-scale path is the one it tuned.")
+        "5 and 15). Kept from the paper so that the gradient-scale path is the one it tuned.",
+    )
     grad_scale: bool = Field(
         default=True,
         description="MMA's gradient-scale layer: the adapter parameters' gradients are multiplied by 1/α while the "
-                    "forward pass and the gradient into the frozen model are unchanged. Without it the same steps "
-                    "need the learning rate divided by α. It is in the paper's code, not in its text.")
+        "forward pass and the gradient into the frozen model are unchanged. Without it the same steps "
+        "need the learning rate divided by α. It is in the paper's code, not in its text.",
+    )
     activation: Literal["relu", "gelu"] = Field(
         default="relu",
         description="δ, after down and after shared (none after up). ReLU as in the paper's code; the paper's text "
-                    "says 'e.g., GELU'.")
+        "says 'e.g., GELU'.",
+    )
     sgd_lr: float = Field(
-        default=0.02, gt=0.0,
+        default=0.02,
+        gt=0.0,
         description="SGD learning rate, constant (with the gradient-scale layer on). The paper's 1e-3 was tuned for "
-                    "CLIP on few-shot classification and barely moves the tiny zoo's adapters within a round; 0.02 "
-                    "gave the lowest held-out loss after one round on 4 of 5 probed zoo clients (0.05 on the fifth, "
-                    "while growing the adapters to 6-16x their initial norm on two others); 0.1 gained nothing and "
-                    "0.2 diverged (scripts/pfedmma_lr_probe.py; docs/methods/pfedmma.md).")
+        "CLIP on few-shot classification and barely moves the tiny zoo's adapters within a round; 0.02 "
+        "gave the lowest held-out loss after one round on 4 of 5 probed zoo clients (0.05 on the fifth, "
+        "while growing the adapters to 6-16x their initial norm on two others); 0.1 gained nothing and "
+        "0.2 diverged (scripts/pfedmma_lr_probe.py; docs/methods/pfedmma.md).",
+    )
     sgd_momentum: float = Field(
-        default=0.9, ge=0.0, lt=1.0,
+        default=0.9,
+        ge=0.0,
+        lt=1.0,
         description="SGD momentum (0.9, the paper's code). The optimiser is built fresh for every local update, so "
-                    "momentum never carries from one round or client to another.")
+        "momentum never carries from one round or client to another.",
+    )
     sgd_weight_decay: float = Field(
-        default=5e-4, ge=0.0,
+        default=5e-4,
+        ge=0.0,
         description="SGD weight decay on every adapter parameter (5e-4, the paper's code); not rescaled by the "
-                    "gradient-scale layer.")
+        "gradient-scale layer.",
+    )
     final_global: bool = Field(
         default=True,
         description="After the last round, write the server's last aggregate into every client's state and score "
-                    "the final evaluation point with it: the model Algorithm 1 returns (local down/up, the global "
-                    "shared projections). Off: the final point scores what each client holds after its last local "
-                    "update, as every intermediate point does.")
+        "the final evaluation point with it: the model Algorithm 1 returns (local down/up, the global "
+        "shared projections). Off: the final point scores what each client holds after its last local "
+        "update, as every intermediate point does.",
+    )
     report_diagnostics: bool = Field(
         default=True,
         description="Report per round the shared projections' norm and client spread per depth, and the floats "
-                    "each client sent beside the formula m (r^2 + r) and the paper's m r^2 (raw.diagnostics).")
+        "each client sent beside the formula m (r^2 + r) and the paper's m r^2 (raw.diagnostics).",
+    )
     offload_dir: str | None = offload_dir_field()
     packed_training: bool = packed_training_field()
     segment_attention: bool = segment_attention_field()
@@ -144,9 +172,16 @@ class MMAClients(CanonicalLoraClients):
         s = self.settings
         layout = model_layout(model_name)
         dmap = depth_map(layout, s.depths, s.top_fraction)
-        return make_mma_config(layout, list(dmap.language), list(dmap.vision) if dmap.vision is not None else None,
-                               rank=s.rank, alpha=s.adapter_scale, grad_scale=s.grad_scale, activation=s.activation,
-                               seed=self.init_seed)
+        return make_mma_config(
+            layout,
+            list(dmap.language),
+            list(dmap.vision) if dmap.vision is not None else None,
+            rank=s.rank,
+            alpha=s.adapter_scale,
+            grad_scale=s.grad_scale,
+            activation=s.activation,
+            seed=self.init_seed,
+        )
 
     def post_attach(self, model: Any) -> None:
         """One shared projection per depth, owned by the language block and read by the vision block."""
@@ -160,7 +195,6 @@ class MMAClients(CanonicalLoraClients):
         """SGD with the paper's momentum and weight decay, fresh for every local update (the paper's code reuses
         one optimiser across clients, so momentum leaks between them; a fresh one keeps each client to its own)."""
         return torch.optim.SGD(self.param_groups(model), lr=self.settings.sgd_lr, momentum=self.settings.sgd_momentum)
-
 
 
 def is_shared(key: str) -> bool:
@@ -209,11 +243,14 @@ class PFedMMA(LoraMethod):
     """
 
     meta = MethodMeta(
-        name="pfedmma", version="1.0", relative_compute=1.0,
+        name="pfedmma",
+        version="1.0",
+        relative_compute=1.0,
         summary="Multi-modal adapters on the top blocks of both encoders; only their shared r x r projections are "
-                "averaged.",
+        "averaged.",
         reference="Ghiasvand et al., pFedMMA: Personalized Federated Fine-Tuning with Multi-Modal Adapter for "
-                  "Vision-Language Models (arXiv 2507.05394)")
+        "Vision-Language Models (arXiv 2507.05394)",
+    )
 
     Config = PFedMMAConfig
 
@@ -234,7 +271,7 @@ class PFedMMA(LoraMethod):
         shared = {k: v for k, v in server.items() if is_shared(k)}
         for c in clients:
             prefix = f"{self.arch[c]}/"
-            out[c] = {**shared, **{k[len(prefix):]: v for k, v in server.items() if k.startswith(prefix)}}
+            out[c] = {**shared, **{k[len(prefix) :]: v for k, v in server.items() if k.startswith(prefix)}}
         return out
 
     # -- protocol ----------------------------------------------------------------------------------------------
@@ -254,8 +291,9 @@ class PFedMMA(LoraMethod):
                     tensors[k if is_shared(k) else f"{arch}/{k}"] = v.clone()
         return State(tensors=tensors, metadata={"round": 0})
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+    def client_update(
+        self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
+    ) -> tuple[Message, State]:
         tensors = dict(state.tensors)
         if message is not None and message.tensors:
             unknown = sorted(set(message.tensors) - set(tensors))
@@ -271,7 +309,9 @@ class PFedMMA(LoraMethod):
         meta = {"n": n} if upload else {}
         return Message(tensors=upload, metadata=meta), State(tensors=new, metadata={"loss": loss, "n": n})
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         """The n_i-weighted mean of every uploaded tensor: shared projections over all clients, down/up within each
         architecture. Every client gets the result (its architecture's part of it)."""
         self._rows = []
@@ -288,25 +328,44 @@ class PFedMMA(LoraMethod):
         if self.config.report_diagnostics:
             self._rows = self._diagnostics(server, uploads, groups)
         messages = self._messages(server, uploads)
-        return ({c: Message(tensors=t) for c, t in messages.items()},
-                State(tensors=server, metadata={"round": round_idx + 1}))
+        return (
+            {c: Message(tensors=t) for c, t in messages.items()},
+            State(tensors=server, metadata={"round": round_idx + 1}),
+        )
 
-    def _diagnostics(self, server: dict[str, torch.Tensor], uploads: dict[int, Message],
-                     groups: dict[str, list[int]]) -> list[Diagnostic]:
+    def _diagnostics(
+        self, server: dict[str, torch.Tensor], uploads: dict[int, Message], groups: dict[str, list[int]]
+    ) -> list[Diagnostic]:
         rows = []
         for key in sorted(k for k in groups if is_shared(k) and k.endswith(".weight")):
             mean = server[key]
             norm = float(torch.linalg.norm(mean))
             spread = [float(torch.linalg.norm(uploads[c].tensors[key] - mean)) for c in groups[key]]
-            rows.append(Diagnostic(key=key.removesuffix(".weight"), values={
-                "clients": len(groups[key]), "weight_norm": norm,
-                "client_spread": (sum(spread) / len(spread) / norm) if norm > 0 else None}))
+            rows.append(
+                Diagnostic(
+                    key=key.removesuffix(".weight"),
+                    values={
+                        "clients": len(groups[key]),
+                        "weight_norm": norm,
+                        "client_spread": (sum(spread) / len(spread) / norm) if norm > 0 else None,
+                    },
+                )
+            )
         sent = [sum(t.numel() for t in u.tensors.values()) for u in uploads.values()]
-        rows.append(Diagnostic(key="communication", values={
-            "control": self.config.control, "depths": self.config.depths, "rank": self.config.rank,
-            "clients": len(uploads), "uplink_floats_per_client": (sum(sent) / len(sent)) if sent else 0,
-            "shared_floats_formula": communicated_floats(self.config.depths, self.config.rank),
-            "shared_floats_paper": paper_floats(self.config.depths, self.config.rank)}))
+        rows.append(
+            Diagnostic(
+                key="communication",
+                values={
+                    "control": self.config.control,
+                    "depths": self.config.depths,
+                    "rank": self.config.rank,
+                    "clients": len(uploads),
+                    "uplink_floats_per_client": (sum(sent) / len(sent)) if sent else 0,
+                    "shared_floats_formula": communicated_floats(self.config.depths, self.config.rank),
+                    "shared_floats_paper": paper_floats(self.config.depths, self.config.rank),
+                },
+            )
+        )
         return rows
 
     def round_diagnostics(self, round_idx: int) -> list[Diagnostic]:
@@ -317,15 +376,17 @@ class PFedMMA(LoraMethod):
         self.clients.load_canonical(ctx.client_id, dict(state.tensors))
         return self.clients.predict(ctx, queries)
 
-    def post_federation(self, federation: FederationContext, client_states: dict[int, State],
-                        server_state: State) -> dict[int, State]:
+    def post_federation(
+        self, federation: FederationContext, client_states: dict[int, State], server_state: State
+    ) -> dict[int, State]:
         """Algorithm 1's returned model: every client's own down/up with the server's last aggregate written in
         (the shared projections under pFedMMA). Unchanged states when ``final_global`` is off."""
         if not self.config.final_global:
             return dict(client_states)
         messages = self._messages(dict(server_state.tensors), client_states)
-        return {c: State(tensors={**s.tensors, **messages[c]}, metadata=dict(s.metadata))
-                for c, s in client_states.items()}
+        return {
+            c: State(tensors={**s.tensors, **messages[c]}, metadata=dict(s.metadata)) for c, s in client_states.items()
+        }
 
     def adaptation_state(self, architecture: str, client_states: dict[int, State], server_state: State) -> State:
         """The architecture's uniform average of its clients' final adapters ("aggregated local models"), with the
@@ -336,5 +397,5 @@ class PFedMMA(LoraMethod):
             if is_shared(k) and k in tensors:
                 tensors[k] = v.clone()
             elif k.startswith(prefix):
-                tensors[k[len(prefix):]] = v.clone()
+                tensors[k[len(prefix) :]] = v.clone()
         return State(tensors=tensors)

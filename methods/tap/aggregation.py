@@ -58,8 +58,12 @@ def weighted_mean(tensors: list[torch.Tensor], weights: list[float]) -> torch.Te
     return out.to(tensors[0].dtype)  # type: ignore[union-attr]
 
 
-def aggregate(uploads: Mapping[int, tuple[float, Mapping[str, torch.Tensor]]], architectures: Mapping[int, str],
-              previous: Mapping[str, torch.Tensor], across: bool) -> tuple[dict[str, torch.Tensor], dict[str, list[int]]]:
+def aggregate(
+    uploads: Mapping[int, tuple[float, Mapping[str, torch.Tensor]]],
+    architectures: Mapping[int, str],
+    previous: Mapping[str, torch.Tensor],
+    across: bool,
+) -> tuple[dict[str, torch.Tensor], dict[str, list[int]]]:
     """Component-wise FedAvg. ``uploads``: client -> (n_i, {name: tensor}). Returns the server's new tensors (the
     previous ones with every uploaded group replaced by its weighted mean) and, per averaged group, its clients."""
     groups: dict[str, list[tuple[int, torch.Tensor]]] = {}
@@ -76,8 +80,13 @@ def aggregate(uploads: Mapping[int, tuple[float, Mapping[str, torch.Tensor]]], a
     return out, members
 
 
-def view_for(server: Mapping[str, torch.Tensor], owned: Iterable[str], shapes: Mapping[str, Mapping[str, tuple[int, ...]]],
-             architecture: str, across: bool) -> dict[str, torch.Tensor]:
+def view_for(
+    server: Mapping[str, torch.Tensor],
+    owned: Iterable[str],
+    shapes: Mapping[str, Mapping[str, tuple[int, ...]]],
+    architecture: str,
+    across: bool,
+) -> dict[str, torch.Tensor]:
     """What the server sends one client: its value of every tensor of every component the client owns, found in the
     client's group (by the client's own tensor shapes ``shapes[component][peft key]``). Tensors the server has no
     value for are left out."""

@@ -33,9 +33,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from drake_bench.benchmarks.sample import MethodSample
 from drake_bench.models.adapters import LLM_LINEAR_TARGETS
 from drake_bench.plugins.protocol import FederationContext
-from drake_bench.benchmarks.sample import MethodSample
 
 from ..lora_clients import LoraClients
 from .config import RoundSettings
@@ -105,8 +105,9 @@ def rest(model: Any) -> None:
     set_active(model, [SHARED])
 
 
-def answer_loss(model: Any, processor: Any, items: Sequence[MethodSample], with_logits: bool = False,
-                packed: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+def answer_loss(
+    model: Any, processor: Any, items: Sequence[MethodSample], with_logits: bool = False, packed: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The mean cross-entropy over the items' answer tokens (+ eos), the positions ``drake_bench.models.loss_on``
     scores, and optionally the logits predicting those tokens (tokens x vocabulary, float32, in item order): one
     forward pass gives both, so Stage 2's task loss and distillation term read the same logits. ``packed``: the
@@ -143,7 +144,9 @@ class ExpertClients(LoraClients):
         'mlp'``) or on all its linears (``'all'``, the LoRA entries' targets); every component has the same."""
         from drake_bench.models import lora_config
 
-        return lora_config(r=self.settings.rank, alpha=self.settings.alpha, target_modules=TARGETS[self.settings.targets])
+        return lora_config(
+            r=self.settings.rank, alpha=self.settings.alpha, target_modules=TARGETS[self.settings.targets]
+        )
 
     def post_attach(self, model: Any) -> None:
         """Each component's update at 1/4 of its scale under ``combine='mean'`` (the mean of the four routes)."""
@@ -172,9 +175,16 @@ class ExpertClients(LoraClients):
             reps.setdefault(architecture_key(federation.allocation[c]), c)
         self.rep = {c: reps[architecture_key(name)] for c, name in federation.allocation.items()}
         self.pool = ModelPool(
-            {r: federation.allocation[r] for r in reps.values()}, self.adapter_config, device=federation.device,
-            offload_dir=self.settings.offload_dir, adapter_names=self.adapter_names, seed=federation.seed,
-            loader=self.loader, post_attach=self.post_attach, segment_attention=self.settings.segment_attention)
+            {r: federation.allocation[r] for r in reps.values()},
+            self.adapter_config,
+            device=federation.device,
+            offload_dir=self.settings.offload_dir,
+            adapter_names=self.adapter_names,
+            seed=federation.seed,
+            loader=self.loader,
+            post_attach=self.post_attach,
+            segment_attention=self.settings.segment_attention,
+        )
         self.federation = federation
         self._init, self._params, self._loaded = {}, {}, {}
 
@@ -219,10 +229,16 @@ class ExpertClients(LoraClients):
         return self._params[rep]
 
     # -- training ----------------------------------------------------------------------------------------------
-    def train_copy(self, client: int, copy: Mapping[str, Mapping[str, torch.Tensor]],
-                   batches: Sequence[Sequence[MethodSample]], lr: float,
-                   teacher: TeacherLogits | None = None, beta: Callable[[str], float] | None = None,
-                   temperature: float = 1.0) -> tuple[Copy, RunningLoss]:
+    def train_copy(
+        self,
+        client: int,
+        copy: Mapping[str, Mapping[str, torch.Tensor]],
+        batches: Sequence[Sequence[MethodSample]],
+        lr: float,
+        teacher: TeacherLogits | None = None,
+        beta: Callable[[str], float] | None = None,
+        temperature: float = 1.0,
+    ) -> tuple[Copy, RunningLoss]:
         """Train ``copy`` on ``batches`` with a fresh AdamW at ``lr`` (the paper's new optimiser per local-training
         call); every step is sum_o lambda_o l_o over the batch's keys, plus, with ``teacher``, sum_o beta_o
         distill_o (eq. 6: lambda_o does not weight the distillation term). Returns the trained copy (every
@@ -245,8 +261,9 @@ class ExpertClients(LoraClients):
                     items = [batch[i] for i in idx]
                     activate(model, key)
                     kd = teacher is not None and beta is not None and beta(key) > 0
-                    loss, logits = answer_loss(model, processor, items, with_logits=kd,
-                                               packed=self.settings.packed_training)
+                    loss, logits = answer_loss(
+                        model, processor, items, with_logits=kd, packed=self.settings.packed_training
+                    )
                     share = len(items) / len(batch)
                     total = share * loss
                     if kd:
@@ -255,8 +272,9 @@ class ExpertClients(LoraClients):
                     contributions[key] = share * float(loss.detach())
                     trained.update(path(key))
                 if self.settings.max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_([p for p in params if p.grad is not None],
-                                                   self.settings.max_grad_norm)
+                    torch.nn.utils.clip_grad_norm_(
+                        [p for p in params if p.grad is not None], self.settings.max_grad_norm
+                    )
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 history.add_batch(contributions)
@@ -265,8 +283,9 @@ class ExpertClients(LoraClients):
         keep = [c for c in self.components if c in copy or c in trained]
         return self.dump_copy(client, keep), history
 
-    def teacher_logits(self, client: int, copy: Mapping[str, Mapping[str, torch.Tensor]],
-                       batches: Sequence[Sequence[MethodSample]]) -> TeacherLogits:
+    def teacher_logits(
+        self, client: int, copy: Mapping[str, Mapping[str, torch.Tensor]], batches: Sequence[Sequence[MethodSample]]
+    ) -> TeacherLogits:
         """The frozen teacher's answer-token logits for every key of every batch (eval mode, no gradients), computed
         once before the student trains: the teacher never changes, so this is the same as running it beside the
         student at every step, without holding two copies in the model."""
@@ -281,8 +300,13 @@ class ExpertClients(LoraClients):
                     row = {}
                     for key, idx in group_by_key(batch).items():
                         activate(model, key)
-                        row[key] = answer_loss(model, processor, [batch[i] for i in idx], with_logits=True,
-                                                   packed=self.settings.packed_training)[1]
+                        row[key] = answer_loss(
+                            model,
+                            processor,
+                            [batch[i] for i in idx],
+                            with_logits=True,
+                            packed=self.settings.packed_training,
+                        )[1]
                     out.append(row)
         finally:
             rest(model)
@@ -290,8 +314,9 @@ class ExpertClients(LoraClients):
         return out
 
     # -- answering ---------------------------------------------------------------------------------------------
-    def predict_copy(self, client: int, copy: Mapping[str, Mapping[str, torch.Tensor]],
-                     queries: Sequence[MethodSample]) -> list[str]:
+    def predict_copy(
+        self, client: int, copy: Mapping[str, Mapping[str, torch.Tensor]], queries: Sequence[MethodSample]
+    ) -> list[str]:
         """Answers with ``copy``: each query through the path of its own key (queries grouped by key, answers put
         back in order)."""
         from drake_bench.models import predict

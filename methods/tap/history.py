@@ -57,8 +57,11 @@ def decide(h_l: Mapping[str, float], h_p: Mapping[str, float], margins: Mapping[
     return [k for k in h_l if should_replace(h_l[k], history_value(h_p, k), margins[k])]
 
 
-def replace(personal: Mapping[str, Mapping[str, torch.Tensor]], fl: Mapping[str, Mapping[str, torch.Tensor]],
-            keys: Iterable[str]) -> dict[str, dict[str, torch.Tensor]]:
+def replace(
+    personal: Mapping[str, Mapping[str, torch.Tensor]],
+    fl: Mapping[str, Mapping[str, torch.Tensor]],
+    keys: Iterable[str],
+) -> dict[str, dict[str, torch.Tensor]]:
     """The paper's eq. 4, per component: the personal copy with every component on the path of a replaced key
     copied from the FL copy (whole components, as the reference code's ``load_state_dict`` per module; shared
     components included, spec §2.4), every other component untouched. Components are ``{name: {tensor: value}}``.

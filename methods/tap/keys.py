@@ -83,8 +83,12 @@ def all_keys() -> list[str]:
 def components(modalities: Sequence[str] = MODALITIES) -> list[str]:
     """Every component of a federation whose items have ``modalities`` (peft adapter names: no dots, which peft's
     module dicts refuse), in a fixed order. A text-only federation (``text``) has 10, a multimodal one 20."""
-    return ([SHARED] + [f"mod-{m}" for m in modalities] + [f"fmt-{f}" for f in FORMATS]
-            + [f"exp-{m}-{f}" for m in modalities for f in FORMATS])
+    return (
+        [SHARED]
+        + [f"mod-{m}" for m in modalities]
+        + [f"fmt-{f}" for f in FORMATS]
+        + [f"exp-{m}-{f}" for m in modalities for f in FORMATS]
+    )
 
 
 def modalities_of(benchmark_modality: str) -> tuple[str, ...]:

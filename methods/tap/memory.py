@@ -36,13 +36,17 @@ def _image(tensor: torch.Tensor) -> Any:
     return Image.fromarray(tensor.numpy().astype(np.uint8))
 
 
-def remember(entries: Sequence[Mapping[str, Any]], tensors: Mapping[str, torch.Tensor],
-             batches: Iterable[Sequence[MethodSample]], capacity: int
-             ) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
+def remember(
+    entries: Sequence[Mapping[str, Any]],
+    tensors: Mapping[str, torch.Tensor],
+    batches: Iterable[Sequence[MethodSample]],
+    capacity: int,
+) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
     """The buffer after this round's batches: the ``capacity`` most recently seen distinct items."""
     order: dict[str, dict[str, Any]] = {e["uid"]: dict(e) for e in entries}
     images: dict[str, list[torch.Tensor]] = {
-        uid: [tensors[f"{PREFIX}{uid}/{j}"] for j in range(int(e["images"]))] for uid, e in order.items()}
+        uid: [tensors[f"{PREFIX}{uid}/{j}"] for j in range(int(e["images"]))] for uid, e in order.items()
+    }
     if capacity <= 0:
         return [], {}
     for batch in batches:
@@ -50,8 +54,14 @@ def remember(entries: Sequence[Mapping[str, Any]], tensors: Mapping[str, torch.T
             if s.uid in order:
                 order[s.uid] = order.pop(s.uid)  # seen again: now the newest
                 continue
-            order[s.uid] = {"uid": s.uid, "question": s.question, "choices": list(s.choices), "answer": s.answer,
-                            "answer_type": s.answer_type.value, "images": len(s.images)}
+            order[s.uid] = {
+                "uid": s.uid,
+                "question": s.question,
+                "choices": list(s.choices),
+                "answer": s.answer,
+                "answer_type": s.answer_type.value,
+                "images": len(s.images),
+            }
             images[s.uid] = [_image_tensor(im) for im in s.images]
             while len(order) > capacity:
                 old = next(iter(order))
@@ -63,13 +73,22 @@ def remember(entries: Sequence[Mapping[str, Any]], tensors: Mapping[str, torch.T
 
 def recall(entries: Sequence[Mapping[str, Any]], tensors: Mapping[str, torch.Tensor]) -> list[MethodSample]:
     """The buffer's items as training items, oldest first."""
-    return [MethodSample(uid=e["uid"], images=[_image(tensors[f"{PREFIX}{e['uid']}/{j}"]) for j in range(int(e["images"]))],
-                         question=e["question"], choices=list(e["choices"]), answer=e["answer"],
-                         answer_type=e["answer_type"]) for e in entries]
+    return [
+        MethodSample(
+            uid=e["uid"],
+            images=[_image(tensors[f"{PREFIX}{e['uid']}/{j}"]) for j in range(int(e["images"]))],
+            question=e["question"],
+            choices=list(e["choices"]),
+            answer=e["answer"],
+            answer_type=e["answer_type"],
+        )
+        for e in entries
+    ]
 
 
-def draw_batches(items: Sequence[MethodSample], steps: int, batch_size: int, rng: np.random.Generator
-                 ) -> list[list[MethodSample]]:
+def draw_batches(
+    items: Sequence[MethodSample], steps: int, batch_size: int, rng: np.random.Generator
+) -> list[list[MethodSample]]:
     """P minibatches, each drawn uniformly without replacement from the buffer (the reference code's random draws
     from the pooled local data)."""
     if not items:

@@ -94,8 +94,14 @@ def plot_replacements(results: Sequence["RunResult"], path: str | Path) -> "Figu
     for i, result in enumerate(results):
         ax = fig.add_subplot(1, len(results), i + 1)
         for key, (x, mean, std) in cumulative_curves(result).items():
-            (line,) = ax.plot(x, mean, marker="o", linewidth=2.5 if key == TOTAL else 1.2,
-                              color="black" if key == TOTAL else None, label=key)
+            (line,) = ax.plot(
+                x,
+                mean,
+                marker="o",
+                linewidth=2.5 if key == TOTAL else 1.2,
+                color="black" if key == TOTAL else None,
+                label=key,
+            )
             ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.15, linewidth=0)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("round")
@@ -114,7 +120,9 @@ def plot_replacements(results: Sequence["RunResult"], path: str | Path) -> "Figu
 def main(argv: Sequence[str] | None = None) -> int:
     from drake_bench.results.result_file import read_result
 
-    ap = argparse.ArgumentParser(description="TAP's cumulative replacements per task key over rounds, from result files.")
+    ap = argparse.ArgumentParser(
+        description="TAP's cumulative replacements per task key over rounds, from result files."
+    )
     ap.add_argument("results", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, default=Path("replacements.png"))
     args = ap.parse_args(argv)

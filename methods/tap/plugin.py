@@ -19,8 +19,8 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from drake_bench.plugins.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
 from drake_bench.benchmarks.sample import MethodSample
+from drake_bench.plugins.protocol import ClientContext, Diagnostic, FederationContext, Message, MethodMeta, State
 
 from ..lora_clients import LoraMethod, average
 from .aggregation import aggregate, component_of, view_for
@@ -28,7 +28,8 @@ from .config import NoKDSettings, PostTrainSettings, RoundSettings, TAPSettings
 from .experts import Copy, ExpertClients
 from .history import decide, replace
 from .keys import group_by_key, paths
-from .memory import PREFIX as MEMORY, draw_batches, recall, remember
+from .memory import PREFIX as MEMORY
+from .memory import draw_batches, recall, remember
 
 FL, PERSONAL = "fl", "x"
 """State prefixes of the two copies: ``fl/<component>/<peft key>`` and ``x/<component>/<peft key>``."""
@@ -37,8 +38,10 @@ SALT_STAGE2 = 0x7A9
 """Mixed with the run seed and the client into Stage 2's batch draws: the same P batches for the teacher and the
 student, whatever else draws random numbers."""
 
-REFERENCE = ("Lee, Fang, Han, Hosseinalipour, Brinton, TAP: Two-Stage Adaptive Personalization of Multi-Task and "
-             "Multi-Modal Foundation Models in Federated Learning (arXiv 2509.26524)")
+REFERENCE = (
+    "Lee, Fang, Han, Hosseinalipour, Brinton, TAP: Two-Stage Adaptive Personalization of Multi-Task and "
+    "Multi-Modal Foundation Models in Federated Learning (arXiv 2509.26524)"
+)
 
 
 # ---------------------------------------------------------------------------------------------- state layout
@@ -93,7 +96,9 @@ class TAPBase(LoraMethod):
         self.config = config or self.Config()
         self.clients = ExpertClients(self.config)
         self._rows: dict[int, list[Diagnostic]] = {}  # the server's rows per round, until round_diagnostics
-        self._client_rows: dict[int, list[Diagnostic]] = {}  # a client's rows of its last update, until client_diagnostics
+        self._client_rows: dict[
+            int, list[Diagnostic]
+        ] = {}  # a client's rows of its last update, until client_diagnostics
 
     @property
     def answers_with(self) -> str:
@@ -128,16 +133,19 @@ class TAPBase(LoraMethod):
         per_round = max(1, fed.local_steps * fed.batch_size)
         return round_idx >= fed.rounds - (math.ceil(cfg.memory_items / per_round) + 1)
 
-    def client_update(self, ctx: ClientContext, state: State, message: Message | None,
-                      batches: Iterable[Sequence[MethodSample]]) -> tuple[Message, State]:
+    def client_update(
+        self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
+    ) -> tuple[Message, State]:
         """Spec §2.2 (a)-(f): the FL copy starts from the server's components and trains; it is uploaded; every key
         of the round whose FL history beats the personal one by its margin has its path's components copied into
         the personal copy; the personal copy trains on the same batches (the paper's reference code trains both copies
         on one draw, so the two histories compare losses on the same items)."""
         c = ctx.client_id
         fl, personal, memory = split_state(dict(state.tensors))
-        meta = {k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v)
-                for k, v in state.metadata.items()}
+        meta = {
+            k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v)
+            for k, v in state.metadata.items()
+        }
         if message is not None and message.tensors:
             fl.update(as_copy(dict(message.tensors)))  # (the server's components replace the client's)
         batches = [list(b) for b in batches if len(b)]
@@ -172,7 +180,9 @@ class TAPBase(LoraMethod):
             self._client_rows[c] = self._rows_of_client(c, keys, h_l, h_p_before, meta["h_p"], replaced)
         return upload, State(tensors=join_state(fl, personal, memory), metadata=meta)
 
-    def aggregate(self, round_idx: int, server_state: State, uploads: dict[int, Message]) -> tuple[dict[int, Message], State]:
+    def aggregate(
+        self, round_idx: int, server_state: State, uploads: dict[int, Message]
+    ) -> tuple[dict[int, Message], State]:
         """Component-wise FedAvg weighted by the clients' sample counts (:mod:`.aggregation`); each client gets the
         server's value of every component it has uploaded so far."""
         owners: dict[str, list[str]] = {k: list(v) for k, v in server_state.metadata.get("owners", {}).items()}
@@ -184,14 +194,23 @@ class TAPBase(LoraMethod):
         server, members = aggregate(sent, self.arch, dict(server_state.tensors), across)
         for c, (_, tensors) in sent.items():
             owners[str(c)] = sorted(set(owners.get(str(c), [])) | {component_of(name) for name in tensors})
-        messages = {c: Message(tensors=view_for(server, owners.get(str(c), []), self.shapes(c), self.arch[c], across))
-                    for c in uploads}
+        messages = {
+            c: Message(tensors=view_for(server, owners.get(str(c), []), self.shapes(c), self.arch[c], across))
+            for c in uploads
+        }
         if self.config.report_diagnostics:
             sizes = [len(v) for v in members.values()]
-            rows.append(Diagnostic(key="server", values={
-                "uploads": len(sent), "tensor_groups": len(members),
-                "components": len({component_of(k.split("|", 1)[1]) for k in members}),
-                "clients_per_group": (sum(sizes) / len(sizes)) if sizes else None}))
+            rows.append(
+                Diagnostic(
+                    key="server",
+                    values={
+                        "uploads": len(sent),
+                        "tensor_groups": len(members),
+                        "components": len({component_of(k.split("|", 1)[1]) for k in members}),
+                        "clients_per_group": (sum(sizes) / len(sizes)) if sizes else None,
+                    },
+                )
+            )
         return messages, State(tensors=server, metadata={"owners": owners, "round": round_idx + 1})
 
     def predict(self, ctx: ClientContext, state: State, queries: Sequence[MethodSample]) -> list[str]:
@@ -214,11 +233,19 @@ class TAPBase(LoraMethod):
         without an FL copy, from the architecture's average of its clients' personal copies (SFT's rule)."""
         members = sorted(client_states) or sorted(c for c, a in self.arch.items() if a == architecture)
         rep = members[0]
-        meta = self.init_client(ClientContext(client_id=rep, model_name="", architecture=architecture, round_idx=0,
-                                              seed=0)).metadata
+        meta = self.init_client(
+            ClientContext(client_id=rep, model_name="", architecture=architecture, round_idx=0, seed=0)
+        ).metadata
         if self.uses_fl:
-            start = as_copy(view_for(dict(server_state.tensors), self.clients.components, self.shapes(rep), architecture,
-                                     self.config.share_across_architectures))  # type: ignore[attr-defined]
+            start = as_copy(
+                view_for(
+                    dict(server_state.tensors),
+                    self.clients.components,
+                    self.shapes(rep),
+                    architecture,
+                    self.config.share_across_architectures,
+                )
+            )  # type: ignore[attr-defined]
             return State(tensors=join_state(start, start if self.uses_personal else {}, {}), metadata=meta)
         init = self.clients.initial_copy(rep)
         copies = [split_state(dict(s.tensors))[1] for s in client_states.values()]
@@ -229,18 +256,37 @@ class TAPBase(LoraMethod):
     # -- helpers -----------------------------------------------------------------------------------------------
     def shapes(self, client: int) -> dict[str, dict[str, tuple[int, ...]]]:
         """The client's tensor shapes per component (from its architecture's initialisation)."""
-        return {comp: {k: tuple(t.shape) for k, t in ts.items()} for comp, ts in self.clients.initial_copy(client).items()}
+        return {
+            comp: {k: tuple(t.shape) for k, t in ts.items()} for comp, ts in self.clients.initial_copy(client).items()
+        }
 
-    def _rows_of_client(self, client: int, keys: list[str], h_l: dict[str, float], h_p_before: dict[str, float],
-                        h_p: dict[str, float], replaced: list[str]) -> list[Diagnostic]:
+    def _rows_of_client(
+        self,
+        client: int,
+        keys: list[str],
+        h_l: dict[str, float],
+        h_p_before: dict[str, float],
+        h_p: dict[str, float],
+        replaced: list[str],
+    ) -> list[Diagnostic]:
         rows = []
         for k in keys:
             before = h_p_before.get(k)
-            rows.append(Diagnostic(key=k, values={
-                "client": client, "task_key": k, "h_l": h_l.get(k), "h_p_before": before,
-                "h_p": h_p.get(k) if self.uses_personal else None,
-                "margin": self.config.margin(k) if self.uses_fl and self.uses_personal else None,  # type: ignore[attr-defined]
-                "replaced": k in replaced, "first": before is None}))
+            rows.append(
+                Diagnostic(
+                    key=k,
+                    values={
+                        "client": client,
+                        "task_key": k,
+                        "h_l": h_l.get(k),
+                        "h_p_before": before,
+                        "h_p": h_p.get(k) if self.uses_personal else None,
+                        "margin": self.config.margin(k) if self.uses_fl and self.uses_personal else None,  # type: ignore[attr-defined]
+                        "replaced": k in replaced,
+                        "first": before is None,
+                    },
+                )
+            )
         return rows
 
 
@@ -281,21 +327,29 @@ class TAP(TAPBase):
     """
 
     meta = MethodMeta(
-        name="tap", version="1.0", relative_compute=2.0,
+        name="tap",
+        version="1.0",
+        relative_compute=2.0,
         summary="Two-stage adaptive personalization: an FL copy and a personal copy of LoRA experts keyed by input "
-                "modality and answer format, margin replacement, and post-FL distillation.",
-        reference=REFERENCE)
+        "modality and answer format, margin replacement, and post-FL distillation.",
+        reference=REFERENCE,
+    )
 
     Config = TAPSettings
 
-    def post_federation(self, federation: FederationContext, client_states: dict[int, State],
-                        server_state: State) -> dict[int, State]:
+    def post_federation(
+        self, federation: FederationContext, client_states: dict[int, State], server_state: State
+    ) -> dict[int, State]:
         """Stage 2 for every client (spec §3); see :meth:`stage2`."""
         owners = server_state.metadata.get("owners", {})
-        return {c: self.stage2(federation, c, s, server_state, owners.get(str(c), [])) for c, s in sorted(client_states.items())}
+        return {
+            c: self.stage2(federation, c, s, server_state, owners.get(str(c), []))
+            for c, s in sorted(client_states.items())
+        }
 
-    def stage2(self, federation: FederationContext, client: int, state: State, server_state: State,
-               owned: Sequence[str]) -> State:
+    def stage2(
+        self, federation: FederationContext, client: int, state: State, server_state: State, owned: Sequence[str]
+    ) -> State:
         """One client's Stage 2: P batches from its memory; the final server components (its FL copy with the
         server's last value of every component it owns) post-train into the teacher; TAP distils into the personal
         copy (skipping the teacher when every beta is 0, which leaves the output unchanged); FedAvg + post-train
@@ -308,8 +362,18 @@ class TAP(TAPBase):
             return state
         rng = np.random.default_rng([int(federation.seed), int(client), SALT_STAGE2])
         batches = draw_batches(items, cfg.post_steps, federation.batch_size, rng)
-        final = {**fl, **as_copy(view_for(dict(server_state.tensors), owned, self.shapes(client),
-                                          self.arch[client], cfg.share_across_architectures))}
+        final = {
+            **fl,
+            **as_copy(
+                view_for(
+                    dict(server_state.tensors),
+                    owned,
+                    self.shapes(client),
+                    self.arch[client],
+                    cfg.share_across_architectures,
+                )
+            ),
+        }
         lr = cfg.initial_learning_rate
         keys = list(group_by_key([s for b in batches for s in b]))
         kd = self.uses_personal and any(cfg.beta(k) > 0 for k in keys)
@@ -320,8 +384,9 @@ class TAP(TAPBase):
         if not self.uses_personal:
             return State(tensors=join_state(teacher, personal, memory), metadata={**meta, "stage2_steps": len(batches)})
         logits = self.clients.teacher_logits(client, teacher, batches) if kd else None
-        personal, run = self.clients.train_copy(client, personal, batches, lr, teacher=logits, beta=cfg.beta,
-                                                temperature=cfg.temperature)
+        personal, run = self.clients.train_copy(
+            client, personal, batches, lr, teacher=logits, beta=cfg.beta, temperature=cfg.temperature
+        )
         meta["stage2_student_loss"] = run.values()
         return State(tensors=join_state(final, personal, memory), metadata={**meta, "stage2_steps": len(batches)})
 
@@ -331,10 +396,13 @@ class TAPNoKD(TAP):
     0, the paper's "No KD" rows of Tables 4-6); no teacher is trained, since nothing reads it."""
 
     meta = MethodMeta(
-        name="tap-no-kd", version="1.0", relative_compute=2.0,
+        name="tap-no-kd",
+        version="1.0",
+        relative_compute=2.0,
         summary="TAP with beta = 0: Stage 2 fine-tunes the personal copy on the task loss alone (the paper's KD "
-                "ablation).",
-        reference=REFERENCE)
+        "ablation).",
+        reference=REFERENCE,
+    )
 
     Config = NoKDSettings
 
@@ -347,10 +415,13 @@ class FedAvgPostTrain(TAP):
     copy after local training every round (as FedIT), and with the post-trained model after Stage 2."""
 
     meta = MethodMeta(
-        name="fedavg-post-train", version="1.0", relative_compute=1.0,
+        name="fedavg-post-train",
+        version="1.0",
+        relative_compute=1.0,
         summary="Component-wise FedAvg of TAP's LoRA experts, the final model fine-tuned P steps locally (a TAP "
-                "baseline).",
-        reference=REFERENCE)
+        "baseline).",
+        reference=REFERENCE,
+    )
 
     Config = PostTrainSettings
     uses_personal = False
@@ -362,9 +433,12 @@ class TAPLocal(TAPBase):
     personal copies (SFT's rule)."""
 
     meta = MethodMeta(
-        name="tap-local", version="1.0", relative_compute=1.0,
+        name="tap-local",
+        version="1.0",
+        relative_compute=1.0,
         summary="TAP's LoRA experts trained on local data only; nothing is shared (a TAP baseline).",
-        reference=REFERENCE)
+        reference=REFERENCE,
+    )
 
     Config = RoundSettings
     uses_fl = False

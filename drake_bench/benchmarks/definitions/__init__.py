@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from drake_bench.benchmarks.spec import BenchmarkSpec
 from drake_bench.benchmarks.definitions.drake import drake
 from drake_bench.benchmarks.definitions.hflb import hflb
 from drake_bench.benchmarks.definitions.text import fed_aya, fed_llm_large, fed_scope
+from drake_bench.benchmarks.spec import BenchmarkSpec
 
 REAL_BENCHMARKS: dict[str, Callable[[], BenchmarkSpec]] = {
     "drake": drake,

@@ -17,8 +17,9 @@ PAPER = (
 
 # FedMosaic paper, App. A.27: "10,000 training and 1,000 test samples, if the dataset is large; otherwise 8:2".
 # A tenth of each training draw is held out as validation (drake_bench's, not the paper's: see the choice below).
-SUBSAMPLING = SubsamplingRule(large_threshold=11000, train=10000, test=1000, train_ratio=0.8, seed=0,
-                              validation_ratio=0.1)
+SUBSAMPLING = SubsamplingRule(
+    large_threshold=11000, train=10000, test=1000, train_ratio=0.8, seed=0, validation_ratio=0.1
+)
 
 SUBSAMPLING_CHOICES = [
     Choice(
@@ -37,9 +38,9 @@ SUBSAMPLING_CHOICES = [
         key="subsampling.validation",
         tag="R",
         decision="the last 10% of each task's seeded training draw is its validation split (1,000 of a large task's "
-                 "10,000; the test draw is unchanged); versions 1.0.0 (Fed-Scope 1.1.0) have none",
+        "10,000; the test draw is unchanged); versions 1.0.0 (Fed-Scope 1.1.0) have none",
         reason="the paper selects nothing on held-out data it describes; a board that promises no selection on test "
-               "needs a split to select on, carved from training so the test items stay the paper's draw",
+        "needs a split to select on, carved from training so the test items stay the paper's draw",
     ),
 ]
 

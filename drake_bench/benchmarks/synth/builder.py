@@ -11,12 +11,12 @@ import warnings
 from pathlib import Path
 
 from drake_bench.benchmarks.build import DONE_MARK, build_benchmark, build_lock, is_built, read_task_mark
-from drake_bench.errors import DrakeBenchError
 from drake_bench.benchmarks.manifest import available_benchmarks, load_benchmark
 from drake_bench.benchmarks.spec import BenchmarkSpec
 from drake_bench.benchmarks.store import BUILD_INFO, built_root, finalize_build
 from drake_bench.benchmarks.synth.loader import _scale, current_scale
 from drake_bench.benchmarks.synth.world import GENERATOR_VERSION
+from drake_bench.errors import DrakeBenchError
 
 SYNTH_BENCHMARKS = ("drake-synth", "hflb-synth", "fedllm-synth")
 
@@ -31,8 +31,8 @@ def _matches(root: Path, spec: BenchmarkSpec, scale: float) -> bool:
     whose marks match are kept, see :func:`drake_bench.benchmarks.build.build_benchmark`), and a warning says so."""
     if not is_built(root):
         return False
-    from drake_bench.errors import JSONFileError
     from drake_bench.core.json_files import MANIFEST_MAX_BYTES, read_json
+    from drake_bench.errors import JSONFileError
 
     path = root / BUILD_INFO
     try:  # the limit BuiltBenchmark.open reads the same file with
@@ -41,15 +41,21 @@ def _matches(root: Path, spec: BenchmarkSpec, scale: float) -> bool:
         warnings.warn(f"{exc}; building {spec.name} again in {root}", RuntimeWarning)
         return False
     if not isinstance(info, dict):
-        warnings.warn(f"{path} is not a build record (a JSON object); building {spec.name} again in {root}",
-                      RuntimeWarning)
+        warnings.warn(
+            f"{path} is not a build record (a JSON object); building {spec.name} again in {root}", RuntimeWarning
+        )
         return False
     want = _stamp(spec, scale)
     return all(info.get(k) == v for k, v in want.items()) and not info.get("failed_tasks")
 
 
-def build_synth(name: str | BenchmarkSpec, scale: float | None = None, out: str | Path | None = None,
-                show_progress: bool = False, tasks: list[str] | None = None) -> Path:
+def build_synth(
+    name: str | BenchmarkSpec,
+    scale: float | None = None,
+    out: str | Path | None = None,
+    show_progress: bool = False,
+    tasks: list[str] | None = None,
+) -> Path:
     """Generate and build an embedded benchmark; returns the built root.
 
     ``scale`` multiplies every task's pool (default ``$DRAKE_BENCH_SYNTH_SCALE`` or 1). An existing
@@ -69,14 +75,26 @@ def build_synth(name: str | BenchmarkSpec, scale: float | None = None, out: str 
     return root
 
 
-def _build_synth_locked(spec: BenchmarkSpec, s: float, root: Path, show_progress: bool, tasks: list[str] | None) -> None:
+def _build_synth_locked(
+    spec: BenchmarkSpec, s: float, root: Path, show_progress: bool, tasks: list[str] | None
+) -> None:
     if is_built(root) and not _matches(root, spec, s):
         _drop_unrecorded(root)
     # a task whose definition, scale and generator code are unchanged keeps its shards (build.task_recipe)
-    build_benchmark(spec, None, root, tasks=tasks, show_progress=show_progress,
-                    recipe_extra={"synth_scale": s, "generator_version": GENERATOR_VERSION})
-    finalize_build(root, spec.name, spec.content_hash or "",
-                   {"version": spec.version, "failed_tasks": [], "embedded": True, **_stamp(spec, s)})
+    build_benchmark(
+        spec,
+        None,
+        root,
+        tasks=tasks,
+        show_progress=show_progress,
+        recipe_extra={"synth_scale": s, "generator_version": GENERATOR_VERSION},
+    )
+    finalize_build(
+        root,
+        spec.name,
+        spec.content_hash or "",
+        {"version": spec.version, "failed_tasks": [], "embedded": True, **_stamp(spec, s)},
+    )
 
 
 def _drop_unrecorded(root: Path) -> None:

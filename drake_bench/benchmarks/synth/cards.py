@@ -59,7 +59,9 @@ def render_grid(benchmark: str | BenchmarkSpec, task_id: str, n: int = 4) -> Ima
         lines += textwrap.wrap("answer: " + s.answer, 48)
         x = 8 + max_imgs * (CELL + 4)
         for j, line in enumerate(lines[:8]):
-            draw.text((x, y + 2 + 13 * j), line, fill=(0, 0, 110) if line.startswith("answer") else (0, 0, 0), font=font(11))
+            draw.text(
+                (x, y + 2 + 13 * j), line, fill=(0, 0, 110) if line.startswith("answer") else (0, 0, 0), font=font(11)
+            )
     return canvas
 
 
@@ -77,8 +79,11 @@ def task_card(benchmark: str | BenchmarkSpec, task_id: str) -> str:
     spec = load_benchmark(benchmark)
     t = spec.task(task_id)
     clients = [c.id for c in spec.clients if t.id in c.tasks]
-    where = f"client {clients[0]}, position {spec.client(clients[0]).tasks.index(t.id) + 1}" if clients else (
-        "unseen task (fast adaptation only)" if t.id in spec.unseen_tasks else "not assigned")
+    where = (
+        f"client {clients[0]}, position {spec.client(clients[0]).tasks.index(t.id) + 1}"
+        if clients
+        else ("unseen task (fast adaptation only)" if t.id in spec.unseen_tasks else "not assigned")
+    )
     lines = [
         f"# {spec.name} / {t.id}",
         "",
@@ -90,7 +95,8 @@ def task_card(benchmark: str | BenchmarkSpec, task_id: str) -> str:
         f"- images per item: {t.images} {t.num_images[0]}-{t.num_images[1]}",
         f"- answer type: {t.answer_type.value} (metric: {t.metric})",
         f"- sizes at scale 1: train {t.sizes.train}, "
-        + (f"validation {t.sizes.validation}, " if t.sizes.validation else "") + f"test {t.sizes.test}",
+        + (f"validation {t.sizes.validation}, " if t.sizes.validation else "")
+        + f"test {t.sizes.test}",
         f"- source: loader `{t.source.loader}`, generator `{t.source.variant}`, rule `{json.dumps(t.source.rule, sort_keys=True)}`",
         f"- provenance: {', '.join(f'{k} [{v}]' for k, v in sorted(t.provenance.items())) or 'n/a'}",
     ]
@@ -103,12 +109,16 @@ def task_card(benchmark: str | BenchmarkSpec, task_id: str) -> str:
         )
         measured, built = res.get("generator_version"), t.source.rule.get("generator_version")
         if measured is not None and built is not None and measured != built:
-            lines.append(f"- note: learnability was measured on this task's generator version {measured} data; this "
-                         f"manifest builds version {built} (benchmark {spec.name}@{spec.version})")
+            lines.append(
+                f"- note: learnability was measured on this task's generator version {measured} data; this "
+                f"manifest builds version {built} (benchmark {spec.name}@{spec.version})"
+            )
         if res.get("confirm"):
             c = res["confirm"]
-            lines.append(f"- held-out confirmation ({c['test']} items never used to select a probe): image+question model "
-                         f"{c['vision']:.2f}, text-only model {c['text_only']:.2f}, chance {c['chance']:.2f}")
+            lines.append(
+                f"- held-out confirmation ({c['test']} items never used to select a probe): image+question model "
+                f"{c['vision']:.2f}, text-only model {c['text_only']:.2f}, chance {c['chance']:.2f}"
+            )
     else:
         lines.append("- learnability: not measured (run scripts/bench_synth_learnability.py)")
     ex = examples(spec, t, 2)
@@ -116,7 +126,9 @@ def task_card(benchmark: str | BenchmarkSpec, task_id: str) -> str:
         lines += ["", "Examples:"]
         for s in ex:
             opts = f" [{' | '.join(s.choices)}]" if s.choices else ""
-            lines.append(f"- ({len(s.images)} image{'s' if len(s.images) != 1 else ''}) {s.question}{opts} -> **{s.answer}**")
+            lines.append(
+                f"- ({len(s.images)} image{'s' if len(s.images) != 1 else ''}) {s.question}{opts} -> **{s.answer}**"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -147,8 +159,10 @@ def task_table(benchmark: str | BenchmarkSpec) -> str:
     for c in spec.clients:
         lines.append(f"| {c.id} | {c.group} | {' · '.join(cell(t) for t in c.tasks)} | {learnt(list(c.tasks))} |")
     if spec.unseen_tasks:
-        lines.append(f"| unseen | fast adaptation | {' · '.join(cell(t) for t in spec.unseen_tasks)} "
-                     f"| {learnt(list(spec.unseen_tasks))} |")
+        lines.append(
+            f"| unseen | fast adaptation | {' · '.join(cell(t) for t in spec.unseen_tasks)} "
+            f"| {learnt(list(spec.unseen_tasks))} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -170,8 +184,12 @@ def render_clients(benchmark: str | BenchmarkSpec, per_task: int = 2) -> Image.I
     width = label_w + n_tasks * (per_task * (cell + 2) + 8)
     canvas = Image.new("RGB", (width, header + len(spec.clients) * (cell + 6)), (255, 255, 255))
     draw = ImageDraw.Draw(canvas)
-    draw.text((6, 4), f"{spec.name} {spec.version}: first images of each client's tasks, in stream order",
-              fill=(0, 0, 0), font=font(12))
+    draw.text(
+        (6, 4),
+        f"{spec.name} {spec.version}: first images of each client's tasks, in stream order",
+        fill=(0, 0, 0),
+        font=font(12),
+    )
     for r, c in enumerate(spec.clients):
         y = header + r * (cell + 6)
         draw.text((6, y + cell // 2 - 14), f"client {c.id}", fill=(0, 0, 0), font=font(12))

@@ -13,7 +13,18 @@ from drake_bench.benchmarks.synth.registry import YES_NO, Item, generator, mc, y
 from drake_bench.benchmarks.synth.relation import one, two_related
 from drake_bench.benchmarks.synth.render import render
 from drake_bench.benchmarks.synth.vqa import dish
-from drake_bench.benchmarks.synth.world import COLORS, NUMBER_WORDS, SHAPES, Obj, Scene, an, other, place, plural, random_obj
+from drake_bench.benchmarks.synth.world import (
+    COLORS,
+    NUMBER_WORDS,
+    SHAPES,
+    Obj,
+    Scene,
+    an,
+    other,
+    place,
+    plural,
+    random_obj,
+)
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 COLS = list(COLORS)
@@ -91,10 +102,13 @@ def gqa_choice(rng: np.random.Generator, kind: str, k: int) -> Item:
 
 for _k, _fmt, _cid in ((4, "four", 2), (2, "two", 3)):
     for _kind in ("attribute", "relation", "category", "global"):
+
         def _make(kind: str = _kind, k: int = _k):
             return lambda rng: gqa_choice(rng, kind, k)
 
-        H(f"hflb-c{_cid}-{_kind}", MC, f"{_fmt.capitalize()}-choice {_kind} question (GQA {_fmt}-choice, {_kind}).")(_make())
+        H(f"hflb-c{_cid}-{_kind}", MC, f"{_fmt.capitalize()}-choice {_kind} question (GQA {_fmt}-choice, {_kind}).")(
+            _make()
+        )
 
 
 # client 4: Abstract VQA (outlined cartoon shapes) --------------------------------------------
@@ -173,7 +187,11 @@ def c5_object(rng: np.random.Generator) -> Item:
     return claim(rng, bool(rng.random() < 0.5), make)
 
 
-@H("hflb-c5-commonsense", YN, "Does the picture support the claim that something can be eaten (a dish)? (SNLI-VE, commonsense)")
+@H(
+    "hflb-c5-commonsense",
+    YN,
+    "Does the picture support the claim that something can be eaten (a dish)? (SNLI-VE, commonsense)",
+)
 def c5_common(rng: np.random.Generator) -> Item:
     def make(truth: bool):
         return (dish(rng)[1] if truth else distinct_objs(rng, int(rng.integers(1, 4)))), "something here can be eaten"
@@ -193,7 +211,9 @@ def c6_obj(rng: np.random.Generator) -> Item:
 def c6_num(rng: np.random.Generator) -> Item:
     s, k = str(rng.choice(SHAPES)), int(rng.integers(1, 5))
     objs = [random_obj(rng, shape=s, size="small") for _ in range(k)]
-    objs += [random_obj(rng, shapes=[x for x in SHAPES if x != s], size="small") for _ in range(int(rng.integers(0, 2)))]
+    objs += [
+        random_obj(rng, shapes=[x for x in SHAPES if x != s], size="small") for _ in range(int(rng.integers(0, 2)))
+    ]
     return Item([render(Scene(place(rng, objs)))], f"How many {plural(s)} are there?", str(k))
 
 
@@ -229,7 +249,9 @@ def c7_neg(rng: np.random.Generator) -> Item:
     c = str(rng.choice(COLS))
 
     def make(truth: bool):
-        objs = [random_obj(rng, colors=[x for x in COLS if x != c], size="small") for _ in range(int(rng.integers(1, 3)))]
+        objs = [
+            random_obj(rng, colors=[x for x in COLS if x != c], size="small") for _ in range(int(rng.integers(1, 3)))
+        ]
         if not truth:
             objs.append(random_obj(rng, color=c, size="small"))
         return Scene(place(rng, objs)), f"there is no {c} object"
@@ -241,8 +263,12 @@ def c7_neg(rng: np.random.Generator) -> Item:
 def c7_spatial(rng: np.random.Generator) -> Item:
     def make(truth: bool):
         a, b = two_related(rng, "left of" if truth else "right of")
-        return Scene([a, b]), f"the {a.shape} is left of the {b.shape}" if a.shape != b.shape else \
-            f"the {a.color} {a.shape} is left of the {b.color} {b.shape}"
+        return (
+            Scene([a, b]),
+            f"the {a.shape} is left of the {b.shape}"
+            if a.shape != b.shape
+            else f"the {a.color} {a.shape} is left of the {b.color} {b.shape}",
+        )
 
     return statement(rng, make)
 
@@ -306,7 +332,11 @@ def c8_obj(rng: np.random.Generator) -> Item:
 
 
 # client 9: AQUA (art on canvas), question keywords ----------------------------------------------
-@H("hflb-c9-standing", OPEN, "Open: colour of the upright ('standing') triangle among upside-down ones (AQUA, 'standing').")
+@H(
+    "hflb-c9-standing",
+    OPEN,
+    "Open: colour of the upright ('standing') triangle among upside-down ones (AQUA, 'standing').",
+)
 def c9_standing(rng: np.random.Generator) -> Item:
     cols = rng.choice(COLS, size=3, replace=False).tolist()
     objs = place(rng, [Obj("triangle", c, "small") for c in cols])

@@ -11,12 +11,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from drake_bench.errors import SourceError, UnknownNameError
 from drake_bench.benchmarks.sample import Sample
 from drake_bench.benchmarks.spec import TaskSpec
 from drake_bench.benchmarks.synth.registry import Generator, get_generator
 from drake_bench.benchmarks.synth.render import group_domain
 from drake_bench.benchmarks.synth.world import GENERATOR_VERSION, GROUP_DOMAINS
+from drake_bench.errors import SourceError, UnknownNameError
 
 DOMAIN_VERSION = 6
 """First generator version that knows ``visual_domain`` (an older one would silently draw plain scenes)."""
@@ -73,8 +73,10 @@ def task_generator(task: TaskSpec) -> tuple[Generator, int]:
     except UnknownNameError as exc:
         raise SourceError(f"task {task.id!r}: {exc}") from None
     if gen.answer_type != task.answer_type:
-        raise SourceError(f"task {task.id!r}: manifest answer_type {task.answer_type.value} but generator "
-                          f"{gen.name!r} (version {gen.version}) makes {gen.answer_type.value}")
+        raise SourceError(
+            f"task {task.id!r}: manifest answer_type {task.answer_type.value} but generator "
+            f"{gen.name!r} (version {gen.version}) makes {gen.answer_type.value}"
+        )
     return gen, version
 
 
@@ -84,11 +86,15 @@ def task_domain(task: TaskSpec, version: int) -> str | None:
     if domain is None:
         return None
     if domain not in GROUP_DOMAINS:
-        raise SourceError(f"task {task.id!r}: source.rule.visual_domain {domain!r} is not a group visual domain; "
-                          f"known: {sorted(GROUP_DOMAINS)}")
+        raise SourceError(
+            f"task {task.id!r}: source.rule.visual_domain {domain!r} is not a group visual domain; "
+            f"known: {sorted(GROUP_DOMAINS)}"
+        )
     if version < DOMAIN_VERSION:
-        raise SourceError(f"task {task.id!r}: source.rule.visual_domain needs generator_version >= {DOMAIN_VERSION}, "
-                          f"the rule says {version}")
+        raise SourceError(
+            f"task {task.id!r}: source.rule.visual_domain needs generator_version >= {DOMAIN_VERSION}, "
+            f"the rule says {version}"
+        )
     return str(domain)
 
 
@@ -96,8 +102,14 @@ def _sample(task: TaskSpec, index: int, seed: int, gen: Generator, version: int,
     with group_domain(domain):
         it = gen.item(index, seed=seed, task_id=task.id, version=version)
     return Sample(
-        id=f"{task.id}/{index:06d}", images=it.images, question=it.question, choices=it.choices,
-        answer=it.answer, answer_type=gen.answer_type, task_id=task.id, source=f"{task.source.dataset}/{task.source.variant}",
+        id=f"{task.id}/{index:06d}",
+        images=it.images,
+        question=it.question,
+        choices=it.choices,
+        answer=it.answer,
+        answer_type=gen.answer_type,
+        task_id=task.id,
+        source=f"{task.source.dataset}/{task.source.variant}",
         meta={**it.meta, "index": index},
     )
 

@@ -32,8 +32,22 @@ import numpy as np
 from drake_bench.benchmarks.sample import AnswerType, Sample
 from drake_bench.benchmarks.synth.render import group_domain, render
 from drake_bench.benchmarks.synth.world import (
-    BASE_WORDS, COLORS, DISTORTIONS, DOMAINS, GROUP_DOMAINS, LANGUAGES, SHAPES, SIZES, STATES, STYLES, Obj, Scene,
-    place, random_obj, rng_for, translate,
+    BASE_WORDS,
+    COLORS,
+    DISTORTIONS,
+    DOMAINS,
+    GROUP_DOMAINS,
+    LANGUAGES,
+    SHAPES,
+    SIZES,
+    STATES,
+    STYLES,
+    Obj,
+    Scene,
+    place,
+    random_obj,
+    rng_for,
+    translate,
 )
 
 PUBLIC_SOURCE = "drake-synth/public"
@@ -90,8 +104,15 @@ def public_item(index: int, seed: int = 0, generation: int = 1) -> Sample:
 
     def choice_item(question: str, choices: list[str], answer: str, kind_type: AnswerType) -> Sample:
         return Sample(
-            id=f"public/{seed}/{index:07d}", images=images, question=question, choices=choices, answer=answer,
-            answer_type=kind_type, task_id="public", source=PUBLIC_SOURCE, meta={"kind": kind, "domain": sc.domain},
+            id=f"public/{seed}/{index:07d}",
+            images=images,
+            question=question,
+            choices=choices,
+            answer=answer,
+            answer_type=kind_type,
+            task_id="public",
+            source=PUBLIC_SOURCE,
+            meta={"kind": kind, "domain": sc.domain},
         )
 
     if kind == 0:
@@ -116,14 +137,22 @@ def public_item(index: int, seed: int = 0, generation: int = 1) -> Sample:
         obj = sc.objects[int(rng.integers(len(sc.objects)))]
         truth = bool(rng.integers(0, 2))
         color = obj.color if truth else str(rng.choice([c for c in COLORS if c not in {o.color for o in sc.objects}]))
-        return choice_item(f"Answer yes or no: the picture has a {color} {obj.shape}.", ["yes", "no"],
-                           "yes" if truth else "no", AnswerType.YES_NO)
+        return choice_item(
+            f"Answer yes or no: the picture has a {color} {obj.shape}.",
+            ["yes", "no"],
+            "yes" if truth else "no",
+            AnswerType.YES_NO,
+        )
     elif kind == 9:  # verify an attribute (yes/no), not only name it
         truth = bool(rng.integers(0, 2))
         present = {o.color for o in sc.objects}
         color = str(rng.choice(sorted(present))) if truth else str(rng.choice([c for c in COLORS if c not in present]))
-        return choice_item(f"Answer yes or no: is anything in the picture {color}?", ["yes", "no"],
-                           "yes" if truth else "no", AnswerType.YES_NO)
+        return choice_item(
+            f"Answer yes or no: is anything in the picture {color}?",
+            ["yes", "no"],
+            "yes" if truth else "no",
+            AnswerType.YES_NO,
+        )
     elif kind == 10:
         q, a, answer_type = "How many things are in the picture?", str(len(sc.objects)), AnswerType.OPEN
     else:
@@ -133,8 +162,15 @@ def public_item(index: int, seed: int = 0, generation: int = 1) -> Sample:
         q = "Describe each image."
         a = "; ".join(f"image {i + 1} shows {s.caption()}" for i, s in enumerate(scenes))
     return Sample(
-        id=f"public/{seed}/{index:07d}", images=images, question=q, choices=[], answer=a,
-        answer_type=answer_type, task_id="public", source=PUBLIC_SOURCE, meta={"kind": kind, "domain": sc.domain},
+        id=f"public/{seed}/{index:07d}",
+        images=images,
+        question=q,
+        choices=[],
+        answer=a,
+        answer_type=answer_type,
+        task_id="public",
+        source=PUBLIC_SOURCE,
+        meta={"kind": kind, "domain": sc.domain},
     )
 
 
@@ -148,9 +184,17 @@ def _primitive_item(rng: np.random.Generator, kind: int, item_id: str) -> Sample
     mc, yn_, open_ = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 
     def item(images: list[Any], q: str, a: str, t: AnswerType, choices: list[str] | None = None) -> Sample:
-        return Sample(id=item_id, images=images, question=q, choices=choices or ([] if t == open_ else ["yes", "no"]),
-                      answer=a, answer_type=t, task_id="public", source=PUBLIC_SOURCE,
-                      meta={"kind": kind, "domain": "mixed"})
+        return Sample(
+            id=item_id,
+            images=images,
+            question=q,
+            choices=choices or ([] if t == open_ else ["yes", "no"]),
+            answer=a,
+            answer_type=t,
+            task_id="public",
+            source=PUBLIC_SOURCE,
+            meta={"kind": kind, "domain": "mixed"},
+        )
 
     def scene(n: int | None = None, **obj: Any) -> Scene:
         domain = str(rng.choice(list(DOMAINS)))
@@ -161,22 +205,32 @@ def _primitive_item(rng: np.random.Generator, kind: int, item_id: str) -> Sample
     if kind == 11:  # size of one named object
         sc = scene()
         o = sc.objects[int(rng.integers(len(sc.objects)))]
-        return item([render(sc)], f"Pick the size of the {o.color} {o.shape}.", o.size, mc,
-                    [str(x) for x in rng.permutation(list(SIZES))])
+        return item(
+            [render(sc)],
+            f"Pick the size of the {o.color} {o.shape}.",
+            o.size,
+            mc,
+            [str(x) for x in rng.permutation(list(SIZES))],
+        )
     if kind == 12:  # drawn style of a lone object (the paper domain draws outlines only)
         sc = scene(1)
         o = sc.objects[0]
         style = "outlined" if sc.domain == "paper" else o.style
-        return item([render(sc)], f"Pick how the {o.shape} is drawn.", style, mc,
-                    [str(x) for x in rng.permutation(STYLES)])
+        return item(
+            [render(sc)], f"Pick how the {o.shape} is drawn.", style, mc, [str(x) for x in rng.permutation(STYLES)]
+        )
     if kind == 13:  # horizontal position of two objects
         sc = scene(2)
         a, b = sc.objects
         while a.shape == b.shape or a.x == b.x:  # placement is symmetric: yes and no are equally likely
             sc = scene(2)
             a, b = sc.objects
-        return item([render(sc)], f"Answer yes or no: the {a.shape} is further left than the {b.shape}.",
-                    "yes" if a.x < b.x else "no", yn_)
+        return item(
+            [render(sc)],
+            f"Answer yes or no: the {a.shape} is further left than the {b.shape}.",
+            "yes" if a.x < b.x else "no",
+            yn_,
+        )
     if kind == 14:  # which of 2-3 pictures shows a colour-shape pair
         k = int(rng.integers(2, 4))
         target_i = int(rng.integers(k))
@@ -191,14 +245,23 @@ def _primitive_item(rng: np.random.Generator, kind: int, item_id: str) -> Sample
                     while (o.color, o.shape) == (color, shape):
                         o.color = str(rng.choice(list(COLORS)))
             scenes.append(sc)
-        return item([render(sc) for sc in scenes], f"Pick the picture that shows a {color} {shape}.",
-                    f"picture {target_i + 1}", mc, _pictures_word(k))
+        return item(
+            [render(sc) for sc in scenes],
+            f"Pick the picture that shows a {color} {shape}.",
+            f"picture {target_i + 1}",
+            mc,
+            _pictures_word(k),
+        )
     if kind == 15:  # do two pictures hold as many things
         same = bool(rng.integers(0, 2))
         n1 = int(rng.integers(1, 4))
         n2 = n1 if same else int(rng.choice([n for n in (1, 2, 3) if n != n1]))
-        return item([render(scene(n1)), render(scene(n2))],
-                    "Answer yes or no: both pictures hold the same number of things.", "yes" if same else "no", yn_)
+        return item(
+            [render(scene(n1)), render(scene(n2))],
+            "Answer yes or no: both pictures hold the same number of things.",
+            "yes" if same else "no",
+            yn_,
+        )
     if kind == 16:  # in how many of 2-4 pictures is a colour
         k = int(rng.integers(2, 5))
         color = str(rng.choice(list(COLORS)))
@@ -213,8 +276,9 @@ def _primitive_item(rng: np.random.Generator, kind: int, item_id: str) -> Sample
             if i in chosen:
                 sc.objects[int(rng.integers(len(sc.objects)))].color = color
             scenes.append(sc)
-        return item([render(sc) for sc in scenes], f"Count the pictures with something {color} in them.",
-                    str(hits), open_)
+        return item(
+            [render(sc) for sc in scenes], f"Count the pictures with something {color} in them.", str(hits), open_
+        )
     if kind == 17:  # how many things, as a choice
         sc = scene()
         n = len(sc.objects)
@@ -222,8 +286,13 @@ def _primitive_item(rng: np.random.Generator, kind: int, item_id: str) -> Sample
         return item([render(sc)], "Pick the number of things in the picture.", str(n), mc, options)
     # kind 18: which of two pictures holds more things
     n1, n2 = (int(x) for x in rng.permutation([1, 2, 3])[:2])
-    return item([render(scene(n1)), render(scene(n2))], "Pick the picture with more things in it.",
-                "picture 1" if n1 > n2 else "picture 2", mc, _pictures_word(2))
+    return item(
+        [render(scene(n1)), render(scene(n2))],
+        "Pick the picture with more things in it.",
+        "picture 1" if n1 > n2 else "picture 2",
+        mc,
+        _pictures_word(2),
+    )
 
 
 PERCEPTION_DOMAINS: tuple[str, ...] = (*DOMAINS, *GROUP_DOMAINS)
@@ -296,8 +365,17 @@ def _skill_item(rng: np.random.Generator, kind: int, item_id: str) -> Sample:
     mc, yn_ = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO
 
     def item(images: list[Any], q: str, a: str, t: AnswerType, choices: list[str] | None = None) -> Sample:
-        return Sample(id=item_id, images=images, question=q, choices=choices or ["yes", "no"], answer=a,
-                      answer_type=t, task_id="public", source=PUBLIC_SOURCE, meta={"kind": kind, "domain": "mixed"})
+        return Sample(
+            id=item_id,
+            images=images,
+            question=q,
+            choices=choices or ["yes", "no"],
+            answer=a,
+            answer_type=t,
+            task_id="public",
+            source=PUBLIC_SOURCE,
+            meta={"kind": kind, "domain": "mixed"},
+        )
 
     def picture(n: int, cracked: int = 0, state: str | None = None, distortion: str | None = None) -> Any:
         objs = [random_obj(rng, style=str(rng.choice(STYLES))) for _ in range(n)]
@@ -310,30 +388,53 @@ def _skill_item(rng: np.random.Generator, kind: int, item_id: str) -> Sample:
 
     if kind == 19:  # is something cracked
         truth = bool(rng.integers(0, 2))
-        return item([picture(int(rng.integers(1, 4)), cracked=int(truth))],
-                    "Answer yes or no: something in this picture shows a crack.", "yes" if truth else "no", yn_)
+        return item(
+            [picture(int(rng.integers(1, 4)), cracked=int(truth))],
+            "Answer yes or no: something in this picture shows a crack.",
+            "yes" if truth else "no",
+            yn_,
+        )
     if kind == 20:  # which state a lone object is drawn in
         state = str(rng.choice(STATES))
-        return item([picture(1, state=None if state == "calm" else state)], "Pick the word for how the object looks.",
-                    state, mc, [str(x) for x in rng.permutation(STATES)])
+        return item(
+            [picture(1, state=None if state == "calm" else state)],
+            "Pick the word for how the object looks.",
+            state,
+            mc,
+            [str(x) for x in rng.permutation(STATES)],
+        )
     if kind == 21:  # which distortion (or none)
         options = ["none", *DISTORTIONS]
         answer = str(rng.choice(options))
         shown = [answer] + [str(x) for x in rng.permutation([o for o in options if o != answer])[:3]]
-        return item([picture(int(rng.integers(1, 4)), distortion=None if answer == "none" else answer)],
-                    "Pick the effect applied to this picture.", answer, mc, [str(x) for x in rng.permutation(shown)])
+        return item(
+            [picture(int(rng.integers(1, 4)), distortion=None if answer == "none" else answer)],
+            "Pick the effect applied to this picture.",
+            answer,
+            mc,
+            [str(x) for x in rng.permutation(shown)],
+        )
     if kind == 22:  # which of 2-3 pictures shows a crack
         k = int(rng.integers(2, 4))
         target_i = int(rng.integers(k))
-        return item([picture(int(rng.integers(1, 3)), cracked=int(i == target_i)) for i in range(k)],
-                    "Pick the picture with a cracked object.", f"picture {target_i + 1}", mc, _pictures_word(k))
+        return item(
+            [picture(int(rng.integers(1, 3)), cracked=int(i == target_i)) for i in range(k)],
+            "Pick the picture with a cracked object.",
+            f"picture {target_i + 1}",
+            mc,
+            _pictures_word(k),
+        )
     # kind 23: is something shining / shaking in both of two pictures
     state = str(rng.choice(STATES[1:]))
     both = bool(rng.integers(0, 2))
     first = rng.integers(0, 2) == 0
     states = [state, state] if both else ([state, None] if first else [None, state])
-    return item([picture(int(rng.integers(1, 3)), state=s) for s in states],
-                f"Answer yes or no: something is {state} in both pictures.", "yes" if both else "no", yn_)
+    return item(
+        [picture(int(rng.integers(1, 3)), state=s) for s in states],
+        f"Answer yes or no: something is {state} in both pictures.",
+        "yes" if both else "no",
+        yn_,
+    )
 
 
 @functools.cache
@@ -358,8 +459,17 @@ def vocabulary_item(rng: np.random.Generator, item_id: str) -> Sample:
     words = vocabulary()
     picked = [words[int(i)] for i in rng.choice(len(words), size=int(rng.integers(3, 7)), replace=False)]
     text = " ".join(picked)
-    return Sample(id=item_id, images=[], question=f"Copy these words: {text}", choices=[], answer=text,
-                  answer_type=AnswerType.OPEN, task_id="public", source=PUBLIC_SOURCE, meta={"kind": 24})
+    return Sample(
+        id=item_id,
+        images=[],
+        question=f"Copy these words: {text}",
+        choices=[],
+        answer=text,
+        answer_type=AnswerType.OPEN,
+        task_id="public",
+        source=PUBLIC_SOURCE,
+        meta={"kind": 24},
+    )
 
 
 _SUBJECTS = ["bird", "friend", "house", "tree", "river", "stone", "book", "road", "market", "song"]
@@ -389,8 +499,14 @@ def public_text_item(index: int, seed: int = 0) -> Sample:
     else:
         q, a = f"Say this in {lang} and English: {sent}", f"{translate(sent, lang)} means {sent}"
     return Sample(
-        id=f"public-text/{seed}/{index:07d}", images=[], question=q, choices=[], answer=a,
-        answer_type=AnswerType.FREE_TEXT, task_id="public-text", source=PUBLIC_TEXT_SOURCE,
+        id=f"public-text/{seed}/{index:07d}",
+        images=[],
+        question=q,
+        choices=[],
+        answer=a,
+        answer_type=AnswerType.FREE_TEXT,
+        task_id="public-text",
+        source=PUBLIC_TEXT_SOURCE,
         meta={"language": lang, "kind": kind},
     )
 
@@ -428,6 +544,7 @@ def sampler(modality: str):  # noqa: ANN201 - Callable[[int], list[Sample]]
 
     The same seeded draw wherever it is called, so the evaluator and a method's worker process agree.
     """
+
     def get(n: int) -> list[Sample]:
         return (public_mix if modality == "multimodal" else public_text_mix)(n, seed=0)
 

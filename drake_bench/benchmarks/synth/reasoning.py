@@ -27,7 +27,18 @@ from drake_bench.benchmarks.sample import AnswerType
 from drake_bench.benchmarks.synth.registry import YES_NO, Item, generator, image_options, yn
 from drake_bench.benchmarks.synth.relation import consistent, one, two_related
 from drake_bench.benchmarks.synth.render import render
-from drake_bench.benchmarks.synth.world import COLOR_FIGURES, COLORS, SHAPE_FIGURES, SHAPES, STATES, Obj, Scene, other, place, random_obj
+from drake_bench.benchmarks.synth.world import (
+    COLOR_FIGURES,
+    COLORS,
+    SHAPE_FIGURES,
+    SHAPES,
+    STATES,
+    Obj,
+    Scene,
+    other,
+    place,
+    random_obj,
+)
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 COLS = list(COLORS)
@@ -60,8 +71,14 @@ def pick_among(rng: np.random.Generator, target: Obj, distractors: list[Obj], of
     return imgs, f"image {int(np.where(order == 0)[0][0]) + 1 + offset}"
 
 
-@generator("rsn-metaphor-match", "reasoning", MC, "multi", (4, 4),
-           "Pick the image a figurative phrase ('a fire wheel' = red circle) describes (IRFL metaphor matching analogue).")
+@generator(
+    "rsn-metaphor-match",
+    "reasoning",
+    MC,
+    "multi",
+    (4, 4),
+    "Pick the image a figurative phrase ('a fire wheel' = red circle) describes (IRFL metaphor matching analogue).",
+)
 def metaphor_match(rng: np.random.Generator) -> Item:
     c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
     imgs, ans = pick_among(rng, Obj(s, c), near_misses(rng, c, s, 3))
@@ -76,8 +93,14 @@ def bongard(rng: np.random.Generator, rule_holds, make_pos, make_neg) -> Item:
     return Item([render(s) for s in scenes], q, yn(truth), list(YES_NO))
 
 
-@generator("rsn-bongard-relation", "reasoning", YN, "multi", (5, 5),
-           "Bongard set whose rule is a spatial relation between two shapes; does the query follow it? (Bongard-HOI analogue)")
+@generator(
+    "rsn-bongard-relation",
+    "reasoning",
+    YN,
+    "multi",
+    (5, 5),
+    "Bongard set whose rule is a spatial relation between two shapes; does the query follow it? (Bongard-HOI analogue)",
+)
 def bongard_relation(rng: np.random.Generator) -> Item:
     sa, sb = rng.choice(SHAPES, size=2, replace=False).tolist()
     rel = str(rng.choice(["above", "left of"]))
@@ -91,9 +114,16 @@ def bongard_relation(rng: np.random.Generator) -> Item:
     return bongard(rng, None, lambda: make(rel), lambda: make(inv))
 
 
-@generator("rsn-find-image", "reasoning", MC, "multi", (3, 3),
-           "Which of three two-object images contains a figuratively named object ('a sea box' = blue square)? The "
-           "other objects differ in colour, shape or both (VizWiz multi-image analogue).", version=4)
+@generator(
+    "rsn-find-image",
+    "reasoning",
+    MC,
+    "multi",
+    (3, 3),
+    "Which of three two-object images contains a figuratively named object ('a sea box' = blue square)? The "
+    "other objects differ in colour, shape or both (VizWiz multi-image analogue).",
+    version=4,
+)
 def find_image_figurative(rng: np.random.Generator) -> Item:
     c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
     nm = near_misses(rng, c, s, 5)  # every other object misses one word of the phrase or both
@@ -113,9 +143,16 @@ def in_state(rng: np.random.Generator, state: str, size: str | None = None) -> O
     return o
 
 
-@generator("rsn-state-coherence", "reasoning", YN, "multi", (4, 4),
-           "Are the objects of four images all in a named state (calm, shining or shaking, drawn as comic emanata)? "
-           "(MIT-States StateCoherence analogue)", version=8)
+@generator(
+    "rsn-state-coherence",
+    "reasoning",
+    YN,
+    "multi",
+    (4, 4),
+    "Are the objects of four images all in a named state (calm, shining or shaking, drawn as comic emanata)? "
+    "(MIT-States StateCoherence analogue)",
+    version=8,
+)
 def state_coherence_named(rng: np.random.Generator) -> Item:
     # naming the state makes it a presence question per image (is any object not <state>?), as the relation
     # group's crack tasks are, rather than a comparison across the four images
@@ -124,8 +161,14 @@ def state_coherence_named(rng: np.random.Generator) -> Item:
     return Item(imgs, f"Are all four objects {named}?", yn(same), list(YES_NO))
 
 
-@generator("rsn-figurative-verify", "reasoning", YN, "single", (1, 1),
-           "Does one image show a figurative phrase ('a sea box' = blue square)? (IRFL figurative verification analogue)")
+@generator(
+    "rsn-figurative-verify",
+    "reasoning",
+    YN,
+    "single",
+    (1, 1),
+    "Does one image show a figurative phrase ('a sea box' = blue square)? (IRFL figurative verification analogue)",
+)
 def figurative_verify(rng: np.random.Generator) -> Item:
     c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
     truth = bool(rng.random() < 0.5)
@@ -134,8 +177,14 @@ def figurative_verify(rng: np.random.Generator) -> Item:
     return Item([render(one(o))], f"Does the picture show 'a {figure(c, s)}'?", yn(truth), list(YES_NO))
 
 
-@generator("rsn-idiom-match", "reasoning", MC, "multi", (3, 3),
-           "Pick the image showing a counted figurative phrase ('two fire tents') (IRFL idiom matching analogue).")
+@generator(
+    "rsn-idiom-match",
+    "reasoning",
+    MC,
+    "multi",
+    (3, 3),
+    "Pick the image showing a counted figurative phrase ('two fire tents') (IRFL idiom matching analogue).",
+)
 def idiom_match(rng: np.random.Generator) -> Item:
     c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
     n = int(rng.integers(1, 4))
@@ -152,9 +201,16 @@ def idiom_match(rng: np.random.Generator) -> Item:
     return Item(imgs, f"Which image shows '{words[n]} {figure(c, s)}{plural}'?", ans, image_options(3))
 
 
-@generator("rsn-bongard-concept", "reasoning", YN, "multi", (5, 5),
-           "Bongard set whose rule is 'contains a <shining|shaking> object' against calm negatives (object states "
-           "drawn as comic emanata); does the query follow it? (Bongard-OpenWorld analogue)", version=8)
+@generator(
+    "rsn-bongard-concept",
+    "reasoning",
+    YN,
+    "multi",
+    (5, 5),
+    "Bongard set whose rule is 'contains a <shining|shaking> object' against calm negatives (object states "
+    "drawn as comic emanata); does the query follow it? (Bongard-OpenWorld analogue)",
+    version=8,
+)
 def bongard_state_presence(rng: np.random.Generator) -> Item:
     # the negatives are calm, so the query follows the rule exactly when it shows the marks the positives share
     state = str(rng.choice(STATES[1:]))
@@ -169,8 +225,14 @@ def bongard_state_presence(rng: np.random.Generator) -> Item:
     return bongard(rng, None, lambda: scene(True), lambda: scene(False))
 
 
-@generator("rsn-panel-sequence", "reasoning", MC, "multi", (3, 3),
-           "Three panels grow by a fixed number of objects (one or two) each; how many objects will the next panel show? (COMICS next-panel analogue)")
+@generator(
+    "rsn-panel-sequence",
+    "reasoning",
+    MC,
+    "multi",
+    (3, 3),
+    "Three panels grow by a fixed number of objects (one or two) each; how many objects will the next panel show? (COMICS next-panel analogue)",
+)
 def panel_sequence(rng: np.random.Generator) -> Item:
     # four equally likely stories with four different next counts (4, 5, 6, 7), and the options are always
     # those four: the question and options say nothing about the answer, the panels do
@@ -183,8 +245,14 @@ def panel_sequence(rng: np.random.Generator) -> Item:
     return Item(imgs, "The panels tell a story. How many objects will the next panel show?", str(nxt), opts)
 
 
-@generator("rsn-phrase-select", "reasoning", MC, "single", (1, 1),
-           "Pick the figurative phrase that describes one image (IRFL phrase selection analogue).")
+@generator(
+    "rsn-phrase-select",
+    "reasoning",
+    MC,
+    "single",
+    (1, 1),
+    "Pick the figurative phrase that describes one image (IRFL phrase selection analogue).",
+)
 def phrase_select(rng: np.random.Generator) -> Item:
     c, s = str(rng.choice(COLS)), str(rng.choice(SHAPES))
     ans = f"a {figure(c, s)}"
@@ -204,7 +272,9 @@ def common(rng: np.random.Generator, attr: str) -> Item:
     for _ in range(3):
         o1 = random_obj(rng, size="small", **{attr: shared})
         # the second object's value differs from the shared one and from earlier images' fillers
-        fill = other(rng, values, shared, *used_other) if len(used_other) < len(values) - 2 else other(rng, values, shared)
+        fill = (
+            other(rng, values, shared, *used_other) if len(used_other) < len(values) - 2 else other(rng, values, shared)
+        )
         used_other.add(fill)
         o2 = random_obj(rng, size="small", **{attr: fill})
         objs = [o1, o2] if rng.random() < 0.5 else [o2, o1]
@@ -218,12 +288,24 @@ def common_figure(rng: np.random.Generator, attr: str) -> Item:
     it = common(rng, attr)
     word = FIG_OF_COLOR[it.answer] if attr == "color" else FIG_OF_SHAPE[it.answer]
     kind = "colour" if attr == "color" else "shape"
-    return Item(it.images, f"Which {kind} appears in every image? Answer with its figure word.", word, meta={"literal": it.answer})
+    return Item(
+        it.images,
+        f"Which {kind} appears in every image? Answer with its figure word.",
+        word,
+        meta={"literal": it.answer},
+    )
 
 
-@generator("rsn-common-color", "reasoning", OPEN, "multi", (3, 3),
-           "Name the colour shared by all images of a concept set by its figure word ('fire' for red; Bongard-OpenWorld "
-           "concept query analogue).", version=4)
+@generator(
+    "rsn-common-color",
+    "reasoning",
+    OPEN,
+    "multi",
+    (3, 3),
+    "Name the colour shared by all images of a concept set by its figure word ('fire' for red; Bongard-OpenWorld "
+    "concept query analogue).",
+    version=4,
+)
 def common_color_figure(rng: np.random.Generator) -> Item:
     return common_figure(rng, "color")
 
@@ -236,17 +318,31 @@ def state_odd_out(rng: np.random.Generator, odd_state: str, same_state: str) -> 
     return Item(imgs, "Which image does not fit with the others?", ans, image_options(4))
 
 
-@generator("rsn-odd-one-out", "reasoning", MC, "multi", (4, 4),
-           "Three objects are calm, one shines or shakes (comic emanata): which image does not fit? (Bongard-HOI action "
-           "incoherence analogue)", version=8)
+@generator(
+    "rsn-odd-one-out",
+    "reasoning",
+    MC,
+    "multi",
+    (4, 4),
+    "Three objects are calm, one shines or shakes (comic emanata): which image does not fit? (Bongard-HOI action "
+    "incoherence analogue)",
+    version=8,
+)
 def odd_marked_out(rng: np.random.Generator) -> Item:
     # the three alike are calm, so the odd image is the one with marks
     return state_odd_out(rng, str(rng.choice(STATES[1:])), "calm")
 
 
-@generator("rsn-common-state", "reasoning", OPEN, "multi", (3, 3),
-           "Name the state (calm, shining or shaking, drawn as comic emanata) shared by all images of a concept set "
-           "(Bongard-HOI concept query analogue).", version=8)
+@generator(
+    "rsn-common-state",
+    "reasoning",
+    OPEN,
+    "multi",
+    (3, 3),
+    "Name the state (calm, shining or shaking, drawn as comic emanata) shared by all images of a concept set "
+    "(Bongard-HOI concept query analogue).",
+    version=8,
+)
 def common_state(rng: np.random.Generator) -> Item:
     shared = str(rng.choice(STATES))
     imgs, fills = [], [other(rng, STATES, shared) for _ in range(3)]

@@ -21,9 +21,9 @@ from typing import Any, Literal
 import numpy as np
 from PIL import Image
 
-from drake_bench.errors import UnknownNameError
 from drake_bench.benchmarks.sample import AnswerType
 from drake_bench.benchmarks.synth.world import BASE_VERSION, GENERATOR_VERSION, rng_for
+from drake_bench.errors import UnknownNameError
 
 
 @dataclass
@@ -61,13 +61,22 @@ _GENERATORS: dict[str, list[Generator]] = {}
 _FAMILY_MODULES = ["relation", "reasoning", "vqa", "unseen", "hflb", "text", "legacy"]
 
 
-def generator(name: str, family: str, answer_type: AnswerType, images: str, num_images: tuple[int, int], description: str,
-              version: int = BASE_VERSION):
+def generator(
+    name: str,
+    family: str,
+    answer_type: AnswerType,
+    images: str,
+    num_images: tuple[int, int],
+    description: str,
+    version: int = BASE_VERSION,
+):
     """Decorator registering a generator function under ``name``, as the implementation introduced in ``version``."""
 
     def deco(fn: Callable[[np.random.Generator], Item]) -> Callable[[np.random.Generator], Item]:
         if version > GENERATOR_VERSION:
-            raise ValueError(f"synth generator {name!r}: version {version} is newer than GENERATOR_VERSION {GENERATOR_VERSION}")
+            raise ValueError(
+                f"synth generator {name!r}: version {version} is newer than GENERATOR_VERSION {GENERATOR_VERSION}"
+            )
         if any(g.version == version for g in _GENERATORS.get(name, [])):
             raise ValueError(f"duplicate synth generator {name!r} for generator version {version}")
         impls = _GENERATORS.setdefault(name, [])  # only once the registration is valid: a refusal leaves no trace
@@ -99,8 +108,9 @@ def get_generator(name: str, version: int | None = None) -> Generator:
         return impls[-1]
     usable = [g for g in impls if g.version <= version]
     if not usable:
-        raise UnknownNameError("generator version", version, [str(g.version) for g in impls],
-                               where=f"synth generator {name!r}")
+        raise UnknownNameError(
+            "generator version", version, [str(g.version) for g in impls], where=f"synth generator {name!r}"
+        )
     return usable[-1]
 
 

@@ -18,7 +18,19 @@ import numpy as np
 from drake_bench.benchmarks.sample import AnswerType
 from drake_bench.benchmarks.synth.registry import YES_NO, Item, generator, yn
 from drake_bench.benchmarks.synth.render import render
-from drake_bench.benchmarks.synth.world import an, plural, COLORS, DIRECTIONS, SHAPES, STYLES, Obj, Scene, other, place, random_obj
+from drake_bench.benchmarks.synth.world import (
+    COLORS,
+    DIRECTIONS,
+    SHAPES,
+    STYLES,
+    Obj,
+    Scene,
+    an,
+    other,
+    place,
+    plural,
+    random_obj,
+)
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
 COLS = list(COLORS)
@@ -37,8 +49,14 @@ def not_matching(rng: np.random.Generator, color: str, shape: str) -> Obj:
             return o
 
 
-@generator("rel-count-across", "relation", MC, "multi", (5, 5),
-           "Count how many of five images contain a given coloured shape (Fashion200K cloth-counting analogue).")
+@generator(
+    "rel-count-across",
+    "relation",
+    MC,
+    "multi",
+    (5, 5),
+    "Count how many of five images contain a given coloured shape (Fashion200K cloth-counting analogue).",
+)
 def count_across(rng: np.random.Generator) -> Item:
     color, shape = str(rng.choice(COLS)), str(rng.choice(SHAPES))
     k = int(rng.integers(0, 6))
@@ -72,8 +90,14 @@ def edit_pair(rng: np.random.Generator, domain: str) -> Item:
     return Item(imgs, "What edit turns the first image into the second?", ans, meta={"edit": ans.split()[0]})
 
 
-@generator("rel-relative-caption", "relation", OPEN, "multi", (2, 2),
-           "Say how the target differs from the reference: 'make it <colour|shape>' (FashionIQ analogue).")
+@generator(
+    "rel-relative-caption",
+    "relation",
+    OPEN,
+    "multi",
+    (2, 2),
+    "Say how the target differs from the reference: 'make it <colour|shape>' (FashionIQ analogue).",
+)
 def relative_caption(rng: np.random.Generator) -> Item:
     o = random_obj(rng, size="large")
     t = Obj(**o.__dict__)
@@ -86,8 +110,14 @@ def relative_caption(rng: np.random.Generator) -> Item:
     return Item([render(one(o)), render(one(t))], "How should the first item change to look like the second?", ans)
 
 
-@generator("rel-edit-instruction", "relation", OPEN, "multi", (2, 2),
-           "Name the edit (add / remove / recolour) between a source and an edited image (MagicBrush analogue).")
+@generator(
+    "rel-edit-instruction",
+    "relation",
+    OPEN,
+    "multi",
+    (2, 2),
+    "Name the edit (add / remove / recolour) between a source and an edited image (MagicBrush analogue).",
+)
 def edit_instruction(rng: np.random.Generator) -> Item:
     return edit_pair(rng, "plain")
 
@@ -104,16 +134,28 @@ def consistent(rng: np.random.Generator, values: list[str], n: int) -> tuple[boo
     return same, out, v
 
 
-@generator("rel-color-consistency", "relation", YN, "multi", (4, 4),
-           "Do the objects in four images all have the same colour? (Fashion200K ColorConsistency analogue)")
+@generator(
+    "rel-color-consistency",
+    "relation",
+    YN,
+    "multi",
+    (4, 4),
+    "Do the objects in four images all have the same colour? (Fashion200K ColorConsistency analogue)",
+)
 def color_consistency(rng: np.random.Generator) -> Item:
     same, cols, _ = consistent(rng, COLS, 4)
     imgs = [render(one(random_obj(rng, color=col, size="large"))) for col in cols]
     return Item(imgs, "Do all four objects have the same colour?", yn(same), list(YES_NO))
 
 
-@generator("rel-statement-count", "relation", YN, "multi", (2, 2),
-           "Is a statement comparing shape counts across two images true? (NLVR2 subset 1 analogue)")
+@generator(
+    "rel-statement-count",
+    "relation",
+    YN,
+    "multi",
+    (2, 2),
+    "Is a statement comparing shape counts across two images true? (NLVR2 subset 1 analogue)",
+)
 def statement_count(rng: np.random.Generator) -> Item:
     shape = str(rng.choice(SHAPES))
     truth = bool(rng.random() < 0.5)
@@ -121,14 +163,23 @@ def statement_count(rng: np.random.Generator) -> Item:
     imgs = []
     for n in (a, b):
         objs = [random_obj(rng, shape=shape, size="small") for _ in range(n)]
-        objs += [random_obj(rng, shapes=[s for s in SHAPES if s != shape], size="small") for _ in range(int(rng.integers(0, 2)))]
+        objs += [
+            random_obj(rng, shapes=[s for s in SHAPES if s != shape], size="small")
+            for _ in range(int(rng.integers(0, 2)))
+        ]
         imgs.append(render(Scene(place(rng, objs))))
     q = f"True or false: the left image has more {plural(shape)} than the right image."
     return Item(imgs, q, yn(truth), list(YES_NO))
 
 
-@generator("rel-defect-4", "relation", YN, "multi", (4, 4),
-           "Does any of four objects carry a crack? (VISION 4-image defect inspection analogue)")
+@generator(
+    "rel-defect-4",
+    "relation",
+    YN,
+    "multi",
+    (4, 4),
+    "Does any of four objects carry a crack? (VISION 4-image defect inspection analogue)",
+)
 def defect4(rng: np.random.Generator) -> Item:
     return inspection(rng, 4, "Is any of the objects cracked?")
 
@@ -145,15 +196,28 @@ def inspection(rng: np.random.Generator, n: int, question: str) -> Item:
     return Item(imgs, question, yn(flag), list(YES_NO))
 
 
-@generator("rel-defect-2", "relation", YN, "multi", (2, 2),
-           "Is either of two objects cracked? (VISION 2-image defect inspection analogue)", version=7)
+@generator(
+    "rel-defect-2",
+    "relation",
+    YN,
+    "multi",
+    (2, 2),
+    "Is either of two objects cracked? (VISION 2-image defect inspection analogue)",
+    version=7,
+)
 def defect2(rng: np.random.Generator) -> Item:
     return inspection(rng, 2, "Is either of the two objects cracked?")
 
 
-@generator("rel-statement-defect", "relation", YN, "multi", (2, 2),
-           "Is a statement about cracked objects in two images true ('both' / 'exactly one')? (NLVR2 subset 2 "
-           "analogue)", version=7)
+@generator(
+    "rel-statement-defect",
+    "relation",
+    YN,
+    "multi",
+    (2, 2),
+    "Is a statement about cracked objects in two images true ('both' / 'exactly one')? (NLVR2 subset 2 analogue)",
+    version=7,
+)
 def statement_defect(rng: np.random.Generator) -> Item:
     quant, truth, has = quantified(rng)
     imgs = []
@@ -185,8 +249,14 @@ def two_related(rng: np.random.Generator, rel: str) -> tuple[Obj, Obj]:
     return a, b
 
 
-@generator("rel-spatial", "relation", YN, "single", (1, 1),
-           "Is one object left of / right of / above / below another? (VSR analogue)")
+@generator(
+    "rel-spatial",
+    "relation",
+    YN,
+    "single",
+    (1, 1),
+    "Is one object left of / right of / above / below another? (VSR analogue)",
+)
 def spatial(rng: np.random.Generator) -> Item:
     rel = str(rng.choice(list(RELS)))
     truth = bool(rng.random() < 0.5)
@@ -195,8 +265,14 @@ def spatial(rng: np.random.Generator) -> Item:
     return Item([render(Scene([a, b]))], q, yn(truth), list(YES_NO))
 
 
-@generator("rel-style-consistency", "relation", YN, "multi", (2, 3),
-           "Do objects in 2-3 images share one drawing style (filled, outlined, striped)? (StyleConsistency analogue)")
+@generator(
+    "rel-style-consistency",
+    "relation",
+    YN,
+    "multi",
+    (2, 3),
+    "Do objects in 2-3 images share one drawing style (filled, outlined, striped)? (StyleConsistency analogue)",
+)
 def style_consistency(rng: np.random.Generator) -> Item:
     n = int(rng.integers(2, 4))
     same = bool(rng.random() < 0.5)
@@ -212,12 +288,22 @@ def quantified(rng: np.random.Generator) -> tuple[str, bool, set[int]]:
     """An NLVR2-style quantifier over two images, its truth (drawn first) and which images must hold the property."""
     quant = str(rng.choice(["both images contain", "exactly one image contains"]))
     truth = bool(rng.random() < 0.5)
-    n_with = (2 if truth else int(rng.integers(0, 2))) if quant.startswith("both") else (1 if truth else int(rng.choice([0, 2])))
+    n_with = (
+        (2 if truth else int(rng.integers(0, 2)))
+        if quant.startswith("both")
+        else (1 if truth else int(rng.choice([0, 2])))
+    )
     return quant, truth, set(rng.permutation(2)[:n_with].tolist())
 
 
-@generator("rel-composed-retrieval", "relation", MC, "multi", (4, 4),
-           "Given a reference and a modification, pick the matching candidate image (CIRR analogue).")
+@generator(
+    "rel-composed-retrieval",
+    "relation",
+    MC,
+    "multi",
+    (4, 4),
+    "Given a reference and a modification, pick the matching candidate image (CIRR analogue).",
+)
 def composed_retrieval(rng: np.random.Generator) -> Item:
     ref = random_obj(rng, size="large")
     new = other(rng, COLS, ref.color)
@@ -232,8 +318,14 @@ def composed_retrieval(rng: np.random.Generator) -> Item:
     return Item(imgs, q, ans, ["image 2", "image 3", "image 4"])
 
 
-@generator("rel-motion", "relation", MC, "multi", (3, 3),
-           "Direction of motion of a shape across three frames (SEED-Bench-2 TemporalQA analogue).")
+@generator(
+    "rel-motion",
+    "relation",
+    MC,
+    "multi",
+    (3, 3),
+    "Direction of motion of a shape across three frames (SEED-Bench-2 TemporalQA analogue).",
+)
 def motion(rng: np.random.Generator) -> Item:
     d = str(rng.choice(DIRECTIONS))
     o = random_obj(rng, size="small")

@@ -46,7 +46,20 @@ def _polygon(shape: str, x: int, y: int, r: int, rotation: int = 0) -> list[tupl
         pts = [(0, -r), (r, 0), (0, r), (-r, 0)]
     elif shape == "cross":
         t = r * 0.38
-        pts = [(-t, -r), (t, -r), (t, -t), (r, -t), (r, t), (t, t), (t, r), (-t, r), (-t, t), (-r, t), (-r, -t), (-t, -t)]
+        pts = [
+            (-t, -r),
+            (t, -r),
+            (t, -t),
+            (r, -t),
+            (r, t),
+            (t, t),
+            (t, r),
+            (-t, r),
+            (-t, t),
+            (-r, t),
+            (-r, -t),
+            (-t, -t),
+        ]
     elif shape == "star":
         pts = []
         for k in range(10):
@@ -78,7 +91,12 @@ def draw_obj(draw: ImageDraw.ImageDraw, o: Obj, outline_only_color: tuple[int, i
         else:
             draw.polygon(_polygon(o.shape, o.x, o.y, r, o.rotation), outline=col, width=2)
     if o.cracked:  # a bold dark zig-zag: the "defect" of the inspection tasks
-        pts = [(o.x - r, o.y - r // 2), (o.x - r // 3, o.y + r // 3), (o.x + r // 3, o.y - r // 3), (o.x + r, o.y + r // 2)]
+        pts = [
+            (o.x - r, o.y - r // 2),
+            (o.x - r // 3, o.y + r // 3),
+            (o.x + r // 3, o.y - r // 3),
+            (o.x + r, o.y + r // 2),
+        ]
         draw.line(pts, fill=(20, 20, 20), width=3)
     if o.state != "calm":
         draw_state(draw, o)
@@ -93,7 +111,9 @@ def draw_state(draw: ImageDraw.ImageDraw, o: Obj) -> None:
         for k in range(8):
             a = k * math.pi / 4 + math.pi / 8
             c, s = math.cos(a), math.sin(a)
-            draw.line([(o.x + (r + 3) * c, o.y + (r + 3) * s), (o.x + (r + 7) * c, o.y + (r + 7) * s)], fill=ink, width=2)
+            draw.line(
+                [(o.x + (r + 3) * c, o.y + (r + 3) * s), (o.x + (r + 7) * c, o.y + (r + 7) * s)], fill=ink, width=2
+            )
     elif o.state == "shaking":
         h = max(3, r // 2)
         for side in (-1, 1):
@@ -232,8 +252,11 @@ def render_clock(hour: int, domain: str = "paper") -> Image.Image:
     for k in range(12):
         a = math.radians(k * 30 - 90)
         r0 = 22 if k % 3 else 18
-        draw.line([(32 + r0 * math.cos(a), 32 + r0 * math.sin(a)), (32 + 26 * math.cos(a), 32 + 26 * math.sin(a))],
-                  fill=(0, 0, 0), width=2)
+        draw.line(
+            [(32 + r0 * math.cos(a), 32 + r0 * math.sin(a)), (32 + 26 * math.cos(a), 32 + 26 * math.sin(a))],
+            fill=(0, 0, 0),
+            width=2,
+        )
     a = math.radians((hour % 12) * 30 - 90)
     draw.line([(32, 32), (32 + 19 * math.cos(a), 32 + 19 * math.sin(a))], fill=(200, 20, 20), width=4)
     draw.ellipse([29, 29, 35, 35], fill=(0, 0, 0))

@@ -14,14 +14,20 @@ from drake_bench.benchmarks.synth.registry import Item, generator, image_options
 from drake_bench.benchmarks.synth.relation import edit_pair, not_matching, one, two_related
 from drake_bench.benchmarks.synth.render import render
 from drake_bench.benchmarks.synth.vqa import dish
-from drake_bench.benchmarks.synth.world import an, COLORS, DISHES, SHAPES, STYLES, Obj, Scene, other, place, random_obj
+from drake_bench.benchmarks.synth.world import COLORS, DISHES, SHAPES, STYLES, Obj, Scene, an, other, place, random_obj
 
 MC, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.OPEN
 COLS = list(COLORS)
 
 
-@generator("un-similarity", "unseen", MC, "multi", (3, 3),
-           "Which of two candidates is more similar to a reference (one vs three attributes changed) (DreamSim analogue).")
+@generator(
+    "un-similarity",
+    "unseen",
+    MC,
+    "multi",
+    (3, 3),
+    "Which of two candidates is more similar to a reference (one vs three attributes changed) (DreamSim analogue).",
+)
 def similarity(rng: np.random.Generator) -> Item:
     ref = random_obj(rng, size="large")
     close = Obj(**ref.__dict__)
@@ -31,12 +37,22 @@ def similarity(rng: np.random.Generator) -> Item:
     first_close = bool(rng.random() < 0.5)
     cands = [close, far] if first_close else [far, close]
     imgs = [render(one(Obj(**o.__dict__))) for o in [ref] + cands]
-    return Item(imgs, "Which of image 2 and image 3 is more similar to image 1?",
-                "image 2" if first_close else "image 3", ["image 2", "image 3"])
+    return Item(
+        imgs,
+        "Which of image 2 and image 3 is more similar to image 1?",
+        "image 2" if first_close else "image 3",
+        ["image 2", "image 3"],
+    )
 
 
-@generator("un-caption-retrieval", "unseen", MC, "multi", (5, 5),
-           "Pick which of five images a relational description fits (Image-CoDe analogue).")
+@generator(
+    "un-caption-retrieval",
+    "unseen",
+    MC,
+    "multi",
+    (5, 5),
+    "Pick which of five images a relational description fits (Image-CoDe analogue).",
+)
 def caption_retrieval(rng: np.random.Generator) -> Item:
     rel = str(rng.choice(["left of", "above"]))
     inv = {"left of": "right of", "above": "below"}[rel]
@@ -58,31 +74,57 @@ def caption_retrieval(rng: np.random.Generator) -> Item:
     return Item(imgs, f"Which image shows {desc}?", f"image {int(np.where(order == 0)[0][0]) + 1}", image_options(5))
 
 
-@generator("un-recipe-coherence", "unseen", MC, "multi", (4, 4),
-           "Three plates are the same recipe, one is not: which? (RecipeQA image coherence analogue, dish domain)")
+@generator(
+    "un-recipe-coherence",
+    "unseen",
+    MC,
+    "multi",
+    (4, 4),
+    "Three plates are the same recipe, one is not: which? (RecipeQA image coherence analogue, dish domain)",
+)
 def recipe_coherence(rng: np.random.Generator) -> Item:
     name, _ = dish(rng)
     other_name = other(rng, sorted(DISHES.values()), name)
     scenes = [dish(rng, other_name)[1]] + [dish(rng, name)[1] for _ in range(3)]
     order = rng.permutation(4)
     imgs = [render(scenes[int(i)]) for i in order]
-    return Item(imgs, "Which plate is not from the same recipe as the others?",
-                f"image {int(np.where(order == 0)[0][0]) + 1}", image_options(4))
+    return Item(
+        imgs,
+        "Which plate is not from the same recipe as the others?",
+        f"image {int(np.where(order == 0)[0][0]) + 1}",
+        image_options(4),
+    )
 
 
-@generator("un-recipe-order", "unseen", MC, "multi", (3, 3),
-           "Recipe steps add one ingredient each; which shuffled image is the first step? (RecipeQA visual cloze / frame ordering analogue)")
+@generator(
+    "un-recipe-order",
+    "unseen",
+    MC,
+    "multi",
+    (3, 3),
+    "Recipe steps add one ingredient each; which shuffled image is the first step? (RecipeQA visual cloze / frame ordering analogue)",
+)
 def recipe_order(rng: np.random.Generator) -> Item:
     name, _ = dish(rng)
     steps = [dish(rng, name, k=k)[1] for k in (1, 2, 3)]
     order = rng.permutation(3)
     imgs = [render(steps[int(i)]) for i in order]
-    return Item(imgs, "These are steps of one recipe, shuffled. Which image is the first step?",
-                f"image {int(np.where(order == 0)[0][0]) + 1}", image_options(3))
+    return Item(
+        imgs,
+        "These are steps of one recipe, shuffled. Which image is the first step?",
+        f"image {int(np.where(order == 0)[0][0]) + 1}",
+        image_options(3),
+    )
 
 
-@generator("un-edit-night", "unseen", OPEN, "multi", (2, 2),
-           "Name the edit between two images in the dark 'night' domain (HQ-Edit analogue: familiar format, new domain).")
+@generator(
+    "un-edit-night",
+    "unseen",
+    OPEN,
+    "multi",
+    (2, 2),
+    "Name the edit between two images in the dark 'night' domain (HQ-Edit analogue: familiar format, new domain).",
+)
 def edit_night(rng: np.random.Generator) -> Item:
     return edit_pair(rng, "night")
 
@@ -102,17 +144,33 @@ def contrast_caption(rng: np.random.Generator, domain: str) -> Item:
     scenes = [Scene(objs, domain), Scene(swap, domain), Scene(alt, domain)]
     order = rng.permutation(3)
     imgs = [render(scenes[int(i)]) for i in order]
-    return Item(imgs, f"Which image matches the caption '{caption}'?",
-                f"image {int(np.where(order == 0)[0][0]) + 1}", image_options(3))
+    return Item(
+        imgs,
+        f"Which image matches the caption '{caption}'?",
+        f"image {int(np.where(order == 0)[0][0]) + 1}",
+        image_options(3),
+    )
 
 
-@generator("un-contrast-caption", "unseen", MC, "multi", (3, 3),
-           "Match a caption against contrastive distractors (swapped colours, changed shape) (Mantis contrast-caption, familiar images).")
+@generator(
+    "un-contrast-caption",
+    "unseen",
+    MC,
+    "multi",
+    (3, 3),
+    "Match a caption against contrastive distractors (swapped colours, changed shape) (Mantis contrast-caption, familiar images).",
+)
 def contrast_plain(rng: np.random.Generator) -> Item:
     return contrast_caption(rng, "plain")
 
 
-@generator("un-contrast-caption-night", "unseen", MC, "multi", (3, 3),
-           "Contrastive caption matching in the unseen dark 'night' domain (Mantis contrast-caption, new images).")
+@generator(
+    "un-contrast-caption-night",
+    "unseen",
+    MC,
+    "multi",
+    (3, 3),
+    "Contrastive caption matching in the unseen dark 'night' domain (Mantis contrast-caption, new images).",
+)
 def contrast_night(rng: np.random.Generator) -> Item:
     return contrast_caption(rng, "night")

@@ -15,7 +15,19 @@ from drake_bench.benchmarks.synth.registry import YES_NO, Item, generator, image
 from drake_bench.benchmarks.synth.relation import one
 from drake_bench.benchmarks.synth.render import render, render_bars, render_clock
 from drake_bench.benchmarks.synth.world import (
-    plural, COLORS, CORNERS, DISH_ORIGIN, DISHES, DISTORTIONS, PLACES, SHAPES, Obj, Scene, other, place, random_obj,
+    COLORS,
+    CORNERS,
+    DISH_ORIGIN,
+    DISHES,
+    DISTORTIONS,
+    PLACES,
+    SHAPES,
+    Obj,
+    Scene,
+    other,
+    place,
+    plural,
+    random_obj,
 )
 
 MC, YN, OPEN = AnswerType.MULTIPLE_CHOICE, AnswerType.YES_NO, AnswerType.OPEN
@@ -55,8 +67,12 @@ def quality_pair(rng: np.random.Generator, grain: int = 1) -> Item:
 
 def distortion_type(rng: np.random.Generator, grain: int = 1) -> Item:
     d = str(rng.choice(DISTORTIONS))
-    return Item([render(with_distortion(scene(rng), d, grain))], "What is wrong with the quality of this image?", d,
-                list(DISTORTIONS))
+    return Item(
+        [render(with_distortion(scene(rng), d, grain))],
+        "What is wrong with the quality of this image?",
+        d,
+        list(DISTORTIONS),
+    )
 
 
 def quality_triple(rng: np.random.Generator, grain: int = 1) -> Item:
@@ -80,10 +96,12 @@ def quality_yesno(rng: np.random.Generator, grain: int = 1) -> Item:
     return Item([render(with_distortion(scene(rng), actual, grain))], QUALITY_Q[d][1], yn(truth), list(YES_NO))
 
 
-QUALITY_TASKS = [("vqa-quality-pair", MC, "multi", (2, 2), PAIR, quality_pair),
-                 ("vqa-distortion-type", MC, "single", (1, 1), TYPE, distortion_type),
-                 ("vqa-quality-triple", MC, "multi", (3, 3), TRIPLE, quality_triple),
-                 ("vqa-quality-yesno", YN, "single", (1, 1), YESNO, quality_yesno)]
+QUALITY_TASKS = [
+    ("vqa-quality-pair", MC, "multi", (2, 2), PAIR, quality_pair),
+    ("vqa-distortion-type", MC, "single", (1, 1), TYPE, distortion_type),
+    ("vqa-quality-triple", MC, "multi", (3, 3), TRIPLE, quality_triple),
+    ("vqa-quality-yesno", YN, "single", (1, 1), YESNO, quality_yesno),
+]
 
 
 def register_quality(version: int, grain: int, note: str) -> None:
@@ -95,17 +113,31 @@ def register_quality(version: int, grain: int, note: str) -> None:
 register_quality(5, 2, " Noise is monochrome grain on 2x2 cells.")
 
 
-@generator("vqa-corners", "vqa", MC, "single", (1, 1),
-           "How many corners the shown shape has: recognise it, then recall a fact about it (SEED-Bench-2 knowledge QA analogue).")
+@generator(
+    "vqa-corners",
+    "vqa",
+    MC,
+    "single",
+    (1, 1),
+    "How many corners the shown shape has: recognise it, then recall a fact about it (SEED-Bench-2 knowledge QA analogue).",
+)
 def corners(rng: np.random.Generator) -> Item:
     s = str(rng.choice(SHAPES))
     ans = str(CORNERS[s])
     opts = mc(rng, ans, sorted({str(v) for v in CORNERS.values()}), 4)
-    return Item([render(one(random_obj(rng, shape=s, size="large")))], "How many corners does this shape have?", ans, opts)
+    return Item(
+        [render(one(random_obj(rng, shape=s, size="large")))], "How many corners does this shape have?", ans, opts
+    )
 
 
-@generator("vqa-bar-chart", "vqa", OPEN, "single", (1, 1),
-           "Read a bar chart: tallest bar, a bar's height, or a comparison (DVQA analogue).")
+@generator(
+    "vqa-bar-chart",
+    "vqa",
+    OPEN,
+    "single",
+    (1, 1),
+    "Read a bar chart: tallest bar, a bar's height, or a comparison (DVQA analogue).",
+)
 def bar_chart(rng: np.random.Generator) -> Item:
     n = int(rng.integers(3, 5))
     cols = rng.choice(COLS, size=n, replace=False).tolist()
@@ -123,8 +155,14 @@ def bar_chart(rng: np.random.Generator) -> Item:
     return Item([render_bars(values)], q, a, meta={"kind": kind})
 
 
-@generator("vqa-instance-count", "vqa", MC, "single", (1, 1),
-           "Count the objects of one colour in a scene (SEED-Bench-2 instance QA analogue).")
+@generator(
+    "vqa-instance-count",
+    "vqa",
+    MC,
+    "single",
+    (1, 1),
+    "Count the objects of one colour in a scene (SEED-Bench-2 instance QA analogue).",
+)
 def instance_count(rng: np.random.Generator) -> Item:
     color = str(rng.choice(COLS))
     k = int(rng.integers(0, 4))
@@ -136,8 +174,14 @@ def instance_count(rng: np.random.Generator) -> Item:
     return Item([img], f"How many {color} objects are there?", str(k), ["0", "1", "2", "3"])
 
 
-@generator("vqa-size-compare", "vqa", MC, "single", (1, 1),
-           "Which of two objects is larger, as an option or a true/false statement (TQA diagram analogue).")
+@generator(
+    "vqa-size-compare",
+    "vqa",
+    MC,
+    "single",
+    (1, 1),
+    "Which of two objects is larger, as an option or a true/false statement (TQA diagram analogue).",
+)
 def size_compare(rng: np.random.Generator) -> Item:
     a = random_obj(rng, size="large")
     b = random_obj(rng, size="small")
@@ -150,7 +194,9 @@ def size_compare(rng: np.random.Generator) -> Item:
     img = render(Scene(objs))
     if rng.random() < 0.5:
         opts = [f"the {o.color} {o.shape}" for o in (a, b)]
-        return Item([img], "Which object is larger?", f"the {big.color} {big.shape}", [opts[int(i)] for i in rng.permutation(2)])
+        return Item(
+            [img], "Which object is larger?", f"the {big.color} {big.shape}", [opts[int(i)] for i in rng.permutation(2)]
+        )
     x, y = (big, small) if rng.random() < 0.5 else (small, big)
     q = f"True or false: the {x.color} {x.shape} is larger than the {y.color} {y.shape}."
     return Item([img], q, "true" if x is big else "false", ["true", "false"])
@@ -164,34 +210,58 @@ def icons(rng: np.random.Generator, shape: str, k: int, distractors: int = 0) ->
     return Scene(place(rng, [objs[int(i)] for i in rng.permutation(len(objs))]), domain="paper")
 
 
-@generator("icon-count-easy", "vqa", OPEN, "single", (1, 1),
-           "Count identical icons, 1-5 (IconQA short answer, kindergarten analogue).")
+@generator(
+    "icon-count-easy",
+    "vqa",
+    OPEN,
+    "single",
+    (1, 1),
+    "Count identical icons, 1-5 (IconQA short answer, kindergarten analogue).",
+)
 def icon_count_easy(rng: np.random.Generator) -> Item:
     s, k = str(rng.choice(SHAPES)), int(rng.integers(1, 6))
     return Item([render(icons(rng, s, k))], f"How many {plural(s)} are there?", str(k))
 
 
-@generator("icon-count-hard", "vqa", OPEN, "single", (1, 1),
-           "Count one kind of icon among other icons (IconQA short answer, grade-1 analogue).")
+@generator(
+    "icon-count-hard",
+    "vqa",
+    OPEN,
+    "single",
+    (1, 1),
+    "Count one kind of icon among other icons (IconQA short answer, grade-1 analogue).",
+)
 def icon_count_hard(rng: np.random.Generator) -> Item:
     s, k = str(rng.choice(SHAPES)), int(rng.integers(1, 5))
     return Item([render(icons(rng, s, k, int(rng.integers(1, 3))))], f"How many {plural(s)} are there?", str(k))
 
 
-@generator("icon-shape-mc", "vqa", MC, "single", (1, 1),
-           "Name the icon shown, choosing from four names (IconQA multi-choice, easy analogue).")
+@generator(
+    "icon-shape-mc",
+    "vqa",
+    MC,
+    "single",
+    (1, 1),
+    "Name the icon shown, choosing from four names (IconQA multi-choice, easy analogue).",
+)
 def icon_shape(rng: np.random.Generator) -> Item:
     s = str(rng.choice(SHAPES))
     sc = Scene([Obj(s, str(rng.choice(COLS)), size="large", x=32, y=32)], domain="paper")
     return Item([render(sc)], "Which shape is this?", s, mc(rng, s, SHAPES, 4))
 
 
-@generator("icon-clock", "vqa", MC, "single", (1, 1),
-           "Read the hour on a clock face (IconQA multi-choice, hard analogue).")
+@generator(
+    "icon-clock", "vqa", MC, "single", (1, 1), "Read the hour on a clock face (IconQA multi-choice, hard analogue)."
+)
 def icon_clock(rng: np.random.Generator) -> Item:
     h = int(rng.integers(1, 13))
     ans = f"{h} o'clock"
-    return Item([render_clock(h)], "What time does the clock show?", ans, mc(rng, ans, [f"{k} o'clock" for k in range(1, 13)], 4))
+    return Item(
+        [render_clock(h)],
+        "What time does the clock show?",
+        ans,
+        mc(rng, ans, [f"{k} o'clock" for k in range(1, 13)], 4),
+    )
 
 
 # -- dish domain (WorldCuisines analogue) --------------------------------------------
@@ -199,21 +269,37 @@ DISH_NAMES = sorted(DISHES.values())
 
 
 def dish(rng: np.random.Generator, name: str | None = None, k: int | None = None) -> tuple[str, Scene]:
-    key = list(DISHES)[int(rng.integers(0, len(DISHES)))] if name is None else next(k_ for k_, v in DISHES.items() if v == name)
+    key = (
+        list(DISHES)[int(rng.integers(0, len(DISHES)))]
+        if name is None
+        else next(k_ for k_, v in DISHES.items() if v == name)
+    )
     n = k if k is not None else int(rng.integers(2, 5))
     objs = [Obj(key[1], key[0], size="small") for _ in range(n)]
     return DISHES[key], Scene(place(rng, objs), domain="table")
 
 
-@generator("dish-name", "vqa", OPEN, "single", (1, 1),
-           "Name the dish on the plate; a dish is defined by its ingredient colour and shape (WCVQA dish name analogue).")
+@generator(
+    "dish-name",
+    "vqa",
+    OPEN,
+    "single",
+    (1, 1),
+    "Name the dish on the plate; a dish is defined by its ingredient colour and shape (WCVQA dish name analogue).",
+)
 def dish_name(rng: np.random.Generator) -> Item:
     name, sc = dish(rng)
     return Item([render(sc)], "What is the name of this dish?", name)
 
 
-@generator("dish-name-context", "vqa", MC, "single", (1, 1),
-           "Name the dish given a true hint about where it comes from (WCVQA contextual dish name analogue).")
+@generator(
+    "dish-name-context",
+    "vqa",
+    MC,
+    "single",
+    (1, 1),
+    "Name the dish given a true hint about where it comes from (WCVQA contextual dish name analogue).",
+)
 def dish_name_context(rng: np.random.Generator) -> Item:
     name, sc = dish(rng)
     place_ = DISH_ORIGIN[name]
@@ -226,16 +312,30 @@ def dish_name_context(rng: np.random.Generator) -> Item:
     return Item([render(sc)], f"This dish comes from {place_}. What is it called?", name, opts)
 
 
-@generator("dish-name-adversarial", "vqa", MC, "single", (1, 1),
-           "Name the dish despite a misleading hint about its origin (WCVQA adversarial context analogue).")
+@generator(
+    "dish-name-adversarial",
+    "vqa",
+    MC,
+    "single",
+    (1, 1),
+    "Name the dish despite a misleading hint about its origin (WCVQA adversarial context analogue).",
+)
 def dish_name_adversarial(rng: np.random.Generator) -> Item:
     name, sc = dish(rng)
     wrong = other(rng, PLACES, DISH_ORIGIN[name])
-    return Item([render(sc)], f"Some say this dish comes from {wrong}. What is it called?", name, mc(rng, name, DISH_NAMES, 4))
+    return Item(
+        [render(sc)], f"Some say this dish comes from {wrong}. What is it called?", name, mc(rng, name, DISH_NAMES, 4)
+    )
 
 
-@generator("dish-location", "vqa", MC, "single", (1, 1),
-           "Say where the dish on the plate comes from (WCVQA location analogue).")
+@generator(
+    "dish-location",
+    "vqa",
+    MC,
+    "single",
+    (1, 1),
+    "Say where the dish on the plate comes from (WCVQA location analogue).",
+)
 def dish_location(rng: np.random.Generator) -> Item:
     name, sc = dish(rng)
     return Item([render(sc)], "Where does this dish come from?", DISH_ORIGIN[name], list(PLACES))

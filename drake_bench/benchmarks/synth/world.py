@@ -61,10 +61,20 @@ DISTORTIONS = ["blur", "noise", "darkness", "glare"]
 
 # Figurative lexicon (IRFL analogue): words that stand for a colour or a shape.
 COLOR_FIGURES: dict[str, str] = {
-    "fire": "red", "leaf": "green", "sea": "blue", "sun": "yellow", "plum": "purple", "carrot": "orange",
+    "fire": "red",
+    "leaf": "green",
+    "sea": "blue",
+    "sun": "yellow",
+    "plum": "purple",
+    "carrot": "orange",
 }
 SHAPE_FIGURES: dict[str, str] = {
-    "wheel": "circle", "box": "square", "tent": "triangle", "kite": "diamond", "plus": "cross", "spark": "star",
+    "wheel": "circle",
+    "box": "square",
+    "tent": "triangle",
+    "kite": "diamond",
+    "plus": "cross",
+    "spark": "star",
 }
 
 # Dish domain (WCVQA analogue): a dish is recognised by its ingredient colour and shape.
@@ -79,8 +89,14 @@ DISHES: dict[tuple[str, str], str] = {
     ("green", "circle"): "pea soup",
 }
 DISH_ORIGIN: dict[str, str] = {
-    "tomato salad": "avalon", "herb tofu": "brindle", "cheese pie": "corvale", "carrot stew": "avalon",
-    "plum tart": "brindle", "berry jelly": "corvale", "pepper wrap": "dunmore", "pea soup": "dunmore",
+    "tomato salad": "avalon",
+    "herb tofu": "brindle",
+    "cheese pie": "corvale",
+    "carrot stew": "avalon",
+    "plum tart": "brindle",
+    "berry jelly": "corvale",
+    "pepper wrap": "dunmore",
+    "pea soup": "dunmore",
 }
 PLACES = sorted(set(DISH_ORIGIN.values()))
 
@@ -94,10 +110,48 @@ LANGUAGES: dict[str, tuple[str, str]] = {
     "brellic": ("brlfn", "eio"),
 }
 BASE_WORDS: list[str] = (
-    list(COLORS) + SHAPES + list(SIZES) + NUMBER_WORDS[1:7]
-    + ["the", "is", "a", "and", "of", "in", "on", "big", "with", "has", "what", "which", "how", "many", "colour",
-       "shape", "picture", "answer", "question", "yes", "no", "water", "bread", "house", "tree", "bird", "river",
-       "stone", "light", "night", "day", "friend", "market", "road", "song", "book"]
+    list(COLORS)
+    + SHAPES
+    + list(SIZES)
+    + NUMBER_WORDS[1:7]
+    + [
+        "the",
+        "is",
+        "a",
+        "and",
+        "of",
+        "in",
+        "on",
+        "big",
+        "with",
+        "has",
+        "what",
+        "which",
+        "how",
+        "many",
+        "colour",
+        "shape",
+        "picture",
+        "answer",
+        "question",
+        "yes",
+        "no",
+        "water",
+        "bread",
+        "house",
+        "tree",
+        "bird",
+        "river",
+        "stone",
+        "light",
+        "night",
+        "day",
+        "friend",
+        "market",
+        "road",
+        "song",
+        "book",
+    ]
 )
 
 
@@ -172,8 +226,14 @@ class Scene:
         return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def place(rng: np.random.Generator, objs: list[Obj], margin: int = 3, tries: int = 300,
-          fixed: list[Obj] | None = None, pad: int = 0) -> list[Obj]:
+def place(
+    rng: np.random.Generator,
+    objs: list[Obj],
+    margin: int = 3,
+    tries: int = 300,
+    fixed: list[Obj] | None = None,
+    pad: int = 0,
+) -> list[Obj]:
     """Give each object a non-overlapping position (rejection sampling, deterministic given rng).
 
     A large object that cannot fit after ``tries`` is shrunk to small, so callers must read
@@ -193,12 +253,19 @@ def place(rng: np.random.Generator, objs: list[Obj], margin: int = 3, tries: int
                 break
         o.x, o.y = x, y
         placed.append(o)
-    return placed[len(fixed or []):]
+    return placed[len(fixed or []) :]
 
 
-def random_obj(rng: np.random.Generator, *, shape: str | None = None, color: str | None = None,
-               size: str | None = None, style: str = "filled", shapes: list[str] | None = None,
-               colors: list[str] | None = None) -> Obj:
+def random_obj(
+    rng: np.random.Generator,
+    *,
+    shape: str | None = None,
+    color: str | None = None,
+    size: str | None = None,
+    style: str = "filled",
+    shapes: list[str] | None = None,
+    colors: list[str] | None = None,
+) -> Obj:
     return Obj(
         shape=shape or str(rng.choice(shapes or SHAPES)),
         color=color or str(rng.choice(colors or list(COLORS))),

@@ -23,17 +23,30 @@ from drake_bench.plugins.protocol import ClientContext, FederationContext, Messa
 
 
 class LoRAExample:
-    meta = MethodMeta(name="lora-example", version="1.0",
-                      summary="FedAvg of one LoRA adapter per architecture, blended with each client's own (example).")
+    meta = MethodMeta(
+        name="lora-example",
+        version="1.0",
+        summary="FedAvg of one LoRA adapter per architecture, blended with each client's own (example).",
+    )
 
     class Config(BaseModel):
         rank: int = Field(8, ge=1, description="LoRA rank r of every adapted linear layer of the language model.")
-        alpha: int = Field(16, ge=1, description="LoRA scaling numerator: the adapter's update is scaled by "
-                                                 "alpha / rank.")
-        learning_rate: float = Field(3e-3, gt=0, description="AdamW learning rate of the local training (constant; "
-                                                             "3e-3 moves the tiny zoo models within a round).")
-        own_weight: float = Field(0.5, ge=0, le=1, description="Weight of the client's own adapter in the blend a "
-                                  "round starts from (0: its architecture's average, FedAvg; 1: no sharing).")
+        alpha: int = Field(
+            16, ge=1, description="LoRA scaling numerator: the adapter's update is scaled by alpha / rank."
+        )
+        learning_rate: float = Field(
+            3e-3,
+            gt=0,
+            description="AdamW learning rate of the local training (constant; "
+            "3e-3 moves the tiny zoo models within a round).",
+        )
+        own_weight: float = Field(
+            0.5,
+            ge=0,
+            le=1,
+            description="Weight of the client's own adapter in the blend a "
+            "round starts from (0: its architecture's average, FedAvg; 1: no sharing).",
+        )
 
     def __init__(self, config: Config | None = None):
         self.config = config or self.Config()
@@ -41,8 +54,9 @@ class LoRAExample:
     # -- what the models are (optional ReportsModels): asked before setup, recorded in the result file -------
     def model_identity(self, model_name: str) -> ModelIdentity:
         # a tiny zoo name: the shipped checkpoint's sha256 (drake_bench/models/weights/manifest.json)
-        return ModelIdentity(architecture=identity.architecture(model_name),
-                             weights=identity.model_identity(model_name))
+        return ModelIdentity(
+            architecture=identity.architecture(model_name), weights=identity.model_identity(model_name)
+        )
 
     def evaluation_settings(self) -> dict:
         return identity.evaluation_settings()  # models.predict answers: its decoding, scoring and prompt template

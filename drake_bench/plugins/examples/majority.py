@@ -12,14 +12,14 @@ learning method must beat, and the example that ``docs/writing-a-method.md`` wal
 from __future__ import annotations
 
 from collections import Counter
+
 from pydantic import BaseModel, Field
 
 from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, MethodMeta, State
 
 
 class MajorityAnswer:
-    meta = MethodMeta(name="majority-answer", version="1.0",
-                      summary="Answers with the most frequent training answer, pooled over the federation (no model).")
+    meta = MethodMeta(name="majority-answer", version="1.0", summary="Most frequent answer, pooled (no model).")
 
     class Config(BaseModel):
         own_weight: float = Field(0.5, ge=0, le=1, description="Weight of the client's own counts (1: no sharing).")
