@@ -105,7 +105,9 @@ def write_report(names: list[str], manifest: dict, out: Path) -> None:
     Read from the build's cache records (``drake_pretrain.json`` next to each cached checkpoint), so it
     is written by the machine that built the weights, in the same run."""
     from drake_bench.models.cache import RECIPE_FILE, VISION_DIR, models_home
-    from drake_bench.models.pretrain import DEFAULT_RECIPE, checkpoint_dir
+    from drake_bench.models.pretrain import checkpoint_dir
+
+    recipe = manifest.get("recipe", {})  # what these weights were built with (overrides included)
 
     tower_file = models_home() / VISION_DIR / RECIPE_FILE
     tower = json.loads(tower_file.read_text()) if tower_file.is_file() else {}
@@ -124,7 +126,7 @@ def write_report(names: list[str], manifest: dict, out: Path) -> None:
     probe = tower.get("probe", {})
     tl = tower.get("losses", [])
     data = {
-        "recipe": DEFAULT_RECIPE.as_dict(),
+        "recipe": recipe,
         "built_on": manifest.get("built_on"),
         "tower_probe": probe,
         "tower_loss_first": tl[0] if tl else None,
@@ -137,7 +139,7 @@ def write_report(names: list[str], manifest: dict, out: Path) -> None:
         "# The shipped zoo: how it was built",
         "",
         "Written by `python scripts/build_zoo.py` in the run that built the shipped weights "
-        f"(recipe version {DEFAULT_RECIPE.version}; built on {manifest.get('built_on', {}).get('cpu', '?')}, "
+        f"(recipe version {recipe.get('version')}; built on {manifest.get('built_on', {}).get('cpu', '?')}, "
         f"torch {manifest.get('built_on', {}).get('torch', '?')}). What the recipe does and why: "
         "[models](models.md); what the weights do on the benchmark: "
         "[the embedded model findings](findings/embedded-model.md).",
@@ -147,7 +149,7 @@ def write_report(names: list[str], manifest: dict, out: Path) -> None:
         lines += [
             "## The vision tower's perception (linear probes on frozen features)",
             "",
-            f"{DEFAULT_RECIPE.tower_steps} training steps of batch {DEFAULT_RECIPE.tower_batch}; probes fitted "
+            f"{recipe.get('tower_steps')} training steps of batch {recipe.get('tower_batch')}; probes fitted "
             "on 3/4 of held-out perception pictures (a random stream the tower never trained on) and scored on "
             "the rest. Per object from the token of its cell; count, domain, distortion and text from the mean "
             "token; position (which quadrant, single-object pictures) from all tokens. *chance*: the majority "
