@@ -1,14 +1,6 @@
 """Moved to :mod:`drake_bench.plugins.protocol`. This import path keeps working until drake_bench 0.2, with a DeprecationWarning:
 third-party plugins written against 0.1 import it."""
 
-import importlib
-import sys
-import warnings
+from drake_bench.core.moved import alias_moved_module
 
-warnings.warn(
-    "drake_bench.protocol moved to drake_bench.plugins.protocol; import from there (or from drake_bench itself): "
-    "the old path goes in drake_bench 0.2",
-    DeprecationWarning,
-    stacklevel=2,
-)
-sys.modules[__name__] = importlib.import_module("drake_bench.plugins.protocol")
+alias_moved_module(__name__, "drake_bench.plugins.protocol")
