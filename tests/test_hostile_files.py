@@ -901,3 +901,66 @@ def test_the_worker_codec_round_trips_metadata_and_tensors_exactly(value):
 def test_the_worker_codec_refuses_what_cannot_cross_naming_its_type(value, bad):
     with pytest.raises(TypeError, match=rf"a {type(bad).__name__} cannot cross the process boundary"):
         isolation.dumps({"ok": value, "bad": [bad]})
+
+
+# --------------------------------------------------------------------------- the zoo build's training snapshots
+def _snapshot(tmp_path: Path):
+    from drake_bench.models.resume import save_progress
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    folder = tmp_path / "stage"
+    save_progress(folder, 7, {"model": model}, opt, extra={"loss": 0.5})
+    fresh = torch.nn.Linear(3, 2)
+    return folder, fresh, torch.optim.AdamW(fresh.parameters(), lr=0.1)
+
+
+def test_a_training_snapshot_resumes_where_it_was_saved(tmp_path):
+    from drake_bench.models.resume import load_progress
+
+    folder, model, opt = _snapshot(tmp_path)
+    assert load_progress(folder, {"model": model}, opt) == (7, {"loss": 0.5})
+
+
+@pytest.mark.parametrize(
+    "record",
+    [b"\xff\xfe not utf-8", b"[1, 2]", b'{"step": "7"}', b'{"step": -1}', b'{"step": 7.5}', b"[" * 5000, b"{"],
+)
+def test_a_hostile_training_snapshot_record_is_one_located_error(record, tmp_path):
+    from drake_bench.models.resume import STATE_FILE, load_progress
+
+    folder, model, opt = _snapshot(tmp_path)
+    (folder / STATE_FILE).write_bytes(record)
+    with pytest.raises(CheckpointError, match=re.escape(str(folder))) as err:
+        load_progress(folder, {"model": model}, opt)
+    assert "delete that folder" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other model"])
+def test_training_snapshot_tensors_that_do_not_fit_are_one_located_error(damage, tmp_path):
+    from drake_bench.models.resume import TENSORS_FILE, load_progress, save_progress
+
+    folder, model, opt = _snapshot(tmp_path)
+    if damage == "garbage":
+        (folder / TENSORS_FILE).write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not a header}")
+    else:  # a snapshot of another stage's model put in this one's folder
+        other = torch.nn.Linear(5, 4)
+        other_opt = torch.optim.AdamW(other.parameters(), lr=0.1)
+        other(torch.ones(1, 5)).sum().backward()
+        other_opt.step()
+        save_progress(folder, 7, {"model": other}, other_opt)
+    with pytest.raises(CheckpointError, match=re.escape(TENSORS_FILE)):
+        load_progress(folder, {"model": model}, opt)
+
+
+# --------------------------------------------------------------------------- a wheel's recorded build revision
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00git", b"git:" + b"a" * 5000, b"git:abc\x00\x1b[2J"])
+def test_a_hostile_built_from_file_records_no_revision_with_a_warning(content, tmp_path):
+    from drake_bench.core.provenance import BUILT_FROM, built_revision
+
+    (tmp_path / BUILT_FROM).write_bytes(content)
+    with pytest.warns(RuntimeWarning, match=re.escape(str(tmp_path / BUILT_FROM))):
+        assert built_revision(tmp_path) is None

@@ -108,12 +108,27 @@ def _no_record(problem: str, distribution: str) -> None:
     return None
 
 
-def built_revision(folder: Path) -> str | None:
-    """The revision a wheel's build recorded in ``folder`` (:data:`BUILT_FROM`), None where no build wrote one."""
+BUILT_FROM_MAX_BYTES = 4096
+"""The most bytes of ``_built_from.txt`` read: the build hook writes one ``git:<commit>[+modified]`` line."""
+
+
+def built_revision(folder: Path, distribution: str = "drake_bench") -> str | None:
+    """The revision a wheel's build recorded in ``folder`` (:data:`BUILT_FROM`), None where no build wrote one.
+
+    The file lies in an installed package, where anything may have put anything: one that is not a short line of
+    UTF-8 text records no revision, with a warning naming the file; the run goes on."""
+    path = folder / BUILT_FROM
     try:
-        text = (folder / BUILT_FROM).read_text().strip()
+        with open(path, "rb") as f:
+            raw = f.read(BUILT_FROM_MAX_BYTES + 1)
     except OSError:
         return None
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return _no_record(f"{path} is not UTF-8 text", distribution)
+    if len(raw) > BUILT_FROM_MAX_BYTES or len(text) > 300 or not text.isprintable():
+        return _no_record(f"{path} records a revision that is no short line of text", distribution)
     return text or None
 
 
@@ -121,7 +136,7 @@ def built_revision(folder: Path) -> str | None:
 def source_revision(distribution: str, folder: str) -> str | None:
     """The revision of ``distribution`` whose code is in ``folder`` (see the module docstring); cached per process,
     so a run records the source as it was when the run first asked, the code it imported."""
-    return git_revision(Path(folder)) or built_revision(Path(folder)) or direct_url_revision(distribution)
+    return git_revision(Path(folder)) or built_revision(Path(folder), distribution) or direct_url_revision(distribution)
 
 
 def drake_bench_source() -> str | None:
