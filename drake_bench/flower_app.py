@@ -20,7 +20,7 @@ from drake_bench.backends.worker_process import import_target
 from drake_bench.benchmarks.manifest import load_benchmark
 from drake_bench.core.lock import TOKEN_ENV, RunLock
 from drake_bench.evaluator.run_config import RunConfig
-from drake_bench.evaluator.standard import _run_locked
+from drake_bench.evaluator.standard import run_holding_lock
 from drake_bench.plugins.registry import register_method
 
 __all__ = ["client_app", "server_app"]
@@ -42,4 +42,4 @@ def _main(grid: Grid, context: Context) -> None:
         os.environ[TOKEN_ENV] = token
     clients = list(load_benchmark(config.benchmark).client_ids)
     with RunLock(config.out):
-        _run_locked(config, None, FlowerClients(grid, config, clients))
+        run_holding_lock(config, None, FlowerClients(grid, config, clients))

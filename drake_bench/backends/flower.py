@@ -267,7 +267,7 @@ class FlowerClients(ClientCalls):
         """Send one call per client, wait for the replies (up to ``round_timeout``), and return per client the
         decoded value, or a string saying why it has none. A method error on a node is raised here."""
         import drake_bench.errors as errors_mod
-        from drake_bench.backends.worker_process import _rebuild, dumps, loads
+        from drake_bench.backends.worker_process import dumps, loads, rebuild_error
         from drake_bench.errors import PluginError
 
         self._refresh_nodes(wait=False)
@@ -309,7 +309,7 @@ class FlowerClients(ClientCalls):
                 if value[0] != "ok":
                     cls = getattr(errors_mod, value[1], None)
                     if isinstance(cls, type) and issubclass(cls, DrakeBenchError):
-                        raise _rebuild(cls, value[2])
+                        raise rebuild_error(cls, value[2])
                     raise PluginError(f"{value[1]}: {value[2]}")
                 out[c] = value[1]
             if pending:

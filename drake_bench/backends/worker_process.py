@@ -43,7 +43,7 @@ from drake_bench.core.lock import pid_alive
 from drake_bench.core.numerics import cpu_capability, environment_for
 from drake_bench.errors import DrakeBenchError, PluginError
 from drake_bench.plugins.guard import peak_memory_bytes, plugin_error
-from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, ModelIdentity, State
+from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, MethodMeta, ModelIdentity, State
 
 # --------------------------------------------------------------------------- codec: JSON + safetensors
 _TAG = "__db__"
@@ -322,11 +322,11 @@ def import_target(target: str) -> Any:
 def registered_targets() -> dict[str, str]:
     """Import paths of the methods registered in this process by ``register_method`` that a new process can
     import (classes defined inside functions or in ``__main__`` cannot be, and are left out)."""
-    from drake_bench.plugins.registry import _explicit
+    from drake_bench.plugins.registry import registered_in_process
 
     return {
         name: f"{cls.__module__}:{cls.__qualname__}"
-        for name, cls in _explicit.items()
+        for name, cls in registered_in_process().items()
         if "<locals>" not in cls.__qualname__ and cls.__module__ != "__main__"
     }
 
@@ -442,7 +442,20 @@ def warm_forkserver(models: bool = True) -> None:
 
 
 class MethodProcess:
-    """The evaluator's handle on a method running in a worker process; same calls as GuardedMethod."""
+    """The evaluator's handle on a method running in a worker process: a
+    :class:`~drake_bench.plugins.handle.MethodHandle`, as :class:`~drake_bench.plugins.guard.GuardedMethod` is, whose
+    calls are guarded in the worker and carried across the pipe."""
+
+    # what the worker reports when it has loaded the method (MethodHandle's identity members)
+    name: str
+    seed: int | None
+    meta: MethodMeta
+    config_dump: dict[str, Any]
+    has_post_federation: bool
+    has_adaptation: bool
+    has_diagnostics: bool
+    has_client_diagnostics: bool
+    trains_clients_together: bool
 
     def __init__(
         self,
@@ -454,13 +467,13 @@ class MethodProcess:
         numerics: str = "native",
         confinement: Confinement | None = None,
     ):
-        from drake_bench.plugins.registry import _explicit
+        from drake_bench.plugins.registry import registered_in_process
 
         ctx = _start_method()
         self.name, self.seed, self.call_timeout = name, seed, call_timeout
         self._peak = 0
         self._conn, child = ctx.Pipe(duplex=True)
-        cls = _explicit.get(name)
+        cls = registered_in_process().get(name)
         target = None
         if cls is not None:
             if "<locals>" in cls.__qualname__ or cls.__module__ == "__main__":
@@ -496,8 +509,6 @@ class MethodProcess:
             self.close()
             self._raise(rest[0], rest[1], "start-up", None, None)
         info = rest[0]
-        from drake_bench.plugins.protocol import MethodMeta
-
         self.meta = MethodMeta(**info["meta"])
         self.config_dump: dict[str, Any] = info["config"]
         self.has_post_federation: bool = info["post_federation"]
@@ -546,7 +557,7 @@ class MethodProcess:
         """Re-raise a worker's error here: drake_bench's own by class, anything else as a located PluginError."""
         cls = getattr(errors_mod, kind, None)
         if isinstance(cls, type) and issubclass(cls, DrakeBenchError):
-            raise _rebuild(cls, text)
+            raise rebuild_error(cls, text)
         raise self.error(call, f"{kind}: {text}", client, round_idx)
 
     def _call(
@@ -690,8 +701,9 @@ def _confinement_args(confinement: Confinement | None) -> dict[str, list[str]] |
     return None if confinement is None else {"hidden": list(confinement.hidden), "kept": list(confinement.kept)}
 
 
-def _rebuild(cls: type, text: str) -> BaseException:
-    """A drake_bench error of class ``cls`` carrying ``text`` (some take structured arguments)."""
+def rebuild_error(cls: type, text: str) -> BaseException:
+    """A drake_bench error of class ``cls`` carrying ``text``, as the codec sends an error back from a worker: its
+    class and message only (some classes take structured arguments, which do not cross)."""
     exc = Exception.__new__(cls)
     Exception.__init__(exc, text)
     return exc

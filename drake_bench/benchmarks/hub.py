@@ -51,6 +51,7 @@ from drake_bench.benchmarks.store import (
     shard_path,
     task_of,
 )
+from drake_bench.core.json_files import json_bytes
 from drake_bench.core.progress import progress
 from drake_bench.errors import DataNotBuiltError, DrakeBenchError, HubError, IntegrityError, SourceError
 
@@ -125,10 +126,6 @@ def task_index(spec: BenchmarkSpec, root: Path, task: TaskSpec, info: dict[str, 
     }
 
 
-def _json_bytes(obj: Any) -> bytes:
-    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
-
-
 # --------------------------------------------------------------------------- publish
 def publish_plan(root: Path, spec: BenchmarkSpec | None = None) -> tuple[list[Any], dict[str, Any]]:
     """The exact ``CommitOperationAdd`` list a publish would send, and the published ``build_info``.
@@ -167,7 +164,7 @@ def publish_plan(root: Path, spec: BenchmarkSpec | None = None) -> tuple[list[An
         ops.append(CommitOperationAdd(path_in_repo=rel, path_or_fileobj=str(root / rel)))
         files[rel] = info["files"][rel]
     for task_id in index_tasks:
-        payload = _json_bytes(task_index(spec, root, spec.task(task_id), info))
+        payload = json_bytes(task_index(spec, root, spec.task(task_id), info))
         ops.append(CommitOperationAdd(path_in_repo=index_rel(task_id), path_or_fileobj=payload))
         files[index_rel(task_id)] = hashlib.sha256(payload).hexdigest()
     published = {
@@ -180,7 +177,7 @@ def publish_plan(root: Path, spec: BenchmarkSpec | None = None) -> tuple[list[An
     card = render_card(spec, published, index_tasks=index_tasks).encode()
     head = [
         CommitOperationAdd(path_in_repo=CARD_FILE, path_or_fileobj=card),
-        CommitOperationAdd(path_in_repo=BUILD_INFO, path_or_fileobj=_json_bytes(published)),
+        CommitOperationAdd(path_in_repo=BUILD_INFO, path_or_fileobj=json_bytes(published)),
     ]
     ops = head + sorted(ops, key=lambda op: op.path_in_repo)
     return ops, published

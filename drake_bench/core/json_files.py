@@ -117,6 +117,12 @@ def _depth_and_surrogates(data: Any, max_depth: int, strings: bool) -> str | Non
     return None
 
 
+def json_bytes(obj: Any) -> bytes:
+    """``obj`` as the files drake_bench publishes and pins are written: indented, keys sorted, a final newline, so
+    the same value is always the same bytes (and the same sha256)."""
+    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
+
+
 def parse_json(data: bytes | str, *, where: str, what: str, max_depth: int = MAX_DEPTH, allow_nan: bool = False) -> Any:
     """The JSON value of ``data`` (a file's bytes, or its text), refused as :func:`read_json` refuses a file, with
     ``where`` (the file's name) leading the message. ``allow_nan`` reads ``NaN`` and ``Infinity`` (for a file that

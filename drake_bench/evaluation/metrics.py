@@ -190,6 +190,17 @@ class RawTables(_Strict):
         "headline metrics.",
     )
 
+    @classmethod
+    def concat(cls, tables: Sequence[RawTables]) -> RawTables:
+        """Every table's records, table by table in order (the seeds of a run, kept and newly run, into one)."""
+        return cls(**{name: [r for t in tables for r in getattr(t, name)] for name in cls.model_fields})
+
+    def for_seed(self, seed: int) -> RawTables:
+        """Only ``seed``'s records (every record of every table carries its seed)."""
+        return type(self)(
+            **{name: [r for r in getattr(self, name) if r.seed == seed] for name in type(self).model_fields}
+        )
+
 
 # --------------------------------------------------------------------------- summary records
 

@@ -11,7 +11,9 @@ One seed's run is a sequence of small steps, as a Flower ``Strategy`` splits a r
 configure and aggregate calls: :meth:`Evaluator.init_or_resume`, then per round
 :meth:`~Evaluator.train_round`, :meth:`~Evaluator.aggregate_round`, :meth:`~Evaluator.evaluate`
 and a checkpoint, then :meth:`~Evaluator.post_federation` and :meth:`~Evaluator.fast_adaptation`.
-Every call into the plugin goes through :class:`~drake_bench.plugins.guard.GuardedMethod`.
+Every call into the plugin goes through a :class:`~drake_bench.plugins.handle.MethodHandle`: a
+:class:`~drake_bench.plugins.guard.GuardedMethod` in this process, or a worker process's
+:class:`~drake_bench.backends.worker_process.MethodProcess`.
 
 The evaluator knows nothing about models: a method reports its models' identities and its
 inference settings (:class:`~drake_bench.plugins.protocol.ReportsModels`), and the result file records them.
@@ -63,6 +65,7 @@ from drake_bench.evaluator import checkpoint
 from drake_bench.evaluator.access import DATA_ACCESS_KEY, AccessLedger
 from drake_bench.evaluator.run_config import RunConfig
 from drake_bench.plugins.guard import GuardedMethod
+from drake_bench.plugins.handle import MethodHandle
 from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, State, mixed_seed
 from drake_bench.plugins.registry import create_method, method_package
 from drake_bench.results.result_file import (
@@ -144,7 +147,7 @@ class SeedRun:
 
     seed: int
     fed: FederatedData
-    method: GuardedMethod | MethodProcess
+    method: MethodHandle
     federation: FederationContext
     local_steps: int
     eval_every: int
@@ -308,7 +311,7 @@ class Evaluator:
             return self.spec.allocation(self.config.allocation)
         return {c: "none" for c in self.spec.client_ids}
 
-    def describe_models(self, method: GuardedMethod | MethodProcess) -> None:
+    def describe_models(self, method: MethodHandle) -> None:
         """Ask the method what its models are (architectures, weight identities, inference settings)."""
         identities = {m: method.model_identity(m) for m in sorted(set(self.allocation.values()))}
         self._arch = {c: identities[m].architecture for c, m in self.allocation.items()}
@@ -342,7 +345,7 @@ class Evaluator:
                 update={"extra": {**self.evaluation.extra, PREDICT_CALLS_KEY: "one per client"}}
             )
 
-    def method_local_steps(self, method: GuardedMethod | MethodProcess, run_fed: FederatedData | None = None) -> int:
+    def method_local_steps(self, method: MethodHandle, run_fed: FederatedData | None = None) -> int:
         """The run's local steps, or with ``compute_matched`` the steps the compute probe matched to SFT's FLOPs."""
         cfg = self.config
         if cfg.compute_matched or cfg.measure_compute:
@@ -354,9 +357,7 @@ class Evaluator:
             return self.compute.matched_local_steps
         return cfg.local_steps or self.spec.fl.local_steps
 
-    def measure_compute(
-        self, method: GuardedMethod | MethodProcess, run_fed: FederatedData | None = None
-    ) -> ComputeProbe:
+    def measure_compute(self, method: MethodHandle, run_fed: FederatedData | None = None) -> ComputeProbe:
         """The compute probe of this run (once per run, on the first seed's data; cached with the checkpoints).
         ``run_fed``: the data a seed already opened, reused when it is the first seed's."""
         if self.compute is None:
@@ -424,9 +425,7 @@ class Evaluator:
             workdir=self.run_dir(seed) / "work",
         )
 
-    def fingerprint(
-        self, method: GuardedMethod | MethodProcess, seed: int, steps: int, eval_every: int, fed: FederatedData
-    ) -> str:
+    def fingerprint(self, method: MethodHandle, seed: int, steps: int, eval_every: int, fed: FederatedData) -> str:
         """Hash of everything that shapes a seed's trajectory: a checkpoint resumes only the same run."""
         cfg = self.config
         assert self.evaluation is not None
@@ -470,11 +469,11 @@ class Evaluator:
             method.close()
             raise
 
-    def start_method(self, seed: int) -> GuardedMethod | MethodProcess:
+    def start_method(self, seed: int) -> MethodHandle:
         """The method, in its own worker process (``isolation='process'``) or in this one (``'inline'``)."""
         return self.open_method(self.config.method, self.config.method_config, seed)
 
-    def open_method(self, name: str, method_config: dict[str, Any], seed: int) -> GuardedMethod | MethodProcess:
+    def open_method(self, name: str, method_config: dict[str, Any], seed: int) -> MethodHandle:
         """Any registered method under this run's isolation (the compute probe opens SFT beside the method)."""
         cfg = self.config
         if cfg.isolation == "process":
@@ -531,7 +530,7 @@ class Evaluator:
     def eval_every(self) -> int:
         return self.config.eval_every_rounds or self.spec.fl.eval_every_rounds
 
-    def _init_or_resume(self, seed: int, fed: FederatedData, method: GuardedMethod | MethodProcess) -> SeedRun:
+    def _init_or_resume(self, seed: int, fed: FederatedData, method: MethodHandle) -> SeedRun:
         cfg = self.config
         self.describe_models(method)
         steps = self.method_local_steps(method, fed)
@@ -917,9 +916,7 @@ class EarlierSeeds:
         return None
 
     def _seed(self, res: RunResult, seed: int, fingerprint: str) -> tuple[RawTables, dict[str, Any]]:
-        raw = RawTables(
-            **{name: [r for r in getattr(res.raw, name) if r.seed == seed] for name in RawTables.model_fields}
-        )
+        raw = res.raw.for_seed(seed)
         self.ev.verified_files.update(res.benchmark.verified_files)
         extra = res.fl.extra
         info = {
@@ -946,7 +943,7 @@ def run(config: RunConfig, callbacks: RunCallbacks | None = None) -> RunResult:
     if config.backend == "flower":
         return run_on_flower([config], callbacks)[0]
     with RunLock(config.out):
-        return _run_locked(config, callbacks)
+        return run_holding_lock(config, callbacks)
 
 
 def run_on_flower(configs: Sequence[RunConfig], callbacks: RunCallbacks | None = None) -> list[RunResult]:
@@ -963,11 +960,14 @@ def run_on_flower(configs: Sequence[RunConfig], callbacks: RunCallbacks | None =
         raise DrakeBenchError("runs in one Flower simulation share one benchmark and one output folder")
     with RunLock(configs[0].out):
         clients = list(load_benchmark(configs[0].benchmark).client_ids)
-        return flower.simulate(list(configs), lambda config, calls: _run_locked(config, callbacks, calls), clients)
+        return flower.simulate(list(configs), lambda config, calls: run_holding_lock(config, callbacks, calls), clients)
 
 
-def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: ClientCalls | None = None) -> RunResult:
-    """The whole run under the output folder's lock; ``clients`` is where client calls run (default: here)."""
+def run_holding_lock(
+    config: RunConfig, callbacks: RunCallbacks | None, clients: ClientCalls | None = None
+) -> RunResult:
+    """The whole run, for a caller that already holds the output folder's :class:`RunLock` (:func:`run` takes it; a
+    deployed Flower ServerApp takes it where it runs); ``clients`` is where client calls run (default: here)."""
     ev = Evaluator(config, callbacks, clients)
     raws: list[RawTables] = []
     info: dict[str, Any] = {}
@@ -982,16 +982,7 @@ def _run_locked(config: RunConfig, callbacks: RunCallbacks | None, clients: Clie
     fingerprints: dict[str, str] = {}  # seed -> the configuration hash it ran under (resume from the result file)
 
     def result(status: str, notes: list[str]) -> RunResult:
-        merged = RawTables(
-            scores=[r for t in raws for r in t.scores],
-            adaptation=[r for t in raws for r in t.adaptation],
-            costs=[r for t in raws for r in t.costs],
-            server_costs=[r for t in raws for r in t.server_costs],
-            diagnostics=[r for t in raws for r in t.diagnostics],
-            post_federation_costs=[r for t in raws for r in t.post_federation_costs],
-            absences=[r for t in raws for r in t.absences],
-            scores_before_post_federation=[r for t in raws for r in t.scores_before_post_federation],
-        )
+        merged = RawTables.concat(raws)
         alloc_name = config.allocation or ev.spec.default_allocation or "none"
         assert ev.evaluation is not None
         return new_result(

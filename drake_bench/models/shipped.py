@@ -44,11 +44,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from drake_bench.benchmarks.hub import (
-    _json_bytes,
-)  # stable bytes: sorted keys, fixed indent (a rebuild gives identical bytes)
 from drake_bench.benchmarks.store import file_sha256
-from drake_bench.core.json_files import read_json
+from drake_bench.core.json_files import json_bytes, read_json  # stable bytes: a rebuild gives identical bytes
 from drake_bench.errors import CheckpointError, DrakeBenchError, HubError, JSONFileError
 
 FORMAT = 1
@@ -198,7 +195,7 @@ def _drop_loader_state(folder: Path) -> None:
         if isinstance(data, dict) and any(k in data for k in LOADER_STATE_KEYS):
             for key in LOADER_STATE_KEYS:
                 data.pop(key, None)
-            path.write_bytes(_json_bytes(data))
+            path.write_bytes(json_bytes(data))
 
 
 def write_manifest(
@@ -229,7 +226,7 @@ def write_manifest(
     if built_on is not None:
         manifest["built_on"] = dict(built_on)
     tmp = root / f".{MANIFEST}.tmp-{os.getpid()}"
-    tmp.write_bytes(_json_bytes(manifest))
+    tmp.write_bytes(json_bytes(manifest))
     os.replace(tmp, root / MANIFEST)
     return manifest
 

@@ -22,6 +22,12 @@ GROUP = "drake_bench.methods"
 _explicit: dict[str, Any] = {}
 
 
+def registered_in_process() -> dict[str, Any]:
+    """The methods :func:`register_method` registered in this process, by name (a copy): a worker process started
+    for one of them must import it by its module path, since it is not among the entry points."""
+    return dict(_explicit)
+
+
 def _grouped() -> dict[str, list[EntryPoint]]:
     """Every entry point of the group by name, one per distinct target (a package installed twice is one)."""
     found: dict[str, list[EntryPoint]] = {}
