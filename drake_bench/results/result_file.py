@@ -21,7 +21,6 @@ import math
 import os
 import platform
 import re
-import sys
 import tempfile
 from datetime import datetime, timezone
 from importlib import metadata, resources
@@ -1139,15 +1138,3 @@ def completeness_problems(result: RunResult) -> list[str]:
                     f"{_examples(mine - final)}; only in raw.scores: {_examples(final - mine)})"
                 )
     return out
-
-
-def _main(argv: Sequence[str]) -> int:
-    """``python -m drake_bench.results.result_file [PATH]``: (re)write the shipped JSON Schema."""
-    target = Path(argv[0]) if argv else Path(__file__).resolve().parents[1] / "schemas" / SCHEMA_FILE
-    target.write_text(schema_text(), encoding="utf-8")
-    print(f"wrote {target}")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(_main(sys.argv[1:]))
