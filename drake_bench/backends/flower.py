@@ -460,12 +460,12 @@ def deploy(config: RunConfig) -> RunResult:
     there; this waits on the same machine (the localhost recipe of docs/scale-out.md)."""
     from drake_bench.benchmarks.manifest import load_benchmark
     from drake_bench.results.result_file import read_result
-    from drake_bench.streams.scenarios import parse_scenario
+    from drake_bench.streams.scenarios import benchmark_scenario
 
     assert config.superlink is not None
     app = write_app(config, Path(config.out) / "flower-app" / config.method)
     spec = load_benchmark(config.benchmark)
-    scenario = parse_scenario(config.scenario if config.scenario is not None else spec.scenarios.default)
+    scenario = benchmark_scenario(spec, config.scenario)
     flwr = shutil.which("flwr")
     if flwr is None:
         raise DrakeBenchError("the `flwr` command is not on PATH: pip install 'drake_bench[flower]'")

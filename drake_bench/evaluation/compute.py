@@ -328,7 +328,7 @@ def probe_compute(
     from drake_bench._version import __version__
 
     cfg = ev.config
-    steps = cfg.local_steps or ev.spec.fl.local_steps
+    steps = ev.settings.local_steps  # as configured, else the manifest's (drake_bench.evaluator.settings)
     rounds = fed.config.rounds
     clients_per_model: dict[str, int] = {}
     probe_clients: dict[str, int] = {}

@@ -46,7 +46,7 @@ from drake_bench.core import numerics
 from drake_bench.core.lock import RunLock
 from drake_bench.core.provenance import drake_bench_source
 from drake_bench.errors import DrakeBenchError
-from drake_bench.evaluation.cells import EvalCell, cell_records, evaluation_limits, plan_cells
+from drake_bench.evaluation.cells import EvalCell, cell_records, plan_cells
 from drake_bench.evaluation.compute import ComputeProbe, probe_compute
 from drake_bench.evaluation.external import code_executing_tasks, require_code_execution
 from drake_bench.evaluation.judge import Judge, judged_scores, load_judge, require_judged_tasks
@@ -64,6 +64,7 @@ from drake_bench.evaluation.scoring import score_batch
 from drake_bench.evaluator import checkpoint
 from drake_bench.evaluator.access import DATA_ACCESS_KEY, AccessLedger
 from drake_bench.evaluator.run_config import RunConfig
+from drake_bench.evaluator.settings import resolve_settings
 from drake_bench.plugins.guard import GuardedMethod
 from drake_bench.plugins.handle import MethodHandle
 from drake_bench.plugins.protocol import ClientContext, FederationContext, Message, State, mixed_seed
@@ -83,7 +84,6 @@ from drake_bench.results.result_file import (
     read_result,
     write_result,
 )
-from drake_bench.streams.scenarios import parse_scenario
 from drake_bench.streams.stream import FederatedData, load_federated_data
 
 __all__ = [
@@ -272,7 +272,8 @@ class Evaluator:
         if config.isolation == "process":  # its imports overlap with reading the data; the model libraries only
             # where the benchmark allocates models (decided without importing the plugin: its code never runs here)
             warm_forkserver(models=bool(self.spec.model_allocations))
-        self.scenario = parse_scenario(config.scenario if config.scenario is not None else self.spec.scenarios.default)
+        self.settings = resolve_settings(config, self.spec)  # every "the config's, else the manifest's", once
+        self.scenario = self.settings.scenario
         self.allocation = self._allocation()
         self._arch: dict[int, str] = {}
         self.checkpoints: dict[str, dict[str, Any]] = {}
@@ -355,7 +356,7 @@ class Evaluator:
             if self.compute.over_budget:  # matched in name only: say so where the run is watched, not just in the file
                 warnings.warn(self.compute.over_budget_note(), RuntimeWarning, stacklevel=2)
             return self.compute.matched_local_steps
-        return cfg.local_steps or self.spec.fl.local_steps
+        return self.settings.local_steps
 
     def measure_compute(self, method: MethodHandle, run_fed: FederatedData | None = None) -> ComputeProbe:
         """The compute probe of this run (once per run, on the first seed's data; cached with the checkpoints).
@@ -382,9 +383,9 @@ class Evaluator:
             seed,
             data_dir=cfg.data_dir,
             revision=cfg.revision,
-            rounds=cfg.rounds,
-            local_steps=cfg.local_steps,
-            batch_size=cfg.batch_size,
+            rounds=self.settings.rounds,
+            local_steps=self.settings.local_steps,
+            batch_size=self.settings.batch_size,
             scored_split=cfg.scored_split,
         )
 
@@ -528,7 +529,7 @@ class Evaluator:
 
     @property
     def eval_every(self) -> int:
-        return self.config.eval_every_rounds or self.spec.fl.eval_every_rounds
+        return self.settings.eval_every_rounds
 
     def _init_or_resume(self, seed: int, fed: FederatedData, method: MethodHandle) -> SeedRun:
         cfg = self.config
@@ -693,7 +694,7 @@ class Evaluator:
         every score is computed here."""
         cfg, fed = self.config, run.fed
         # which items for which (client, owner, task, role): one plan, shared with evaluate_client (evaluation.cells)
-        self_limit, others_limit = evaluation_limits(self.spec, cfg.self_subsample, cfg.others_subsample)
+        self_limit, others_limit = self.settings.self_subsample, self.settings.others_subsample
         plan = plan_cells(fed, round_idx, self_limit, others_limit)  # client by client, in fed.clients order
         planned: dict[int, list[EvalCell]] = {c: [] for c in fed.clients}
         for cell in plan:
@@ -768,10 +769,9 @@ class Evaluator:
         cfg, fed, method, seed = self.config, run.fed, run.method, run.seed
         if not cfg.fast_adaptation or not method.has_adaptation or not fed.unseen_tasks:
             return []
-        iters = cfg.fast_adaptation_iters or self.spec.fl.fast_adaptation_iters
-        every = cfg.fast_adaptation_eval_every or self.spec.fl.fast_adaptation_eval_every
+        iters, every = self.settings.fast_adaptation_iters, self.settings.fast_adaptation_eval_every
         tasks = cfg.fast_adaptation_tasks or fed.unseen_tasks
-        batch_size = cfg.batch_size or self.spec.fl.batch_size
+        batch_size = self.settings.batch_size
         records: list[AdaptationRecord] = []
         by_arch: dict[str, list[int]] = {}
         for c in fed.clients:
@@ -983,7 +983,7 @@ def run_holding_lock(
 
     def result(status: str, notes: list[str]) -> RunResult:
         merged = RawTables.concat(raws)
-        alloc_name = config.allocation or ev.spec.default_allocation or "none"
+        alloc_name = ev.settings.allocation_name
         assert ev.evaluation is not None
         return new_result(
             benchmark=BenchmarkRef(
@@ -1006,14 +1006,12 @@ def run_holding_lock(
             ),
             seeds=done or list(config.seeds),
             fl=FLSettings(
-                rounds=info.get("rounds", config.rounds or ev.spec.fl.rounds),
-                local_steps=info.get("local_steps", config.local_steps or ev.spec.fl.local_steps),
-                batch_size=config.batch_size or ev.spec.fl.batch_size,
+                rounds=info.get("rounds", ev.settings.rounds),
+                local_steps=info.get("local_steps", ev.settings.local_steps),
+                batch_size=ev.settings.batch_size,
                 eval_every_rounds=info.get("eval_every_rounds"),
                 eval_rounds=sorted({s.eval_round for s in merged.scores}),
-                others_subsample=config.others_subsample
-                if config.others_subsample is not None
-                else ev.spec.fl.others_subsample,
+                others_subsample=ev.settings.others_subsample,
                 num_clients=len(ev.spec.clients),
                 extra={
                     "compute_matched": config.compute_matched,

@@ -268,6 +268,12 @@ _ADAPTER: TypeAdapter[Scenario] = TypeAdapter(Scenario)
 KINDS = ["static", "dynamic", "async", "dirichlet"]
 
 
+def benchmark_scenario(spec: BenchmarkSpec, value: "str | dict | Scenario | None" = None) -> Scenario:
+    """The scenario ``value`` names, or where it is None the benchmark's default (its manifest's
+    ``scenarios.default``): how a run's ``scenario`` setting reads."""
+    return parse_scenario(value if value is not None else spec.scenarios.default)
+
+
 def parse_scenario(value: "str | dict | Scenario") -> Scenario:
     """Accept a scenario object, a dict, or a short string; raise a clear error otherwise."""
     if isinstance(value, BaseScenario):
