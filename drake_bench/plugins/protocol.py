@@ -11,7 +11,9 @@ Everything that crosses the boundary is explicit and serialisable:
 * :class:`State`: a client's or the server's state, tensors (saved with safetensors) plus JSON
   metadata. The evaluator checkpoints every state after every round and hands them back on resume.
 * :class:`Message`: what travels between server and client, tensors plus small JSON metadata.
-  The evaluator measures its bytes (uplink and downlink) itself, so a method cannot under-report.
+  The evaluator measures its bytes (uplink and downlink) itself, so a method cannot under-report what it sends.
+  (What the method's own worker process keeps between calls, a class attribute or a file, is outside the
+  protocol and not metered: docs/writing-a-method.md, "What the evaluator measures".)
 
 The order of calls, driven by the evaluator (methods never see the schedule or any test answer)::
 
