@@ -41,7 +41,9 @@ def test_each_handle_has_every_call_with_the_protocols_parameters(cls, call):
 @pytest.mark.parametrize("member", DATA)
 def test_each_handle_has_every_identity_member(member):
     assert member in typing.get_type_hints(MethodProcess), f"MethodProcess does not declare {member}"
-    assert hasattr(GuardedMethod(create_method("majority-answer", {}), seed=0), member), f"GuardedMethod has no {member}"
+    assert hasattr(GuardedMethod(create_method("majority-answer", {}), seed=0), member), (
+        f"GuardedMethod has no {member}"
+    )
 
 
 def test_a_live_worker_and_an_inline_method_are_both_method_handles_that_say_the_same():
