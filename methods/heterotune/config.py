@@ -54,8 +54,8 @@ class HeteroTuneConfig(BaseModel):
     )
     activation: Literal["gelu", "relu"] = Field(
         default="gelu",
-        description="[I] h, the adapter nonlinearity: the paper does not name it; GELU is the transformer blocks' "
-        "own family.",
+        description="[I] h, the adapter nonlinearity: the paper does not name it; GELU is the activation of the "
+        "paper's ViT blocks (the zoo's language models use SiLU).",
     )
 
     # -- local training -----------------------------------------------------------------------------------------
@@ -63,8 +63,9 @@ class HeteroTuneConfig(BaseModel):
         default=3e-3,
         gt=0,
         description="[R] AdamW learning rate, constant, fresh optimiser every round. The paper's 1e-3 (ViT) and 1e-5 "
-        "(LLaMA) are for 5M-8B models; 3e-3 is the rate every drake_bench reference entry uses on the tiny "
-        "zoo (docs/findings/toy-learning-rate.md), so the arms differ only in the method.",
+        "(LLaMA) are for 5M-8B models; 3e-3 is the LoRA entries' rate on the tiny zoo, selected for SFT on "
+        "drake-synth 1.9.0's validation split (not for HeteroTune; docs/findings/toy-learning-rate.md), so the "
+        "arms differ only in the method.",
     )
     weight_decay: float = Field(
         default=0.01,
