@@ -12,8 +12,9 @@ from the same initial state, with the shipped pretrained zoo model, and reports 
 * how far the adapters moved: ||W_after - W_before|| / ||W_before|| over all adapter weights, and over the shared
   projections alone.
 
-A rate is usable when the held-out loss falls within a round and training stays finite; the default ``sgd_lr`` is
-the largest rate whose held-out loss improves on the smaller rates' (docs/methods/pfedmma.md has the table).
+A rate is usable when the held-out loss falls within a round and training stays finite. The held-out items are the
+client's *test* items, so this probe diagnoses a rate and cannot select one: the default ``sgd_lr`` is selected on
+the validation split with ``drake-bench tune`` (docs/methods/pfedmma.md, "The learning rate", has both tables).
 
     python scripts/pfedmma_lr_probe.py --steps 100 --client 3            # lrs 3e-3 .. 5e-2
     python scripts/pfedmma_lr_probe.py --benchmark fedllm-synth --client 1 --lrs 0.01,0.02,0.05
