@@ -1,9 +1,9 @@
-"""The server's component-wise FedAvg (paper §3.1, spec §2.5), keyed by component and tensor name.
+"""The server's component-wise FedAvg (paper §3.1, the reference code's server), keyed by component and tensor name.
 
 Every uploaded tensor is named ``<component>/<peft key>`` (``exp-image-yes_no/base_model...q_proj.lora_A.weight``).
 For each such name, the server averages the uploads of the clients that hold it, weighted by their sample counts
-n_i, into the server's value; a name nobody uploads this round keeps its previous value (spec §2.5: parts of the
-model can go many rounds without an update).
+n_i, into the server's value; a name nobody uploads this round keeps its previous value (as in the reference code's
+server: parts of the model can go many rounds without an update).
 
 **Across architectures.** The paper's clients share one backbone and differ only in which components they hold,
 so a component means the same on every client. drake_bench's clients may run different base models. A tensor is

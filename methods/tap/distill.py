@@ -1,7 +1,7 @@
 """Stage 2's distillation term (paper eq. 5-6) on generative clients.
 
 The paper distils a classifier's logits (``[B, C]``) and, for its text generation head, the logits of every
-decoder position (``[B, L, V]``, summed over the L positions, padding included; spec §3). drake_bench's clients
+decoder position (``[B, L, V]``; the reference code sums over the L positions, padding included). drake_bench's clients
 generate their answers, so the distilled logits are the next-token distributions at the **answer tokens** (the
 positions the task loss scores: the answer and its eos), summed over the tokens and divided by the number of items
 of the key, as the reference code's ``batchmean`` divides by samples. Prompt positions are not distilled: the

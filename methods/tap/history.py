@@ -1,7 +1,8 @@
 """Stage 1's bookkeeping: the per-key history values h_l and h_p, the replacement rule, and the copy it makes.
 
-The history value of key o over a round (spec §2.3, the reference code's estimator) is a running quantity over
-the round's N_b batches, accumulated while the copy trains:
+The history value of key o over a round is a running quantity over the round's N_b batches, accumulated while the
+copy trains (the paper says only "the average local training loss" of the round, §3.2; this is the reference
+code's estimator):
 
     L_o = (1 / N_b) * sum_b lambda_{o,b} * loss_o(batch b),     lambda_{o,b} = |items of o in b| / |b|
 
@@ -9,8 +10,9 @@ A batch without key o adds 0 but counts in N_b, so on a client with several keys
 (mean loss of o): what the paper's margins were tuned against. h_l (the FL copy's) and h_p (the personal copy's)
 use the same estimator on the same batches.
 
-Both start at +inf (spec §2.1): a client's first round with a key always replaces that key. A State's metadata is
-JSON without infinities, so +inf is stored as an absent entry (:func:`history_value` reads it back).
+Both start at +inf (the reference code's value; the paper gives none): a client's first round with a key always
+replaces that key. A State's metadata is JSON without infinities, so +inf is stored as an absent entry
+(:func:`history_value` reads it back).
 """
 
 from __future__ import annotations
@@ -64,8 +66,9 @@ def replace(
 ) -> dict[str, dict[str, torch.Tensor]]:
     """The paper's eq. 4, per component: the personal copy with every component on the path of a replaced key
     copied from the FL copy (whole components, as the reference code's ``load_state_dict`` per module; shared
-    components included, spec §2.4), every other component untouched. Components are ``{name: {tensor: value}}``.
-    A component the FL copy does not hold (never trained nor received) cannot be on a trained key's path."""
+    components included; the paper says only "the subset of X[i] responsible for task o"), every other component
+    untouched. Components are ``{name: {tensor: value}}``. A component the FL copy does not hold (never trained nor
+    received) cannot be on a trained key's path."""
     out = {comp: dict(tensors) for comp, tensors in personal.items()}
     for comp in paths(keys):
         if comp not in fl:

@@ -1,7 +1,7 @@
 """TAP's task keys and components on drake_bench's clients: what the paper keys on, rebuilt from what a method may see.
 
 The paper's clients are mixture-of-experts stacks whose components are keyed by **modality** and **task** (TAP
-§3.1, A.2; spec §1.3): a MoTE expert E[m][t] per (modality, task type), modality-shared and task-shared experts,
+§3.1, §5.1, A.2): a MoTE expert E[m][t] per (modality, task type), modality-shared and task-shared experts,
 a shared-shared expert, per-task heads. A forward pass for task o of type t on modalities M_o goes through four
 routes, shared-shared, shared-task, modality-task and modality-shared, whose pooled outputs are averaged.
 

@@ -112,8 +112,9 @@ class TAPBase(LoraMethod):
         self._rows, self._client_rows = {}, {}
 
     def init_client(self, ctx: ClientContext) -> State:
-        """No tensors: both copies start at the architecture's initialisation of every component (the spec's X created
-        from the same weights and seed as the FL copy), which the pool holds; histories at +inf (absent)."""
+        """No tensors: both copies start at the architecture's initialisation of every component (the reference code
+        creates the personal copy from the same weights and seed as the FL copy), which the pool holds; histories at
+        +inf (absent)."""
         return State(metadata={"h_l": {}, "h_p": {}, "owned": [], "replacements": {}, "rounds": 0, "memory": []})
 
     def init_server(self) -> State:
@@ -136,10 +137,10 @@ class TAPBase(LoraMethod):
     def client_update(
         self, ctx: ClientContext, state: State, message: Message | None, batches: Iterable[Sequence[MethodSample]]
     ) -> tuple[Message, State]:
-        """Spec §2.2 (a)-(f): the FL copy starts from the server's components and trains; it is uploaded; every key
-        of the round whose FL history beats the personal one by its margin has its path's components copied into
-        the personal copy; the personal copy trains on the same batches (the paper's reference code trains both copies
-        on one draw, so the two histories compare losses on the same items)."""
+        """A round of the paper's Alg. 1: the FL copy starts from the server's components and trains; it is uploaded;
+        every key of the round whose FL history beats the personal one by its margin has its path's components copied
+        into the personal copy; the personal copy trains on the same batches (the paper's reference code trains both
+        copies on one draw, so the two histories compare losses on the same items)."""
         c = ctx.client_id
         fl, personal, memory = split_state(dict(state.tensors))
         meta = {
@@ -293,7 +294,7 @@ class TAPBase(LoraMethod):
 class TAP(TAPBase):
     """TAP: an FL copy and a personal copy per client, margin replacement per task key, Stage 2 distillation.
 
-    **Stage 1** (spec §2.2, Alg. 1), every round and client with batches: the FL copy takes the server's value of
+    **Stage 1** (Alg. 1, App. A.1), every round and client with batches: the FL copy takes the server's value of
     every component the client owns and trains tau = ``local_steps`` steps (AdamW, fresh each call, clip 1.0); it
     is uploaded (the trained components only, with n_i); for every task key o of the round, if
     h_l[o] + m_o < h_p[o] the personal copy takes the FL copy's components on o's path (whole components, shared
@@ -301,10 +302,10 @@ class TAP(TAPBase):
     so a client's first round with a key replaces it. The server averages each component over the clients that
     uploaded it, weighted by n_i (:mod:`.aggregation`).
 
-    **Stage 2** (spec §3, ``post_federation``), for every client: the final server components post-train P steps
-    on the client's items (task loss, at eta_0) into a frozen teacher; the personal copy trains P steps on the same
-    batches with task loss + beta_o tau^2 KL(teacher || student) over the answer tokens. The personal copy is what
-    the evaluator scores, every round and after Stage 2.
+    **Stage 2** (§3.3 and Alg. 1's last lines, ``post_federation``), for every client: the final server components
+    post-train P steps on the client's items (task loss, at eta_0) into a frozen teacher; the personal copy trains P
+    steps on the same batches with task loss + beta_o tau^2 KL(teacher || student) over the answer tokens. The
+    personal copy is what the evaluator scores, every round and after Stage 2.
 
     **Adaptations to drake_bench's clients** (docs/methods/tap.md gives each with its reason):
 
@@ -340,7 +341,7 @@ class TAP(TAPBase):
     def post_federation(
         self, federation: FederationContext, client_states: dict[int, State], server_state: State
     ) -> dict[int, State]:
-        """Stage 2 for every client (spec §3); see :meth:`stage2`."""
+        """Stage 2 for every client (§3.3, Alg. 1's last lines); see :meth:`stage2`."""
         owners = server_state.metadata.get("owners", {})
         return {
             c: self.stage2(federation, c, s, server_state, owners.get(str(c), []))
