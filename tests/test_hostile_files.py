@@ -446,6 +446,7 @@ def _probe_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     ev = NS(
         config=NS(method="x", local_steps=None, method_config={}),
         spec=NS(fl=NS(local_steps=4), content_hash="h"),
+        settings=NS(local_steps=4),  # the evaluator's resolved settings (drake_bench.evaluator.settings)
         allocation={1: "m", 2: "m"},
         checkpoints={"m": {"weights_sha256": "0" * 64}},
     )
@@ -684,8 +685,8 @@ def test_a_published_task_index_that_does_not_read_is_one_integrity_error(
     from drake_bench.errors import IntegrityError
 
     spec, root = licensed_build
-    real = hub._json_bytes
-    monkeypatch.setattr(hub, "_json_bytes", lambda obj: index if "splits" in obj else real(obj))
+    real = hub.json_bytes
+    monkeypatch.setattr(hub, "json_bytes", lambda obj: index if "splits" in obj else real(obj))
     hub.add_to_hf_cache(root, REPO, commit=COMMIT, refs=("v1.0",), cache_dir=hub_cache, spec=spec)
     monkeypatch.undo()
     (tmp_path / "my-copy").mkdir()
