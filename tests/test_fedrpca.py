@@ -585,3 +585,21 @@ def test_one_round_on_each_embedded_benchmark(embedded, tmp_path, small_synth):
     assert all(r.values["clients"] == members[r.key.split("/")[0]] for r in rows)
     assert len(run_.server_costs) == 1 and set(run_.messages) == set(run_.clients)
     assert all(torch.isfinite(t).all() for m in run_.messages.values() for t in m.tensors.values())
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"beta": float("inf")},
+        {"beta": float("nan")},
+        {"beta": 0.0},
+        {"rpca_mu": float("inf")},
+        {"rpca_lambda": float("nan")},
+    ],
+)
+def test_a_config_that_would_scale_without_bound_is_refused_naming_the_field(setting):
+    import pydantic
+
+    with pytest.raises(pydantic.ValidationError, match=next(iter(setting))):
+        FedRPCA.Config(**setting)
+    assert FedRPCA.Config(beta=2.0).beta == 2.0

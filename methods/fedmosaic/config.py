@@ -276,7 +276,7 @@ class FedMosaicConfig(BaseModel):
         10,
         ge=1,
         description="[P] m: the small frozen model W_s computes a relevance gradient every m local steps (the paper: "
-        "10, Sec. 4.1 and App. A.8).",
+        "10, App. A.8 and A.18; Sec. 4.1 introduces m).",
     )
     grad_layer: Literal["down_proj", "lm_head"] = Field(
         "down_proj",
@@ -425,8 +425,9 @@ class FedMosaicPluginConfig(FedMosaicConfig):
     )
     wire_dtype: Literal["bfloat16", "float16", "float32"] = Field(
         "bfloat16",
-        description="[R] Dtype of every tensor clients upload and the server sends back; bfloat16 is the 2 bytes "
-        "per element the paper's communication figures count (App. A.9).",
+        description="[R] Dtype of every tensor clients upload and the server sends back. The paper states no "
+        "message dtype (App. A.9 gives element counts and percentages); bfloat16 is 2 bytes per element, "
+        "the precision the paper's models train in.",
     )
     offload_dir: str | None = offload_dir_field()
     packed_training: bool = packed_training_field()

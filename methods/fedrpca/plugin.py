@@ -27,6 +27,7 @@ round, the method's own aggregate of the final local adapters.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
@@ -419,12 +420,14 @@ class FedRPCA(DeltaAggregation):
         rpca_lambda: float | None = Field(
             default=None,
             gt=0.0,
+            allow_inf_nan=False,
             description="Robust PCA's sparsity weight lambda in ||L||_* + lambda ||S||_1. None: 1/sqrt(max(d1, d2)) "
             "of each stacked matrix (d1 entries, d2 clients), the paper's and Candès et al.'s default.",
         )
         rpca_mu: float | None = Field(
             default=None,
             gt=0.0,
+            allow_inf_nan=False,
             description="The ADMM's constant penalty mu (thresholds are 1/mu and lambda/mu). None: d1 d2 / (4 "
             "||M||_1) of each stacked matrix, the paper's default, which also makes the split "
             "independent of the updates' scale.",
@@ -456,8 +459,8 @@ class FedRPCA(DeltaAggregation):
         @field_validator("beta")
         @classmethod
         def _positive_beta(cls, v: Any) -> Any:
-            if v != "adaptive" and not v > 0:
-                raise ValueError(f"beta must be 'adaptive' or a positive number, got {v!r}")
+            if v != "adaptive" and not (v > 0 and math.isfinite(v)):  # inf would scale the sparse part without bound
+                raise ValueError(f"beta must be 'adaptive' or a positive finite number, got {v!r}")
             return v
 
     def merge_matrices(self, arch: str, keys: list[str], stack: torch.Tensor) -> list[torch.Tensor]:

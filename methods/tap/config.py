@@ -30,7 +30,7 @@ class RoundSettings(BaseModel):
     alpha: int = Field(
         default=8,
         ge=1,
-        description="LoRA alpha of every component: its update is scaled by alpha / rank (the paper's alpha = 2r).",
+        description="LoRA alpha of every component: its update is scaled by alpha / rank (alpha = 2r, the authors' code's; the paper gives no alpha).",
     )
     targets: Literal["mlp", "all"] = Field(
         default="mlp",
