@@ -14,7 +14,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
-from ..lora_clients import model_loader_field, offload_dir_field, packed_training_field, segment_attention_field
+from ..lora_clients import (
+    LoraSettings,
+    model_loader_field,
+    offload_dir_field,
+    packed_training_field,
+    segment_attention_field,
+)
 from .blocks import BlockRule, pq_layer_indices
 
 #: All linear modules of a Llama/Qwen2 decoder layer (App. A.6: LoRA on all linear layers); in a PQ
@@ -30,15 +36,15 @@ DEFAULT_TARGET_MODULES: tuple[str, ...] = (
 )
 
 #: [R] The toy CPU profile: the values that differ from the paper's for the tiny zoo models of the
-#: embedded benchmarks (docs/design-notes.md#fedmosaic-toy-profile). lr_other equals the LoRA
-#: baselines' toy learning rate (methods/lora_clients.py), so comparisons are fair; lr_pq keeps the
-#: paper's 2.5x ratio (5e-5 / 2e-5).
+#: embedded benchmarks (docs/design-notes.md#fedmosaic-toy-profile). lr_other is the LoRA
+#: baselines' learning rate (LoraSettings, selected for SFT on the validation split), read from there so the two
+#: cannot drift apart; lr_pq keeps the paper's 2.5x ratio (5e-5 / 2e-5).
 TOY_PROFILE: dict[str, Any] = dict(
     rank=8,
     lora_alpha=16.0,
     n_blocks=2,
-    lr_pq=7.5e-3,
-    lr_other=3e-3,
+    lr_pq=2.5 * LoraSettings.model_fields["learning_rate"].default,
+    lr_other=LoraSettings.model_fields["learning_rate"].default,
     batch_size=8,
     rounds=8,
     local_steps=25,
