@@ -73,6 +73,14 @@ def _config(benchmark: tuple[str, str], out: Path, rounds: int, **extra) -> RunC
     )
 
 
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    """``sig`` to every process of ``proc``'s group (its own session: ``start_new_session``), if any is left."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class Federation:
     """A SuperLink and SuperNodes on 127.0.0.1, each a process this test starts and stops by its pid."""
 
@@ -93,7 +101,11 @@ class Federation:
 
     def start(self, name: str, args: list[str], **env: str) -> None:
         log = open(self.home / f"{name}.log", "wb")
-        self.procs[name] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**self.env, **env})
+        # a session of its own, so that stop() ends what the process starts too (a SuperNode's ClientApps: one stalled
+        # inside a plugin call outlives its SuperNode otherwise)
+        self.procs[name] = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env={**self.env, **env}, start_new_session=True
+        )
 
     def superlink(self) -> None:
         self.start(
@@ -127,12 +139,13 @@ class Federation:
 
     def stop(self, name: str) -> None:
         proc = self.procs.pop(name)
-        proc.send_signal(signal.SIGTERM)
+        _signal_group(proc, signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            pass
+        _signal_group(proc, signal.SIGKILL)  # whatever of its group is left (a ClientApp stuck in a call)
+        proc.wait()
 
     def close(self) -> None:
         for name in list(self.procs):
