@@ -510,12 +510,12 @@ class MethodProcess:
             self._raise(rest[0], rest[1], "start-up", None, None)
         info = rest[0]
         self.meta = MethodMeta(**info["meta"])
-        self.config_dump: dict[str, Any] = info["config"]
-        self.has_post_federation: bool = info["post_federation"]
-        self.has_adaptation: bool = info["adaptation"]
-        self.has_diagnostics: bool = info["diagnostics"]
-        self.has_client_diagnostics: bool = info["client_diagnostics"]
-        self.trains_clients_together: bool = info["clients_together"]
+        self.config_dump = info["config"]
+        self.has_post_federation = info["post_federation"]
+        self.has_adaptation = info["adaptation"]
+        self.has_diagnostics = info["diagnostics"]
+        self.has_client_diagnostics = info["client_diagnostics"]
+        self.trains_clients_together = info["clients_together"]
         self.cpu_capability: str | None = info.get("cpu_capability")  # what the worker's kernels use (numerics.py)
         self.sandbox: str = info["sandbox"]  # what the worker could not see (confine.py), or "none (why)"
 

@@ -96,9 +96,14 @@ def direct_url_revision(distribution: str) -> str | None:
         revision = f"archive:{archive['hash']}"
     else:
         return None
-    if len(revision) > 300 or not revision.isprintable():
+    if not _short_line(revision):
         return _no_record(f"{where} records a revision that is no short line of text", distribution)
     return revision
+
+
+def _short_line(revision: str) -> bool:
+    """Whether ``revision`` can be what a build or pip recorded: one printable line of at most 300 characters."""
+    return len(revision) <= 300 and revision.isprintable()
 
 
 def _no_record(problem: str, distribution: str) -> None:
@@ -127,7 +132,7 @@ def built_revision(folder: Path, distribution: str = "drake_bench") -> str | Non
         text = raw.decode("utf-8").strip()
     except UnicodeDecodeError:
         return _no_record(f"{path} is not UTF-8 text", distribution)
-    if len(raw) > BUILT_FROM_MAX_BYTES or len(text) > 300 or not text.isprintable():
+    if len(raw) > BUILT_FROM_MAX_BYTES or not _short_line(text):
         return _no_record(f"{path} records a revision that is no short line of text", distribution)
     return text or None
 

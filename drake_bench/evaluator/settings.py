@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from drake_bench.evaluation.cells import evaluation_limits
 from drake_bench.streams.scenarios import Scenario, benchmark_scenario
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class RunSettings:
 def resolve_settings(config: RunConfig, spec: BenchmarkSpec) -> RunSettings:
     """``config``'s settings on benchmark ``spec``, each its own value where given, else the manifest's."""
     fl = spec.fl
+    self_subsample, others_subsample = evaluation_limits(spec, config.self_subsample, config.others_subsample)
     return RunSettings(
         scenario=benchmark_scenario(spec, config.scenario),
         allocation_name=config.allocation or spec.default_allocation or "none",
@@ -57,8 +59,8 @@ def resolve_settings(config: RunConfig, spec: BenchmarkSpec) -> RunSettings:
         local_steps=given_or(config.local_steps, fl.local_steps),
         batch_size=given_or(config.batch_size, fl.batch_size),
         eval_every_rounds=given_or(config.eval_every_rounds, fl.eval_every_rounds),
-        self_subsample=given_or(config.self_subsample, fl.self_subsample),
-        others_subsample=given_or(config.others_subsample, fl.others_subsample),
+        self_subsample=self_subsample,  # the rule standalone evaluation (evaluate_client) applies too
+        others_subsample=others_subsample,
         fast_adaptation_iters=given_or(config.fast_adaptation_iters, fl.fast_adaptation_iters),
         fast_adaptation_eval_every=given_or(config.fast_adaptation_eval_every, fl.fast_adaptation_eval_every),
     )

@@ -95,8 +95,6 @@ def load_progress(
                         f"optimiser state {key} has shape {tuple(value.shape)}, its parameter {tuple(param.shape)}"
                     )
                 optimizer.state[param][field] = value
-    except CheckpointError:
-        raise
     except Exception as exc:  # safetensors' own error, a shape or key mismatch, an index out of range
         raise refuse(
             f"{TENSORS_FILE} does not fit this stage's model and optimiser ({type(exc).__name__}: {exc})"
