@@ -17,7 +17,7 @@ from drake_bench.evaluation.table import summary_markdown
 from drake_bench.evaluator.standard import RunConfig, run
 from drake_bench.plugins.protocol import MethodMeta, State
 from drake_bench.plugins.registry import available_methods, create_method, register_method
-from drake_bench.results.result_file import check_result, read_result
+from drake_bench.results.result_file import check_result, dump_result_data, load_result_data, read_result
 
 register_method(Counter)
 
@@ -481,11 +481,10 @@ def test_report_joins_result_files_and_refuses_a_different_benchmark(toy, tmp_pa
     assert r.exit_code == 0, r.output
     assert "counter" in (tmp_path / "board" / "summary.md").read_text()
     assert (tmp_path / "board" / "accuracy_over_rounds.png").stat().st_size > 0
-    other = json.loads(path.read_text())
+    other = load_result_data(path)
     other["benchmark"]["data_hash"] = "sha256:" + "0" * 64  # other data: its bytes and its content differ
     other["benchmark"]["content_hash"] = "sha256:" + "1" * 64
-    changed = tmp_path / "changed.json"
-    changed.write_text(json.dumps(other))
+    changed = dump_result_data(other, tmp_path / "changed.json")
     r = CliRunner().invoke(app, ["report", str(path), str(changed)])
     out = r.output + (r.stderr if r.stderr_bytes is not None else "")
     assert r.exit_code != 0 and "not comparable" in out and "data_hash" in out and "content_hash" in out

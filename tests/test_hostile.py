@@ -20,6 +20,7 @@ from drake_bench.core.console import DataTable, literal, print_table
 from drake_bench.errors import PluginError
 from drake_bench.plugins.protocol import MethodMeta, State
 from drake_bench.plugins.registry import register_method
+from drake_bench.results.result_file import copy_result
 
 MARKUP = "1.0[/red]"  # a closing tag with nothing open: rich raised MarkupError on it
 ESCAPE = "\x1b]0;owned\x07\x1b[2J"  # sets the terminal's title, then clears the screen
@@ -362,7 +363,6 @@ def test_a_method_version_that_reads_as_mathtext_does_not_stop_the_plot(toy, tmp
 
 def test_a_board_that_requires_the_sandbox_refuses_an_unconfined_run(tiny_board, tmp_path):
     import json
-    import shutil
 
     from drake_bench.leaderboard.boards import load_board
     from drake_bench.leaderboard.rules import validate
@@ -373,7 +373,7 @@ def test_a_board_that_requires_the_sandbox_refuses_an_unconfined_run(tiny_board,
     _, refusals = validate(files, board)
     assert not [r for r in refusals if r.rule == "sandbox"]  # built confined
     unconfined = tmp_path / "result.json"
-    shutil.copy(files[0], unconfined)
+    copy_result(files[0], unconfined)
     data = json.loads(unconfined.read_text())
     data["fl"]["extra"]["sandbox"] = "none (unshare: Operation not permitted)"
     unconfined.write_text(json.dumps(data))

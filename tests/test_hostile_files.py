@@ -14,7 +14,6 @@ import json
 import math
 import os
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +34,7 @@ from drake_bench.errors import CheckpointError, JSONFileError
 from drake_bench.evaluator import checkpoint
 from drake_bench.leaderboard.boards import BoardError, load_board
 from drake_bench.plugins.protocol import Message, State
-from drake_bench.results.result_file import ResultFileError, read_result, write_result
+from drake_bench.results.result_file import ResultFileError, copy_result, read_result, result_files, write_result
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_RESULT = (
@@ -192,7 +191,7 @@ def test_a_submission_entry_out_of_its_folder_is_refused_naming_it_and_never_rea
 
     outside = tmp_path / "outside" / "result.json"
     outside.parent.mkdir()
-    shutil.copyfile(SMALL_RESULT, outside)
+    copy_result(SMALL_RESULT, outside)
     sha = "0" * 64
     sub = _submission(
         tmp_path / "sub",
@@ -289,7 +288,9 @@ def test_a_full_disk_while_writing_a_result_is_one_line_and_keeps_the_file_befor
     text = str(err.value)
     assert "\n" not in text and text.startswith(f"cannot write result file {path}: No space left on device")
     assert "written before it stay" in text and "resumes from them once there is space" in text
-    assert path.read_bytes() == before and sorted(p.name for p in path.parent.iterdir()) == ["result.json"]
+    assert path.read_bytes() == before and sorted(p.name for p in path.parent.iterdir()) == sorted(
+        p.name for p in result_files(path)
+    )  # the result and its tables as they were, no temporary file
 
 
 def _progress(rounds: int) -> checkpoint.RunProgress:

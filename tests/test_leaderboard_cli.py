@@ -28,6 +28,7 @@ from drake_bench.leaderboard.boards import BoardDefinition, load_board
 from drake_bench.leaderboard.build import plan, run_configs
 from drake_bench.leaderboard.render import board_files, rows_for
 from drake_bench.leaderboard.submission import SUBMISSION_FILE, submit
+from drake_bench.results.result_file import dump_result_data, load_result_data
 
 REPO = Path(__file__).resolve().parents[1]
 UNREGISTERED = "someones-plugin"  # a third party's method, not installed here
@@ -215,16 +216,11 @@ def test_reproduce_commands_are_the_submissions_own_else_the_boards(tiny_board, 
 # --------------------------------------------------------------------------- 4: a refusal summarised by rule
 def _edit_one_score(path: Path) -> None:
     """Change one raw score at the last round, as a tamperer would, leaving the summary as it was."""
-    data = json.loads(path.read_text())
-    table, last = data["raw"]["scores"], data["fl"]["rounds"]
-    if isinstance(table, dict):  # schema 2.0: column-wise
-        cols = table["columns"]
-        row = next(r for r in table["rows"] if r[cols.index("eval_round")] == last and r[cols.index("role")] == "self")
-        row[cols.index("score")] = round(1.0 - row[cols.index("score")], 6)
-    else:
-        row = next(r for r in table if r["eval_round"] == last and r["role"] == "self")
-        row["score"] = round(1.0 - row["score"], 6)
-    path.write_text(json.dumps(data))
+    data = load_result_data(path)
+    last = data["fl"]["rounds"]
+    row = next(r for r in data["raw"]["scores"] if r["eval_round"] == last and r["role"] == "self")
+    row["score"] = round(1.0 - row["score"], 6)
+    dump_result_data(data, path)
 
 
 def test_validate_says_a_refusal_by_rule_and_every_line_with_verbose(tiny_board, tmp_path):

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from drake_bench.cli import app
 from drake_bench.leaderboard.verify import VERIFICATION_FILE, verification_state
 from drake_bench.plugins.registry import register_method
-from drake_bench.results.result_file import check_result, read_result, summarize, write_result
+from drake_bench.results.result_file import check_result, copy_result, read_result, summarize, write_result
 
 register_method(Counter)
 
@@ -29,7 +29,7 @@ def _entry(tiny_board, tmp_path: Path, method: str) -> Path:
     src = next(p for p in root.rglob("result.json") if f"/{method}/" in p.as_posix() and "checkpoints" not in p.parts)
     dst = tmp_path / method / "result.json"
     dst.parent.mkdir(parents=True)
-    shutil.copy(src, dst)
+    copy_result(src, dst)
     return dst
 
 
@@ -61,7 +61,7 @@ def test_a_rerun_reproduces_a_built_entry_digit_for_digit_and_the_record_names_t
     assert "verified" in output
     path = tmp_path / "counter" / "result.json"  # a copy, so the edit below leaves the shared board alone
     path.parent.mkdir()
-    shutil.copy(counter, path)
+    copy_result(counter, path)
     shutil.copy(counter.parent / VERIFICATION_FILE, path.parent / VERIFICATION_FILE)
     record = json.loads((path.parent / VERIFICATION_FILE).read_text())
     assert record["reproduced"] is True and record["differences"] == [] and record["sandbox"] == "namespaces"

@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import paper_rank_report  # noqa: E402
 
+from drake_bench.results.result_file import copy_result  # noqa: E402
+
 
 def test_resolved_pairs_kept_reversed_and_tau() -> None:
     paper = {"a": (60.0, 0.5), "b": (55.0, 0.5), "c": (54.8, 0.5)}  # a > b and a > c resolved; b, c overlap
@@ -40,12 +42,11 @@ def test_refused_files_are_left_out_and_named(tmp_path: Path) -> None:
         pytest.skip("no committed result file on drake-synth-dynamic")
     # a copy of one committed file with another seed set must be refused by rule `seeds` and left out
     import json
-    import shutil
 
     original = next(p for p in sorted(src.rglob("result.json")) if "checkpoints" not in p.parts)
     dest = tmp_path / board.name / original.relative_to(ROOT / "leaderboard" / board.name)
     dest.parent.mkdir(parents=True)
-    shutil.copy(original, dest)
+    copy_result(original, dest)
     data = json.loads(dest.read_text())
     data["seeds"] = data["seeds"][:2]
     dest.write_text(json.dumps(data))
@@ -55,7 +56,6 @@ def test_refused_files_are_left_out_and_named(tmp_path: Path) -> None:
 
 def test_an_entry_being_built_is_progress_not_a_refusal(tmp_path: Path) -> None:
     import json
-    import shutil
 
     from drake_bench.leaderboard.boards import canonical_boards
 
@@ -65,7 +65,7 @@ def test_an_entry_being_built_is_progress_not_a_refusal(tmp_path: Path) -> None:
         pytest.skip("no committed DITTO result file on drake-synth-dynamic")
     dest = tmp_path / board.name / src.relative_to(ROOT / "leaderboard" / board.name)
     dest.parent.mkdir(parents=True)
-    shutil.copy(src, dest)
+    copy_result(src, dest)
     data = json.loads(dest.read_text())
     data["status"] = "partial"  # as a build writes it after each finished seed
     dest.write_text(json.dumps(data))

@@ -27,6 +27,7 @@ from drake_bench.results.result_file import (
     dump_result_data,
     new_result,
     read_result,
+    result_files,
     result_path,
     result_schema,
     schema_text,
@@ -120,7 +121,7 @@ def test_write_read_round_trip(tmp_path: Path) -> None:
     back = read_result(path)
     assert back == r
     assert check_result(path) == []
-    assert [p.name for p in path.parent.iterdir()] == ["result.json"]  # no temp file left behind
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(p.name for p in result_files(path))  # no temp
     # overwrite in place
     write_result(make_result(seeds=(0,)), path)
     assert read_result(path).seeds == [0]
@@ -244,23 +245,12 @@ def test_the_fast_validator_agrees_with_jsonschema_on_valid_and_broken_files() -
 
     import jsonschema_rs
 
-    from drake_bench.results.encoding import TABLE_COLUMNS
-    from drake_bench.results.result_file import _schema_errors, shipped_schema
+    from drake_bench.results.encoding import TABLE_COLUMNS, encode_raw
+    from drake_bench.results.result_file import _schema_errors, result_schema
 
-    good = json.loads(
-        (
-            Path(__file__).resolve().parents[1]
-            / "leaderboard"
-            / "archive"
-            / "recipe-6"
-            / "main-job"
-            / "drake-synth"
-            / "dynamic"
-            / "sft"
-            / "1.0"
-            / "result.json"
-        ).read_text()
-    )
+    good = make_result().model_dump(mode="json")  # as a 2.0 file holds it: every raw value inside the JSON
+    good["schema_version"] = "2.0"
+    good["raw"] = encode_raw(good["raw"])
 
     def cell(d: dict, table: str, row: int, column: str, value: object) -> None:
         d["raw"][table]["rows"][row][TABLE_COLUMNS[table].index(column)] = value
@@ -281,10 +271,29 @@ def test_the_fast_validator_agrees_with_jsonschema_on_valid_and_broken_files() -
         "status outside its enum": lambda d: d.__setitem__("status", "finished"),
         "null benchmark name": lambda d: d["benchmark"].__setitem__("name", None),
     }
-    fast = jsonschema_rs.Draft202012Validator(shipped_schema())
-    reference = jsonschema.Draft202012Validator(shipped_schema())
+    # a 2.0 file (raw tables inside the JSON, so every value is the schema's), checked by the 2.0 schema
+    fast = jsonschema_rs.Draft202012Validator(result_schema("2.0"))
+    reference = jsonschema.Draft202012Validator(result_schema("2.0"))
     for name, edit in edits.items():
         data = copy.deepcopy(good)
         edit(data)
         assert fast.is_valid(data) == reference.is_valid(data) == (name == "valid"), name
-        assert bool(_schema_errors(data)) == (name != "valid"), name
+        assert bool(_schema_errors(data, "2.0")) == (name != "valid"), name
+
+    # the shipped 3.0 schema: the raw index
+    current = make_result().model_dump(mode="json")
+    current["raw"] = {t: {"rows": 0, "sha256": None} for t in current["raw"]}
+    current["raw"]["scores"] = {"rows": 4, "sha256": "a" * 64}
+    edits3 = {
+        "valid": lambda d: None,
+        "negative rows": lambda d: d["raw"]["scores"].__setitem__("rows", -1),
+        "a path for a digest": lambda d: d["raw"]["scores"].__setitem__("sha256", "../../etc/passwd"),
+        "a table missing": lambda d: d["raw"].pop("costs"),
+        "an unknown table": lambda d: d["raw"].__setitem__("extra", {"rows": 0, "sha256": None}),
+    }
+    fast = jsonschema_rs.Draft202012Validator(result_schema())
+    reference = jsonschema.Draft202012Validator(result_schema())
+    for name, edit in edits3.items():
+        data = copy.deepcopy(current)
+        edit(data)
+        assert fast.is_valid(data) == reference.is_valid(data) == (name == "valid"), name

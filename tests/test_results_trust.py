@@ -3,7 +3,6 @@ committed result file passes."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from drake_bench.cli import app
 from drake_bench.results.result_file import (
     RunResult,
     check_result,
+    copy_result,
     dump_result_data,
     load_result_data,
     read_result,
@@ -149,7 +149,7 @@ def test_report_refuses_duplicates(tmp_path, case):
         files, message = [SFT, FEDIT, SFT], "the same file as"
     elif case == "same-content":
         copy = tmp_path / "copy.json"
-        shutil.copyfile(SFT, copy)
+        copy_result(SFT, copy)
         files, message = [SFT, copy], "the same content as"
     elif case == "same-method-version":
         data = load_result_data(SFT)

@@ -22,6 +22,7 @@ from drake_bench.benchmarks.store import file_sha256
 from drake_bench.errors import CheckpointError, DrakeBenchError
 from drake_bench.models import load_base, pretrain, shipped
 from drake_bench.models.testing import toy_loader
+from drake_bench.results.result_file import dump_result_data, load_result_data
 
 REPO = Path(__file__).resolve().parents[1]
 MM, TEXT = "tiny-llava-llama-s", "tiny-qwen2-s"
@@ -300,7 +301,7 @@ def _cli(*args) -> tuple[int, str]:
 
 def _with_weights(src: Path, dst: Path, shas: dict[str, str | None]) -> Path:
     """A copy of a committed result whose models carry shipped identities (sha None: keep the recipe-only one)."""
-    data = json.loads(src.read_text())
+    data = load_result_data(src)
     for model, sha in shas.items():
         if sha is not None:
             data["model_allocation"]["checkpoints"][model] = {
@@ -309,8 +310,7 @@ def _with_weights(src: Path, dst: Path, shas: dict[str, str | None]) -> Path:
                 "weights_sha256": sha,
                 "hub_repo": f"drake-bench/{model}",
             }
-    dst.write_text(json.dumps(data))
-    return dst
+    return dump_result_data(data, dst)
 
 
 def test_report_refuses_one_model_name_on_different_weights(tmp_path):

@@ -10,6 +10,7 @@ from conftest import toy_spec
 from drake_bench.benchmarks.manifest import load_benchmark, manifest_dict, parse_manifest
 from drake_bench.benchmarks.spec import SubsamplingRule
 from drake_bench.errors import ScenarioError
+from drake_bench.results.result_file import copy_result
 
 
 def _with_validation(ratio: float):
@@ -228,7 +229,6 @@ def test_tuning_needs_a_version_with_a_validation_split(toy, tmp_path):
 
 
 def test_boards_refuse_a_tuning_run_and_a_selection_on_test(tiny_board, tmp_path):
-    import shutil
 
     from drake_bench.leaderboard.boards import load_board
     from drake_bench.leaderboard.rules import validate
@@ -239,7 +239,7 @@ def test_boards_refuse_a_tuning_run_and_a_selection_on_test(tiny_board, tmp_path
 
     def refusals(edit):
         path = tmp_path / "result.json"
-        shutil.copy(original, path)
+        copy_result(original, path)
         data = json.loads(path.read_text())
         edit(data["fl"]["extra"]["run_config"])
         path.write_text(json.dumps(data))

@@ -25,6 +25,7 @@ from drake_bench.core.json_files import SMALL_FILE_MAX_BYTES, read_json
 from drake_bench.benchmarks.store import file_sha256
 from drake_bench.leaderboard.boards import BoardDefinition, canonical_boards
 from drake_bench.leaderboard.rules import Refusal, read_for_board, summarise, validate
+from drake_bench.results.result_file import copy_result
 
 if TYPE_CHECKING:  # pragma: no cover
     from drake_bench.results.result_file import RunResult
@@ -152,7 +153,7 @@ def submit(board: BoardDefinition, results: Sequence[str | Path], out: str | Pat
             raise SubmissionError(f"{p}: a second result for {rel}")
         target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(p, target)
+        copy_result(p, target)  # with its raw tables, which the result file pins by sha256
         files[rel] = file_sha256(target)
     try:
         sub = Submission(board=board.name, method=names[0][0], version=names[0][1], package=package,

@@ -139,8 +139,9 @@ def error_path(path: Sequence[Any]) -> list[Any]:
 
 
 def dumps(data: Any) -> str:
-    """JSON text with two-space indentation, except that a list holding no objects sits on one line and a list of
-    lists (a table's rows) has one row per line; ends with a newline."""
+    """JSON text with two-space indentation, except that a list holding no objects sits on one line, so does an
+    object of plain values that fits :data:`ONE_LINE`, and a list of lists (a table's rows) has one row per line;
+    ends with a newline."""
     lines: list[str] = []
     _write(data, 0, lines, "")
     return "".join(lines) + "\n"
@@ -150,13 +151,19 @@ def _compact(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=False)
 
 
+ONE_LINE = 200
+"""The longest line an object of plain values is written on whole; a longer one gets a line per field."""
+
+
 def _flat(obj: list[Any]) -> bool:
     return not any(isinstance(x, (dict, list)) for x in obj)
 
 
 def _write(obj: Any, level: int, out: list[str], prefix: str) -> None:
     pad, inner = "  " * level, "  " * (level + 1)
-    if isinstance(obj, dict) and obj:
+    if isinstance(obj, dict) and obj and _flat(list(obj.values())) and len(prefix) + len(_compact(obj)) <= ONE_LINE:
+        out.append(prefix + _compact(obj))  # a record of plain values (a client's summary row) reads as one line
+    elif isinstance(obj, dict) and obj:
         out.append(prefix + "{\n")
         items = list(obj.items())
         for i, (key, value) in enumerate(items):

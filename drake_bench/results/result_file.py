@@ -7,9 +7,10 @@ raw tables by :func:`drake_bench.evaluation.metrics.summarize`, and :func:`check
 it, so a submitted file whose headline numbers disagree with its own raw data is caught.
 
 The JSON Schema shipped as ``drake_bench/schemas/result.schema.json`` is generated from
-:class:`RunResult` (``python -m drake_bench.results.result_file`` rewrites it); third-party tools can
+:class:`RunResult` (``python -m drake_bench.schemas`` rewrites it); third-party tools can
 validate result files without Python. Layout on disk is MTEB-style, see :func:`result_path`;
-inside the file the raw tables are stored column-wise (:mod:`drake_bench.results.encoding`).
+the raw tables are Parquet files beside the JSON (:mod:`drake_bench.results.tables`), and files of older
+layouts read through :mod:`drake_bench.results.converters`.
 """
 
 from __future__ import annotations
@@ -49,11 +50,14 @@ from drake_bench.evaluation.metrics import (
 )
 from drake_bench.evaluation.scoring import LEGACY_SCORER_VERSION
 from drake_bench.results import encoding as result_encoding
+from drake_bench.results import tables as raw_tables
+from drake_bench.results.converters import CONVERTERS
 
-RESULT_SCHEMA_VERSION = "2.0"
-READABLE_SCHEMA_VERSIONS = ("1.0", RESULT_SCHEMA_VERSION)
-"""Versions :func:`read_result` reads: 1.0 stored each raw record as its own object; 2.0 stores the tables
-column-wise. Both describe the same :class:`RunResult`; writing always writes 2.0."""
+RESULT_SCHEMA_VERSION = "3.0"
+READABLE_SCHEMA_VERSIONS = ("1.0", "2.0", RESULT_SCHEMA_VERSION)
+"""Versions :func:`read_result` reads: 1.0 stored each raw record as its own object, 2.0 each table column-wise
+inside the JSON, 3.0 each table as a Parquet file beside it. All describe the same :class:`RunResult`; writing
+always writes 3.0."""
 SCHEMA_FILE = "result.schema.json"
 RESULT_FILE = "result.json"
 
@@ -81,10 +85,12 @@ __all__ = [
     "check_result",
     "comparable",
     "comparable_differences",
+    "copy_result",
     "completeness_problems",
     "provenance_problems",
     "new_result",
     "read_result",
+    "result_files",
     "result_path",
     "result_schema",
     "shipped_schema",
@@ -263,7 +269,7 @@ class Environment(StrictModel):
 class RunResult(StrictModel):
     """One run of one method on one benchmark and scenario, over all its seeds."""
 
-    schema_version: Literal["2.0"] = RESULT_SCHEMA_VERSION
+    schema_version: Literal["3.0"] = RESULT_SCHEMA_VERSION
     drake_bench_version: str
     created_at: datetime
     benchmark: BenchmarkRef
@@ -408,14 +414,20 @@ def result_path(out: str | Path, benchmark: str, scenario: str, method: str, met
 
 
 def result_schema(version: str = RESULT_SCHEMA_VERSION) -> dict[str, Any]:
-    """The JSON Schema of result files of ``version``, generated from :class:`RunResult`: 2.0 (the shipped one)
-    with column-wise raw tables, 1.0 (still read) with one object per raw record."""
+    """The JSON Schema of result files of ``version``, generated from :class:`RunResult`: 3.0 (the shipped one)
+    with the raw tables in Parquet files beside the JSON (``raw`` holds each one's row count and sha256), 2.0
+    (still read) with column-wise raw tables inside the JSON, 1.0 (still read) with one object per raw record."""
     if version not in READABLE_SCHEMA_VERSIONS:
         raise ValueError(f"no result schema {version!r}; this drake_bench knows {', '.join(READABLE_SCHEMA_VERSIONS)}")
     schema = RunResult.model_json_schema(mode="serialization")
     if version == RESULT_SCHEMA_VERSION:
-        schema = result_encoding.file_schema(schema)
+        defs = schema["$defs"]
+        defs["RawTables"] = raw_tables.index_schema()
+        for record in raw_tables.RECORD_TYPES.values():  # their columns are typed in the Parquet files
+            defs.pop(record.__name__, None)
     else:
+        if version == "2.0":
+            schema = result_encoding.file_schema(schema)
         schema["properties"]["schema_version"] = {
             **schema["properties"]["schema_version"],
             "const": version,
@@ -446,7 +458,7 @@ def _schema_for(version: str) -> dict[str, Any]:
     return shipped_schema() if version == RESULT_SCHEMA_VERSION else result_schema(version)
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=len(READABLE_SCHEMA_VERSIONS))
 def _fast_validator(version: str = RESULT_SCHEMA_VERSION) -> Any:
     """jsonschema-rs's compiled validator of the schema of ``version``, or None where it is not installed."""
     try:
@@ -506,10 +518,15 @@ def _error_line(error: jsonschema.ValidationError) -> str:
     wrong table would otherwise be quoted whole)."""
     path = list(error.absolute_path)
     where = _field_path(result_encoding.error_path(path))
-    if len(path) == 2 and path[0] == "raw" and isinstance(error.instance, list):
+    if len(path) == 2 and path[0] == "raw" and isinstance(error.instance, (list, dict)):
+        layout = (
+            "a list of records, as schema 1.0 files store a table"
+            if isinstance(error.instance, list)
+            else "laid out otherwise than this file's schema_version stores a table"
+        )
         return (
-            f"{where}: a list of records, as schema 1.0 files store a table; this file says schema_version "
-            f'{RESULT_SCHEMA_VERSION}, which stores each table as {{"columns": [...], "rows": [[...]]}}'
+            f'{where}: {layout} (schema 2.0 stores it as {{"columns": [...], "rows": [[...]]}}, schema 3.0 as '
+            f'{{"rows": n, "sha256": ...}} with the table in a Parquet file beside the result file)'
         )
     message = error.message if len(error.message) <= 300 else error.message[:300] + " ..."
     return f"{where}: {message}"
@@ -531,7 +548,7 @@ def write_result(result: RunResult, path: str | Path, *, check: bool = True) -> 
     complete, the summary agreeing with them), so neither a hand-edited summary nor a gap can be written.
     """
     path = Path(path)
-    data = file_data(result.model_dump(mode="json"))
+    data, blobs = _file_layout(result.model_dump(mode="json"), path)
     errors = _schema_errors(data)
     if errors:
         raise _fail(str(path), "would fail the result schema", errors)
@@ -541,9 +558,27 @@ def write_result(result: RunResult, path: str | Path, *, check: bool = True) -> 
             raise _fail(
                 str(path), "fails check_result (provenance, complete raw tables, a summary that recomputes)", problems
             )
+    _write_layout(data, blobs, path)
+    return path
+
+
+def _file_layout(data: dict[str, Any], path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """A result as ``model_dump(mode="json")`` gives it -> (the JSON this schema version writes, the raw tables'
+    Parquet bytes)."""
+    try:
+        index, blobs = raw_tables.encode_tables(data.get("raw") or {})
+    except raw_tables.RawTableError as exc:
+        raise ResultFileError(f"{path}: {exc}") from None
+    return {**data, "schema_version": RESULT_SCHEMA_VERSION, "raw": index}, blobs
+
+
+def _write_layout(data: dict[str, Any], blobs: dict[str, bytes], path: Path) -> None:
+    """Write the raw tables under their content-addressed names, then replace the JSON (temp file + rename), then
+    remove the tables only the replaced JSON named: at every moment the folder holds one readable result."""
     text = result_encoding.dumps(data)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        raw_tables.write_tables(path, data["raw"], blobs)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -555,9 +590,20 @@ def write_result(result: RunResult, path: str | Path, *, check: bool = True) -> 
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+        raw_tables.remove_stale_tables(path, data["raw"])
     except OSError as exc:  # a full disk, above all: one line, not the evaluator's whole stack
         raise ResultFileError(_unwritable(f"result file {path}", exc)) from None
-    return path
+
+
+def result_files(path: str | Path) -> list[Path]:
+    """The files a result consists of: the JSON at ``path`` and, for schema 3.0, its raw tables beside it (what
+    copying a result must copy). The JSON is read only for its ``raw`` index."""
+    path = Path(path)
+    data = _load(path)
+    raw = data.get("raw") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("schema_version") != RESULT_SCHEMA_VERSION or not isinstance(raw, dict):
+        return [path]
+    return [path, *raw_tables.table_files(path, raw)]
 
 
 def _unwritable(what: str, exc: OSError) -> str:
@@ -643,17 +689,16 @@ def comparable_differences(a: RunResult, b: RunResult) -> list[str]:
     return [line.lstrip(".").replace("stored", "first").replace("recomputed", "second") for line in out]
 
 
-def file_data(data: dict[str, Any]) -> dict[str, Any]:
-    """A result as ``model_dump(mode="json")`` gives it (one object per raw record) -> as the current file stores
-    it (raw tables column-wise, this schema version)."""
-    out = dict(data)
-    out["schema_version"] = RESULT_SCHEMA_VERSION
-    if isinstance(out.get("raw"), dict):
-        try:
-            out["raw"] = result_encoding.encode_raw(out["raw"])
-        except result_encoding.TableEncodingError as exc:
-            raise ResultFileError(str(exc)) from None
-    return out
+def copy_result(src: str | Path, dst: str | Path) -> Path:
+    """Copy the result file ``src`` to ``dst`` with its raw tables (named for ``dst``); returns ``dst``."""
+    import shutil
+
+    src, dst = Path(src), Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    for table in result_files(src)[1:]:
+        shutil.copyfile(table, dst.with_name(dst.stem + table.name[len(src.stem) :]))
+    shutil.copyfile(src, dst)
+    return dst
 
 
 def dump_result_data(data: dict[str, Any], path: str | Path) -> Path:
@@ -661,7 +706,7 @@ def dump_result_data(data: dict[str, Any], path: str | Path) -> Path:
     in the current file format, without validating it: for tools and tests that edit a file's numbers on purpose
     (:func:`write_result` is the way to write a result)."""
     path = Path(path)
-    path.write_text(result_encoding.dumps(file_data(data)), encoding="utf-8")
+    _write_layout(*_file_layout(data, path), path)
     return path
 
 
@@ -670,8 +715,19 @@ def load_result_data(path: str | Path) -> dict[str, Any]:
     for scripts that read one table, or edit a file (:func:`read_result` is the way to read a result)."""
     data = _load(path)
     if isinstance(data, dict) and isinstance(data.get("raw"), dict):
-        data["raw"] = result_encoding.decode_raw(data["raw"])
+        version = data.get("schema_version")
+        if version == RESULT_SCHEMA_VERSION:
+            data["raw"] = _read_tables(path, data["raw"])
+        else:
+            data["raw"] = result_encoding.decode_raw(data["raw"])
     return data
+
+
+def _read_tables(path: str | Path, index: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    try:
+        return raw_tables.read_tables(path, index)
+    except raw_tables.RawTableError as exc:
+        raise ResultFileError(str(exc)) from None
 
 
 def read_result(path: str | Path) -> RunResult:
@@ -693,8 +749,14 @@ def _result_from(data: Any, path: str | Path) -> RunResult:
     if errors:
         raise _fail(str(path), "fails the result schema", errors, _unknown_fields_note(data) if unknown_fields else "")
     if version == RESULT_SCHEMA_VERSION:
-        data["raw"] = result_encoding.decode_raw(data["raw"])
-    data["schema_version"] = RESULT_SCHEMA_VERSION  # in memory a result has no layout: a 1.0 file reads as 2.0
+        data["raw"] = _read_tables(path, data["raw"])
+        # the tables' values are checked as strictly as a 1.0 file's records, with the same record-wise paths
+        errors, _ = _schema_report({**data, "schema_version": "1.0"}, "1.0")
+        if errors:
+            raise _fail(str(path), "fails the result schema", errors)
+    else:
+        data = CONVERTERS[version](data)
+    data["schema_version"] = RESULT_SCHEMA_VERSION  # in memory a result has no layout: an old file reads as 3.0
     try:
         return RunResult.model_validate(data)
     except ValidationError as exc:
@@ -706,21 +768,27 @@ def _result_from(data: Any, path: str | Path) -> RunResult:
 def upgrade_result_file(path: str | Path) -> bool:
     """Rewrite a result file of an older schema version in the current one; False when it already is current.
 
-    Lossless or nothing: the new file is written beside the old one, read back, and must give the same result,
-    field for field (times and environment included), before it replaces the old file."""
+    Lossless or nothing: the new file is written into a folder beside the old one, read back, and must give the same
+    result, field for field (times and environment included), before its raw tables move beside the old file and
+    its JSON replaces it."""
     path = Path(path)
     data = _load(path)
     if isinstance(data, dict) and data.get("schema_version") == RESULT_SCHEMA_VERSION:
         return False
     result = _result_from(data, path)
-    tmp = path.with_name(f".{path.name}.upgrade")
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.upgrade-", dir=path.parent))
     try:
-        write_result(result, tmp, check=False)  # upgrading keeps what the file says; `check` judges it separately
-        if read_result(tmp).model_dump(mode="json") != result.model_dump(mode="json"):  # pragma: no cover - guard
+        new = staging / path.name
+        write_result(result, new, check=False)  # upgrading keeps what the file says; `check` judges it separately
+        if read_result(new).model_dump(mode="json") != result.model_dump(mode="json"):  # pragma: no cover - guard
             raise ResultFileError(f"{path}: the upgraded file would not read back to the same result; left as it was")
-        os.replace(tmp, path)
+        for table in result_files(new)[1:]:
+            os.replace(table, path.with_name(table.name))
+        os.replace(new, path)
     finally:
-        tmp.unlink(missing_ok=True)
+        for leftover in staging.iterdir():
+            leftover.unlink()
+        staging.rmdir()
     return True
 
 
