@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import json
 import os
 from collections import Counter, defaultdict
@@ -248,12 +247,9 @@ def _machines_note(results: Sequence[RunResult], tags: dict[str, str]) -> str:
 
 
 def _png(fig: Any) -> str:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from drake_bench.evaluation.plots import png_bytes
 
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return base64.b64encode(png_bytes(fig, dpi=90)).decode("ascii")
 
 
 def self_vs_others_plot(results: Sequence[RunResult]) -> str:
