@@ -1,4 +1,4 @@
-"""``drake-bench leaderboard``: list, build, reprobe, render, validate, submit and html (drake_bench.leaderboard does the work)."""
+"""``drake-bench leaderboard``: list, build, reprobe, publish, fetch, render, validate, submit and html (drake_bench.leaderboard does the work)."""
 
 from __future__ import annotations
 
@@ -296,6 +296,55 @@ def register(app: typer.Typer) -> None:
         print_table(_out, t)
         if any(not d.carried_over for d in done):
             raise typer.Exit(code=1)
+
+    @lb.command("publish")
+    def publish_cmd(
+        board: Annotated[str, typer.Argument(help="A canonical board name or a board JSON file.")],
+        repo: Annotated[str, typer.Option(help="Hub dataset repo to upload to, e.g. my-org/drake-bench-results.")],
+        root: Annotated[Path, typer.Option(help=ROOT_HELP)] = Path("leaderboard"),
+        tag: Annotated[str | None, typer.Option(help="Tag the commit (a published revision never moves).")] = None,
+        dry_run: Annotated[
+            bool, typer.Option("--dry-run", help="List what would be uploaded; upload nothing.")
+        ] = False,
+    ) -> None:
+        """Upload a board's result files (with their Parquet tables) and pages to a Hub dataset repo, one commit."""
+        from drake_bench.leaderboard.results_repo import publish_board
+
+        bd = _board(board)
+        try:
+            ops = publish_board(bd, repo, root, revision_tag=tag, dry_run=dry_run)
+        except DrakeBenchError as exc:
+            raise fail(exc) from None
+        size = sum(op.upload_info.size for op in ops)
+        if dry_run:
+            for op in ops:
+                _out.print(literal(op.path_in_repo), highlight=False)
+        verb = "would upload" if dry_run else "uploaded"
+        _out.print(
+            f"{verb} {len(ops)} files ({size / 1e6:.1f} MB) of board {escape(bd.name)} to datasets/{escape(repo)}"
+        )
+
+    @lb.command("fetch")
+    def fetch_cmd(
+        board: Annotated[str, typer.Argument(help="A canonical board name or a board JSON file.")],
+        repo: Annotated[str, typer.Option(help="Hub dataset repo holding the board's results.")],
+        revision: Annotated[str, typer.Option(help="Tag, branch or commit to fetch (pin a tag or a commit).")],
+        root: Annotated[Path, typer.Option(help=ROOT_HELP)] = Path("leaderboard"),
+        offline: Annotated[bool, typer.Option("--offline", help="Use only the local Hub cache.")] = False,
+    ) -> None:
+        """Download a board's result files from a Hub dataset repo at a pinned revision into its folder."""
+        from drake_bench.leaderboard.render import board_files
+        from drake_bench.leaderboard.results_repo import fetch_board
+
+        bd = _board(board)
+        try:
+            folder = fetch_board(bd, repo, revision, root, local_files_only=offline)
+        except DrakeBenchError as exc:
+            raise fail(exc) from None
+        _out.print(
+            f"fetched {len(board_files(folder))} result files of board {escape(bd.name)} from "
+            f"{escape(repo)}@{escape(revision)} into {escape(str(folder))}"
+        )
 
     @lb.command("render")
     def render_cmd(
