@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import argparse
 import glob
-import shutil
 from pathlib import Path
 
 import torch
+
+from drake_bench.results.result_file import copy_result
 
 METHODS = ["sft", "fedit", "fedit-pqlora", "fedmosaic"]
 LABELS = {"sft": "SFT", "fedit": "FedIT", "fedit-pqlora": "FedIT+PQ-LoRA", "fedmosaic": "FedMosaic"}
@@ -239,12 +240,12 @@ def main() -> None:
             [config_for(m, a) for m in a.methods], jobs=a.jobs, threads=1, console=Console(stderr=True)
         )
         for m, res in zip(a.methods, results):
-            shutil.copyfile(res.path(a.out), result_file(board, m))
+            copy_result(res.path(a.out), result_file(board, m))
     else:  # results of an earlier `drake-bench run ... --out <out>` not yet copied to the board
         for m in a.methods:
             found = sorted(Path(a.out).glob(f"drake-synth/dynamic/{m}/*/result.json"))
             if found and not result_file(board, m).is_file():
-                shutil.copyfile(found[-1], result_file(board, m))
+                copy_result(found[-1], result_file(board, m))
     report(a)
 
 
