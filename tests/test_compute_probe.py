@@ -245,6 +245,7 @@ def test_fixed_costs_beyond_the_budget_are_over_budget_not_matched():
     assert not free.over_budget and free.matched_local_steps == 10
 
 
+@pytest.mark.slow
 def test_a_stage_costlier_than_sfts_federation_is_run_and_marked_over_budget(toy_mixed, out, fedit_measured):
     """FedAvg + post-train with 10 post-training steps against SFT's 2 rounds of 4: the run warns, runs one step a
     round, records by how much it overspends, and the board's compute table marks the row."""

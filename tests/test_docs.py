@@ -104,6 +104,7 @@ def run_pages(tmp_path_factory) -> dict[str, tuple[int, str, float]]:
     return done
 
 
+@pytest.mark.slow
 def test_examples_run(tmp_path_factory):
     """One test for all pages (so pytest-xdist never runs them twice); a failure lists every failing page."""
     results = run_pages(tmp_path_factory)

@@ -105,6 +105,7 @@ def reference(toy_mixed, tmp_path_factory):
         return {m: run(small(toy_mixed, out, m, clients_per_round=DRAWN.get(m), isolation="inline")) for m in METHODS}
 
 
+@pytest.mark.slow
 def test_flower_simulation_reproduces_the_default_backend(toy_mixed, tmp_path, reference):
     # one ClientApp at a time: each Ray actor sets every method up once (FedMosaic aligns its models in setup)
     # the model-free method is asked once per client and evaluation point (--predict-per-client): the evaluator sends

@@ -179,6 +179,7 @@ def _through_round_1(result) -> dict:
     return data
 
 
+@pytest.mark.slow
 def test_localhost_superlink_reproduces_the_default_backend_and_survives_a_lost_node(pair, tmp_path, federation):
     """One deployed run of two rounds: round 1 must be the default backend's, to the byte; node 1 is stopped
     inside round 2's client_update, and the run must complete with its client recorded missing and still scored.

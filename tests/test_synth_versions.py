@@ -145,6 +145,7 @@ def test_the_build_record_covers_every_version_the_boards_cite_with_the_hashes_t
         assert (board.data_hash, board.content_hash) == (pinned["data_hash"], pinned["content_hash"]), board.name
 
 
+@pytest.mark.slow
 def test_every_version_a_board_cites_rebuilds_its_data(tmp_path):
     """Boards stay reproducible across benchmark versions and library versions: today's code builds each version
     a board ranks on (current or archived) to the content hash recorded for it, and, with the pyarrow and Pillow
