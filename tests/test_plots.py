@@ -181,6 +181,29 @@ def test_summary_markdown_adds_the_wire_table_when_elements_were_counted() -> No
     assert "On the wire" not in summary_markdown([SFT, FEDIT])  # no element counts, no wire table
 
 
+def test_summary_markdown_shows_the_servers_time_beside_the_clients_when_it_was_timed() -> None:
+    """Compute matching counts the clients' FLOPs only; a server that does real work (FedRPCA's robust PCA) must
+    show beside them: 1 s of client training a round (one client, one round) against 0.25 s, then 2.5 s, of
+    aggregation over two seeds."""
+    from drake_bench.evaluation.metrics import ServerCostRecord
+
+    server = [ServerCostRecord(seed=s, round=1, aggregate_seconds=t) for s, t in ((0, 0.25), (1, 2.5))]
+    timed = SFT.model_copy(update={"raw": SFT.raw.model_copy(update={"server_costs": server})})
+    timed = timed.model_copy(
+        update={
+            "summary": summarize(timed.raw, seeds=timed.seeds),
+            "environment": timed.environment.model_copy(update={"cpu_model": "AMD EPYC", "cpu_count": 2}),
+        }
+    )
+    text = summary_markdown([timed, FEDIT])
+    assert text.endswith(
+        "| Method | Client training s/round | Server s/round | Server / client | Machine |\n"
+        "|:---|---:|---:|---:|---:|\n"
+        "| sft 1.0 | 1.00 ± 0.00 | 1.375 ± 1.125 | 1.375 | AMD EPYC x2 |\n"
+    )
+    assert "Server s/round" not in summary_markdown([SFT, FEDIT])  # no server timed, no table
+
+
 def test_summary_says_under_which_numerics_the_rows_were_trained() -> None:
     """Files made before the setting existed add nothing (the exact table above); a recorded setting adds one
     paragraph, per row where the rows differ."""

@@ -222,11 +222,37 @@ def post_federation_rows(results: Sequence["RunResult"]) -> list[list[str]]:
     return out
 
 
+TIME_HEADERS = ["Method", "Client training s/round", "Server s/round", "Server / client", "Machine"]
+TIME_NOTE = (
+    "Time per round, measured (wall-clock seconds on the machine each file records; mean ± std over seeds): the "
+    "clients' local training summed over the round's clients, beside the server's aggregation, which compute "
+    "matching does not count (it matches the clients' FLOPs only)."
+)
+
+
+def time_rows(results: Sequence["RunResult"]) -> list[list[str]]:
+    """Per result that timed its server: client training and server aggregation seconds per round, and their
+    ratio (of the means). A method whose server does real work (FedRPCA's robust PCA, HeteroTune's alignment)
+    shows it here, beside the client compute that the board matches."""
+    out = []
+    for r in results:
+        a = r.summary.aggregate
+        server, client = a.aggregate_seconds_per_round, a.train_seconds_per_round
+        if server.mean is None:
+            continue
+        ratio = f"{server.mean / client.mean:.3f}" if client.mean else MISSING
+        env = r.environment
+        machine = f"{env.cpu_model or 'cpu'} x{env.cpu_count}" if env.cpu_count else (env.cpu_model or MISSING)
+        out.append([score_label(r), fmt(client, scale=1.0, digits=2), fmt(server, scale=1.0, digits=3), ratio, machine])
+    return out
+
+
 def summary_markdown(results: Sequence["RunResult"]) -> str:
     """The same table as GitHub-flavoured markdown (ends with a newline), followed by Self A_last by model
     (:func:`model_rows`) where the clients hold different models, the wire-format table
     (:func:`wire_rows`) when any result counted elements, the compute table (:func:`compute_rows`) when any
-    result was probed and the post-federation table (:func:`post_federation_rows`) when any result recorded the
+    result was probed, the time table (:func:`time_rows`: client training beside server aggregation) when any result
+    timed its server, and the post-federation table (:func:`post_federation_rows`) when any result recorded the
     point its stage replaced."""
     text = _markdown(HEADERS, rows(results))
     groups = model_groups(results)
@@ -248,6 +274,9 @@ def summary_markdown(results: Sequence["RunResult"]) -> str:
             + "\n\n"
             + _markdown(COMPUTE_HEADERS, compute)
         )
+    timed = time_rows(results)
+    if timed:
+        text += f"\n{TIME_NOTE}\n\n" + _markdown(TIME_HEADERS, timed)
     post = post_federation_rows(results)
     if post:
         text += (
