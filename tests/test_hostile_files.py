@@ -38,16 +38,7 @@ from drake_bench.results.result_file import ResultFileError, copy_result, read_r
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_RESULT = (
-    REPO
-    / "leaderboard"
-    / "archive"
-    / "recipe-6"
-    / "main-job"
-    / "drake-synth"
-    / "dynamic"
-    / "sft"
-    / "1.0"
-    / "result.json"
+    REPO / "tests" / "results" / "main-job-recipe-6" / "drake-synth" / "dynamic" / "sft" / "1.0" / "result.json"
 )  # a committed result that checks in a fraction of a second
 BOARD = "drake-synth-dynamic"
 BOARD_FILE = REPO / "drake_bench" / "leaderboard" / "definitions" / f"{BOARD}.json"

@@ -29,7 +29,7 @@ from drake_bench.results.result_file import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-BOARD_ENTRY = REPO / "leaderboard/archive/recipe-8/main-job-3-seeds/drake-synth/dynamic/sft/1.0/result.json"
+BOARD_ENTRY = REPO / "tests/results/main-job-3-seeds-recipe-8/drake-synth/dynamic/sft/1.0/result.json"
 
 
 def _as_v1(tmp_path: Path, name: str = "old.json") -> Path:

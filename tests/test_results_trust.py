@@ -21,9 +21,7 @@ from drake_bench.results.result_file import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-BOARD = (
-    REPO / "leaderboard" / "archive" / "recipe-6" / "main-job" / "drake-synth" / "dynamic"
-)  # a fixed committed board
+BOARD = REPO / "tests" / "results" / "main-job-recipe-6" / "drake-synth" / "dynamic"  # a copy of a fixed board
 SFT, FEDIT, ZERO = (BOARD / m / "1.0" / "result.json" for m in ("sft", "fedit", "zero-shot"))
 COMMITTED = sorted(
     p
